@@ -1,0 +1,30 @@
+// The model's shape (GPT-2, DESIGN.md "Model") and what follows from it: head size, padded
+// vocabulary, parameter count and FLOPs per token. Validation here covers the model alone;
+// layout rules (tp dividing heads, ...) are checked with the options in launch/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gpt {
+
+struct ModelConfig {
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t d_model = 128;
+  int64_t seq_len = 64;     // also the number of learned positions
+  int64_t vocab_size = 256; // the data set's
+
+  int64_t head_dim() const { return d_model / n_head; }
+  int64_t ffn_dim() const { return 4 * d_model; }
+  // Vocabulary padded to a multiple of 64 * tp; padded rows are zero and never used.
+  int64_t padded_vocab(int64_t tp) const;
+  // Parameters of the logical (unpadded) model, wpe excluded (FLOPs formula) or included.
+  int64_t num_parameters(bool include_wpe) const;
+  // 6 N + 12 L T C per token (DESIGN.md), N without wpe.
+  double flops_per_token() const;
+  void validate() const;  // throws a one-line gpt::Error naming the bad field
+  std::string to_json() const;
+};
+
+}  // namespace gpt

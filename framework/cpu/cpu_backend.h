@@ -1,0 +1,89 @@
+// The CPU backend: the reference implementation of the kernel interface. Matrix products go
+// through oneDNN's sgemm; everything else is OpenMP loops written for the compiler to vectorise.
+// Kernels are split over files by op family (matmul.cpp, layernorm.cpp, ...); this class only
+// declares them. Memory is 64-byte aligned host memory.
+#pragma once
+
+#include "framework/backend.h"
+
+namespace gpt::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads);
+  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  std::string name() const override;
+  int threads() const { return threads_; }
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(float* x, int64_t n) override;
+  void synchronize() override {}
+
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                      int64_t N, int64_t IC, int64_t OC) override;
+  void matmul_backward_input(float* dinp, const float* dout, const float* weight, int64_t N,
+                             int64_t IC, int64_t OC, bool accumulate) override;
+  void matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp,
+                              int64_t N, int64_t IC, int64_t OC) override;
+
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int64_t N, int64_t C) override;
+  void layernorm_backward_input(float* dinp, const float* dout, const float* inp,
+                                const float* weight, const float* mean, const float* rstd,
+                                int64_t N, int64_t C) override;
+  void layernorm_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp,
+                                 const float* mean, const float* rstd, int64_t N,
+                                 int64_t C) override;
+
+  void gelu_forward(float* out, const float* inp, int64_t n) override;
+  void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) override;
+
+  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                         int64_t NH, int64_t HS) override;
+  void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                          const float* att, int64_t B, int64_t T, int64_t NH, int64_t HS) override;
+
+  void add(float* out, const float* a, const float* b, int64_t n) override;
+  void accumulate(float* y, const float* x, int64_t n) override;
+  void scale(float* x, float factor, int64_t n) override;
+  void add_bias(float* out, const float* bias, int64_t N, int64_t C) override;
+  void bias_backward(float* dbias, const float* dout, int64_t N, int64_t C) override;
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N, int64_t C,
+                         int64_t vocab_start, int64_t V_local) override;
+  void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t N,
+                          int64_t C, int64_t vocab_start, int64_t V_local) override;
+  void position_embedding_forward(float* out, const float* wpe, int64_t B, int64_t T,
+                                  int64_t C) override;
+  void position_embedding_backward(float* dwpe, const float* dout, int64_t B, int64_t T,
+                                   int64_t C) override;
+
+  void xent_row_max(float* row_max, const float* logits, int64_t N, int64_t V_local,
+                    int64_t V_valid) override;
+  void xent_row_sumexp(float* row_sumexp, const float* logits, const float* row_max, int64_t N,
+                       int64_t V_local, int64_t V_valid) override;
+  void xent_target_logit(float* target_logit, const float* logits, const int32_t* targets,
+                         int64_t N, int64_t V_local, int64_t vocab_start) override;
+  void xent_loss(float* losses, const float* row_max, const float* row_sumexp,
+                 const float* target_logit, int64_t N) override;
+  void xent_backward(float* logits, const float* row_max, const float* row_sumexp,
+                     const int32_t* targets, int64_t N, int64_t V_local, int64_t V_valid,
+                     int64_t vocab_start, float loss_scale) override;
+
+  double sum(const float* x, int64_t n) override;
+  double sum_squares(const float* x, int64_t n) override;
+
+  void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+                    const AdamWStep& step) override;
+  void sgd_update(float* param, const float* grad, float* momentum_buffer, int64_t n,
+                  const SgdStep& step) override;
+
+ private:
+  int threads_;
+};
+
+}  // namespace gpt::cpu

@@ -1,0 +1,91 @@
+// Parameters and the flat buffers they live in (DESIGN.md "Parameters, buffers, caches").
+// A Parameter knows its checkpoint name, its full logical shape and which block of that logical
+// tensor this rank holds (one or more row-major slabs: c_attn's q, k and v rows are three). All
+// parameters of a rank are carved, in registration order, from one value buffer, one gradient
+// buffer and one buffer per optimizer state, so optimizers, clipping and dp reduction run over
+// contiguous memory and checkpoints need no layer code.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "framework/backend.h"
+#include "framework/device_array.h"
+
+namespace gpt {
+
+// A rectangular block of the logical tensor: logical [start, start + count) in every dimension,
+// stored contiguously (row-major) from element local_offset of the parameter's local storage.
+struct Slab {
+  std::vector<int64_t> start;
+  std::vector<int64_t> count;
+  int64_t local_offset = 0;
+  int64_t numel() const;
+};
+
+enum class InitKind { kNormal, kZeros, kOnes };
+
+struct ParameterSpec {
+  std::string name;                 // checkpoint name, e.g. "h.0.attn.c_attn.weight"
+  std::vector<int64_t> shape;       // full logical shape, nn.Linear layout (out, in)
+  int64_t local_numel = 0;          // storage on this rank (may exceed the slabs: vocab padding)
+  std::vector<Slab> slabs;          // what of the logical tensor this rank holds
+  InitKind init = InitKind::kZeros;
+  float init_std = 0.0f;            // for kNormal
+  bool weight_decay = false;        // two or more dimensions
+  bool tp_replicated = false;       // every tp rank holds the same full copy (LayerNorms, wpe)
+  bool tied_copy = false;           // the last stage's wte when pp > 1: never counted or saved
+};
+
+struct Parameter : ParameterSpec {
+  int64_t offset = 0;               // element offset in the flat buffers
+  float* value = nullptr;
+  float* grad = nullptr;
+  int64_t numel() const { return local_numel; }
+  // This rank holds the copy that counts once (gradient norm) over tp and pp.
+  bool counts_once_over_tp_pp(int tp_rank) const { return !tied_copy && (!tp_replicated || tp_rank == 0); }
+};
+
+// The registry and flat buffers of one rank's parameters. Register everything, then allocate();
+// parameters never move afterwards (held in a deque), so layers keep Parameter pointers.
+class ParameterStore {
+ public:
+  explicit ParameterStore(Backend& backend) : backend_(backend) {}
+  Parameter& add(ParameterSpec spec);  // before allocate()
+  void allocate();                      // value and gradient buffers; values zero
+
+  // Fills every value from the counter RNG keyed by (seed, name, logical element index): the
+  // same logical tensor whatever the layout. Storage outside the slabs (padding) stays zero.
+  void initialize(uint64_t seed);
+
+  // An extra flat buffer with the values' layout, e.g. "exp_avg"; zero-filled.
+  float* add_state(const std::string& state_name);
+  float* state(const std::string& state_name);  // throws if absent
+  const std::vector<std::string>& state_names() const { return state_names_; }
+
+  std::deque<Parameter>& params() { return params_; }
+  const std::deque<Parameter>& params() const { return params_; }
+  Parameter* find(const std::string& name);
+  int64_t total_numel() const { return total_; }
+  float* values() { return values_.data(); }
+  float* grads() { return grads_.data(); }
+  void zero_grads();
+  Backend& backend() { return backend_; }
+
+ private:
+  Backend& backend_;
+  std::deque<Parameter> params_;
+  int64_t total_ = 0;
+  bool allocated_ = false;
+  DeviceArray<float> values_, grads_;
+  std::vector<std::string> state_names_;
+  std::deque<DeviceArray<float>> states_;
+};
+
+// Logical element index (row-major over the full shape) of each local element of a slab, in
+// storage order: the bridge between local storage, the RNG and checkpoint hyperslabs.
+std::vector<int64_t> slab_logical_indices(const Slab& slab, const std::vector<int64_t>& shape);
+
+}  // namespace gpt

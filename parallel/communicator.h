@@ -1,0 +1,64 @@
+// The communicator interface (DESIGN.md "Communicators"): one object per process group (tp, dp,
+// pp, embedding, world). Buffers are in the backend's memory. Every call is ordered after the
+// work already issued on the backend and before what is issued later: the MPI implementation is
+// synchronous (or returns a Request), NCCL will enqueue on the backend stream.
+// Byte counters per communicator feed the "bytes moved per group" metrics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <mpi.h>
+
+namespace gpt {
+
+enum class ReduceOp { kSum, kMax };
+
+// A pending non-blocking operation; wait() completes it (idempotent).
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual void wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;  // "tp", "dp", "pp", "embedding", "world"
+
+  virtual void all_reduce(float* buf, int64_t count, ReduceOp op) = 0;  // in place
+  virtual void all_reduce(double* buf, int64_t count, ReduceOp op) = 0;
+  // recv (size() * count) = every rank's send (count), in rank order
+  virtual void all_gather(const float* send, float* recv, int64_t count) = 0;
+  // recv (count) = this rank's block of the sum over ranks of send (size() * count)
+  virtual void reduce_scatter(const float* send, float* recv, int64_t count, ReduceOp op) = 0;
+  virtual void broadcast(float* buf, int64_t count, int root) = 0;
+  virtual void broadcast_bytes(void* buf, int64_t bytes, int root) = 0;
+  virtual void send(const float* buf, int64_t count, int peer) = 0;
+  virtual void recv(float* buf, int64_t count, int peer) = 0;
+  virtual std::unique_ptr<Request> isend(const float* buf, int64_t count, int peer) = 0;
+  virtual std::unique_ptr<Request> irecv(float* buf, int64_t count, int peer) = 0;
+  virtual std::unique_ptr<Request> iall_reduce(float* buf, int64_t count, ReduceOp op) = 0;
+  virtual void barrier() = 0;
+
+  // The MPI communicator of the same group: the control plane (agreement, HDF5's MPI-IO).
+  virtual MPI_Comm mpi_comm() const = 0;
+
+  int64_t bytes_moved() const { return bytes_moved_; }
+  void reset_bytes_moved() { bytes_moved_ = 0; }
+
+ protected:
+  void count_bytes(int64_t bytes) { bytes_moved_ += bytes; }
+
+ private:
+  int64_t bytes_moved_ = 0;
+};
+
+// An MPI communicator over `comm` (duplicated, with MPI_ERRORS_RETURN so failures surface as
+// gpt::Error carrying MPI's message). Host buffers; counts above INT_MAX are sent in chunks.
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, const std::string& name);
+
+}  // namespace gpt

@@ -1,0 +1,66 @@
+// The 3-D process grid (DESIGN.md): world = tp * dp * pp with
+//   rank = tp_rank + tp * (dp_rank + dp * pp_rank)
+// tp fastest-varying (consecutive ranks of one node), then dp, then pp (stages across nodes).
+// Worked example, 16 ranks at tp 4, pp 4 (dp 1): tp groups {0-3} {4-7} {8-11} {12-15},
+// pp groups {0,4,8,12} {1,5,9,13} ..., embedding groups {0,12} {1,13} {2,14} {3,15}.
+// The grid owns one communicator per group this rank belongs to; pass it by reference.
+#pragma once
+
+#include <memory>
+
+#include <mpi.h>
+
+#include "parallel/communicator.h"
+
+namespace gpt {
+
+struct GridShape {
+  int tp = 1;
+  int dp = 1;
+  int pp = 1;
+  int world() const { return tp * dp * pp; }
+};
+
+struct GridOptions {
+  GridShape shape;
+  // Simulated node size for the "tp must not span nodes" rule; 0 = detect with
+  // MPI_Comm_split_type(MPI_COMM_TYPE_SHARED).
+  int ranks_per_node = 0;
+  bool allow_tp_across_nodes = false;
+};
+
+class ProcessGrid {
+ public:
+  // Collective over `world`. Throws a one-line gpt::Error (identically on every rank) when the
+  // shape does not match the world size or a tp group would span two nodes.
+  ProcessGrid(MPI_Comm world, const GridOptions& options);
+
+  const GridShape& shape() const { return shape_; }
+  int global_rank() const { return global_rank_; }
+  int tp_rank() const { return tp_rank_; }
+  int dp_rank() const { return dp_rank_; }
+  int stage() const { return stage_; }
+  bool is_first_stage() const { return stage_ == 0; }
+  bool is_last_stage() const { return stage_ == shape_.pp - 1; }
+  int ranks_per_node() const { return ranks_per_node_; }
+  int local_rank() const { return local_rank_; }  // rank within its node
+
+  // Global rank of the grid point (tp_rank, dp_rank, stage).
+  int rank_of(int tp_rank, int dp_rank, int stage) const;
+
+  Communicator& tp() { return *tp_; }
+  Communicator& dp() { return *dp_; }
+  Communicator& pp() { return *pp_; }
+  Communicator& world() { return *world_; }
+  // First and last stage at this rank's (tp, dp) coordinates; null on the other stages and
+  // when pp == 1 (the two copies of wte are then one).
+  Communicator* embedding() { return embedding_.get(); }
+
+ private:
+  GridShape shape_;
+  int global_rank_ = 0, tp_rank_ = 0, dp_rank_ = 0, stage_ = 0;
+  int ranks_per_node_ = 1, local_rank_ = 0;
+  std::unique_ptr<Communicator> tp_, dp_, pp_, world_, embedding_;
+};
+
+}  // namespace gpt

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the project builds and tests with. Idempotent and quiet when all
+# is present; run as root (or with sudo available) on Debian 12.
+set -euo pipefail
+packages=(cmake g++ make pkg-config libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
+          libdnnl-dev libboost-program-options-dev libgtest-dev python3-torch python3-h5py)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+echo "installing: ${missing[*]}"
+$sudo_cmd apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
