@@ -27,8 +27,12 @@ std::string mpi_error_string(int code);
 }  // namespace gpt
 
 // Builds a message with stream syntax: GPT_MSG("--tp " << tp << " does not divide " << n).
-#define GPT_MSG(stream_expr) \
-  (static_cast<std::ostringstream&>(std::ostringstream() << stream_expr).str())
+#define GPT_MSG(stream_expr)    \
+  ([&]() {                      \
+    std::ostringstream gpt_os_; \
+    gpt_os_ << stream_expr;     \
+    return gpt_os_.str();       \
+  }())
 
 // An internal invariant; the message should still say what is wrong.
 #define GPT_CHECK(cond, msg)                                                   \

@@ -1,0 +1,218 @@
+// Option parsing and validation for train (see options.h).
+#include "launch/options.h"
+
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <iostream>
+
+#include "framework/check.h"
+
+namespace po = boost::program_options;
+
+namespace gpt {
+namespace {
+
+po::options_description describe(TrainOptions& o) {
+  po::options_description layout("Layout");
+  layout.add_options()
+      ("tp", po::value(&o.tp)->default_value(o.tp), "tensor-parallel size (ranks of one node)")
+      ("pp", po::value(&o.pp)->default_value(o.pp), "pipeline-parallel size (stages)")
+      ("dp", po::value(&o.dp)->default_value(o.dp), "data-parallel size; 0 = world / (tp * pp)")
+      ("schedule", po::value(&o.schedule)->default_value(o.schedule),
+       "pipeline schedule: 1f1b | gpipe | interleaved | zb-h1")
+      ("virtual-stages", po::value(&o.virtual_stages)->default_value(o.virtual_stages),
+       "model chunks per stage (interleaved 1F1B)")
+      ("ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node),
+       "simulated node size for the tp placement rule; 0 = detect")
+      ("allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
+       "allow a tp group to span nodes")
+      ("micro-batch-size", po::value(&o.micro_batch_size)->default_value(o.micro_batch_size),
+       "sequences per microbatch")
+      ("global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),
+       "sequences per optimizer step, over all dp ranks");
+  po::options_description model("Model (GPT-2)");
+  model.add_options()
+      ("model", po::value(&o.model_preset)->default_value(""),
+       "preset: tiny | small | gpt2 | gpt2-medium (the shape options below override it)")
+      ("n-layer", po::value(&o.model.n_layer)->default_value(o.model.n_layer), "transformer blocks")
+      ("n-head", po::value(&o.model.n_head)->default_value(o.model.n_head), "attention heads")
+      ("d-model", po::value(&o.model.d_model)->default_value(o.model.d_model), "model width")
+      ("seq-len", po::value(&o.model.seq_len)->default_value(o.model.seq_len),
+       "sequence length (and learned positions)");
+  po::options_description data("Data");
+  data.add_options()
+      ("data", po::value(&o.data)->default_value(""),
+       "training tokens (HDF5, see prepare-data); empty = the built-in arithmetic corpus")
+      ("val-data", po::value(&o.val_data)->default_value(""),
+       "validation tokens; empty = the built-in held-out split when --data is empty")
+      ("data-order", po::value(&o.data_order)->default_value(o.data_order),
+       "random | sequential")
+      ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every),
+       "validation every N steps (0 = never)")
+      ("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows),
+       "validation windows (the first K of the file)");
+  po::options_description optim("Optimization");
+  optim.add_options()
+      ("steps", po::value(&o.steps)->default_value(o.steps), "total optimizer steps of the run")
+      ("optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "adamw | sgd")
+      ("lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate")
+      ("min-lr", po::value(&o.min_lr)->default_value(o.min_lr), "final learning rate (cosine)")
+      ("warmup-steps", po::value(&o.warmup_steps)->default_value(o.warmup_steps),
+       "linear warm-up steps")
+      ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay),
+       "decoupled (AdamW) or L2 (SGD) weight decay on weights and embeddings")
+      ("beta1", po::value(&o.beta1)->default_value(o.beta1), "AdamW beta1")
+      ("beta2", po::value(&o.beta2)->default_value(o.beta2), "AdamW beta2")
+      ("eps", po::value(&o.eps)->default_value(o.eps), "AdamW epsilon")
+      ("momentum", po::value(&o.momentum)->default_value(o.momentum), "SGD momentum")
+      ("grad-clip", po::value(&o.grad_clip)->default_value(o.grad_clip),
+       "global gradient-norm clip (0 = off)")
+      ("seed", po::value(&o.seed)->default_value(o.seed), "seed of init and data order");
+  po::options_description run("Execution and output");
+  run.add_options()
+      ("device", po::value(&o.device)->default_value(o.device), "auto | cpu | cuda")
+      ("precision", po::value(&o.precision)->default_value(o.precision),
+       "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)")
+      ("threads", po::value(&o.threads)->default_value(o.threads),
+       "CPU threads per rank; 0 = this node's cores / its ranks")
+      ("checkpoint-dir", po::value(&o.checkpoint_dir)->default_value(o.checkpoint_dir),
+       "where checkpoints go")
+      ("save-every", po::value(&o.save_every)->default_value(o.save_every),
+       "checkpoint every N steps (0 = only at the end)")
+      ("keep-last", po::value(&o.keep_last)->default_value(o.keep_last),
+       "keep only the newest N checkpoints (0 = keep all)")
+      ("resume", po::value(&o.resume)->default_value(""), "checkpoint FILE, or auto")
+      ("init-from", po::value(&o.init_from)->default_value(""),
+       "load weights only from a checkpoint (fine-tuning)")
+      ("metrics", po::value(&o.metrics)->default_value(""), "JSON-lines metrics file")
+      ("trace", po::value(&o.trace)->default_value(""), "Chrome trace file of the schedule")
+      ("log-every", po::value(&o.log_every)->default_value(o.log_every), "log every N steps");
+  po::options_description all("train: GPT-2 training on a tp x dp x pp grid of MPI ranks");
+  all.add_options()("help,h", "print this help")("config", po::value<std::string>(),
+                                                  "INI-style file of name = value options");
+  all.add(layout).add(model).add(data).add(optim).add(run);
+  return all;
+}
+
+void check_choice(const std::string& option, const std::string& value,
+                  std::initializer_list<const char*> choices) {
+  std::string list;
+  for (const char* c : choices) {
+    if (value == c) return;
+    list += list.empty() ? c : std::string(" | ") + c;
+  }
+  fail_input("--" + option + " must be one of " + list + " (got '" + value + "')");
+}
+
+void validate(const TrainOptions& o) {
+  o.model.validate();
+  GPT_INPUT_CHECK(o.tp >= 1, "--tp must be at least 1 (got " << o.tp << ")");
+  GPT_INPUT_CHECK(o.pp >= 1, "--pp must be at least 1 (got " << o.pp << ")");
+  GPT_INPUT_CHECK(o.dp >= 0, "--dp must be at least 1, or 0 to derive it (got " << o.dp << ")");
+  GPT_INPUT_CHECK(o.model.n_head % o.tp == 0,
+                  "--tp " << o.tp << " does not divide --n-head " << o.model.n_head);
+  GPT_INPUT_CHECK(o.model.d_model % o.tp == 0,
+                  "--tp " << o.tp << " does not divide --d-model " << o.model.d_model);
+  GPT_INPUT_CHECK(o.model.n_layer >= o.pp,
+                  "--pp " << o.pp << " is more than --n-layer " << o.model.n_layer);
+  check_choice("schedule", o.schedule, {"1f1b", "gpipe", "interleaved", "zb-h1"});
+  GPT_INPUT_CHECK(o.virtual_stages >= 1,
+                  "--virtual-stages must be at least 1 (got " << o.virtual_stages << ")");
+  GPT_INPUT_CHECK(o.ranks_per_node >= 0, "--ranks-per-node must be at least 0");
+  GPT_INPUT_CHECK(o.micro_batch_size >= 1,
+                  "--micro-batch-size must be at least 1 (got " << o.micro_batch_size << ")");
+  GPT_INPUT_CHECK(o.global_batch_size >= 1,
+                  "--global-batch-size must be at least 1 (got " << o.global_batch_size << ")");
+  check_choice("data-order", o.data_order, {"random", "sequential"});
+  GPT_INPUT_CHECK(o.eval_every >= 0, "--eval-every must be at least 0");
+  GPT_INPUT_CHECK(o.eval_windows >= 1, "--eval-windows must be at least 1");
+  GPT_INPUT_CHECK(!(o.val_data.empty() == false && o.data.empty()),
+                  "--val-data needs --data (the built-in corpus has its own held-out split)");
+  GPT_INPUT_CHECK(o.steps >= 0, "--steps must be at least 0 (got " << o.steps << ")");
+  check_choice("optimizer", o.optimizer, {"adamw", "sgd"});
+  GPT_INPUT_CHECK(o.lr > 0, "--lr must be positive (got " << o.lr << ")");
+  GPT_INPUT_CHECK(o.min_lr >= 0 && o.min_lr <= o.lr,
+                  "--min-lr must be in [0, --lr] (got " << o.min_lr << ")");
+  GPT_INPUT_CHECK(o.warmup_steps >= 0, "--warmup-steps must be at least 0");
+  GPT_INPUT_CHECK(o.weight_decay >= 0, "--weight-decay must be at least 0");
+  GPT_INPUT_CHECK(o.beta1 >= 0 && o.beta1 < 1, "--beta1 must be in [0, 1) (got " << o.beta1 << ")");
+  GPT_INPUT_CHECK(o.beta2 >= 0 && o.beta2 < 1, "--beta2 must be in [0, 1) (got " << o.beta2 << ")");
+  GPT_INPUT_CHECK(o.eps > 0, "--eps must be positive (got " << o.eps << ")");
+  GPT_INPUT_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1)");
+  GPT_INPUT_CHECK(o.grad_clip >= 0, "--grad-clip must be at least 0 (0 = off)");
+  check_choice("device", o.device, {"auto", "cpu", "cuda"});
+  check_choice("precision", o.precision, {"auto", "fp32", "bf16"});
+  GPT_INPUT_CHECK(o.threads >= 0, "--threads must be at least 0");
+  GPT_INPUT_CHECK(o.save_every >= 0, "--save-every must be at least 0");
+  GPT_INPUT_CHECK(o.keep_last >= 0, "--keep-last must be at least 0");
+  GPT_INPUT_CHECK(o.log_every >= 1, "--log-every must be at least 1");
+  GPT_INPUT_CHECK(o.resume.empty() || o.init_from.empty(),
+                  "--resume and --init-from exclude each other");
+  GPT_INPUT_CHECK(!o.checkpoint_dir.empty(), "--checkpoint-dir must not be empty");
+}
+
+}  // namespace
+
+ModelConfig model_preset(const std::string& name) {
+  ModelConfig m;
+  if (name == "tiny") {
+    m.n_layer = 2, m.n_head = 4, m.d_model = 32, m.seq_len = 16;
+  } else if (name == "small") {
+    m.n_layer = 4, m.n_head = 8, m.d_model = 512, m.seq_len = 256;
+  } else if (name == "gpt2") {
+    m.n_layer = 12, m.n_head = 12, m.d_model = 768, m.seq_len = 1024;
+  } else if (name == "gpt2-medium") {
+    m.n_layer = 24, m.n_head = 16, m.d_model = 1024, m.seq_len = 1024;
+  } else {
+    fail_input("--model must be one of tiny | small | gpt2 | gpt2-medium (got '" + name + "')");
+  }
+  return m;
+}
+
+std::optional<TrainOptions> parse_train_options(int argc, char** argv, bool print_help) {
+  TrainOptions o;
+  po::options_description desc = describe(o);
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("help")) {
+      if (print_help) std::cout << desc << "\n";
+      return std::nullopt;
+    }
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      GPT_INPUT_CHECK(in.good(), "--config " << path << ": cannot open the file");
+      po::store(po::parse_config_file(in, desc), vm);  // the command line, stored first, wins
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    fail_input(e.what());
+  }
+  for (const auto& [name, value] : vm)
+    if (!value.defaulted()) o.given.insert(name);
+  if (!o.model_preset.empty()) {
+    ModelConfig preset = model_preset(o.model_preset);
+    if (!o.was_given("n-layer")) o.model.n_layer = preset.n_layer;
+    if (!o.was_given("n-head")) o.model.n_head = preset.n_head;
+    if (!o.was_given("d-model")) o.model.d_model = preset.d_model;
+    if (!o.was_given("seq-len")) o.model.seq_len = preset.seq_len;
+  }
+  validate(o);
+  return o;
+}
+
+void validate_layout(const TrainOptions& o, int world_size) {
+  GPT_INPUT_CHECK(world_size % (o.tp * o.pp) == 0,
+                  "--tp " << o.tp << " x --pp " << o.pp << " does not divide the " << world_size
+                          << " ranks of the job");
+  const int dp = world_size / (o.tp * o.pp);
+  GPT_INPUT_CHECK(o.dp == 0 || o.dp == dp, "--dp " << o.dp << " disagrees with " << world_size
+                                                   << " ranks / (--tp " << o.tp << " x --pp "
+                                                   << o.pp << ") = " << dp);
+  GPT_INPUT_CHECK(o.global_batch_size % (dp * o.micro_batch_size) == 0,
+                  "--global-batch-size " << o.global_batch_size << " is not a multiple of dp "
+                                         << dp << " x --micro-batch-size " << o.micro_batch_size);
+}
+
+}  // namespace gpt

@@ -1,0 +1,64 @@
+// The train program's options (DESIGN.md "Programs": the names are a contract), parsed with
+// Boost.Program_options from the command line and an optional INI-style --config file (the
+// command line wins), then validated: every rule an option breaks gives a one-line gpt::Error
+// naming the option. Validation is deterministic, so every rank fails alike without talking.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "framework/config.h"
+
+namespace gpt {
+
+struct TrainOptions {
+  // layout
+  int tp = 1, pp = 1, dp = 0;  // dp 0: world / (tp * pp)
+  std::string schedule = "1f1b";
+  int virtual_stages = 1;
+  int ranks_per_node = 0;
+  bool allow_tp_across_nodes = false;
+  int64_t micro_batch_size = 8;
+  int64_t global_batch_size = 32;
+  // model
+  std::string model_preset;
+  ModelConfig model;  // vocab_size comes from the data set
+  // data
+  std::string data, val_data;
+  std::string data_order = "random";
+  int64_t eval_every = 100, eval_windows = 64;
+  // optimisation
+  int64_t steps = 1200;
+  std::string optimizer = "adamw";
+  double lr = 3e-3, min_lr = 3e-4;
+  int64_t warmup_steps = 50;
+  double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, momentum = 0.9;
+  double grad_clip = 1.0;
+  uint64_t seed = 1234;
+  // execution
+  std::string device = "auto", precision = "auto";
+  int threads = 0;  // 0: the cores of this node divided by its ranks
+  // checkpoints and output
+  std::string checkpoint_dir = "checkpoints";
+  int64_t save_every = 0;
+  int keep_last = 0;
+  std::string resume, init_from;
+  std::string metrics, trace;
+  int64_t log_every = 1;
+
+  // Options the user set explicitly (command line or config file), by long name.
+  std::set<std::string> given;
+  bool was_given(const std::string& name) const { return given.count(name) > 0; }
+};
+
+// Parses and validates. Returns nullopt after printing --help (rank 0 prints). Layout rules that
+// need the world size (tp * pp * dp == world) are checked by validate_layout.
+std::optional<TrainOptions> parse_train_options(int argc, char** argv, bool print_help);
+void validate_layout(const TrainOptions& options, int world_size);
+
+// The model presets of --model: tiny, small, gpt2 (124M), gpt2-medium.
+ModelConfig model_preset(const std::string& name);
+
+}  // namespace gpt

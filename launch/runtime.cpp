@@ -1,0 +1,61 @@
+// Runtime construction (see runtime.h).
+#include "launch/runtime.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "framework/check.h"
+
+namespace gpt {
+namespace {
+
+// Ranks sharing this node, for the default thread count.
+int ranks_on_this_node(MPI_Comm world) {
+  MPI_Comm node;
+  GPT_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int size = 1;
+  MPI_Comm_size(node, &size);
+  MPI_Comm_free(&node);
+  return size;
+}
+
+// The CPU backend is the only one so far: --device auto resolves to it.
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
+  GPT_INPUT_CHECK(device != "cuda", "--device cuda: this build has no CUDA backend yet");
+  return make_cpu_backend(threads);
+}
+
+}  // namespace
+
+StageSpec balanced_stage(const ModelConfig& cfg, int pp, int stage) {
+  StageSpec spec;
+  spec.first_layer = cfg.n_layer * stage / pp;
+  spec.n_layers = cfg.n_layer * (stage + 1) / pp - spec.first_layer;
+  spec.has_embedding = stage == 0;
+  spec.has_head = stage == pp - 1;
+  spec.tied_copy = pp > 1 && stage == pp - 1;
+  return spec;
+}
+
+Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& options)
+    : cfg_(cfg) {
+  threads_ = options.threads > 0
+                 ? options.threads
+                 : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                   ranks_on_this_node(world));
+  backend_ = make_backend(options.device, threads_);
+  grid_ = std::make_unique<ProcessGrid>(world, options.grid);
+  tp_ = std::make_unique<TensorParallel>(grid_->tp(), *backend_);
+  store_ = std::make_unique<ParameterStore>(*backend_);
+  const StageSpec spec = balanced_stage(cfg, grid_->shape().pp, grid_->stage());
+  stage_ = std::make_unique<GptStage>(*store_, *tp_, cfg, spec, options.micro_batch,
+                                      options.num_caches, options.num_grad_sets);
+}
+
+std::string Runtime::layout() const {
+  const GridShape& s = grid_->shape();
+  return "tp=" + std::to_string(s.tp) + " dp=" + std::to_string(s.dp) + " pp=" +
+         std::to_string(s.pp);
+}
+
+}  // namespace gpt

@@ -1,0 +1,215 @@
+// The training loop (see trainer.h).
+#include "launch/trainer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "framework/check.h"
+#include "framework/io/checkpoint.h"
+#include "framework/logging.h"
+#include "framework/timer.h"
+#include "launch/evaluation.h"
+#include "launch/json.h"
+#include "launch/signals.h"
+#include "optimizers/grad_clip.h"
+
+namespace gpt {
+namespace {
+
+constexpr int kMaxConsecutiveSkips = 5;
+
+DataOrder data_order(const std::string& name) {
+  return name == "sequential" ? DataOrder::kSequential : DataOrder::kRandom;
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& train,
+                 const TokenDataset* validation, Optimizer& optimizer, TrainState state,
+                 std::string config_json)
+    : options_(options),
+      rt_(rt),
+      train_(train),
+      validation_(validation),
+      optimizer_(optimizer),
+      state_(state),
+      config_json_(std::move(config_json)),
+      schedule_{options.lr, options.min_lr, options.warmup_steps, options.steps},
+      metrics_(options.metrics, rt.grid().global_rank() == 0) {}
+
+StepStats Trainer::train_step() {
+  ProcessGrid& grid = rt_.grid();
+  GptStage& stage = rt_.stage();
+  ParameterStore& store = rt_.store();
+  const int64_t T = rt_.model().seq_len, B = stage.micro_batch();
+  const int64_t G = options_.global_batch_size;
+  const int dp = grid.shape().dp;
+  const int64_t per_rank = G / dp, microbatches = per_rank / B;
+  const int64_t windows = train_.num_windows(T);
+  const DataOrder order = data_order(options_.data_order);
+
+  StepStats stats;
+  stats.step = state_.step + 1;
+  rt_.tp().reset_seconds();
+  for (Communicator* c : {&grid.tp(), &grid.dp(), &grid.pp()}) c->reset_bytes_moved();
+  const double start = now_seconds();
+
+  store.zero_grads();
+  // Each microbatch's mean loss is scaled by 1/(microbatches * dp): the step's gradient is that
+  // of the mean over all G*T targets.
+  const float loss_scale = 1.0f / static_cast<float>(B * T * microbatches * dp);
+  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
+  double loss_sum = 0.0;
+  const int64_t first_sample = state_.consumed_samples + grid.dp_rank() * per_rank;
+  for (int64_t m = 0; m < microbatches; ++m) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t window = sample_window(first_sample + m * B + b, windows, order, options_.seed);
+      read_window(train_, window, T, tokens.data() + b * T, targets.data() + b * T);
+    }
+    stage.forward(0, tokens.data(), targets.data());
+    if (stage.spec().has_head) loss_sum += stage.loss_sum(0);
+    stage.backward(0, 0, loss_scale);
+  }
+
+  {  // Gradients: sum over dp replicas (each already scaled by 1/dp), then the tied wte copies.
+    ScopedTimer timer(stats.dp_comm_s, &rt_.backend());
+    if (dp > 1) grid.dp().all_reduce(store.grads(), store.total_numel(), ReduceOp::kSum);
+  }
+  if (Communicator* embedding = grid.embedding()) {
+    Parameter* wte = store.find("wte");
+    ScopedTimer timer(stats.pp_wait_s, &rt_.backend());
+    embedding->all_reduce(wte->grad, wte->numel(), ReduceOp::kSum);
+  }
+  // The step's loss: tp ranks agree, so count tp rank 0's; only the last stage has one.
+  if (grid.tp_rank() != 0) loss_sum = 0.0;
+  grid.world().all_reduce(&loss_sum, 1, ReduceOp::kSum);
+  stats.loss = loss_sum / static_cast<double>(G * T);
+
+  stats.grad_norm = global_grad_norm(store, grid);
+  stats.lr = schedule_.at(stats.step);
+  if (!std::isfinite(stats.grad_norm)) {
+    stats.skipped = true;
+    ++consecutive_skips_;
+    GPT_WARN0("step " << stats.step << ": gradient norm is " << stats.grad_norm
+                      << "; update skipped (" << consecutive_skips_ << " in a row)");
+    GPT_CHECK(consecutive_skips_ < kMaxConsecutiveSkips,
+              kMaxConsecutiveSkips << " steps in a row had a non-finite gradient norm; stopping");
+  } else {
+    consecutive_skips_ = 0;
+    if (options_.grad_clip > 0) scale_grads(store, clip_coefficient(stats.grad_norm, options_.grad_clip));
+    optimizer_.step(store, stats.lr);
+  }
+  rt_.backend().synchronize();
+  state_.step = stats.step;
+  state_.consumed_samples += G;
+
+  stats.step_time_s = now_seconds() - start;
+  stats.tp_comm_s = rt_.tp().seconds();
+  stats.compute_s = stats.step_time_s - stats.tp_comm_s - stats.dp_comm_s - stats.pp_wait_s;
+  stats.tp_bytes = grid.tp().bytes_moved();
+  stats.dp_bytes = grid.dp().bytes_moved();
+  stats.pp_bytes = grid.pp().bytes_moved();
+  return stats;
+}
+
+void Trainer::log_step(const StepStats& s) {
+  const double tokens = static_cast<double>(options_.global_batch_size * rt_.model().seq_len);
+  const double tokens_per_s = tokens / s.step_time_s;
+  const double gflops = rt_.model().flops_per_token() * tokens_per_s / 1e9;
+  JsonObject line;
+  line.add("step", s.step).add("loss", s.loss).add("lr", s.lr).add("grad_norm", s.grad_norm);
+  line.add("tokens_per_s", tokens_per_s).add("gflops", gflops).add("step_time_s", s.step_time_s);
+  line.add("compute_s", s.compute_s).add("tp_comm_s", s.tp_comm_s).add("dp_comm_s", s.dp_comm_s);
+  line.add("pp_wait_s", s.pp_wait_s).add("tp_bytes", s.tp_bytes).add("dp_bytes", s.dp_bytes);
+  line.add("pp_bytes", s.pp_bytes).add("skipped", s.skipped);
+  metrics_.write(line.str());
+  if (s.step % options_.log_every != 0 && s.step != options_.steps) return;
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "step %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.1f ms | %.0f tok/s | "
+                "%.1f GFLOP/s | compute %.1f ms, tp %.1f ms, dp %.1f ms, pp wait %.1f ms%s",
+                static_cast<long long>(s.step), static_cast<long long>(options_.steps), s.loss,
+                s.lr, s.grad_norm, 1e3 * s.step_time_s, tokens_per_s, gflops, 1e3 * s.compute_s,
+                1e3 * s.tp_comm_s, 1e3 * s.dp_comm_s, 1e3 * s.pp_wait_s,
+                s.skipped ? " | skipped" : "");
+  log::info0(text);
+}
+
+void Trainer::run_validation() {
+  if (validation_ == nullptr) return;
+  const EvalResult r = evaluate(rt_, *validation_, options_.eval_windows);
+  char text[160];
+  std::snprintf(text, sizeof text, "step %5lld | val loss %.4f | val ppl %.3f (%lld windows)",
+                static_cast<long long>(state_.step), r.loss, std::exp(r.loss),
+                static_cast<long long>(r.windows));
+  log::info0(text);
+  metrics_.write(JsonObject().add("step", state_.step).add("val_loss", r.loss).str());
+}
+
+std::string Trainer::save_checkpoint() {
+  ProcessGrid& grid = rt_.grid();
+  CheckpointMeta meta;
+  meta.step = state_.step;
+  meta.consumed_samples = state_.consumed_samples;
+  meta.seed = options_.seed;
+  meta.config_json = config_json_;
+  meta.tokenizer = train_.tokenizer;
+  meta.layout = rt_.layout();
+  OptimizerMeta opt;
+  opt.type = optimizer_.type();
+  opt.hyperparameters = optimizer_.hyperparameters();
+  opt.step = optimizer_.step_count();
+  opt.state_names = optimizer_.state_names();
+  const int tp_rank = grid.tp_rank(), dp_rank = grid.dp_rank();
+  // One writer per logical block: dp rank 0, tp rank 0 for replicated tensors, the first
+  // stage's wte.
+  WriteOwner owner = [tp_rank, dp_rank](const Parameter& p) {
+    return dp_rank == 0 && p.counts_once_over_tp_pp(tp_rank);
+  };
+  const std::string path = write_checkpoint(options_.checkpoint_dir, meta, &opt, rt_.store(),
+                                            owner, grid.world().mpi_comm(), options_.keep_last);
+  log::info0("saved checkpoint " + path);
+  return path;
+}
+
+int Trainer::run() {
+  if (state_.step == 0 && options_.steps == 0) {  // --steps 0: the initial weights alone
+    save_checkpoint();
+    return 0;
+  }
+  if (state_.step >= options_.steps) {
+    GPT_LOG0("the checkpoint is at step " << state_.step << ", --steps is " << options_.steps
+                                          << ": nothing to train");
+    return 0;
+  }
+  const int64_t tokens_per_step = options_.global_batch_size * rt_.model().seq_len;
+  GPT_LOG0("training " << rt_.model().num_parameters(true) << " parameters, " << rt_.layout()
+                       << ", " << tokens_per_step << " tokens per step, steps "
+                       << state_.step + 1 << ".." << options_.steps);
+  bool saved_last = false;
+  while (state_.step < options_.steps) {
+    const StepStats stats = train_step();
+    log_step(stats);
+    saved_last = false;
+    if (options_.eval_every > 0 && state_.step % options_.eval_every == 0) run_validation();
+    if (options_.save_every > 0 && state_.step % options_.save_every == 0) {
+      save_checkpoint();
+      saved_last = true;
+    }
+    // Agree on stop requests at the step boundary: any rank's signal stops all.
+    double stop_any = stop_requested() ? 1.0 : 0.0;
+    rt_.grid().world().all_reduce(&stop_any, 1, ReduceOp::kMax);
+    if (stop_any > 0 && state_.step < options_.steps) {
+      if (!saved_last) save_checkpoint();
+      log::info0("stop requested: checkpoint written at step " + std::to_string(state_.step) +
+                 "; resume with --resume auto");
+      return kExitStopped;
+    }
+  }
+  if (options_.eval_every > 0 && state_.step % options_.eval_every != 0) run_validation();
+  if (!saved_last) save_checkpoint();
+  return 0;
+}
+
+}  // namespace gpt

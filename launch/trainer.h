@@ -1,0 +1,63 @@
+// The training loop: per optimizer step, the step's samples (DESIGN.md "Data") are cut into
+// microbatches, run forward and backward with gradient accumulation, reduced over dp (and the
+// tied embedding over the embedding group), clipped, applied by the optimizer; then logging,
+// metrics, validation, checkpoints and stop requests at the step boundary.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "framework/io/dataset.h"
+#include "launch/metrics.h"
+#include "launch/options.h"
+#include "launch/runtime.h"
+#include "optimizers/lr_schedule.h"
+#include "optimizers/optimizer.h"
+
+namespace gpt {
+
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0.0;       // mean token loss of the step, before its update
+  double lr = 0.0;
+  double grad_norm = 0.0;  // before clipping
+  bool skipped = false;    // non-finite norm: no update
+  double step_time_s = 0.0, compute_s = 0.0, tp_comm_s = 0.0, dp_comm_s = 0.0, pp_wait_s = 0.0;
+  int64_t tp_bytes = 0, dp_bytes = 0, pp_bytes = 0;
+};
+
+struct TrainState {
+  int64_t step = 0;              // optimizer steps done
+  int64_t consumed_samples = 0;  // samples of all steps done
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& train,
+          const TokenDataset* validation, Optimizer& optimizer, TrainState state,
+          std::string config_json);
+  // Runs to --steps; returns the exit code (0, or kExitStopped after a stop request).
+  int run();
+  // One optimizer step (exposed for tests).
+  StepStats train_step();
+  const TrainState& state() const { return state_; }
+  std::string save_checkpoint();  // collective; returns the path
+
+ private:
+  void log_step(const StepStats& stats);
+  void run_validation();
+
+  const TrainOptions& options_;
+  Runtime& rt_;
+  const TokenDataset& train_;
+  const TokenDataset* validation_;
+  Optimizer& optimizer_;
+  TrainState state_;
+  std::string config_json_;
+  LrSchedule schedule_;
+  MetricsWriter metrics_;
+  int consecutive_skips_ = 0;
+};
+
+}  // namespace gpt

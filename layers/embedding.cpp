@@ -1,0 +1,62 @@
+// Vocabulary-parallel token embedding and replicated position embedding (see embedding.h).
+#include "layers/embedding.h"
+
+#include <algorithm>
+
+namespace gpt {
+
+VocabShard vocab_shard(const ModelConfig& cfg, int tp_rank, int tp_size) {
+  const ShardRange rows = shard_range(cfg.padded_vocab(tp_size), tp_rank, tp_size);
+  const int64_t valid = std::clamp<int64_t>(cfg.vocab_size - rows.start, 0, rows.count);
+  return {rows.start, rows.count, valid};
+}
+
+Parameter& add_token_embedding(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
+                               int tp_size, bool tied_copy) {
+  const VocabShard shard = vocab_shard(cfg, tp_rank, tp_size);
+  ParameterSpec spec{};
+  spec.name = "wte";
+  spec.shape = {cfg.vocab_size, cfg.d_model};
+  spec.local_numel = shard.count * cfg.d_model;
+  if (shard.valid > 0) spec.slabs = {{{shard.start, 0}, {shard.valid, cfg.d_model}, 0}};
+  spec.init = InitKind::kNormal;
+  spec.init_std = 0.02f;
+  spec.weight_decay = true;
+  spec.tied_copy = tied_copy;
+  return store.add(std::move(spec));
+}
+
+Embedding::Embedding(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg,
+                     Parameter& wte)
+    : backend_(store.backend()),
+      tp_(tp),
+      C_(cfg.d_model),
+      T_(cfg.seq_len),
+      shard_(vocab_shard(cfg, tp.rank(), tp.size())),
+      wte_(wte) {
+  ParameterSpec spec{};
+  spec.name = "wpe";
+  spec.shape = {cfg.seq_len, cfg.d_model};
+  spec.local_numel = cfg.seq_len * cfg.d_model;
+  spec.slabs = {{{0, 0}, {cfg.seq_len, cfg.d_model}, 0}};
+  spec.init = InitKind::kNormal;
+  spec.init_std = 0.02f;
+  spec.weight_decay = true;
+  spec.tp_replicated = true;
+  wpe_ = &store.add(std::move(spec));
+}
+
+void Embedding::forward(float* out, const int32_t* tokens, int64_t B) {
+  const int64_t N = B * T_;
+  backend_.embedding_forward(out, tokens, wte_.value, N, C_, shard_.start, shard_.count);
+  tp_.reduce_from_tp_region(out, N * C_);
+  backend_.position_embedding_forward(out, wpe_->value, B, T_, C_);
+}
+
+void Embedding::backward_weight(const float* dout, const int32_t* tokens, int64_t B) {
+  const int64_t N = B * T_;
+  backend_.embedding_backward(wte_.grad, dout, tokens, N, C_, shard_.start, shard_.count);
+  backend_.position_embedding_backward(wpe_->grad, dout, B, T_, C_);
+}
+
+}  // namespace gpt

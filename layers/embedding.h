@@ -1,0 +1,46 @@
+// Token and position embeddings. wte [V, C] is vocabulary-parallel: tp rank r stores rows
+// [r*Vp/tp, (r+1)*Vp/tp) of the padded vocabulary Vp (rows >= V are zero padding, never stored in
+// checkpoints); a token outside a rank's rows contributes 0 there and the tp all-reduce of the
+// forward (reduce_from_tp_region) assembles the full lookup. wpe [T, C] is replicated and added
+// after the reduction. wte is shared with the LM head (tied); with pp > 1 the last stage holds a
+// copy (DESIGN.md "Tied embedding").
+#pragma once
+
+#include <cstdint>
+
+#include "framework/config.h"
+#include "framework/parameter.h"
+#include "parallel/tensor_parallel.h"
+
+namespace gpt {
+
+// Registers wte for this tp rank; tied_copy marks the last stage's copy when pp > 1.
+Parameter& add_token_embedding(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
+                               int tp_size, bool tied_copy);
+
+// The vocabulary rows of wte this rank stores: [start, start + count), count = Vp/tp.
+struct VocabShard {
+  int64_t start;
+  int64_t count;   // stored rows (padding included)
+  int64_t valid;   // rows below the real vocabulary size V
+};
+VocabShard vocab_shard(const ModelConfig& cfg, int tp_rank, int tp_size);
+
+class Embedding {
+ public:
+  Embedding(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, Parameter& wte);
+  // out (B*T, C) = wte[tokens] + wpe[positions]; tokens (B*T) in backend memory.
+  void forward(float* out, const int32_t* tokens, int64_t B);
+  // dwte, dwpe += from dout (B*T, C), the gradient of the output.
+  void backward_weight(const float* dout, const int32_t* tokens, int64_t B);
+
+ private:
+  Backend& backend_;
+  TensorParallel& tp_;
+  int64_t C_, T_;
+  VocabShard shard_;
+  Parameter& wte_;
+  Parameter* wpe_;
+};
+
+}  // namespace gpt

@@ -1,0 +1,87 @@
+// One pipeline stage of GPT-2: [embedding] + blocks [first_layer, first_layer + n_layers) +
+// [ln_f, head, loss]. With pp = 1 it is the whole model. It owns its layers (their parameters
+// live in the ParameterStore), `num_caches` forward caches (one per microbatch in flight: the
+// schedule decides how many) and `num_grad_sets` gradient sets (what weight halves still read).
+// Activations: acts[l] is the input of local block l, acts[n_layers] the stage output.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "framework/config.h"
+#include "framework/device_array.h"
+#include "layers/embedding.h"
+#include "layers/lm_head.h"
+#include "layers/transformer_block.h"
+
+namespace gpt {
+
+struct StageSpec {
+  int64_t first_layer = 0;
+  int64_t n_layers = 0;
+  bool has_embedding = true;  // first stage
+  bool has_head = true;       // last stage
+  bool tied_copy = false;     // pp > 1 and last stage: holds a copy of wte
+};
+
+class GptStage {
+ public:
+  GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg,
+           const StageSpec& spec, int64_t micro_batch, int num_caches, int num_grad_sets);
+
+  const StageSpec& spec() const { return spec_; }
+  int64_t micro_batch() const { return B_; }
+  int64_t rows() const { return B_ * cfg_.seq_len; }  // N = B*T
+
+  // Forward of one microbatch into cache `slot`. tokens (first stage) and targets (last stage)
+  // are host arrays of N tokens; the others may be null. A non-first stage must have received
+  // its input into input_activation(slot) first.
+  void forward(int slot, const int32_t* tokens, const int32_t* targets);
+  // Input-gradient half for cache `slot` into gradient set `grad_set`; the last stage starts from
+  // loss_scale * sum of token losses, the others from output_grad(grad_set), received first.
+  void backward_input(int slot, int grad_set, float loss_scale);
+  // Weight-gradient half, reading what backward_input left in `grad_set`.
+  void backward_weight(int slot, int grad_set);
+  void backward(int slot, int grad_set, float loss_scale) {
+    backward_input(slot, grad_set, loss_scale);
+    backward_weight(slot, grad_set);
+  }
+
+  float* input_activation(int slot) { return caches_[slot].acts.front().data(); }    // (N,C)
+  float* output_activation(int slot) { return caches_[slot].acts.back().data(); }    // (N,C)
+  float* output_grad(int grad_set);                                                  // (N,C)
+  float* input_grad(int grad_set) { return grad_sets_[grad_set].d_input.data(); }    // (N,C)
+
+  // Last stage: sum of the token losses of the first `valid_rows` sequences of `slot` (all B by
+  // default), and this tp rank's logits (N, Vp/tp).
+  double loss_sum(int slot, int64_t valid_rows = -1);
+  const float* local_logits(int slot) { return caches_[slot].head.logits.data(); }
+  VocabShard vocab() const { return vocab_; }
+
+ private:
+  struct Cache {
+    std::vector<DeviceArray<float>> acts;  // n_layers + 1 of (N,C)
+    std::vector<BlockCache> blocks;
+    HeadCache head;
+    DeviceArray<int32_t> tokens, targets;  // (N) each
+  };
+  struct GradSet {
+    std::vector<BlockGrads> blocks;
+    HeadGrads head;
+    DeviceArray<float> d_input;  // (N,C) gradient of the stage input
+  };
+
+  Backend& backend_;
+  ModelConfig cfg_;
+  StageSpec spec_;
+  int64_t B_;
+  VocabShard vocab_;
+  std::unique_ptr<Embedding> embedding_;
+  std::vector<std::unique_ptr<TransformerBlock>> blocks_;
+  std::unique_ptr<LmHead> head_;
+  std::vector<Cache> caches_;
+  std::vector<GradSet> grad_sets_;
+  BlockScratch scratch_;
+};
+
+}  // namespace gpt

@@ -1,0 +1,34 @@
+// LayerNorm over d_model (eps 1e-5), weight 1 and bias 0 at init, replicated on every tp rank.
+// The cache holds the per-row mean and reciprocal standard deviation for the backward.
+#pragma once
+
+#include <string>
+
+#include "framework/parameter.h"
+
+namespace gpt {
+
+struct LayerNormCache {
+  float* mean;  // (N)
+  float* rstd;  // (N)
+};
+
+class LayerNorm {
+ public:
+  LayerNorm(ParameterStore& store, const std::string& name, int64_t C);
+  // out (N,C) = LN(inp)
+  void forward(float* out, const LayerNormCache& cache, const float* inp, int64_t N);
+  // dinp (N,C) += the input gradient of dout
+  void backward_input(float* dinp, const float* dout, const float* inp,
+                      const LayerNormCache& cache, int64_t N);
+  void backward_weight(const float* dout, const float* inp, const LayerNormCache& cache,
+                       int64_t N);
+
+ private:
+  Backend& backend_;
+  int64_t C_;
+  Parameter* weight_;
+  Parameter* bias_;
+};
+
+}  // namespace gpt

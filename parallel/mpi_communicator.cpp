@@ -1,0 +1,318 @@
+// The MPI Communicator: a duplicated MPI_Comm with MPI_ERRORS_RETURN, so every failure comes back
+// as a gpt::Error carrying MPI's own message instead of killing the job silently. Counts above the
+// chunk size (INT_MAX in production) are issued as several MPI calls.
+#include "parallel/mpi_communicator.h"
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include "framework/check.h"
+#include "framework/logging.h"
+
+namespace gpt {
+
+namespace {
+
+// One tag for every point-to-point message: ordering between a pair comes from MPI's
+// non-overtaking rule, so distinct tags would add nothing but a way to mismatch them.
+constexpr int kTag = 17;
+
+bool mpi_finalized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
+}
+
+MPI_Op to_mpi(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return MPI_SUM;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+  }
+  fail("to_mpi(op)", __FILE__, __LINE__, GPT_MSG("unknown ReduceOp " << static_cast<int>(op)));
+}
+
+template <typename T>
+MPI_Datatype mpi_type();
+template <>
+MPI_Datatype mpi_type<float>() {
+  return MPI_FLOAT;
+}
+template <>
+MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
+
+// A committed derived datatype, freed on scope exit (also when the call using it throws).
+class OwnedDatatype {
+ public:
+  OwnedDatatype() = default;
+  OwnedDatatype(const OwnedDatatype&) = delete;
+  OwnedDatatype& operator=(const OwnedDatatype&) = delete;
+  ~OwnedDatatype() {
+    if (type_ != MPI_DATATYPE_NULL && !mpi_finalized()) MPI_Type_free(&type_);
+  }
+  MPI_Datatype get() const { return type_; }
+  MPI_Datatype* out() { return &type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+// The chunks of one isend, irecv or iall_reduce. Every chunk is waited even when an earlier one
+// failed, so no buffer is left in flight behind a thrown error.
+class MpiRequest final : public Request {
+ public:
+  explicit MpiRequest(std::string what) : what_(std::move(what)) {}
+  MpiRequest(const MpiRequest&) = delete;
+  MpiRequest& operator=(const MpiRequest&) = delete;
+
+  ~MpiRequest() override {
+    if (done_ || mpi_finalized()) return;
+    try {
+      wait();
+    } catch (const std::exception& e) {
+      log::error(GPT_MSG("an abandoned " << what_ << " failed: " << e.what()));
+    }
+  }
+
+  // expected_count >= 0 for receives (each chunk must deliver exactly its size), -1 otherwise.
+  void add(MPI_Request request, int expected_count) {
+    requests_.push_back(request);
+    expected_.push_back(expected_count);
+  }
+
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    int first_error = MPI_SUCCESS;
+    std::string mismatch;
+    for (size_t i = 0; i < requests_.size(); ++i) {
+      MPI_Status status;
+      int rc = MPI_Wait(&requests_[i], &status);
+      if (rc != MPI_SUCCESS) {
+        if (first_error == MPI_SUCCESS) first_error = rc;
+        continue;
+      }
+      if (expected_[i] < 0 || status.MPI_SOURCE == MPI_PROC_NULL) continue;
+      int got = 0;
+      MPI_Get_count(&status, MPI_FLOAT, &got);
+      if (got != expected_[i] && mismatch.empty())
+        mismatch = GPT_MSG(what_ << ": expected " << expected_[i] << " floats, got " << got);
+    }
+    if (first_error != MPI_SUCCESS)
+      fail("MPI_Wait(request)", __FILE__, __LINE__, what_ + ": " + mpi_error_string(first_error));
+    GPT_CHECK(mismatch.empty(), mismatch);
+  }
+
+ private:
+  std::string what_;
+  std::vector<MPI_Request> requests_;
+  std::vector<int> expected_;
+  bool done_ = false;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, std::string name, int64_t max_chunk)
+      : name_(std::move(name)), max_chunk_(max_chunk) {
+    GPT_CHECK(comm != MPI_COMM_NULL, "communicator '" << name_ << "' built from MPI_COMM_NULL");
+    GPT_CHECK(max_chunk >= 1 && max_chunk <= kMpiMaxChunk,
+              "chunk size " << max_chunk << " outside [1, INT_MAX]");
+    GPT_MPI_CHECK(MPI_Comm_dup(comm, comm_.out()));
+    GPT_MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN));
+    GPT_MPI_CHECK(MPI_Comm_rank(comm_.get(), &rank_));
+    GPT_MPI_CHECK(MPI_Comm_size(comm_.get(), &size_));
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return name_; }
+  MPI_Comm mpi_comm() const override { return comm_.get(); }
+
+  void all_reduce(float* buf, int64_t count, ReduceOp op) override {
+    all_reduce_impl(buf, count, op);
+  }
+  void all_reduce(double* buf, int64_t count, ReduceOp op) override {
+    all_reduce_impl(buf, count, op);
+  }
+
+  void all_gather(const float* send, float* recv, int64_t count) override {
+    check_count(count);
+    count_bytes(count * static_cast<int64_t>(sizeof(float)));
+    if (count <= max_chunk_) {
+      GPT_MPI_CHECK(MPI_Allgather(send, static_cast<int>(count), MPI_FLOAT, recv,
+                                  static_cast<int>(count), MPI_FLOAT, comm_.get()));
+      return;
+    }
+    // Chunk k of every rank's block lands at recv + r * count + offset: one element of a type
+    // whose extent is a whole block places each rank's piece at its stride.
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
+      OwnedDatatype piece, strided;
+      GPT_MPI_CHECK(MPI_Type_contiguous(span.count, MPI_FLOAT, piece.out()));
+      GPT_MPI_CHECK(MPI_Type_create_resized(
+          piece.get(), 0, static_cast<MPI_Aint>(count * static_cast<int64_t>(sizeof(float))),
+          strided.out()));
+      GPT_MPI_CHECK(MPI_Type_commit(strided.out()));
+      GPT_MPI_CHECK(MPI_Allgather(send + span.offset, span.count, MPI_FLOAT, recv + span.offset, 1,
+                                  strided.get(), comm_.get()));
+    }
+  }
+
+  void reduce_scatter(const float* send, float* recv, int64_t count, ReduceOp op) override {
+    check_count(count);
+    count_bytes(count * size_ * static_cast<int64_t>(sizeof(float)));
+    if (count <= max_chunk_) {
+      GPT_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, static_cast<int>(count), MPI_FLOAT,
+                                             to_mpi(op), comm_.get()));
+      return;
+    }
+    // Predefined reductions are only guaranteed on predefined types, so no strided datatype
+    // here: each block is reduced to its owner, one chunk at a time.
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
+      for (int root = 0; root < size_; ++root) {
+        const float* block = send + root * count + span.offset;
+        float* out = root == rank_ ? recv + span.offset : nullptr;
+        GPT_MPI_CHECK(MPI_Reduce(block, out, span.count, MPI_FLOAT, to_mpi(op), root, comm_.get()));
+      }
+    }
+  }
+
+  void broadcast(float* buf, int64_t count, int root) override {
+    check_count(count);
+    count_bytes(count * static_cast<int64_t>(sizeof(float)));
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_))
+      GPT_MPI_CHECK(MPI_Bcast(buf + span.offset, span.count, MPI_FLOAT, root, comm_.get()));
+  }
+
+  void broadcast_bytes(void* buf, int64_t bytes, int root) override {
+    check_count(bytes);
+    count_bytes(bytes);
+    char* base = static_cast<char*>(buf);
+    for (const ChunkSpan& span : split_into_chunks(bytes, max_chunk_))
+      GPT_MPI_CHECK(MPI_Bcast(base + span.offset, span.count, MPI_BYTE, root, comm_.get()));
+  }
+
+  void send(const float* buf, int64_t count, int peer) override {
+    check_count(count);
+    count_bytes(count * static_cast<int64_t>(sizeof(float)));
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_))
+      GPT_MPI_CHECK(MPI_Send(buf + span.offset, span.count, MPI_FLOAT, peer, kTag, comm_.get()));
+  }
+
+  void recv(float* buf, int64_t count, int peer) override {
+    check_count(count);
+    count_bytes(count * static_cast<int64_t>(sizeof(float)));
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
+      MPI_Status status;
+      GPT_MPI_CHECK(
+          MPI_Recv(buf + span.offset, span.count, MPI_FLOAT, peer, kTag, comm_.get(), &status));
+      if (peer == MPI_PROC_NULL) continue;
+      int got = 0;
+      GPT_MPI_CHECK(MPI_Get_count(&status, MPI_FLOAT, &got));
+      // A shorter message is not an MPI error, but it is always a bug: the pair disagree on
+      // the shape of what they exchange.
+      GPT_CHECK(got == span.count, describe("recv from rank", peer)
+                                       << ": expected " << span.count << " floats, got " << got);
+    }
+  }
+
+  std::unique_ptr<Request> isend(const float* buf, int64_t count, int peer) override {
+    check_count(count);
+    count_bytes(count * static_cast<int64_t>(sizeof(float)));
+    auto request = std::make_unique<MpiRequest>(describe("isend to rank", peer));
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
+      MPI_Request r;
+      GPT_MPI_CHECK(
+          MPI_Isend(buf + span.offset, span.count, MPI_FLOAT, peer, kTag, comm_.get(), &r));
+      request->add(r, -1);
+    }
+    return request;
+  }
+
+  std::unique_ptr<Request> irecv(float* buf, int64_t count, int peer) override {
+    check_count(count);
+    count_bytes(count * static_cast<int64_t>(sizeof(float)));
+    auto request = std::make_unique<MpiRequest>(describe("irecv from rank", peer));
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
+      MPI_Request r;
+      GPT_MPI_CHECK(
+          MPI_Irecv(buf + span.offset, span.count, MPI_FLOAT, peer, kTag, comm_.get(), &r));
+      request->add(r, span.count);
+    }
+    return request;
+  }
+
+  std::unique_ptr<Request> iall_reduce(float* buf, int64_t count, ReduceOp op) override {
+    check_count(count);
+    count_bytes(count * static_cast<int64_t>(sizeof(float)));
+    auto request = std::make_unique<MpiRequest>("iall_reduce on '" + name_ + "'");
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
+      MPI_Request r;
+      GPT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + span.offset, span.count, MPI_FLOAT,
+                                   to_mpi(op), comm_.get(), &r));
+      request->add(r, -1);
+    }
+    return request;
+  }
+
+  void barrier() override { GPT_MPI_CHECK(MPI_Barrier(comm_.get())); }
+
+ private:
+  template <typename T>
+  void all_reduce_impl(T* buf, int64_t count, ReduceOp op) {
+    check_count(count);
+    count_bytes(count * static_cast<int64_t>(sizeof(T)));
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_))
+      GPT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + span.offset, span.count, mpi_type<T>(),
+                                  to_mpi(op), comm_.get()));
+  }
+
+  void check_count(int64_t count) const {
+    GPT_CHECK(count >= 0, "negative count " << count << " on communicator '" << name_ << "'");
+  }
+
+  std::string describe(const char* what, int peer) const {
+    return GPT_MSG(what << " " << peer << " on '" << name_ << "'");
+  }
+
+  OwnedMpiComm comm_;
+  std::string name_;
+  int64_t max_chunk_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace
+
+OwnedMpiComm::~OwnedMpiComm() {
+  if (comm_ != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm_);
+}
+
+std::vector<ChunkSpan> split_into_chunks(int64_t count, int64_t max_chunk) {
+  GPT_CHECK(count >= 0, "negative count " << count);
+  GPT_CHECK(max_chunk >= 1 && max_chunk <= kMpiMaxChunk,
+            "chunk size " << max_chunk << " outside [1, INT_MAX]");
+  std::vector<ChunkSpan> spans;
+  spans.reserve(static_cast<size_t>(std::max<int64_t>(1, (count + max_chunk - 1) / max_chunk)));
+  int64_t offset = 0;
+  do {
+    int64_t n = std::min(max_chunk, count - offset);
+    spans.push_back({offset, static_cast<int>(n)});
+    offset += n;
+  } while (offset < count);
+  return spans;
+}
+
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, const std::string& name,
+                                                    int64_t max_chunk) {
+  return std::make_unique<MpiCommunicator>(comm, name, max_chunk);
+}
+
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, const std::string& name) {
+  return make_mpi_communicator(comm, name, kMpiMaxChunk);
+}
+
+}  // namespace gpt

@@ -1,0 +1,27 @@
+// TensorParallel: the tp all-reduces behind Megatron's region operators (see tensor_parallel.h).
+#include "parallel/tensor_parallel.h"
+
+#include "framework/check.h"
+#include "framework/timer.h"
+
+namespace gpt {
+
+void TensorParallel::all_reduce(float* buf, int64_t n, ReduceOp op) {
+  if (tp_.size() == 1) return;
+  ScopedTimer timer(seconds_, &backend_);
+  tp_.all_reduce(buf, n, op);
+}
+
+void TensorParallel::reduce_from_tp_region(float* buf, int64_t n) { all_reduce(buf, n, ReduceOp::kSum); }
+
+void TensorParallel::copy_to_tp_region_backward(float* dbuf, int64_t n) {
+  all_reduce(dbuf, n, ReduceOp::kSum);
+}
+
+ShardRange shard_range(int64_t total, int rank, int size) {
+  GPT_CHECK(total % size == 0, total << " items do not split evenly over " << size << " ranks");
+  const int64_t per_rank = total / size;
+  return {rank * per_rank, per_rank};
+}
+
+}  // namespace gpt

@@ -1,0 +1,46 @@
+// Tensor parallelism's communication (Megatron-LM, Shoeybi et al. 2019), drawn as its conjugate
+// region operators: reduce_from_tp_region all-reduces in the forward (row-parallel outputs, the
+// vocabulary-parallel embedding) and is the identity backward; copy_to_tp_region is the identity
+// forward and all-reduces the input gradient backward (column-parallel inputs, the head). Layers
+// call only these. At tp = 1 they do nothing. Time and bytes spent are counted for the step log.
+#pragma once
+
+#include <cstdint>
+
+#include "framework/backend.h"
+#include "parallel/communicator.h"
+
+namespace gpt {
+
+class TensorParallel {
+ public:
+  TensorParallel(Communicator& tp, Backend& backend) : tp_(tp), backend_(backend) {}
+  int size() const { return tp_.size(); }
+  int rank() const { return tp_.rank(); }
+  Communicator& comm() { return tp_; }
+
+  // Forward of a row-parallel output or the embedding: buf (n) = sum over tp ranks.
+  void reduce_from_tp_region(float* buf, int64_t n);
+  // Backward of a column-parallel input: dbuf (n) = sum over tp ranks of the partial gradients.
+  void copy_to_tp_region_backward(float* dbuf, int64_t n);
+  // The cross-entropy's row statistics: max or sum over the vocabulary shards.
+  void all_reduce(float* buf, int64_t n, ReduceOp op);
+
+  double seconds() const { return seconds_; }
+  void reset_seconds() { seconds_ = 0.0; }
+
+ private:
+  Communicator& tp_;
+  Backend& backend_;
+  double seconds_ = 0.0;
+};
+
+// The contiguous block [start, start + count) of `total` items that tp rank `rank` of `size` owns;
+// `total` must divide evenly.
+struct ShardRange {
+  int64_t start;
+  int64_t count;
+};
+ShardRange shard_range(int64_t total, int rank, int size);
+
+}  // namespace gpt
