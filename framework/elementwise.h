@@ -32,27 +32,42 @@ GPT_HOST_DEVICE inline float gelu_tanh_grad(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
 }
 
-// Hyper-parameters of one AdamW step, with the bias corrections of step t (1-based) precomputed
-// as in torch.optim.AdamW: bias_correction1 = 1 - beta1^t, bias_correction2 = 1 - beta2^t.
+// One AdamW step's scalars, derived in double from (lr, betas, eps, wd, step t) the way
+// torch.optim.AdamW derives its Python-float scalars, then rounded to float once:
+// decay_factor = 1 - lr*wd, step_size = lr / (1 - beta1^t), bias_correction2_sqrt =
+// sqrt(1 - beta2^t). Use make_adamw_step.
 struct AdamWStep {
-  float lr;
-  float beta1;
-  float beta2;
+  float decay_factor;  // 1 for parameters without weight decay
+  float beta1, one_minus_beta1;
+  float beta2, one_minus_beta2;
   float eps;
-  float weight_decay;  // 0 for parameters without decay
-  float bias_correction1;
-  float bias_correction2;
+  float step_size;
+  float bias_correction2_sqrt;
 };
 
+inline AdamWStep make_adamw_step(double lr, double beta1, double beta2, double eps,
+                                 double weight_decay, int64_t t) {
+  AdamWStep s{};
+  s.decay_factor = static_cast<float>(1.0 - lr * weight_decay);
+  s.beta1 = static_cast<float>(beta1);
+  s.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  s.beta2 = static_cast<float>(beta2);
+  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  s.eps = static_cast<float>(eps);
+  s.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, static_cast<double>(t))));
+  s.bias_correction2_sqrt =
+      static_cast<float>(std::sqrt(1.0 - std::pow(beta2, static_cast<double>(t))));
+  return s;
+}
+
 // torch.optim.AdamW for one element, in torch's operation order: decoupled decay p *= 1 - lr*wd,
-// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
+// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= step_size * m / (sqrt(v)/sqrt(bc2) + eps).
 GPT_HOST_DEVICE inline void adamw_element(float& p, float g, float& m, float& v, const AdamWStep& s) {
-  p *= 1.0f - s.lr * s.weight_decay;
-  m = s.beta1 * m + (1.0f - s.beta1) * g;
-  v = s.beta2 * v + (1.0f - s.beta2) * g * g;
-  float step_size = s.lr / s.bias_correction1;
-  float denom = sqrtf(v) / sqrtf(s.bias_correction2) + s.eps;
-  p -= step_size * (m / denom);
+  p *= s.decay_factor;
+  m = m * s.beta1 + s.one_minus_beta1 * g;
+  v = v * s.beta2 + s.one_minus_beta2 * (g * g);
+  const float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;
+  p -= s.step_size * (m / denom);
 }
 
 // Hyper-parameters of one SGD step (torch.optim.SGD, dampening 0, no Nesterov).

@@ -1,0 +1,86 @@
+// eval: a checkpoint's mean loss and perplexity over the first K sequential windows of a data
+// set (DESIGN.md "Programs"); runs as one rank or in a tp x dp layout.
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "framework/io/synthetic_corpus.h"
+#include "framework/logging.h"
+#include "launch/checkpoint_model.h"
+#include "launch/evaluation.h"
+#include "launch/program.h"
+
+namespace po = boost::program_options;
+
+namespace gpt {
+namespace {
+
+int eval_main(int argc, char** argv) {
+  MPI_Comm world = MPI_COMM_WORLD;
+  int world_size = 1, rank = 0;
+  MPI_Comm_size(world, &world_size);
+  MPI_Comm_rank(world, &rank);
+  std::string checkpoint, data;
+  int64_t windows = 64, micro_batch = 8;
+  int tp = 1, threads = 0;
+  po::options_description desc("eval: mean loss and perplexity of a checkpoint");
+  desc.add_options()("help,h", "print this help")(
+      "checkpoint", po::value(&checkpoint)->default_value(""), "checkpoint file (.h5)")(
+      "data", po::value(&data)->default_value(""),
+      "token data set; empty = the built-in validation split (for built-in runs)")(
+      "eval-windows", po::value(&windows)->default_value(windows), "the first K windows")(
+      "micro-batch-size", po::value(&micro_batch)->default_value(micro_batch),
+      "sequences per forward")("tp", po::value(&tp)->default_value(tp),
+                               "tensor-parallel size; dp = ranks / tp")(
+      "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = auto)");
+  bool help = false;
+  agree_on_failure(world, [&] {
+    po::variables_map vm;
+    try {
+      po::store(po::parse_command_line(argc, argv, desc), vm);
+      po::notify(vm);
+    } catch (const po::error& e) {
+      fail_input(e.what());
+    }
+    help = vm.count("help") > 0;
+    GPT_INPUT_CHECK(help || !checkpoint.empty(), "--checkpoint is required");
+    GPT_INPUT_CHECK(windows >= 1, "--eval-windows must be at least 1");
+    GPT_INPUT_CHECK(micro_batch >= 1, "--micro-batch-size must be at least 1");
+    GPT_INPUT_CHECK(tp >= 1 && world_size % tp == 0,
+                    "--tp " << tp << " does not divide the " << world_size << " ranks");
+  });
+  if (help) {
+    if (rank == 0) std::cout << desc << "\n";
+    return 0;
+  }
+  RuntimeOptions ro;
+  ro.grid.shape = {tp, world_size / tp, 1};
+  ro.threads = threads;
+  ro.micro_batch = micro_batch;
+  LoadedModel model = load_model_for_inference(world, checkpoint, ro);
+  TokenDataset dataset;
+  agree_on_failure(world, [&] {
+    const bool built_in = data.empty();
+    GPT_INPUT_CHECK(!built_in || model.data.empty(),
+                    "--data is required: the checkpoint was trained on " << model.data);
+    dataset = built_in ? synthetic_arithmetic_corpus(true) : load_token_dataset(data);
+    GPT_INPUT_CHECK(dataset.vocab_size == model.runtime->model().vocab_size,
+                    dataset.path << " has vocab_size " << dataset.vocab_size
+                                 << " but the checkpoint has "
+                                 << model.runtime->model().vocab_size);
+    check_dataset_fits(dataset, model.runtime->model().seq_len);
+  });
+  const EvalResult r = evaluate(*model.runtime, dataset, windows);
+  char line[256];
+  std::snprintf(line, sizeof line, "%s: loss %.6f | perplexity %.4f | %lld windows, %lld tokens",
+                dataset.path.c_str(), r.loss, std::exp(r.loss), static_cast<long long>(r.windows),
+                static_cast<long long>(r.tokens));
+  log::info0(line);
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpt
+
+int main(int argc, char** argv) { return gpt::run_program(argc, argv, gpt::eval_main); }

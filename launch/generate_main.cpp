@@ -1,0 +1,110 @@
+// generate: sample text from a checkpoint (DESIGN.md "Programs"). The prompt is tokenized by the
+// checkpoint's tokenizer (bytes); each new token comes from the logits at the last position of a
+// window of the most recent seq_len tokens, gathered over tp ranks, sampled on rank 0's draw and
+// broadcast so every rank extends the same sequence.
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <vector>
+
+#include "framework/logging.h"
+#include "framework/rng.h"
+#include "launch/checkpoint_model.h"
+#include "launch/program.h"
+#include "launch/sampling.h"
+
+namespace po = boost::program_options;
+
+namespace gpt {
+namespace {
+
+int generate_main(int argc, char** argv) {
+  MPI_Comm world = MPI_COMM_WORLD;
+  int world_size = 1, rank = 0;
+  MPI_Comm_size(world, &world_size);
+  MPI_Comm_rank(world, &rank);
+  std::string checkpoint, prompt;
+  int64_t max_new_tokens = 32, top_k = 0;
+  double temperature = 1.0;
+  uint64_t seed = 1;
+  int threads = 0;
+  bool stop_at_newline = false;
+  po::options_description desc("generate: sample from a checkpoint");
+  desc.add_options()("help,h", "print this help")(
+      "checkpoint", po::value(&checkpoint)->default_value(""), "checkpoint file (.h5)")(
+      "prompt", po::value(&prompt)->default_value(""), "text to continue")(
+      "max-new-tokens", po::value(&max_new_tokens)->default_value(max_new_tokens),
+      "tokens to generate")("temperature", po::value(&temperature)->default_value(temperature),
+                            "softmax temperature; 0 = greedy")(
+      "top-k", po::value(&top_k)->default_value(top_k), "sample among the k likeliest (0 = all)")(
+      "seed", po::value(&seed)->default_value(seed), "sampling seed")(
+      "stop-at-newline", po::bool_switch(&stop_at_newline), "stop after a newline token")(
+      "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = auto)");
+  bool help = false;
+  agree_on_failure(world, [&] {
+    po::variables_map vm;
+    try {
+      po::store(po::parse_command_line(argc, argv, desc), vm);
+      po::notify(vm);
+    } catch (const po::error& e) {
+      fail_input(e.what());
+    }
+    help = vm.count("help") > 0;
+    GPT_INPUT_CHECK(help || !checkpoint.empty(), "--checkpoint is required");
+    GPT_INPUT_CHECK(max_new_tokens >= 0, "--max-new-tokens must be at least 0");
+    GPT_INPUT_CHECK(temperature >= 0.0, "--temperature must be at least 0");
+    GPT_INPUT_CHECK(top_k >= 0, "--top-k must be at least 0");
+  });
+  if (help) {
+    if (rank == 0) std::cout << desc << "\n";
+    return 0;
+  }
+  // Generation runs one sequence: every rank is a tp rank of it.
+  RuntimeOptions ro;
+  ro.grid.shape = {world_size, 1, 1};
+  ro.threads = threads;
+  LoadedModel model = load_model_for_inference(world, checkpoint, ro);
+  Runtime& rt = *model.runtime;
+  const ModelConfig& cfg = rt.model();
+  agree_on_failure(world, [&] {
+    GPT_INPUT_CHECK(model.tokenizer == "bytes", "generate knows the bytes tokenizer only (the "
+                                                "checkpoint uses " << model.tokenizer << ")");
+    GPT_INPUT_CHECK(cfg.n_head % world_size == 0,
+                    world_size << " ranks (tp) do not divide the checkpoint's n_head "
+                               << cfg.n_head);
+  });
+  std::vector<int32_t> sequence(prompt.begin(), prompt.end());
+  for (int32_t& t : sequence) t = static_cast<unsigned char>(t);
+  if (sequence.empty()) sequence.push_back('\n');  // the corpus' separator starts a fresh line
+  const int64_t T = cfg.seq_len;
+  const VocabShard shard = rt.stage().vocab();
+  std::vector<int32_t> window(static_cast<size_t>(T)), targets(static_cast<size_t>(T), 0);
+  std::vector<float> local(static_cast<size_t>(shard.count));
+  std::vector<float> gathered(static_cast<size_t>(shard.count * world_size));
+  const CounterRng rng(seed, "generate");
+  std::string generated;
+  for (int64_t i = 0; i < max_new_tokens; ++i) {
+    // The last min(n, T) tokens, left-aligned: causal attention ignores what follows them.
+    const int64_t n = static_cast<int64_t>(sequence.size()), used = std::min(n, T);
+    std::fill(window.begin(), window.end(), 0);
+    std::copy(sequence.end() - used, sequence.end(), window.begin());
+    rt.stage().forward(0, window.data(), targets.data());
+    rt.backend().copy_to_host(local.data(), rt.stage().local_logits(0) + (used - 1) * shard.count,
+                              sizeof(float) * local.size());
+    rt.grid().tp().all_gather(local.data(), gathered.data(), shard.count);
+    gathered.resize(static_cast<size_t>(cfg.vocab_size));  // drop the padding columns
+    const double uniform = static_cast<double>(rng.bits(static_cast<uint64_t>(i)) >> 11) * 0x1p-53;
+    const auto next = static_cast<int32_t>(sample_token(gathered, temperature, top_k, uniform));
+    gathered.resize(static_cast<size_t>(shard.count * world_size));
+    sequence.push_back(next);
+    generated += static_cast<char>(next);
+    if (stop_at_newline && next == '\n') break;
+  }
+  if (rank == 0) std::cout << prompt << generated << std::flush;
+  if (rank == 0 && (generated.empty() || generated.back() != '\n')) std::cout << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpt
+
+int main(int argc, char** argv) { return gpt::run_program(argc, argv, gpt::generate_main); }

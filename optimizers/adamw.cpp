@@ -1,0 +1,57 @@
+// AdamW: bias corrections in double from the step count, then one backend launch per run.
+#include "optimizers/adamw.h"
+
+#include <cmath>
+
+#include "framework/check.h"
+
+namespace gpt {
+
+AdamW::AdamW(ParameterStore& store, double beta1, double beta2, double eps, double weight_decay)
+    : Optimizer(store) {
+  // One validation path for construction, checkpoints and overrides.
+  set_hyperparameter("beta1", beta1);
+  set_hyperparameter("beta2", beta2);
+  set_hyperparameter("eps", eps);
+  set_hyperparameter("weight_decay", weight_decay);
+  exp_avg_ = store.add_state("exp_avg");
+  exp_avg_sq_ = store.add_state("exp_avg_sq");
+}
+
+std::vector<std::pair<std::string, double>> AdamW::hyperparameters() const {
+  return {{"beta1", beta1_}, {"beta2", beta2_}, {"eps", eps_}, {"weight_decay", weight_decay_}};
+}
+
+void AdamW::set_hyperparameter(const std::string& name, double value) {
+  GPT_INPUT_CHECK(std::isfinite(value), "adamw " << name << " must be finite, got " << value);
+  if (name == "beta1" || name == "beta2") {
+    GPT_INPUT_CHECK(value >= 0.0 && value < 1.0,
+                    "adamw " << name << " (--" << name << ") must be in [0, 1), got " << value);
+    (name == "beta1" ? beta1_ : beta2_) = value;
+  } else if (name == "eps") {
+    GPT_INPUT_CHECK(value >= 0.0, "adamw eps (--eps) must be >= 0, got " << value);
+    eps_ = value;
+  } else if (name == "weight_decay") {
+    GPT_INPUT_CHECK(value >= 0.0,
+                    "adamw weight_decay (--weight-decay) must be >= 0, got " << value);
+    weight_decay_ = value;
+  } else {
+    fail_input(GPT_MSG("adamw has no hyper-parameter '" << name << "'"));
+  }
+}
+
+void AdamW::step(ParameterStore& store, double lr) {
+  begin_step(store, lr);
+  Backend& backend = store.backend();
+  float* values = store.values();
+  float* grads = store.grads();
+  for (const ParameterRun& run : runs_) {
+    const AdamWStep s =
+        make_adamw_step(lr, beta1_, beta2_, eps_, run.weight_decay ? weight_decay_ : 0.0,
+                        step_count_);
+    backend.adamw_update(values + run.offset, grads + run.offset, exp_avg_ + run.offset,
+                         exp_avg_sq_ + run.offset, run.numel, s);
+  }
+}
+
+}  // namespace gpt

@@ -1,0 +1,77 @@
+// The optimizer interface (DESIGN.md "Optimizer semantics"): one object updates every parameter of
+// a ParameterStore with one backend launch per run of consecutive parameters that share a weight
+// decay flag, over the store's flat value, gradient and state buffers. Its state buffers are
+// store states (checkpointed as /optimizer/<name>/<state>); `step_count` is the one optimizer step
+// count of the checkpoint's /optimizer `step` attribute. Weight decay applies only to parameters
+// with Parameter::weight_decay (two or more dimensions); lr comes from the schedule per step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "framework/parameter.h"
+
+namespace gpt {
+
+// Consecutive parameters with the same weight decay flag: elements [offset, offset + numel) of
+// the flat buffers. Registration order keeps a layer's weight and bias apart, so a GPT block
+// gives a handful of runs rather than one launch per tensor.
+struct ParameterRun {
+  int64_t offset = 0;
+  int64_t numel = 0;
+  bool weight_decay = false;
+};
+std::vector<ParameterRun> weight_decay_runs(const ParameterStore& store);
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  virtual std::string type() const = 0;                      // "adamw", "sgd"
+  virtual std::vector<std::string> state_names() const = 0;  // store states it owns
+  // Everything but the learning rate (which is per step), in a fixed order, for checkpoints
+  // and logs.
+  virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
+  // Loading a checkpoint or a command-line override on resume. An unknown name or an invalid
+  // value throws a one-line gpt::Error.
+  virtual void set_hyperparameter(const std::string& name, double value) = 0;
+
+  // One update of every parameter of `store` (the store given to the constructor) from its
+  // gradients, with learning rate `lr`; counts the step first, so the first call is step 1.
+  virtual void step(ParameterStore& store, double lr) = 0;
+
+  int64_t step_count() const { return step_count_; }
+  // Resume: the number of updates the loaded state has seen (never a "first" step after it).
+  void set_step_count(int64_t steps);
+
+ protected:
+  explicit Optimizer(ParameterStore& store);
+  // Checks that `store` is the constructor's and `lr` is usable; then counts the step.
+  void begin_step(const ParameterStore& store, double lr);
+
+  ParameterStore& store_;
+  std::vector<ParameterRun> runs_;
+  int64_t step_count_ = 0;
+};
+
+// The optimizer's hyper-parameters as the options give them; each optimizer reads its own.
+// Defaults are GPT-2 pre-training's AdamW settings (nanoGPT's); the trainer states its own.
+struct OptimizerOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double momentum = 0.9;
+};
+
+// "adamw" or "sgd"; adds the optimizer's zero-filled states to `store` (allocated, none of them
+// present yet). Another type throws a one-line gpt::Error naming it.
+std::unique_ptr<Optimizer> make_optimizer(const std::string& type, ParameterStore& store,
+                                          const OptimizerOptions& options);
+
+}  // namespace gpt

@@ -1,0 +1,50 @@
+// SGD with momentum: one backend launch per run of parameters sharing a weight decay flag.
+#include "optimizers/sgd.h"
+
+#include <cmath>
+
+#include "framework/check.h"
+
+namespace gpt {
+
+Sgd::Sgd(ParameterStore& store, double momentum, double weight_decay) : Optimizer(store) {
+  set_hyperparameter("momentum", momentum);
+  set_hyperparameter("weight_decay", weight_decay);
+  momentum_buffer_ = store.add_state("momentum_buffer");
+}
+
+std::vector<std::pair<std::string, double>> Sgd::hyperparameters() const {
+  return {{"momentum", momentum_}, {"weight_decay", weight_decay_}};
+}
+
+void Sgd::set_hyperparameter(const std::string& name, double value) {
+  GPT_INPUT_CHECK(std::isfinite(value), "sgd " << name << " must be finite, got " << value);
+  if (name == "momentum") {
+    GPT_INPUT_CHECK(value >= 0.0, "sgd momentum (--momentum) must be >= 0, got " << value);
+    momentum_ = value;
+  } else if (name == "weight_decay") {
+    GPT_INPUT_CHECK(value >= 0.0, "sgd weight_decay (--weight-decay) must be >= 0, got " << value);
+    weight_decay_ = value;
+  } else {
+    fail_input(GPT_MSG("sgd has no hyper-parameter '" << name << "'"));
+  }
+}
+
+void Sgd::step(ParameterStore& store, double lr) {
+  const bool first = step_count_ == 0;  // before begin_step counts this one
+  begin_step(store, lr);
+  SgdStep s{};
+  s.lr = static_cast<float>(lr);
+  s.momentum = static_cast<float>(momentum_);
+  s.first_step = first;
+  Backend& backend = store.backend();
+  float* values = store.values();
+  float* grads = store.grads();
+  for (const ParameterRun& run : runs_) {
+    s.weight_decay = run.weight_decay ? static_cast<float>(weight_decay_) : 0.0f;
+    backend.sgd_update(values + run.offset, grads + run.offset, momentum_buffer_ + run.offset,
+                       run.numel, s);
+  }
+}
+
+}  // namespace gpt
