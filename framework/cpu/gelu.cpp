@@ -1,0 +1,22 @@
+// GELU (tanh approximation) forward and backward on the CPU: flat OpenMP loops over the shared
+// per-element formulas in elementwise.h, so the CUDA backend computes the same math.
+#include "framework/cpu/cpu_backend.h"
+
+namespace gpt::cpu {
+
+namespace {
+constexpr int64_t kElementChunk = 8192;
+}  // namespace
+
+void CpuBackend::gelu_forward(float* out, const float* inp, int64_t n) {
+#pragma omp parallel for schedule(static, kElementChunk) num_threads(threads_)
+  for (int64_t i = 0; i < n; i++) out[i] = gelu_tanh(inp[i]);
+}
+
+// Written, not accumulated: the MLP's activation gradient is the only consumer.
+void CpuBackend::gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) {
+#pragma omp parallel for schedule(static, kElementChunk) num_threads(threads_)
+  for (int64_t i = 0; i < n; i++) dinp[i] = gelu_tanh_grad(inp[i]) * dout[i];
+}
+
+}  // namespace gpt::cpu
