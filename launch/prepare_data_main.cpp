@@ -57,14 +57,14 @@ void run(const Options& options) {
                   "--output " << options.output << " must name a file prefix, not a directory");
   const fs::path parent = output.parent_path();
   std::error_code ec;
-  GPT_INPUT_CHECK(parent.empty() || fs::is_directory(parent, ec),
-                  "--output " << options.output << ": directory " << parent.string()
-                              << " does not exist");
+  GPT_INPUT_CHECK(
+      parent.empty() || fs::is_directory(parent, ec),
+      "--output " << options.output << ": directory " << parent.string() << " does not exist");
 
   const std::string text = read_file(options.input);
   GPT_INPUT_CHECK(!text.empty(), "--input " << options.input << " is empty");
-  GPT_INPUT_CHECK(text.size() >= 2, "--input " << options.input
-                                               << " has 1 byte, too few to split in two");
+  GPT_INPUT_CHECK(text.size() >= 2,
+                  "--input " << options.input << " has 1 byte, too few to split in two");
   const size_t n = text.size();
   // At least one token on each side, whatever the fraction.
   auto n_val = static_cast<size_t>(std::llround(static_cast<double>(n) * options.val_fraction));
@@ -75,9 +75,10 @@ void run(const Options& options) {
   const std::string val_path = options.output + ".val.h5";
   gpt::write_token_dataset(train_path, byte_dataset(train_path, text, 0, n_train));
   gpt::write_token_dataset(val_path, byte_dataset(val_path, text, n_train, n));
-  std::printf("prepare-data: %zu bytes of %s -> %zu train tokens in %s, %zu validation tokens "
-              "in %s (tokenizer bytes, vocab_size 256)\n",
-              n, options.input.c_str(), n_train, train_path.c_str(), n_val, val_path.c_str());
+  std::printf(
+      "prepare-data: %zu bytes of %s -> %zu train tokens in %s, %zu validation tokens "
+      "in %s (tokenizer bytes, vocab_size 256)\n",
+      n, options.input.c_str(), n_train, train_path.c_str(), n_val, val_path.c_str());
 }
 
 }  // namespace
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
       "input", po::value<std::string>(&options.input), "text file to tokenize (required)")(
       "output", po::value<std::string>(&options.output),
       "output prefix: writes PREFIX.train.h5 and PREFIX.val.h5 (required)")(
-      "val-fraction", po::value<double>(&options.val_fraction)->default_value(0.1),
+      "val-fraction", po::value<double>(&options.val_fraction)->default_value(0.1, "0.1"),
       "share of the bytes, taken from the end of the file, held out for validation; in (0, 1)");
   try {
     po::variables_map vm;

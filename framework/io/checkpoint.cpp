@@ -1,0 +1,628 @@
+// Writing (collective, MPI-IO) and reading (serial) checkpoint files; see checkpoint.h and
+// DESIGN.md "Checkpoint". The write runs in phases, each ending in an agreement over comm so a
+// failure seen by one rank becomes the same gpt::Error on every rank instead of a hang:
+//   1. local checks + rank 0 prepares the directory            -> agree
+//   2. allgather of every rank's parameter names, shapes and ownership; the merged catalogue
+//      (sorted, identical on every rank) fixes the collective create/write order
+//   3. collective create, one collective write per slab round, collective close -> agree
+//   4. rank 0 alone: crc32s, root attributes, complete = 1, fsync, rename, latest, keep_last
+//                                                              -> agree (broadcast of its status)
+#include "framework/io/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "framework/check.h"
+#include "framework/logging.h"
+
+namespace gpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+int comm_rank(MPI_Comm comm) {
+  int rank = 0;
+  GPT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  return rank;
+}
+
+int comm_size(MPI_Comm comm) {
+  int size = 1;
+  GPT_MPI_CHECK(MPI_Comm_size(comm, &size));
+  return size;
+}
+
+// Every rank passes its own error ("" for none). If any rank has one, the lowest such rank's
+// message is thrown as gpt::Error on all ranks.
+void agree_or_throw(MPI_Comm comm, const std::string& local_error) {
+  const int rank = comm_rank(comm), size = comm_size(comm);
+  int mine = local_error.empty() ? size : rank, first = size;
+  GPT_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == size) return;
+  std::string message = local_error;
+  int length = static_cast<int>(message.size());
+  GPT_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first, comm));
+  message.resize(static_cast<size_t>(length));
+  GPT_MPI_CHECK(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm));
+  throw Error(message);
+}
+
+// Runs fn and returns the message of what it threw ("" when it did not).
+template <typename Fn>
+std::string capture_error(Fn&& fn) {
+  try {
+    fn();
+    return "";
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    return message.empty() ? "unknown error" : message;
+  }
+}
+
+// ---- phase 2: the catalogue of datasets
+
+struct CatalogueEntry {
+  std::vector<int64_t> shape;
+  int64_t max_owned_slabs = 0;  // most slabs any one rank writes: the number of write rounds
+  int64_t owned_elements = 0;   // over all ranks; must equal the tensor's size
+  int first_rank = -1;          // for messages
+};
+using Catalogue = std::map<std::string, CatalogueEntry>;
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// One line per parameter this rank holds: "<owned slabs> <owned elements> <ndim> <dims...>
+// <name>", the name last so it may contain anything but a newline.
+std::string describe_local(const ParameterStore& store, const WriteOwner& owner) {
+  std::ostringstream out;
+  for (const Parameter& p : store.params()) {
+    int64_t slabs = 0, elements = 0;
+    if (owner(p)) {
+      slabs = static_cast<int64_t>(p.slabs.size());
+      for (const Slab& s : p.slabs) elements += s.numel();
+    }
+    out << slabs << ' ' << elements << ' ' << p.shape.size();
+    for (int64_t d : p.shape) out << ' ' << d;
+    out << ' ' << p.name << '\n';
+  }
+  return out.str();
+}
+
+Catalogue gather_catalogue(MPI_Comm comm, const std::string& local) {
+  const int size = comm_size(comm);
+  int length = static_cast<int>(local.size());
+  std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
+  GPT_MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm));
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    offsets[static_cast<size_t>(r)] = total;
+    total += lengths[static_cast<size_t>(r)];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  GPT_MPI_CHECK(MPI_Allgatherv(local.data(), length, MPI_CHAR, all.data(), lengths.data(),
+                               offsets.data(), MPI_CHAR, comm));
+  Catalogue catalogue;
+  for (int r = 0; r < size; ++r) {
+    std::istringstream lines(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
+                                        static_cast<size_t>(lengths[static_cast<size_t>(r)])));
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream fields(line);
+      int64_t slabs = 0, elements = 0;
+      size_t ndim = 0;
+      fields >> slabs >> elements >> ndim;
+      std::vector<int64_t> shape(ndim);
+      for (int64_t& d : shape) fields >> d;
+      fields.get();  // the space before the name
+      std::string name;
+      std::getline(fields, name);
+      GPT_CHECK(!fields.bad() && !name.empty(), "malformed checkpoint catalogue line: " << line);
+      CatalogueEntry& entry = catalogue[name];
+      if (entry.first_rank < 0) {
+        entry.shape = shape;
+        entry.first_rank = r;
+      }
+      // Every rank sees the same catalogue, so this error is raised on all of them alike.
+      GPT_CHECK(entry.shape == shape, "parameter " << name << " has shape "
+                                                   << h5::shape_string(entry.shape) << " on rank "
+                                                   << entry.first_rank << " but "
+                                                   << h5::shape_string(shape) << " on rank " << r);
+      entry.max_owned_slabs = std::max(entry.max_owned_slabs, slabs);
+      entry.owned_elements += elements;
+    }
+  }
+  for (const auto& [name, entry] : catalogue)
+    GPT_CHECK(entry.owned_elements == numel_of(entry.shape),
+              "checkpoint writers cover " << entry.owned_elements << " of the "
+                                          << numel_of(entry.shape) << " elements of parameter "
+                                          << name
+                                          << " (each element needs exactly one writing rank)");
+  return catalogue;
+}
+
+// ---- phase 1: local checks
+
+std::string check_local(const ParameterStore& store, const WriteOwner& owner,
+                        const OptimizerMeta* optimizer) {
+  std::ostringstream problems;
+  if (optimizer != nullptr) {
+    for (const std::string& s : optimizer->state_names) {
+      const auto& names = store.state_names();
+      if (std::find(names.begin(), names.end(), s) == names.end())
+        return "checkpoint: optimizer state " + s + " is not in the parameter store";
+    }
+  }
+  for (const Parameter& p : store.params()) {
+    if (!owner(p)) continue;
+    if (p.value == nullptr) return "checkpoint: parameter " + p.name + " is not allocated";
+    for (const Slab& s : p.slabs) {
+      bool ok = s.start.size() == p.shape.size() && s.count.size() == p.shape.size() &&
+                s.local_offset >= 0 && s.local_offset + s.numel() <= p.local_numel;
+      for (size_t d = 0; ok && d < p.shape.size(); ++d)
+        ok = s.start[d] >= 0 && s.count[d] >= 0 && s.start[d] + s.count[d] <= p.shape[d];
+      if (!ok)
+        return "checkpoint: parameter " + p.name + " has a slab outside its shape or storage";
+    }
+  }
+  return "";
+}
+
+// ---- phase 3: the collective write
+
+std::vector<hsize_t> to_hsize(const std::vector<int64_t>& v) {
+  return std::vector<hsize_t>(v.begin(), v.end());
+}
+
+// One dataset's collective writes: round r writes every rank's r-th owned slab, ranks with
+// fewer slabs joining with an empty selection (a collective call needs every rank).
+void write_dataset_collective(hid_t file, const std::string& path, const CatalogueEntry& entry,
+                              const Parameter* local, const float* local_base, Backend& backend,
+                              hid_t dcpl, hid_t dxpl) {
+  const std::vector<hsize_t> dims = to_hsize(entry.shape);
+  h5::Handle space(
+      GPT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+  h5::Handle dataset(GPT_H5_CHECK(
+      H5Dcreate2(file, path.c_str(), H5T_IEEE_F32LE, space.id(), H5P_DEFAULT, dcpl, H5P_DEFAULT)));
+  std::vector<float> host;
+  for (int64_t round = 0; round < entry.max_owned_slabs; ++round) {
+    h5::Handle file_space(GPT_H5_CHECK(H5Dget_space(dataset.id())));
+    const Slab* slab = nullptr;
+    if (local != nullptr && round < static_cast<int64_t>(local->slabs.size()))
+      slab = &local->slabs[static_cast<size_t>(round)];
+    hsize_t n = slab != nullptr ? static_cast<hsize_t>(slab->numel()) : 0;
+    const hsize_t one = 1;
+    h5::Handle mem_space(GPT_H5_CHECK(H5Screate_simple(1, n > 0 ? &n : &one, nullptr)));
+    host.assign(std::max<hsize_t>(n, 1), 0.0f);
+    if (n > 0) {
+      const std::vector<hsize_t> start = to_hsize(slab->start), count = to_hsize(slab->count);
+      GPT_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr,
+                                       count.data(), nullptr));
+      // A slab is stored row-major like the hyperslab's own iteration order.
+      backend.copy_to_host(host.data(), local_base + slab->local_offset, n * sizeof(float));
+    } else {
+      GPT_H5_CHECK(H5Sselect_none(file_space.id()));
+      GPT_H5_CHECK(H5Sselect_none(mem_space.id()));
+    }
+    GPT_H5_CHECK(H5Dwrite(dataset.id(), H5T_NATIVE_FLOAT, mem_space.id(), file_space.id(), dxpl,
+                          host.data()));
+  }
+  dataset.close();
+}
+
+void write_collective(const std::string& temp, const Catalogue& catalogue,
+                      const OptimizerMeta* optimizer, ParameterStore& store,
+                      const WriteOwner& owner, MPI_Comm comm) {
+  std::map<std::string, const Parameter*> owned;
+  for (const Parameter& p : store.params())
+    if (owner(p)) owned[p.name] = &p;
+
+  h5::Handle fapl(GPT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
+  GPT_H5_CHECK(H5Pset_fapl_mpio(fapl.id(), comm, MPI_INFO_NULL));
+  h5::Handle file(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()));
+  GPT_INPUT_CHECK(file.valid(), "cannot create checkpoint file "
+                                    << temp << " (" << h5::last_error_message() << ")");
+  // Space is allocated at creation (parallel HDF5 requires it) but never pre-filled: every
+  // element is written once, so a fill pass would only double the I/O.
+  h5::Handle dcpl(GPT_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  GPT_H5_CHECK(H5Pset_alloc_time(dcpl.id(), H5D_ALLOC_TIME_EARLY));
+  GPT_H5_CHECK(H5Pset_fill_time(dcpl.id(), H5D_FILL_TIME_NEVER));
+  h5::Handle dxpl(GPT_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)));
+  GPT_H5_CHECK(H5Pset_dxpl_mpio(dxpl.id(), H5FD_MPIO_COLLECTIVE));
+
+  h5::Handle model(
+      GPT_H5_CHECK(H5Gcreate2(file.id(), "/model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+  h5::Handle optimizer_group;
+  if (optimizer != nullptr)
+    optimizer_group = h5::Handle(
+        GPT_H5_CHECK(H5Gcreate2(file.id(), "/optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+  Backend& backend = store.backend();
+  for (const auto& [name, entry] : catalogue) {
+    auto it = owned.find(name);
+    const Parameter* local = it != owned.end() ? it->second : nullptr;
+    write_dataset_collective(file.id(), "/model/" + name, entry, local,
+                             local != nullptr ? local->value : nullptr, backend, dcpl.id(),
+                             dxpl.id());
+    if (optimizer == nullptr) continue;
+    h5::Handle group(GPT_H5_CHECK(
+        H5Gcreate2(optimizer_group.id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+    for (const std::string& state : optimizer->state_names) {
+      const float* base = local != nullptr ? store.state(state) + local->offset : nullptr;
+      write_dataset_collective(group.id(), state, entry, local, base, backend, dcpl.id(),
+                               dxpl.id());
+    }
+  }
+  optimizer_group.reset();
+  model.reset();
+  file.close();  // collective: every rank's data is in the file after this
+}
+
+// ---- phase 4: rank 0 finishes the file
+
+void fsync_path(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  GPT_INPUT_CHECK(fd >= 0, "cannot open " << path << " to sync it");
+  int rc = ::fsync(fd);
+  ::close(fd);
+  GPT_INPUT_CHECK(rc == 0, "fsync of " << path << " failed");
+}
+
+// Step number of a "step-<digits>.h5" file name, or -1.
+int64_t parse_step_file(const std::string& name) {
+  const std::string prefix = "step-", suffix = ".h5";
+  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) ||
+      !name.ends_with(suffix))
+    return -1;
+  const std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  const bool all_digits =
+      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits.size() > 18 || !all_digits) return -1;
+  return std::stoll(digits);
+}
+
+// step-*.h5 files of dir, newest (highest step) first.
+std::vector<std::pair<int64_t, fs::path>> step_files(const std::string& dir) {
+  std::vector<std::pair<int64_t, fs::path>> files;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const int64_t step = parse_step_file(e.path().filename().string());
+    if (step >= 0 && e.is_regular_file(ec)) files.emplace_back(step, e.path());
+  }
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a > b; });
+  return files;
+}
+
+void finish_on_rank0(const std::string& temp, const std::string& final_path, const std::string& dir,
+                     const Catalogue& catalogue, const CheckpointMeta& meta,
+                     const OptimizerMeta* optimizer, int keep_last) {
+  {
+    h5::Handle file(H5Fopen(temp.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    GPT_INPUT_CHECK(file.valid(),
+                    "cannot reopen " << temp << " (" << h5::last_error_message() << ")");
+    std::vector<std::string> datasets;
+    for (const auto& [name, entry] : catalogue) {
+      datasets.push_back("/model/" + name);
+      if (optimizer != nullptr)
+        for (const std::string& s : optimizer->state_names)
+          datasets.push_back("/optimizer/" + name + "/" + s);
+    }
+    for (const std::string& path : datasets) {
+      h5::Handle dataset(GPT_H5_CHECK(H5Dopen2(file.id(), path.c_str(), H5P_DEFAULT)));
+      h5::write_uint32_attribute(dataset.id(), "crc32", h5::float_dataset_crc32(dataset.id()));
+    }
+    if (optimizer != nullptr) {
+      h5::Handle group(GPT_H5_CHECK(H5Gopen2(file.id(), "/optimizer", H5P_DEFAULT)));
+      h5::write_string_attribute(group.id(), "type", optimizer->type);
+      for (const auto& [name, value] : optimizer->hyperparameters) {
+        GPT_CHECK(name != "type" && name != "step", "optimizer hyper-parameter named " << name);
+        h5::write_double_attribute(group.id(), name, value);
+      }
+      h5::write_int64_attribute(group.id(), "step", optimizer->step);
+    }
+    const hid_t root = file.id();
+    h5::write_string_attribute(root, "format", kCheckpointFormat);
+    h5::write_int64_attribute(root, "format_version", kCheckpointFormatVersion);
+    h5::write_int64_attribute(root, "step", meta.step);
+    h5::write_int64_attribute(root, "consumed_samples", meta.consumed_samples);
+    h5::write_int64_attribute(root, "seed", static_cast<int64_t>(meta.seed));
+    h5::write_string_attribute(root, "config", meta.config_json);
+    h5::write_string_attribute(root, "tokenizer", meta.tokenizer);
+    h5::write_string_attribute(root, "layout", meta.layout);
+    // Flushed before complete is set, so a file with complete = 1 has everything before it.
+    GPT_H5_CHECK(H5Fflush(root, H5F_SCOPE_GLOBAL));
+    h5::write_int64_attribute(root, "complete", 1);
+    file.close();
+  }
+  fsync_path(temp, false);
+  std::error_code ec;
+  fs::rename(temp, final_path, ec);
+  GPT_INPUT_CHECK(!ec, "cannot rename " << temp << " to " << final_path << ": " << ec.message());
+  fsync_path(dir, true);
+
+  const std::string latest = (fs::path(dir) / "latest").string(), latest_temp = latest + ".tmp";
+  {
+    std::ofstream out(latest_temp, std::ios::trunc);
+    out << fs::path(final_path).filename().string() << "\n";
+    out.close();
+    GPT_INPUT_CHECK(out.good(), "cannot write " << latest_temp);
+  }
+  fsync_path(latest_temp, false);
+  fs::rename(latest_temp, latest, ec);
+  GPT_INPUT_CHECK(!ec, "cannot rename " << latest_temp << " to " << latest << ": " << ec.message());
+  fsync_path(dir, true);
+
+  if (keep_last > 0) {
+    // The file just written is kept even when older-numbered than others (a run resumed from
+    // an earlier checkpoint): `latest` names it.
+    int kept = 1;
+    for (const auto& [step, path] : step_files(dir)) {
+      if (path.filename() == fs::path(final_path).filename()) continue;
+      if (kept < keep_last) {
+        ++kept;
+        continue;
+      }
+      fs::remove(path, ec);
+      if (ec) GPT_WARN0("cannot remove old checkpoint " << path.string() << ": " << ec.message());
+    }
+  }
+}
+
+// ---- reading
+
+void read_parameter(const CheckpointReader& reader, const std::string& dataset, const Parameter& p,
+                    float* dst, Backend& backend) {
+  GPT_INPUT_CHECK(reader.has(dataset), "checkpoint " << reader.path() << " has no dataset "
+                                                     << dataset << " for parameter " << p.name);
+  const std::vector<int64_t> file_shape = reader.shape(dataset);
+  GPT_INPUT_CHECK(file_shape == p.shape,
+                  "checkpoint " << reader.path() << ": parameter " << p.name << " has shape "
+                                << h5::shape_string(p.shape) << " in the model but "
+                                << h5::shape_string(file_shape) << " in the checkpoint");
+  std::vector<float> host(static_cast<size_t>(p.local_numel), 0.0f);
+  for (const Slab& slab : p.slabs) {
+    GPT_CHECK(slab.local_offset >= 0 && slab.local_offset + slab.numel() <= p.local_numel,
+              "parameter " << p.name << " has a slab outside its storage");
+    reader.read_slab(dataset, slab, host.data() + slab.local_offset);
+  }
+  if (!host.empty()) backend.copy_from_host(dst, host.data(), host.size() * sizeof(float));
+}
+
+std::string require_string(hid_t obj, const std::string& name) {
+  std::optional<std::string> value = h5::read_string_attribute(obj, name);
+  GPT_INPUT_CHECK(value.has_value(), "has no '" << name << "' attribute");
+  return *value;
+}
+
+int64_t require_int64(hid_t obj, const std::string& name) {
+  std::optional<int64_t> value = h5::read_int64_attribute(obj, name);
+  GPT_INPUT_CHECK(value.has_value(), "has no '" << name << "' attribute");
+  return *value;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  char name[40];
+  std::snprintf(name, sizeof(name), "step-%08lld.h5", static_cast<long long>(step));
+  return (fs::path(dir) / name).string();
+}
+
+std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
+                             const OptimizerMeta* optimizer, ParameterStore& store,
+                             const WriteOwner& owner, MPI_Comm comm, int keep_last) {
+  h5::silence_errors();
+  const bool root = comm_rank(comm) == 0;
+  const std::string final_path = checkpoint_path(dir, meta.step);
+  // Not a step-*.h5 name, so an interrupted write is never taken for a checkpoint.
+  const std::string temp = final_path + ".tmp";
+
+  std::string error = check_local(store, owner, optimizer);
+  if (root && error.empty()) {
+    error = capture_error([&] {
+      std::error_code ec;
+      fs::create_directories(dir, ec);
+      GPT_INPUT_CHECK(fs::is_directory(dir),
+                      "cannot create checkpoint directory " << dir << ": " << ec.message());
+      // A probe with plain file I/O: an unwritable directory then fails alike on every rank
+      // here, instead of inside the collective create.
+      std::ofstream probe(temp, std::ios::trunc);
+      GPT_INPUT_CHECK(probe.good(), "cannot write in checkpoint directory " << dir);
+    });
+  }
+  try {
+    agree_or_throw(comm, error);
+    const Catalogue catalogue = gather_catalogue(comm, describe_local(store, owner));
+    error =
+        capture_error([&] { write_collective(temp, catalogue, optimizer, store, owner, comm); });
+    agree_or_throw(comm, error);
+    if (root) {
+      error = capture_error(
+          [&] { finish_on_rank0(temp, final_path, dir, catalogue, meta, optimizer, keep_last); });
+      if (!error.empty()) error = "writing checkpoint " + final_path + " failed: " + error;
+    }
+    agree_or_throw(comm, error);
+  } catch (const Error&) {
+    std::error_code ec;
+    if (root) fs::remove(temp, ec);  // nothing half-written stays behind
+    throw;
+  }
+  return final_path;
+}
+
+CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
+  h5::silence_errors();
+  try {
+    std::error_code ec;
+    GPT_INPUT_CHECK(fs::exists(path, ec), "no such file");
+    GPT_INPUT_CHECK(!fs::is_directory(path, ec), "is a directory");
+    GPT_INPUT_CHECK(H5Fis_hdf5(path.c_str()) > 0, "not an HDF5 file");
+    file_ = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    GPT_INPUT_CHECK(file_.valid(),
+                    "cannot be opened, truncated or damaged (" << h5::last_error_message() << ")");
+    const hid_t root = file_.id();
+    std::optional<std::string> format = h5::read_string_attribute(root, "format");
+    GPT_INPUT_CHECK(format == kCheckpointFormat,
+                    "is not a checkpoint (format attribute "
+                        << (format ? "'" + *format + "'" : std::string("missing")) << ", expected '"
+                        << kCheckpointFormat << "')");
+    std::optional<int64_t> complete = h5::read_int64_attribute(root, "complete");
+    GPT_INPUT_CHECK(complete == 1,
+                    "is incomplete (no complete = 1 attribute: its write did not finish)");
+    const int64_t version = require_int64(root, "format_version");
+    GPT_INPUT_CHECK(version == kCheckpointFormatVersion,
+                    "has format_version " << version << "; this program reads version "
+                                          << kCheckpointFormatVersion);
+    meta_.step = require_int64(root, "step");
+    meta_.consumed_samples = require_int64(root, "consumed_samples");
+    meta_.seed = static_cast<uint64_t>(require_int64(root, "seed"));
+    meta_.config_json = require_string(root, "config");
+    meta_.tokenizer = require_string(root, "tokenizer");
+    meta_.layout = require_string(root, "layout");
+
+    GPT_INPUT_CHECK(h5::has_link(root, "/model") && !h5::is_dataset(root, "/model"),
+                    "has no /model group");
+    std::vector<std::string> datasets;
+    h5::Handle model(GPT_H5_CHECK(H5Gopen2(root, "/model", H5P_DEFAULT)));
+    for (const std::string& name : h5::group_members(model.id()))
+      datasets.push_back("/model/" + name);
+    has_optimizer_ = h5::has_link(root, "/optimizer");
+    if (has_optimizer_) {
+      h5::Handle group(GPT_H5_CHECK(H5Gopen2(root, "/optimizer", H5P_DEFAULT)));
+      for (const std::string& name : h5::group_members(group.id())) {
+        GPT_INPUT_CHECK(!h5::is_dataset(group.id(), name),
+                        "/optimizer/" << name << " is a dataset, expected a group of states");
+        h5::Handle states(GPT_H5_CHECK(H5Gopen2(group.id(), name.c_str(), H5P_DEFAULT)));
+        for (const std::string& state : h5::group_members(states.id()))
+          datasets.push_back("/optimizer/" + name + "/" + state);
+      }
+    }
+    for (const std::string& name : datasets) {
+      GPT_INPUT_CHECK(h5::is_dataset(root, name), name << " is not a dataset");
+      h5::Handle dataset(GPT_H5_CHECK(H5Dopen2(root, name.c_str(), H5P_DEFAULT)));
+      h5::Handle type(GPT_H5_CHECK(H5Dget_type(dataset.id())));
+      GPT_INPUT_CHECK(
+          GPT_H5_CHECK(H5Tget_class(type.id())) == H5T_FLOAT && H5Tget_size(type.id()) == 4,
+          "dataset " << name << " is not float32");
+      std::optional<int64_t> stored = h5::read_int64_attribute(dataset.id(), "crc32");
+      GPT_INPUT_CHECK(stored.has_value(), "dataset " << name << " has no crc32 attribute");
+      const uint32_t actual = h5::float_dataset_crc32(dataset.id());
+      GPT_INPUT_CHECK(static_cast<int64_t>(actual) == *stored,
+                      "dataset " << name << " fails its crc32 check (stored 0x" << std::hex
+                                 << *stored << ", computed 0x" << actual
+                                 << "): the file is corrupt");
+      shapes_[name] = h5::dataset_shape(dataset.id());
+    }
+  } catch (const Error& e) {
+    fail_input("checkpoint " + path + ": " + e.what());
+  }
+}
+
+OptimizerMeta CheckpointReader::optimizer() const {
+  GPT_INPUT_CHECK(has_optimizer_, "checkpoint " << path_ << " has no optimizer state");
+  try {
+    OptimizerMeta out;
+    h5::Handle group(GPT_H5_CHECK(H5Gopen2(file_.id(), "/optimizer", H5P_DEFAULT)));
+    out.type = require_string(group.id(), "type");
+    out.step = require_int64(group.id(), "step");
+    for (const std::string& name : h5::attribute_names(group.id()))
+      if (name != "type" && name != "step" && h5::attribute_class(group.id(), name) == H5T_FLOAT)
+        out.hyperparameters.emplace_back(name, *h5::read_double_attribute(group.id(), name));
+    // State names from the first parameter's group (every parameter has the same states).
+    for (const auto& [dataset, shape] : shapes_) {
+      if (!dataset.starts_with("/optimizer/")) continue;
+      const std::string param_prefix = dataset.substr(0, dataset.rfind('/') + 1);
+      for (const auto& [other, other_shape] : shapes_)
+        if (other.starts_with(param_prefix))
+          out.state_names.push_back(other.substr(param_prefix.size()));
+      break;
+    }
+    return out;
+  } catch (const Error& e) {
+    fail_input("checkpoint " + path_ + ": /optimizer " + e.what());
+  }
+}
+
+std::vector<int64_t> CheckpointReader::shape(const std::string& dataset) const {
+  auto it = shapes_.find(dataset);
+  GPT_INPUT_CHECK(it != shapes_.end(), "checkpoint " << path_ << " has no dataset " << dataset);
+  return it->second;
+}
+
+std::vector<std::string> CheckpointReader::datasets() const {
+  std::vector<std::string> names;
+  for (const auto& [name, shape] : shapes_) names.push_back(name);
+  return names;
+}
+
+void CheckpointReader::read_slab(const std::string& dataset, const Slab& slab,
+                                 float* host_out) const {
+  const std::vector<int64_t> dims = shape(dataset);
+  bool inside = slab.start.size() == dims.size() && slab.count.size() == dims.size();
+  for (size_t d = 0; inside && d < dims.size(); ++d)
+    inside = slab.start[d] >= 0 && slab.count[d] >= 0 && slab.start[d] + slab.count[d] <= dims[d];
+  GPT_CHECK(inside, "slab outside dataset " << dataset << " of shape " << h5::shape_string(dims));
+  const hsize_t n = static_cast<hsize_t>(slab.numel());
+  if (n == 0) return;
+  h5::Handle data(GPT_H5_CHECK(H5Dopen2(file_.id(), dataset.c_str(), H5P_DEFAULT)));
+  h5::Handle file_space(GPT_H5_CHECK(H5Dget_space(data.id())));
+  const std::vector<hsize_t> start = to_hsize(slab.start), count = to_hsize(slab.count);
+  GPT_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr,
+                                   count.data(), nullptr));
+  h5::Handle mem_space(GPT_H5_CHECK(H5Screate_simple(1, &n, nullptr)));
+  GPT_H5_CHECK(
+      H5Dread(data.id(), H5T_NATIVE_FLOAT, mem_space.id(), file_space.id(), H5P_DEFAULT, host_out));
+}
+
+void load_checkpoint(const CheckpointReader& reader, ParameterStore& store,
+                     bool include_optimizer) {
+  GPT_INPUT_CHECK(!include_optimizer || reader.has_optimizer(),
+                  "checkpoint " << reader.path() << " has no optimizer state to resume from");
+  Backend& backend = store.backend();
+  for (Parameter& p : store.params()) {
+    GPT_CHECK(p.value != nullptr, "load_checkpoint before the parameters are allocated");
+    read_parameter(reader, "/model/" + p.name, p, p.value, backend);
+    if (!include_optimizer) continue;
+    for (const std::string& state : store.state_names())
+      read_parameter(reader, "/optimizer/" + p.name + "/" + state, p, store.state(state) + p.offset,
+                     backend);
+  }
+}
+
+std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "";
+  std::vector<fs::path> candidates;
+  std::ifstream latest(fs::path(dir) / "latest");
+  std::string name;
+  if (latest && std::getline(latest, name)) {
+    while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+    // Only a plain file name in dir: the pointer is relative by contract.
+    if (!name.empty() && name.find('/') == std::string::npos)
+      candidates.push_back(fs::path(dir) / name);
+  }
+  for (const auto& [step, path] : step_files(dir))
+    if (std::find(candidates.begin(), candidates.end(), path) == candidates.end())
+      candidates.push_back(path);
+  for (const fs::path& path : candidates) {
+    try {
+      CheckpointReader reader(path.string());
+      return path.string();
+    } catch (const Error& e) {
+      if (skipped != nullptr) skipped->push_back(e.what());
+    }
+  }
+  return "";
+}
+
+}  // namespace gpt

@@ -1,0 +1,382 @@
+// Tests of crc32, token data set files (round trips, every kind of bad file, files written by
+// h5py), windows and the sample-to-window map, and the built-in arithmetic corpus.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "framework/check.h"
+#include "framework/io/crc32.h"
+#include "framework/io/dataset.h"
+#include "framework/io/hdf5_util.h"
+#include "framework/io/synthetic_corpus.h"
+#include "framework/rng.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using gpt::h5::Handle;
+
+// A fresh directory per test, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "gpt_io_data_XXXXXX").string();
+    GPT_CHECK(mkdtemp(pattern.data()) != nullptr, "mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+// Expects fn to throw gpt::Error whose message contains every one of `parts`.
+template <typename Fn>
+void expect_error(Fn&& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown; expected one mentioning " << parts.front();
+  } catch (const gpt::Error& e) {
+    const std::string message = e.what();
+    if (std::getenv("GPT_SHOW_ERRORS") != nullptr) std::printf("error seen: %s\n", e.what());
+    for (const std::string& part : parts)
+      EXPECT_NE(message.find(part), std::string::npos) << "message: " << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
+  }
+}
+
+uint32_t crc32_bitwise(const unsigned char* p, size_t n) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) {
+    c ^= p[i];
+    for (int k = 0; k < 8; ++k) c = (c & 1u) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+  }
+  return ~c;
+}
+
+// A raw file for the bad-input cases: one dataset `name` of file type `type`, any attributes.
+struct RawAttrs {
+  bool vocab_size = true;
+  int64_t vocab = 256;
+  bool vocab_as_string = false;
+  bool tokenizer = true;
+};
+
+void write_raw(const std::string& path, const std::string& name, hid_t type,
+               const std::vector<hsize_t>& dims, const void* data, hid_t mem_type,
+               const RawAttrs& attrs = {}) {
+  gpt::h5::silence_errors();
+  Handle file(GPT_H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)));
+  Handle space(GPT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+  Handle dataset(GPT_H5_CHECK(H5Dcreate2(file.id(), name.c_str(), type, space.id(), H5P_DEFAULT,
+                                         H5P_DEFAULT, H5P_DEFAULT)));
+  if (data != nullptr)
+    GPT_H5_CHECK(H5Dwrite(dataset.id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+  if (attrs.vocab_size && attrs.vocab_as_string)
+    gpt::h5::write_string_attribute(file.id(), "vocab_size", "256");
+  else if (attrs.vocab_size)
+    gpt::h5::write_int64_attribute(file.id(), "vocab_size", attrs.vocab);
+  if (attrs.tokenizer) gpt::h5::write_string_attribute(file.id(), "tokenizer", "bytes");
+}
+
+gpt::TokenDataset make_dataset(int64_t vocab, size_t n, int64_t eot) {
+  gpt::TokenDataset data;
+  data.vocab_size = vocab;
+  data.tokenizer = "test-tok";
+  data.eot = eot;
+  std::mt19937 rng(42);
+  for (size_t i = 0; i < n; ++i)
+    data.tokens.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab)));
+  data.tokens.back() = static_cast<int32_t>(vocab - 1);  // the largest token survives too
+  return data;
+}
+
+size_t stored_token_bytes(const std::string& path) {
+  Handle file(GPT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)));
+  Handle dataset(GPT_H5_CHECK(H5Dopen2(file.id(), "/tokens", H5P_DEFAULT)));
+  Handle type(GPT_H5_CHECK(H5Dget_type(dataset.id())));
+  return H5Tget_size(type.id());
+}
+
+// A Python with h5py ("" if none): the system one first, since a pyenv python3 on PATH may lack it.
+std::string python_with_h5py() {
+  for (std::string python : {"/usr/bin/python3", "python3"})
+    if (std::system((python + " -c 'import h5py' > /dev/null 2>&1").c_str()) == 0) return python;
+  return "";
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(Crc32, StandardCheckValue) {
+  const char* text = "123456789";
+  EXPECT_EQ(gpt::crc32(text, 9), 0xCBF43926u);
+  EXPECT_EQ(gpt::crc32(nullptr, 0), 0u);
+  EXPECT_EQ(gpt::crc32("a", 1), 0xE8B7BE43u);
+}
+
+TEST(Crc32, MatchesBitwiseReferenceAndChains) {
+  std::mt19937 rng(1);
+  std::vector<unsigned char> bytes(1000);
+  for (auto& b : bytes) b = static_cast<unsigned char>(rng());
+  for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 999, 1000}) {
+    EXPECT_EQ(gpt::crc32(bytes.data(), n), crc32_bitwise(bytes.data(), n)) << "n=" << n;
+    for (size_t split : {size_t{0}, n / 3, n})
+      EXPECT_EQ(gpt::crc32(bytes.data() + split, n - split, gpt::crc32(bytes.data(), split)),
+                crc32_bitwise(bytes.data(), n));
+  }
+  // Unaligned starts take the same path.
+  EXPECT_EQ(gpt::crc32(bytes.data() + 3, 100), crc32_bitwise(bytes.data() + 3, 100));
+}
+
+TEST(TokenDataset, RoundTripUint16) {
+  TempDir dir;
+  for (int64_t vocab : {256, 65536}) {
+    const std::string path = dir.file("u16_" + std::to_string(vocab) + ".h5");
+    gpt::TokenDataset data = make_dataset(vocab, 1001, 10);
+    gpt::write_token_dataset(path, data);
+    EXPECT_EQ(stored_token_bytes(path), 2u);
+    gpt::TokenDataset back = gpt::load_token_dataset(path);
+    EXPECT_EQ(back.path, path);
+    EXPECT_EQ(back.tokens, data.tokens);
+    EXPECT_EQ(back.vocab_size, vocab);
+    EXPECT_EQ(back.tokenizer, "test-tok");
+    EXPECT_EQ(back.eot, 10);
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+  }
+}
+
+TEST(TokenDataset, RoundTripUint32WithoutEot) {
+  TempDir dir;
+  const std::string path = dir.file("u32.h5");
+  gpt::TokenDataset data = make_dataset(70000, 5000, -1);
+  gpt::write_token_dataset(path, data);
+  EXPECT_EQ(stored_token_bytes(path), 4u);
+  gpt::TokenDataset back = gpt::load_token_dataset(path);
+  EXPECT_EQ(back.tokens, data.tokens);
+  EXPECT_EQ(back.vocab_size, 70000);
+  EXPECT_EQ(back.eot, -1);
+}
+
+TEST(TokenDataset, WriteRejectsBadData) {
+  TempDir dir;
+  gpt::TokenDataset data = make_dataset(256, 10, -1);
+  data.tokens[3] = 256;
+  expect_error([&] { gpt::write_token_dataset(dir.file("bad.h5"), data); }, {"bad.h5", "256"});
+  data.tokens[3] = 1;
+  expect_error([&] { gpt::write_token_dataset(dir.file("nodir/x.h5"), data); },
+               {"nodir", "does not exist"});
+}
+
+TEST(TokenDataset, BadFilesNameTheFileAndTheProblem) {
+  TempDir dir;
+  const std::vector<uint16_t> tokens = {1, 2, 3, 4, 5, 6};
+  const std::vector<float> floats = {1, 2, 3};
+  const std::vector<int32_t> ints = {1, 2, 3};
+
+  const std::string missing = dir.file("missing.h5");
+  expect_error([&] { gpt::load_token_dataset(missing); }, {missing, "no such file"});
+
+  const std::string garbage = dir.file("garbage.h5");
+  std::ofstream(garbage) << "this is not an HDF5 file, just some text\n";
+  expect_error([&] { gpt::load_token_dataset(garbage); }, {garbage, "not an HDF5 file"});
+
+  const std::string no_tokens = dir.file("no_tokens.h5");
+  write_raw(no_tokens, "/other", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16);
+  expect_error([&] { gpt::load_token_dataset(no_tokens); }, {no_tokens, "no /tokens"});
+
+  const std::string two_d = dir.file("two_d.h5");
+  write_raw(two_d, "/tokens", H5T_STD_U16LE, {2, 3}, tokens.data(), H5T_NATIVE_UINT16);
+  expect_error([&] { gpt::load_token_dataset(two_d); }, {two_d, "1-D", "[2, 3]"});
+
+  const std::string float_type = dir.file("float.h5");
+  write_raw(float_type, "/tokens", H5T_IEEE_F32LE, {3}, floats.data(), H5T_NATIVE_FLOAT);
+  expect_error([&] { gpt::load_token_dataset(float_type); }, {float_type, "uint16 or uint32"});
+
+  const std::string signed_type = dir.file("int32.h5");
+  write_raw(signed_type, "/tokens", H5T_STD_I32LE, {3}, ints.data(), H5T_NATIVE_INT32);
+  expect_error([&] { gpt::load_token_dataset(signed_type); }, {signed_type, "uint16 or uint32"});
+
+  const std::string empty = dir.file("empty.h5");
+  write_raw(empty, "/tokens", H5T_STD_U16LE, {0}, nullptr, H5T_NATIVE_UINT16);
+  expect_error([&] { gpt::load_token_dataset(empty); }, {empty, "empty"});
+
+  const std::string too_big = dir.file("too_big.h5");
+  RawAttrs small_vocab;
+  small_vocab.vocab = 5;
+  write_raw(too_big, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16, small_vocab);
+  expect_error([&] { gpt::load_token_dataset(too_big); },
+               {too_big, "token 5", "position 4", "vocab_size 5"});
+
+  const std::string no_vocab = dir.file("no_vocab.h5");
+  RawAttrs without_vocab;
+  without_vocab.vocab_size = false;
+  write_raw(no_vocab, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16,
+            without_vocab);
+  expect_error([&] { gpt::load_token_dataset(no_vocab); }, {no_vocab, "vocab_size"});
+
+  const std::string bad_vocab = dir.file("bad_vocab.h5");
+  RawAttrs zero_vocab;
+  zero_vocab.vocab = 0;
+  write_raw(bad_vocab, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16, zero_vocab);
+  expect_error([&] { gpt::load_token_dataset(bad_vocab); }, {bad_vocab, "vocab_size 0"});
+
+  const std::string string_vocab = dir.file("string_vocab.h5");
+  RawAttrs vocab_string;
+  vocab_string.vocab_as_string = true;
+  write_raw(string_vocab, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16,
+            vocab_string);
+  expect_error([&] { gpt::load_token_dataset(string_vocab); },
+               {string_vocab, "vocab_size", "expected an integer"});
+
+  const std::string no_tokenizer = dir.file("no_tokenizer.h5");
+  RawAttrs without_tokenizer;
+  without_tokenizer.tokenizer = false;
+  write_raw(no_tokenizer, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16,
+            without_tokenizer);
+  expect_error([&] { gpt::load_token_dataset(no_tokenizer); }, {no_tokenizer, "tokenizer"});
+
+  const std::string directory = dir.file("");
+  expect_error([&] { gpt::load_token_dataset(directory); }, {"directory"});
+}
+
+TEST(TokenDataset, ReadsWhatH5pyWrites) {
+  const std::string python = python_with_h5py();
+  if (python.empty()) GTEST_SKIP() << "python3 with h5py not available";
+  TempDir dir;
+  const std::string path = dir.file("from_python.h5");
+  const std::string script =
+      "import h5py, numpy as np\n"
+      "with h5py.File('" +
+      path +
+      "', 'w') as f:\n"
+      "    f['tokens'] = np.arange(300, dtype=np.uint16) % 100\n"
+      "    f.attrs['vocab_size'] = 100\n"
+      "    f.attrs['tokenizer'] = 'bytes'\n"
+      "    f.attrs['eot'] = np.int32(99)\n"
+      "with h5py.File('" +
+      path +
+      ".fixed', 'w') as f:\n"
+      "    f['tokens'] = np.arange(10, dtype=np.uint32)\n"
+      "    f.attrs['vocab_size'] = np.uint16(10)\n"
+      "    f.attrs['tokenizer'] = np.bytes_(b'bytes')\n";
+  const std::string script_path = dir.file("write.py");
+  std::ofstream(script_path) << script;
+  ASSERT_EQ(std::system((python + " " + script_path).c_str()), 0);
+  gpt::TokenDataset data = gpt::load_token_dataset(path);
+  ASSERT_EQ(data.tokens.size(), 300u);
+  EXPECT_EQ(data.tokens[150], 50);
+  EXPECT_EQ(data.vocab_size, 100);
+  EXPECT_EQ(data.tokenizer, "bytes");
+  EXPECT_EQ(data.eot, 99);
+  gpt::TokenDataset fixed = gpt::load_token_dataset(path + ".fixed");
+  EXPECT_EQ(fixed.tokenizer, "bytes");
+  EXPECT_EQ(fixed.vocab_size, 10);
+  EXPECT_EQ(fixed.tokens.back(), 9);
+}
+
+TEST(TokenDataset, WindowsAndFit) {
+  gpt::TokenDataset data;
+  data.path = "mem.h5";
+  data.vocab_size = 100;
+  for (int i = 0; i < 21; ++i) data.tokens.push_back(i);
+  EXPECT_EQ(data.num_windows(4), 5);  // floor(20 / 4)
+  EXPECT_EQ(data.num_windows(20), 1);
+  EXPECT_EQ(data.num_windows(21), 0);
+  gpt::check_dataset_fits(data, 20);
+  expect_error([&] { gpt::check_dataset_fits(data, 21); }, {"mem.h5", "21 tokens", "--seq-len 21"});
+  std::vector<int32_t> inputs(4), targets(4);
+  gpt::read_window(data, 2, 4, inputs.data(), targets.data());
+  EXPECT_EQ(inputs, (std::vector<int32_t>{8, 9, 10, 11}));
+  EXPECT_EQ(targets, (std::vector<int32_t>{9, 10, 11, 12}));
+  gpt::read_window(data, 4, 4, inputs.data(), targets.data());
+  EXPECT_EQ(targets.back(), 20);  // the last window reaches the last token
+  EXPECT_THROW(gpt::read_window(data, 5, 4, inputs.data(), targets.data()), gpt::Error);
+}
+
+TEST(SampleWindow, SequentialIsModulo) {
+  for (int64_t j = 0; j < 50; ++j)
+    EXPECT_EQ(gpt::sample_window(j, 7, gpt::DataOrder::kSequential, 123), j % 7);
+}
+
+TEST(SampleWindow, RandomIsDeterministicInRangeAndSeeded) {
+  const int64_t w = 37;
+  std::set<int64_t> seen;
+  int same_as_sequential = 0, same_across_seeds = 0;
+  for (int64_t j = 0; j < 2000; ++j) {
+    const int64_t k = gpt::sample_window(j, w, gpt::DataOrder::kRandom, 5);
+    EXPECT_EQ(k, gpt::sample_window(j, w, gpt::DataOrder::kRandom, 5));
+    ASSERT_GE(k, 0);
+    ASSERT_LT(k, w);
+    seen.insert(k);
+    same_as_sequential += k == j % w;
+    same_across_seeds += k == gpt::sample_window(j, w, gpt::DataOrder::kRandom, 6);
+  }
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), w);  // every window gets drawn
+  EXPECT_LT(same_as_sequential, 200);               // about 2000/37 by chance
+  EXPECT_LT(same_across_seeds, 200);
+  // The documented formula, so other code (and docs) can rely on it.
+  EXPECT_EQ(gpt::sample_window(12345, w, gpt::DataOrder::kRandom, 9),
+            static_cast<int64_t>(gpt::CounterRng(9, "data-order").bits(12345) % w));
+  EXPECT_THROW(gpt::sample_window(0, 0, gpt::DataOrder::kRandom, 1), gpt::Error);
+}
+
+// Parses every line "a+b=c" of the corpus; returns the number of lines.
+int64_t check_arithmetic(const gpt::TokenDataset& data) {
+  std::string text(data.tokens.begin(), data.tokens.end());
+  EXPECT_EQ(text.back(), '\n');
+  int64_t lines = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t end = text.find('\n', pos);
+    const std::string line = text.substr(pos, end - pos);
+    int a = -1, b = -1, c = -1;
+    char tail = 0;
+    EXPECT_EQ(std::sscanf(line.c_str(), "%d+%d=%d%c", &a, &b, &c, &tail), 3) << line;
+    EXPECT_TRUE(a >= 0 && a <= 999 && b >= 0 && b <= 999) << line;
+    EXPECT_EQ(a + b, c) << line;
+    EXPECT_EQ(line, std::to_string(a) + "+" + std::to_string(b) + "=" + std::to_string(c));
+    if (a + b != c) break;
+    ++lines;
+    pos = end + 1;
+  }
+  return lines;
+}
+
+TEST(SyntheticCorpus, DeterministicCorrectAndSized) {
+  const auto start = std::chrono::steady_clock::now();
+  gpt::TokenDataset train = gpt::synthetic_arithmetic_corpus(false);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("train corpus: %zu tokens in %.3f s\n", train.tokens.size(), seconds);
+  EXPECT_LT(seconds, 1.0);  // about 0.02 s; generous for loaded CI machines
+  gpt::TokenDataset val = gpt::synthetic_arithmetic_corpus(true);
+  EXPECT_EQ(train.path, "<built-in train>");
+  EXPECT_EQ(val.path, "<built-in validation>");
+  EXPECT_EQ(train.tokenizer, "bytes");
+  EXPECT_EQ(train.vocab_size, 256);
+  EXPECT_EQ(train.eot, -1);
+  EXPECT_NEAR(static_cast<double>(train.tokens.size()), 1.5e6, 1e3);
+  EXPECT_NEAR(static_cast<double>(val.tokens.size()), 1e5, 1e2);
+  EXPECT_EQ(train.tokens, gpt::synthetic_arithmetic_corpus(false).tokens);
+  EXPECT_GT(check_arithmetic(train), 100000);
+  EXPECT_GT(check_arithmetic(val), 7000);
+  // The held-out split is different text, not a prefix of the training text.
+  EXPECT_NE(std::vector<int32_t>(train.tokens.begin(), train.tokens.begin() + 1000),
+            std::vector<int32_t>(val.tokens.begin(), val.tokens.begin() + 1000));
+  gpt::check_dataset_fits(train, 1024);
+}
+
+}  // namespace
