@@ -44,10 +44,12 @@ HeadView head_view(int64_t bh, int64_t T, int64_t NH, int64_t HS) {
 // Row t of the scaled scores becomes softmax over columns 0..t; columns after t become 0.
 void causal_softmax_row(float* row, int64_t t, int64_t T) {
   float m = row[0];
+#pragma omp simd reduction(max : m)
   for (int64_t j = 1; j <= t; j++) m = std::max(m, row[j]);
   float s = 0.0f;
+#pragma omp simd reduction(+ : s)
   for (int64_t j = 0; j <= t; j++) {
-    row[j] = std::exp(row[j] - m);
+    row[j] = fast_expf(row[j] - m);
     s += row[j];
   }
   const float inv = 1.0f / s;

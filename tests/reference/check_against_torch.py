@@ -19,10 +19,12 @@ try:
     import h5py
     import numpy as np
     import torch
-    import torch.nn.functional as F
 except ImportError as missing:  # pragma: no cover
     print(f"skipped: {missing}")
     sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_gpt2 import gpt2_loss  # noqa: E402
 
 
 def load_model(path):
@@ -31,30 +33,6 @@ def load_model(path):
                    for name in f["model"]}
         config = json.loads(f.attrs["config"])
     return weights, config
-
-
-def gpt2_loss(w, cfg, inputs, targets):
-    """Mean token cross-entropy of GPT-2 (pre-LN, tied head, tanh GELU) over a batch."""
-    B, T = inputs.shape
-    D, NH, L = cfg["d_model"], cfg["n_head"], cfg["n_layer"]
-    HS = D // NH
-    x = w["wte"][inputs] + w["wpe"][:T]
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    for i in range(L):
-        p = f"h.{i}."
-        h = F.layer_norm(x, (D,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], 1e-5)
-        qkv = h @ w[p + "attn.c_attn.weight"].T + w[p + "attn.c_attn.bias"]
-        q, k, v = (t.view(B, T, NH, HS).transpose(1, 2) for t in qkv.split(D, dim=2))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(HS)
-        att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, D)
-        x = x + y @ w[p + "attn.c_proj.weight"].T + w[p + "attn.c_proj.bias"]
-        h = F.layer_norm(x, (D,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], 1e-5)
-        h = F.gelu(h @ w[p + "mlp.c_fc.weight"].T + w[p + "mlp.c_fc.bias"], approximate="tanh")
-        x = x + h @ w[p + "mlp.c_proj.weight"].T + w[p + "mlp.c_proj.bias"]
-    x = F.layer_norm(x, (D,), w["ln_f.weight"], w["ln_f.bias"], 1e-5)
-    logits = x @ w["wte"].T
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def lr_at(step, cfg):
