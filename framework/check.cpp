@@ -11,12 +11,15 @@ void fail(const char* expr, const char* file, int line, const std::string& msg) 
   throw Error(out.str());
 }
 
-void fail_input(const std::string& msg) { throw Error(msg); }
+void fail_input(const std::string& msg) {
+  throw Error(msg);
+}
 
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(code);
   return std::string(text, length);
 }
 

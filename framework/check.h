@@ -35,28 +35,28 @@ std::string mpi_error_string(int code);
   }())
 
 // An internal invariant; the message should still say what is wrong.
-#define GPT_CHECK(cond, msg)                                                   \
-  do {                                                                         \
-    if (!(cond)) ::gpt::fail(#cond, __FILE__, __LINE__, GPT_MSG(msg));         \
+#define GPT_CHECK(cond, msg)                                           \
+  do {                                                                 \
+    if (!(cond)) ::gpt::fail(#cond, __FILE__, __LINE__, GPT_MSG(msg)); \
   } while (0)
 
 // A rule the user's input broke: message only, printed as the program's one error line.
-#define GPT_INPUT_CHECK(cond, msg)                  \
-  do {                                              \
-    if (!(cond)) ::gpt::fail_input(GPT_MSG(msg));   \
+#define GPT_INPUT_CHECK(cond, msg)                \
+  do {                                            \
+    if (!(cond)) ::gpt::fail_input(GPT_MSG(msg)); \
   } while (0)
 
-#define GPT_MPI_CHECK(call)                                                              \
-  do {                                                                                   \
-    int gpt_mpi_rc_ = (call);                                                            \
-    if (gpt_mpi_rc_ != 0) ::gpt::fail(#call, __FILE__, __LINE__,                         \
-                                      ::gpt::mpi_error_string(gpt_mpi_rc_));             \
+#define GPT_MPI_CHECK(call)                                                         \
+  do {                                                                              \
+    int gpt_mpi_rc_ = (call);                                                       \
+    if (gpt_mpi_rc_ != 0)                                                           \
+      ::gpt::fail(#call, __FILE__, __LINE__, ::gpt::mpi_error_string(gpt_mpi_rc_)); \
   } while (0)
 
 // HDF5 calls return a negative value on failure.
-#define GPT_H5_CHECK(call)                                                               \
-  ([&]() {                                                                               \
-    auto gpt_h5_rc_ = (call);                                                            \
-    if (gpt_h5_rc_ < 0) ::gpt::fail(#call, __FILE__, __LINE__, "HDF5 call failed");      \
-    return gpt_h5_rc_;                                                                   \
+#define GPT_H5_CHECK(call)                                                          \
+  ([&]() {                                                                          \
+    auto gpt_h5_rc_ = (call);                                                       \
+    if (gpt_h5_rc_ < 0) ::gpt::fail(#call, __FILE__, __LINE__, "HDF5 call failed"); \
+    return gpt_h5_rc_;                                                              \
   }())

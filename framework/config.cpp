@@ -12,8 +12,8 @@ int64_t ModelConfig::padded_vocab(int64_t tp) const {
 
 int64_t ModelConfig::num_parameters(bool include_wpe) const {
   const int64_t C = d_model, F = ffn_dim();
-  const int64_t per_layer = 2 * C + (3 * C * C + 3 * C) + (C * C + C) + 2 * C + (F * C + F) +
-                            (C * F + C);
+  const int64_t per_layer =
+      2 * C + (3 * C * C + 3 * C) + (C * C + C) + 2 * C + (F * C + F) + (C * F + C);
   int64_t n = vocab_size * C + n_layer * per_layer + 2 * C;
   if (include_wpe) n += seq_len * C;
   return n;
@@ -35,8 +35,8 @@ void ModelConfig::validate() const {
 }
 
 std::string ModelConfig::to_json() const {
-  return GPT_MSG("{\"n_layer\": " << n_layer << ", \"n_head\": " << n_head << ", \"d_model\": "
-                                  << d_model << ", \"seq_len\": " << seq_len
+  return GPT_MSG("{\"n_layer\": " << n_layer << ", \"n_head\": " << n_head
+                                  << ", \"d_model\": " << d_model << ", \"seq_len\": " << seq_len
                                   << ", \"vocab_size\": " << vocab_size << "}");
 }
 

@@ -12,8 +12,8 @@ struct ModelConfig {
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t d_model = 128;
-  int64_t seq_len = 64;     // also the number of learned positions
-  int64_t vocab_size = 256; // the data set's
+  int64_t seq_len = 64;      // also the number of learned positions
+  int64_t vocab_size = 256;  // the data set's
 
   int64_t head_dim() const { return d_model / n_head; }
   int64_t ffn_dim() const { return 4 * d_model; }

@@ -16,7 +16,8 @@ class DeviceArray {
  public:
   DeviceArray() = default;
   DeviceArray(Backend& backend, int64_t count) : backend_(&backend), count_(count) {
-    if (count > 0) data_ = static_cast<T*>(backend.allocate(sizeof(T) * static_cast<size_t>(count)));
+    if (count > 0)
+      data_ = static_cast<T*>(backend.allocate(sizeof(T) * static_cast<size_t>(count)));
   }
   DeviceArray(DeviceArray&& other) noexcept { *this = std::move(other); }
   DeviceArray& operator=(DeviceArray&& other) noexcept {

@@ -45,7 +45,9 @@ GPT_HOST_DEVICE inline float fast_expf(float x) {
 
 // tanh(u) = 1 - 2 / (e^{2u} + 1): exact limits +-1, absolute error about 1e-7 (what GELU needs:
 // it adds tanh to 1), and no library call.
-GPT_HOST_DEVICE inline float fast_tanhf(float u) { return 1.0f - 2.0f / (fast_expf(2.0f * u) + 1.0f); }
+GPT_HOST_DEVICE inline float fast_tanhf(float u) {
+  return 1.0f - 2.0f / (fast_expf(2.0f * u) + 1.0f);
+}
 
 // GELU(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (Hendrycks & Gimpel 2016)
 GPT_HOST_DEVICE inline float gelu_tanh(float x) {
@@ -91,7 +93,8 @@ inline AdamWStep make_adamw_step(double lr, double beta1, double beta2, double e
 
 // torch.optim.AdamW for one element, in torch's operation order: decoupled decay p *= 1 - lr*wd,
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= step_size * m / (sqrt(v)/sqrt(bc2) + eps).
-GPT_HOST_DEVICE inline void adamw_element(float& p, float g, float& m, float& v, const AdamWStep& s) {
+GPT_HOST_DEVICE inline void adamw_element(float& p, float g, float& m, float& v,
+                                          const AdamWStep& s) {
   p *= s.decay_factor;
   m = m * s.beta1 + s.one_minus_beta1 * g;
   v = v * s.beta2 + s.one_minus_beta2 * (g * g);
@@ -107,7 +110,8 @@ struct SgdStep {
   bool first_step;     // torch initialises the momentum buffer to the first gradient
 };
 
-// torch.optim.SGD for one element: g += wd p; buf = g (first step) or momentum*buf + g; p -= lr buf.
+// torch.optim.SGD for one element: g += wd p; buf = g (first step) or momentum*buf + g; p -= lr
+// buf.
 GPT_HOST_DEVICE inline void sgd_element(float& p, float g, float& buf, const SgdStep& s) {
   g += s.weight_decay * p;
   if (s.momentum != 0.0f) {

@@ -23,20 +23,26 @@ void set_rank(int global_rank, int world_size) {
   g_logger.rank = global_rank;
   g_logger.world = world_size;
 }
-int rank() { return g_logger.rank; }
-void set_quiet(bool quiet) { g_logger.quiet = quiet; }
+int rank() {
+  return g_logger.rank;
+}
+void set_quiet(bool quiet) {
+  g_logger.quiet = quiet;
+}
 
 void info0(const std::string& line) {
   if (g_logger.rank == 0 && !g_logger.quiet) write_line(stdout, line);
 }
 void info(const std::string& line) {
   if (g_logger.quiet) return;
-  write_line(stdout, g_logger.world > 1 ? "[rank " + std::to_string(g_logger.rank) + "] " + line
-                                        : line);
+  write_line(stdout,
+             g_logger.world > 1 ? "[rank " + std::to_string(g_logger.rank) + "] " + line : line);
 }
 void warn0(const std::string& line) {
   if (g_logger.rank == 0) write_line(stderr, "warning: " + line);
 }
-void error(const std::string& line) { write_line(stderr, "error: " + line); }
+void error(const std::string& line) {
+  write_line(stderr, "error: " + line);
+}
 
 }  // namespace gpt::log

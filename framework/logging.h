@@ -14,10 +14,10 @@ void set_rank(int global_rank, int world_size);
 int rank();
 void set_quiet(bool quiet);  // silences info lines (tests)
 
-void info0(const std::string& line);   // global rank 0 only
-void info(const std::string& line);    // every rank, prefixed
-void warn0(const std::string& line);   // global rank 0 only, "warning: "
-void error(const std::string& line);   // every rank that calls it, "error: "
+void info0(const std::string& line);  // global rank 0 only
+void info(const std::string& line);   // every rank, prefixed
+void warn0(const std::string& line);  // global rank 0 only, "warning: "
+void error(const std::string& line);  // every rank that calls it, "error: "
 
 }  // namespace gpt::log
 

@@ -66,7 +66,8 @@ void ParameterStore::initialize(uint64_t seed) {
       std::vector<int64_t> logical = slab_logical_indices(slab, p.shape);
       for (size_t i = 0; i < logical.size(); ++i) {
         float v = 0.0f;
-        if (p.init == InitKind::kNormal) v = p.init_std * rng.normal(static_cast<uint64_t>(logical[i]));
+        if (p.init == InitKind::kNormal)
+          v = p.init_std * rng.normal(static_cast<uint64_t>(logical[i]));
         if (p.init == InitKind::kOnes) v = 1.0f;
         host[static_cast<size_t>(slab.local_offset) + i] = v;
       }
@@ -77,7 +78,8 @@ void ParameterStore::initialize(uint64_t seed) {
 
 float* ParameterStore::add_state(const std::string& state_name) {
   GPT_CHECK(allocated_, "optimizer state before parameter allocation");
-  for (const std::string& n : state_names_) GPT_CHECK(n != state_name, "state " << n << " added twice");
+  for (const std::string& n : state_names_)
+    GPT_CHECK(n != state_name, "state " << n << " added twice");
   state_names_.push_back(state_name);
   states_.emplace_back(backend_, total_);
   return states_.back().data();
@@ -95,6 +97,8 @@ Parameter* ParameterStore::find(const std::string& name) {
   return nullptr;
 }
 
-void ParameterStore::zero_grads() { backend_.fill_zero(grads_.data(), total_); }
+void ParameterStore::zero_grads() {
+  backend_.fill_zero(grads_.data(), total_);
+}
 
 }  // namespace gpt

@@ -28,24 +28,26 @@ struct Slab {
 enum class InitKind { kNormal, kZeros, kOnes };
 
 struct ParameterSpec {
-  std::string name;                 // checkpoint name, e.g. "h.0.attn.c_attn.weight"
-  std::vector<int64_t> shape;       // full logical shape, nn.Linear layout (out, in)
-  int64_t local_numel = 0;          // storage on this rank (may exceed the slabs: vocab padding)
-  std::vector<Slab> slabs;          // what of the logical tensor this rank holds
+  std::string name;            // checkpoint name, e.g. "h.0.attn.c_attn.weight"
+  std::vector<int64_t> shape;  // full logical shape, nn.Linear layout (out, in)
+  int64_t local_numel = 0;     // storage on this rank (may exceed the slabs: vocab padding)
+  std::vector<Slab> slabs;     // what of the logical tensor this rank holds
   InitKind init = InitKind::kZeros;
-  float init_std = 0.0f;            // for kNormal
-  bool weight_decay = false;        // two or more dimensions
-  bool tp_replicated = false;       // every tp rank holds the same full copy (LayerNorms, wpe)
-  bool tied_copy = false;           // the last stage's wte when pp > 1: never counted or saved
+  float init_std = 0.0f;       // for kNormal
+  bool weight_decay = false;   // two or more dimensions
+  bool tp_replicated = false;  // every tp rank holds the same full copy (LayerNorms, wpe)
+  bool tied_copy = false;      // the last stage's wte when pp > 1: never counted or saved
 };
 
 struct Parameter : ParameterSpec {
-  int64_t offset = 0;               // element offset in the flat buffers
+  int64_t offset = 0;  // element offset in the flat buffers
   float* value = nullptr;
   float* grad = nullptr;
   int64_t numel() const { return local_numel; }
   // This rank holds the copy that counts once (gradient norm) over tp and pp.
-  bool counts_once_over_tp_pp(int tp_rank) const { return !tied_copy && (!tp_replicated || tp_rank == 0); }
+  bool counts_once_over_tp_pp(int tp_rank) const {
+    return !tied_copy && (!tp_replicated || tp_rank == 0);
+  }
 };
 
 // The registry and flat buffers of one rank's parameters. Register everything, then allocate();
@@ -54,7 +56,7 @@ class ParameterStore {
  public:
   explicit ParameterStore(Backend& backend) : backend_(backend) {}
   Parameter& add(ParameterSpec spec);  // before allocate()
-  void allocate();                      // value and gradient buffers; values zero
+  void allocate();                     // value and gradient buffers; values zero
 
   // Fills every value from the counter RNG keyed by (seed, name, logical element index): the
   // same logical tensor whatever the layout. Storage outside the slabs (padding) stays zero.

@@ -34,8 +34,8 @@ CounterRng::CounterRng(uint64_t seed, std::string_view stream)
     : key_(seed * 0x9E3779B97F4A7C15ull ^ hash_name(stream)) {}
 
 float CounterRng::normal(uint64_t index) const {
-  auto r = philox4x32({static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 0u, 0u},
-                      key_);
+  auto r =
+      philox4x32({static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 0u, 0u}, key_);
   // Uniforms in (0, 1] and [0, 1) from 32 bits each; double keeps log() away from 0.
   double u1 = (static_cast<double>(r[0]) + 1.0) / 4294967296.0;
   double u2 = static_cast<double>(r[1]) / 4294967296.0;
@@ -43,8 +43,8 @@ float CounterRng::normal(uint64_t index) const {
 }
 
 uint64_t CounterRng::bits(uint64_t index) const {
-  auto r = philox4x32({static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 1u, 0u},
-                      key_);
+  auto r =
+      philox4x32({static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 1u, 0u}, key_);
   return (static_cast<uint64_t>(r[0]) << 32) | r[1];
 }
 

@@ -16,8 +16,7 @@ inline double now_seconds() {
 
 class ScopedTimer {
  public:
-  ScopedTimer(double& counter, Backend* backend = nullptr)
-      : counter_(counter), backend_(backend) {
+  ScopedTimer(double& counter, Backend* backend = nullptr) : counter_(counter), backend_(backend) {
     if (backend_) backend_->synchronize();
     start_ = now_seconds();
   }

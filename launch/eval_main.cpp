@@ -83,4 +83,6 @@ int eval_main(int argc, char** argv) {
 }  // namespace
 }  // namespace gpt
 
-int main(int argc, char** argv) { return gpt::run_program(argc, argv, gpt::eval_main); }
+int main(int argc, char** argv) {
+  return gpt::run_program(argc, argv, gpt::eval_main);
+}

@@ -11,9 +11,9 @@
 namespace gpt {
 
 struct EvalResult {
-  double loss = 0.0;       // mean token cross-entropy
-  int64_t windows = 0;     // windows evaluated (K clamped to the file's)
-  int64_t tokens = 0;      // targets counted
+  double loss = 0.0;    // mean token cross-entropy
+  int64_t windows = 0;  // windows evaluated (K clamped to the file's)
+  int64_t tokens = 0;   // targets counted
 };
 
 // Collective over the grid. Same value on every rank.

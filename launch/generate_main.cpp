@@ -66,11 +66,13 @@ int generate_main(int argc, char** argv) {
   Runtime& rt = *model.runtime;
   const ModelConfig& cfg = rt.model();
   agree_on_failure(world, [&] {
-    GPT_INPUT_CHECK(model.tokenizer == "bytes", "generate knows the bytes tokenizer only (the "
-                                                "checkpoint uses " << model.tokenizer << ")");
-    GPT_INPUT_CHECK(cfg.n_head % world_size == 0,
-                    world_size << " ranks (tp) do not divide the checkpoint's n_head "
-                               << cfg.n_head);
+    GPT_INPUT_CHECK(model.tokenizer == "bytes",
+                    "generate knows the bytes tokenizer only (the "
+                    "checkpoint uses "
+                        << model.tokenizer << ")");
+    GPT_INPUT_CHECK(
+        cfg.n_head % world_size == 0,
+        world_size << " ranks (tp) do not divide the checkpoint's n_head " << cfg.n_head);
   });
   std::vector<int32_t> sequence(prompt.begin(), prompt.end());
   for (int32_t& t : sequence) t = static_cast<unsigned char>(t);
@@ -107,4 +109,6 @@ int generate_main(int argc, char** argv) {
 }  // namespace
 }  // namespace gpt
 
-int main(int argc, char** argv) { return gpt::run_program(argc, argv, gpt::generate_main); }
+int main(int argc, char** argv) {
+  return gpt::run_program(argc, argv, gpt::generate_main);
+}

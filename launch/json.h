@@ -14,10 +14,14 @@ namespace gpt {
 class JsonObject {
  public:
   JsonObject& add(const std::string& key, const std::string& value);
-  JsonObject& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
+  JsonObject& add(const std::string& key, const char* value) {
+    return add(key, std::string(value));
+  }
   JsonObject& add(const std::string& key, double value);
   JsonObject& add(const std::string& key, int64_t value);
-  JsonObject& add(const std::string& key, int value) { return add(key, static_cast<int64_t>(value)); }
+  JsonObject& add(const std::string& key, int value) {
+    return add(key, static_cast<int64_t>(value));
+  }
   JsonObject& add(const std::string& key, uint64_t value);
   JsonObject& add(const std::string& key, bool value);
   std::string str() const;
@@ -28,6 +32,7 @@ class JsonObject {
 
 // Parses a flat object into key -> value text (strings unquoted and unescaped). Throws a
 // gpt::Error naming `what` when the text is not such an object.
-std::map<std::string, std::string> parse_flat_json(const std::string& text, const std::string& what);
+std::map<std::string, std::string> parse_flat_json(const std::string& text,
+                                                   const std::string& what);
 
 }  // namespace gpt

@@ -12,87 +12,94 @@ namespace po = boost::program_options;
 namespace gpt {
 namespace {
 
+// A default as --help shows it: 0.003, not 0.0030000000000000001.
+std::string short_text(double value) {
+  return GPT_MSG(value);
+}
+
+// clang-format off: one option per line reads better than the formatter's packing.
 po::options_description describe(TrainOptions& o) {
   po::options_description layout("Layout");
-  layout.add_options()
-      ("tp", po::value(&o.tp)->default_value(o.tp), "tensor-parallel size (ranks of one node)")
-      ("pp", po::value(&o.pp)->default_value(o.pp), "pipeline-parallel size (stages)")
-      ("dp", po::value(&o.dp)->default_value(o.dp), "data-parallel size; 0 = world / (tp * pp)")
-      ("schedule", po::value(&o.schedule)->default_value(o.schedule),
-       "pipeline schedule: 1f1b | gpipe | interleaved | zb-h1")
-      ("virtual-stages", po::value(&o.virtual_stages)->default_value(o.virtual_stages),
-       "model chunks per stage (interleaved 1F1B)")
-      ("ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node),
-       "simulated node size for the tp placement rule; 0 = detect")
-      ("allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
-       "allow a tp group to span nodes")
-      ("micro-batch-size", po::value(&o.micro_batch_size)->default_value(o.micro_batch_size),
-       "sequences per microbatch")
-      ("global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),
-       "sequences per optimizer step, over all dp ranks");
+  layout.add_options()("tp", po::value(&o.tp)->default_value(o.tp),
+                       "tensor-parallel size (ranks of one node)")(
+      "pp", po::value(&o.pp)->default_value(o.pp), "pipeline-parallel size (stages)")(
+      "dp", po::value(&o.dp)->default_value(o.dp), "data-parallel size; 0 = world / (tp * pp)")(
+      "schedule", po::value(&o.schedule)->default_value(o.schedule),
+      "pipeline schedule: 1f1b | gpipe | interleaved | zb-h1")(
+      "virtual-stages", po::value(&o.virtual_stages)->default_value(o.virtual_stages),
+      "model chunks per stage (interleaved 1F1B)")(
+      "ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node),
+      "simulated node size for the tp placement rule; 0 = detect")(
+      "allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
+      "allow a tp group to span nodes")(
+      "micro-batch-size", po::value(&o.micro_batch_size)->default_value(o.micro_batch_size),
+      "sequences per microbatch")(
+      "global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),
+      "sequences per optimizer step, over all dp ranks");
   po::options_description model("Model (GPT-2)");
-  model.add_options()
-      ("model", po::value(&o.model_preset)->default_value(""),
-       "preset: tiny | small | gpt2 | gpt2-medium (the shape options below override it)")
-      ("n-layer", po::value(&o.model.n_layer)->default_value(o.model.n_layer), "transformer blocks")
-      ("n-head", po::value(&o.model.n_head)->default_value(o.model.n_head), "attention heads")
-      ("d-model", po::value(&o.model.d_model)->default_value(o.model.d_model), "model width")
-      ("seq-len", po::value(&o.model.seq_len)->default_value(o.model.seq_len),
-       "sequence length (and learned positions)");
+  model.add_options()(
+      "model", po::value(&o.model_preset)->default_value(""),
+      "preset: tiny | small | gpt2 | gpt2-medium (the shape options below override it)")(
+      "n-layer", po::value(&o.model.n_layer)->default_value(o.model.n_layer), "transformer blocks")(
+      "n-head", po::value(&o.model.n_head)->default_value(o.model.n_head), "attention heads")(
+      "d-model", po::value(&o.model.d_model)->default_value(o.model.d_model), "model width")(
+      "seq-len", po::value(&o.model.seq_len)->default_value(o.model.seq_len),
+      "sequence length (and learned positions)");
   po::options_description data("Data");
-  data.add_options()
-      ("data", po::value(&o.data)->default_value(""),
-       "training tokens (HDF5, see prepare-data); empty = the built-in arithmetic corpus")
-      ("val-data", po::value(&o.val_data)->default_value(""),
-       "validation tokens; empty = the built-in held-out split when --data is empty")
-      ("data-order", po::value(&o.data_order)->default_value(o.data_order),
-       "random | sequential")
-      ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every),
-       "validation every N steps (0 = never)")
-      ("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows),
-       "validation windows (the first K of the file)");
+  data.add_options()(
+      "data", po::value(&o.data)->default_value(""),
+      "training tokens (HDF5, see prepare-data); empty = the built-in arithmetic corpus")(
+      "val-data", po::value(&o.val_data)->default_value(""),
+      "validation tokens; empty = the built-in held-out split when --data is empty")(
+      "data-order", po::value(&o.data_order)->default_value(o.data_order), "random | sequential")(
+      "eval-every", po::value(&o.eval_every)->default_value(o.eval_every),
+      "validation every N steps (0 = never)")(
+      "eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows),
+      "validation windows (the first K of the file)");
   po::options_description optim("Optimization");
-  optim.add_options()
-      ("steps", po::value(&o.steps)->default_value(o.steps), "total optimizer steps of the run")
-      ("optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "adamw | sgd")
-      ("lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate")
-      ("min-lr", po::value(&o.min_lr)->default_value(o.min_lr), "final learning rate (cosine)")
-      ("warmup-steps", po::value(&o.warmup_steps)->default_value(o.warmup_steps),
-       "linear warm-up steps")
-      ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay),
-       "decoupled (AdamW) or L2 (SGD) weight decay on weights and embeddings")
-      ("beta1", po::value(&o.beta1)->default_value(o.beta1), "AdamW beta1")
-      ("beta2", po::value(&o.beta2)->default_value(o.beta2), "AdamW beta2")
-      ("eps", po::value(&o.eps)->default_value(o.eps), "AdamW epsilon")
-      ("momentum", po::value(&o.momentum)->default_value(o.momentum), "SGD momentum")
-      ("grad-clip", po::value(&o.grad_clip)->default_value(o.grad_clip),
-       "global gradient-norm clip (0 = off)")
-      ("seed", po::value(&o.seed)->default_value(o.seed), "seed of init and data order");
+  optim.add_options()("steps", po::value(&o.steps)->default_value(o.steps),
+                      "total optimizer steps of the run")(
+      "optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "adamw | sgd")(
+      "lr", po::value(&o.lr)->default_value(o.lr, short_text(o.lr)), "peak learning rate")(
+      "min-lr", po::value(&o.min_lr)->default_value(o.min_lr, short_text(o.min_lr)),
+      "final learning rate (cosine)")("warmup-steps",
+                                      po::value(&o.warmup_steps)->default_value(o.warmup_steps),
+                                      "linear warm-up steps")(
+      "weight-decay",
+      po::value(&o.weight_decay)->default_value(o.weight_decay, short_text(o.weight_decay)),
+      "decoupled (AdamW) or L2 (SGD) weight decay on weights and embeddings")(
+      "beta1", po::value(&o.beta1)->default_value(o.beta1, short_text(o.beta1)), "AdamW beta1")(
+      "beta2", po::value(&o.beta2)->default_value(o.beta2, short_text(o.beta2)), "AdamW beta2")(
+      "eps", po::value(&o.eps)->default_value(o.eps, short_text(o.eps)), "AdamW epsilon")(
+      "momentum", po::value(&o.momentum)->default_value(o.momentum, short_text(o.momentum)),
+      "SGD momentum")("grad-clip",
+                      po::value(&o.grad_clip)->default_value(o.grad_clip, short_text(o.grad_clip)),
+                      "global gradient-norm clip (0 = off)")(
+      "seed", po::value(&o.seed)->default_value(o.seed), "seed of init and data order");
   po::options_description run("Execution and output");
-  run.add_options()
-      ("device", po::value(&o.device)->default_value(o.device), "auto | cpu | cuda")
-      ("precision", po::value(&o.precision)->default_value(o.precision),
-       "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)")
-      ("threads", po::value(&o.threads)->default_value(o.threads),
-       "CPU threads per rank; 0 = this node's cores / its ranks")
-      ("checkpoint-dir", po::value(&o.checkpoint_dir)->default_value(o.checkpoint_dir),
-       "where checkpoints go")
-      ("save-every", po::value(&o.save_every)->default_value(o.save_every),
-       "checkpoint every N steps (0 = only at the end)")
-      ("keep-last", po::value(&o.keep_last)->default_value(o.keep_last),
-       "keep only the newest N checkpoints (0 = keep all)")
-      ("resume", po::value(&o.resume)->default_value(""), "checkpoint FILE, or auto")
-      ("init-from", po::value(&o.init_from)->default_value(""),
-       "load weights only from a checkpoint (fine-tuning)")
-      ("metrics", po::value(&o.metrics)->default_value(""), "JSON-lines metrics file")
-      ("trace", po::value(&o.trace)->default_value(""), "Chrome trace file of the schedule")
-      ("log-every", po::value(&o.log_every)->default_value(o.log_every), "log every N steps");
+  run.add_options()("device", po::value(&o.device)->default_value(o.device), "auto | cpu | cuda")(
+      "precision", po::value(&o.precision)->default_value(o.precision),
+      "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)")(
+      "threads", po::value(&o.threads)->default_value(o.threads),
+      "CPU threads per rank; 0 = this node's cores / its ranks")(
+      "checkpoint-dir", po::value(&o.checkpoint_dir)->default_value(o.checkpoint_dir),
+      "where checkpoints go")("save-every", po::value(&o.save_every)->default_value(o.save_every),
+                              "checkpoint every N steps (0 = only at the end)")(
+      "keep-last", po::value(&o.keep_last)->default_value(o.keep_last),
+      "keep only the newest N checkpoints (0 = keep all)")(
+      "resume", po::value(&o.resume)->default_value(""), "checkpoint FILE, or auto")(
+      "init-from", po::value(&o.init_from)->default_value(""),
+      "load weights only from a checkpoint (fine-tuning)")(
+      "metrics", po::value(&o.metrics)->default_value(""), "JSON-lines metrics file")(
+      "trace", po::value(&o.trace)->default_value(""), "Chrome trace file of the schedule")(
+      "log-every", po::value(&o.log_every)->default_value(o.log_every), "log every N steps");
   po::options_description all("train: GPT-2 training on a tp x dp x pp grid of MPI ranks");
   all.add_options()("help,h", "print this help")("config", po::value<std::string>(),
-                                                  "INI-style file of name = value options");
+                                                 "INI-style file of name = value options");
   all.add(layout).add(model).add(data).add(optim).add(run);
   return all;
 }
+// clang-format on
 
 void check_choice(const std::string& option, const std::string& value,
                   std::initializer_list<const char*> choices) {
@@ -203,16 +210,16 @@ std::optional<TrainOptions> parse_train_options(int argc, char** argv, bool prin
 }
 
 void validate_layout(const TrainOptions& o, int world_size) {
-  GPT_INPUT_CHECK(world_size % (o.tp * o.pp) == 0,
-                  "--tp " << o.tp << " x --pp " << o.pp << " does not divide the " << world_size
-                          << " ranks of the job");
+  GPT_INPUT_CHECK(world_size % (o.tp * o.pp) == 0, "--tp " << o.tp << " x --pp " << o.pp
+                                                           << " does not divide the " << world_size
+                                                           << " ranks of the job");
   const int dp = world_size / (o.tp * o.pp);
   GPT_INPUT_CHECK(o.dp == 0 || o.dp == dp, "--dp " << o.dp << " disagrees with " << world_size
                                                    << " ranks / (--tp " << o.tp << " x --pp "
                                                    << o.pp << ") = " << dp);
   GPT_INPUT_CHECK(o.global_batch_size % (dp * o.micro_batch_size) == 0,
-                  "--global-batch-size " << o.global_batch_size << " is not a multiple of dp "
-                                         << dp << " x --micro-batch-size " << o.micro_batch_size);
+                  "--global-batch-size " << o.global_batch_size << " is not a multiple of dp " << dp
+                                         << " x --micro-batch-size " << o.micro_batch_size);
 }
 
 }  // namespace gpt

@@ -42,9 +42,9 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
   take_int("seq-len", "seq_len", o.model.seq_len);
   o.model.vocab_size = std::stoll(field("vocab_size"));
   const uint64_t seed = checkpoint.meta().seed;
-  GPT_INPUT_CHECK(!o.was_given("seed") || o.seed == seed,
-                  "--seed " << o.seed << " conflicts with the checkpoint " << file << " (seed "
-                            << seed << ")");
+  GPT_INPUT_CHECK(
+      !o.was_given("seed") || o.seed == seed,
+      "--seed " << o.seed << " conflicts with the checkpoint " << file << " (seed " << seed << ")");
   o.seed = seed;
   if (resuming) {  // fine-tuning (--init-from) may train on other data
     const std::string& data = field("data");

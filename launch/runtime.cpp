@@ -54,8 +54,8 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
 
 std::string Runtime::layout() const {
   const GridShape& s = grid_->shape();
-  return "tp=" + std::to_string(s.tp) + " dp=" + std::to_string(s.dp) + " pp=" +
-         std::to_string(s.pp);
+  return "tp=" + std::to_string(s.tp) + " dp=" + std::to_string(s.dp) +
+         " pp=" + std::to_string(s.pp);
 }
 
 }  // namespace gpt

@@ -7,7 +7,9 @@
 namespace gpt {
 namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int signal_number) { g_stop_signal = signal_number; }
+extern "C" void on_stop_signal(int signal_number) {
+  g_stop_signal = signal_number;
+}
 }  // namespace
 
 void install_stop_handlers() {
@@ -15,6 +17,8 @@ void install_stop_handlers() {
   std::signal(SIGUSR1, on_stop_signal);
 }
 
-bool stop_requested() { return g_stop_signal != 0; }
+bool stop_requested() {
+  return g_stop_signal != 0;
+}
 
 }  // namespace gpt

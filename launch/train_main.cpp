@@ -56,8 +56,7 @@ int train_main(int argc, char** argv) {
                                  << checkpoint->path() << " has " << options.model.vocab_size);
       GPT_INPUT_CHECK(checkpoint->meta().tokenizer == train.tokenizer,
                       train.path << " uses tokenizer " << train.tokenizer << " but the checkpoint "
-                                 << checkpoint->path() << " uses "
-                                 << checkpoint->meta().tokenizer);
+                                 << checkpoint->path() << " uses " << checkpoint->meta().tokenizer);
     }
     options.model.vocab_size = train.vocab_size;
     options.model.validate();
@@ -104,8 +103,8 @@ int train_main(int argc, char** argv) {
     }
   });
   checkpoint.reset();
-  log::info0("data: " + train.path + " (" + std::to_string(train.tokens.size()) + " tokens, vocab " +
-             std::to_string(train.vocab_size) + ")");
+  log::info0("data: " + train.path + " (" + std::to_string(train.tokens.size()) +
+             " tokens, vocab " + std::to_string(train.vocab_size) + ")");
   install_stop_handlers();
   Trainer trainer(options, *rt, train, validation.tokens.empty() ? nullptr : &validation,
                   *optimizer, state, run_config_json(options, options.model));
@@ -115,4 +114,6 @@ int train_main(int argc, char** argv) {
 }  // namespace
 }  // namespace gpt
 
-int main(int argc, char** argv) { return gpt::run_program(argc, argv, gpt::train_main); }
+int main(int argc, char** argv) {
+  return gpt::run_program(argc, argv, gpt::train_main);
+}

@@ -97,7 +97,8 @@ StepStats Trainer::train_step() {
               kMaxConsecutiveSkips << " steps in a row had a non-finite gradient norm; stopping");
   } else {
     consecutive_skips_ = 0;
-    if (options_.grad_clip > 0) scale_grads(store, clip_coefficient(stats.grad_norm, options_.grad_clip));
+    if (options_.grad_clip > 0)
+      scale_grads(store, clip_coefficient(stats.grad_norm, options_.grad_clip));
     optimizer_.step(store, stats.lr);
   }
   rt_.backend().synchronize();
@@ -167,8 +168,8 @@ std::string Trainer::save_checkpoint() {
   WriteOwner owner = [tp_rank, dp_rank](const Parameter& p) {
     return dp_rank == 0 && p.counts_once_over_tp_pp(tp_rank);
   };
-  const std::string path = write_checkpoint(options_.checkpoint_dir, meta, &opt, rt_.store(),
-                                            owner, grid.world().mpi_comm(), options_.keep_last);
+  const std::string path = write_checkpoint(options_.checkpoint_dir, meta, &opt, rt_.store(), owner,
+                                            grid.world().mpi_comm(), options_.keep_last);
   log::info0("saved checkpoint " + path);
   return path;
 }
@@ -185,8 +186,8 @@ int Trainer::run() {
   }
   const int64_t tokens_per_step = options_.global_batch_size * rt_.model().seq_len;
   GPT_LOG0("training " << rt_.model().num_parameters(true) << " parameters, " << rt_.layout()
-                       << ", " << tokens_per_step << " tokens per step, steps "
-                       << state_.step + 1 << ".." << options_.steps);
+                       << ", " << tokens_per_step << " tokens per step, steps " << state_.step + 1
+                       << ".." << options_.steps);
   bool saved_last = false;
   while (state_.step < options_.steps) {
     const StepStats stats = train_step();

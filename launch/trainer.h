@@ -19,7 +19,7 @@ namespace gpt {
 
 struct StepStats {
   int64_t step = 0;
-  double loss = 0.0;       // mean token loss of the step, before its update
+  double loss = 0.0;  // mean token loss of the step, before its update
   double lr = 0.0;
   double grad_norm = 0.0;  // before clipping
   bool skipped = false;    // non-finite norm: no update

@@ -21,8 +21,8 @@ Parameter& add_token_embedding(ParameterStore& store, const ModelConfig& cfg, in
 // The vocabulary rows of wte this rank stores: [start, start + count), count = Vp/tp.
 struct VocabShard {
   int64_t start;
-  int64_t count;   // stored rows (padding included)
-  int64_t valid;   // rows below the real vocabulary size V
+  int64_t count;  // stored rows (padding included)
+  int64_t valid;  // rows below the real vocabulary size V
 };
 VocabShard vocab_shard(const ModelConfig& cfg, int tp_rank, int tp_size);
 

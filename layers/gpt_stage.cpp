@@ -24,7 +24,8 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
   for (int64_t l = 0; l < spec.n_layers; ++l)
     blocks_.push_back(std::make_unique<TransformerBlock>(store, tp, spec.first_layer + l, cfg));
   if (spec.has_head) {
-    if (wte == nullptr) wte = &add_token_embedding(store, cfg, tp.rank(), tp.size(), spec.tied_copy);
+    if (wte == nullptr)
+      wte = &add_token_embedding(store, cfg, tp.rank(), tp.size(), spec.tied_copy);
     head_ = std::make_unique<LmHead>(store, tp, cfg, *wte);
   }
   store.allocate();
@@ -49,7 +50,9 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
   scratch_ = blocks_.front()->make_scratch(B_);
 }
 
-float* GptStage::output_grad(int grad_set) { return grad_sets_[grad_set].blocks.back().d_out.data(); }
+float* GptStage::output_grad(int grad_set) {
+  return grad_sets_[grad_set].blocks.back().d_out.data();
+}
 
 void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) {
   Cache& c = caches_[slot];

@@ -26,8 +26,8 @@ struct StageSpec {
 
 class GptStage {
  public:
-  GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg,
-           const StageSpec& spec, int64_t micro_batch, int num_caches, int num_grad_sets);
+  GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, const StageSpec& spec,
+           int64_t micro_batch, int num_caches, int num_grad_sets);
 
   const StageSpec& spec() const { return spec_; }
   int64_t micro_batch() const { return B_; }
@@ -47,10 +47,10 @@ class GptStage {
     backward_weight(slot, grad_set);
   }
 
-  float* input_activation(int slot) { return caches_[slot].acts.front().data(); }    // (N,C)
-  float* output_activation(int slot) { return caches_[slot].acts.back().data(); }    // (N,C)
-  float* output_grad(int grad_set);                                                  // (N,C)
-  float* input_grad(int grad_set) { return grad_sets_[grad_set].d_input.data(); }    // (N,C)
+  float* input_activation(int slot) { return caches_[slot].acts.front().data(); }  // (N,C)
+  float* output_activation(int slot) { return caches_[slot].acts.back().data(); }  // (N,C)
+  float* output_grad(int grad_set);                                                // (N,C)
+  float* input_grad(int grad_set) { return grad_sets_[grad_set].d_input.data(); }  // (N,C)
 
   // Last stage: sum of the token losses of the first `valid_rows` sequences of `slot` (all B by
   // default), and this tp rank's logits (N, Vp/tp).

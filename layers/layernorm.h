@@ -19,10 +19,9 @@ class LayerNorm {
   // out (N,C) = LN(inp)
   void forward(float* out, const LayerNormCache& cache, const float* inp, int64_t N);
   // dinp (N,C) += the input gradient of dout
-  void backward_input(float* dinp, const float* dout, const float* inp,
-                      const LayerNormCache& cache, int64_t N);
-  void backward_weight(const float* dout, const float* inp, const LayerNormCache& cache,
-                       int64_t N);
+  void backward_input(float* dinp, const float* dout, const float* inp, const LayerNormCache& cache,
+                      int64_t N);
+  void backward_weight(const float* dout, const float* inp, const LayerNormCache& cache, int64_t N);
 
  private:
   Backend& backend_;

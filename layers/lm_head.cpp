@@ -19,7 +19,9 @@ HeadCache LmHead::make_cache(int64_t B) const {
                    {be, N},      {be, N}, {be, N}, {be, N}};
 }
 
-HeadGrads LmHead::make_grads(int64_t B) const { return HeadGrads{{backend_, B * T_ * C_}}; }
+HeadGrads LmHead::make_grads(int64_t B) const {
+  return HeadGrads{{backend_, B * T_ * C_}};
+}
 
 void LmHead::forward(const float* inp, const int32_t* targets, HeadCache& c, int64_t B) {
   const int64_t N = B * T_, V_local = shard_.count;

@@ -5,8 +5,7 @@
 
 namespace gpt {
 
-Mlp::Mlp(ParameterStore& store, TensorParallel& tp, const std::string& name,
-         const ModelConfig& cfg)
+Mlp::Mlp(ParameterStore& store, TensorParallel& tp, const std::string& name, const ModelConfig& cfg)
     : backend_(store.backend()),
       c_fc_(store, tp, name + ".c_fc", cfg.d_model, cfg.ffn_dim(), LinearSplit::kColumn, 0.02f),
       c_proj_(store, tp, name + ".c_proj", cfg.ffn_dim(), cfg.d_model, LinearSplit::kRow,

@@ -16,24 +16,36 @@ TransformerBlock::TransformerBlock(ParameterStore& store, TensorParallel& tp, in
 BlockCache TransformerBlock::make_cache(int64_t B) const {
   Backend& be = backend_;
   const int64_t N = B * T_, Cl = attn_.local_channels(), Fl = mlp_.local_ffn();
-  return BlockCache{{be, N * C_},      {be, N},      {be, N},
-                    {be, N * 3 * Cl},  {be, B * attn_.local_heads() * T_ * T_},
-                    {be, N * Cl},      {be, N * C_}, {be, N * C_},
-                    {be, N},           {be, N},      {be, N * Fl},
+  return BlockCache{{be, N * C_},
+                    {be, N},
+                    {be, N},
+                    {be, N * 3 * Cl},
+                    {be, B * attn_.local_heads() * T_ * T_},
+                    {be, N * Cl},
+                    {be, N * C_},
+                    {be, N * C_},
+                    {be, N},
+                    {be, N},
+                    {be, N * Fl},
                     {be, N * Fl}};
 }
 
 BlockGrads TransformerBlock::make_grads(int64_t B) const {
   Backend& be = backend_;
   const int64_t N = B * T_;
-  return BlockGrads{{be, N * C_}, {be, N * C_}, {be, N * C_}, {be, N * C_},
-                    {be, N * 3 * attn_.local_channels()}, {be, N * mlp_.local_ffn()}};
+  return BlockGrads{{be, N * C_},
+                    {be, N * C_},
+                    {be, N * C_},
+                    {be, N * C_},
+                    {be, N * 3 * attn_.local_channels()},
+                    {be, N * mlp_.local_ffn()}};
 }
 
 BlockScratch TransformerBlock::make_scratch(int64_t B) const {
   Backend& be = backend_;
   const int64_t N = B * T_;
-  return BlockScratch{{be, N * attn_.local_channels()}, {be, B * attn_.local_heads() * T_ * T_},
+  return BlockScratch{{be, N * attn_.local_channels()},
+                      {be, B * attn_.local_heads() * T_ * T_},
                       {be, N * mlp_.local_ffn()}};
 }
 
@@ -48,8 +60,8 @@ void TransformerBlock::forward(float* out, const float* inp, BlockCache& c, int6
   backend_.accumulate(out, c.res_mid.data(), N * C_);  // residual: x1 + mlp
 }
 
-void TransformerBlock::backward_input(float* dinp, const float* inp, BlockCache& c,
-                                      BlockGrads& g, BlockScratch& s, int64_t B) {
+void TransformerBlock::backward_input(float* dinp, const float* inp, BlockCache& c, BlockGrads& g,
+                                      BlockScratch& s, int64_t B) {
   const int64_t N = B * T_;
   // MLP branch: d_out flows into the MLP and, unchanged, along the residual.
   mlp_.backward_input(g.d_ln2_out.data(), g.d_fc_pre.data(), s.d_fc_act.data(), g.d_out.data(),
@@ -64,13 +76,12 @@ void TransformerBlock::backward_input(float* dinp, const float* inp, BlockCache&
   ln_1_.backward_input(dinp, g.d_ln1_out.data(), inp, {c.ln1_mean.data(), c.ln1_rstd.data()}, N);
 }
 
-void TransformerBlock::backward_weight(const float* inp, BlockCache& c, BlockGrads& g,
-                                       int64_t B) {
+void TransformerBlock::backward_weight(const float* inp, BlockCache& c, BlockGrads& g, int64_t B) {
   const int64_t N = B * T_;
   mlp_.backward_weight(g.d_out.data(), g.d_fc_pre.data(), c.ln2_out.data(),
                        {c.fc_pre.data(), c.fc_act.data()}, N);
-  ln_2_.backward_weight(g.d_ln2_out.data(), c.res_mid.data(), {c.ln2_mean.data(), c.ln2_rstd.data()},
-                        N);
+  ln_2_.backward_weight(g.d_ln2_out.data(), c.res_mid.data(),
+                        {c.ln2_mean.data(), c.ln2_rstd.data()}, N);
   attn_.backward_weight(g.d_res_mid.data(), g.d_qkv.data(), c.ln1_out.data(),
                         {c.qkv.data(), c.att.data(), c.atty.data()}, N);
   ln_1_.backward_weight(g.d_ln1_out.data(), inp, {c.ln1_mean.data(), c.ln1_rstd.data()}, N);

@@ -22,23 +22,24 @@ struct BlockCache {
 };
 
 struct BlockGrads {
-  DeviceArray<float> d_out;                  // (N,C) gradient of the block output; set by the caller
-  DeviceArray<float> d_res_mid;              // (N,C) gradient of x + attn
-  DeviceArray<float> d_ln1_out, d_ln2_out;   // (N,C)
-  DeviceArray<float> d_qkv;                  // (N,3C/tp)
-  DeviceArray<float> d_fc_pre;               // (N,4C/tp)
+  DeviceArray<float> d_out;                 // (N,C) gradient of the block output; set by the caller
+  DeviceArray<float> d_res_mid;             // (N,C) gradient of x + attn
+  DeviceArray<float> d_ln1_out, d_ln2_out;  // (N,C)
+  DeviceArray<float> d_qkv;                 // (N,3C/tp)
+  DeviceArray<float> d_fc_pre;              // (N,4C/tp)
 };
 
 // Scratch shared by every block of a stage: read only inside one backward_input call.
 struct BlockScratch {
-  DeviceArray<float> d_atty;   // (N,C/tp)
-  DeviceArray<float> d_att;    // (B,NH/tp,T,T)
-  DeviceArray<float> d_fc_act; // (N,4C/tp)
+  DeviceArray<float> d_atty;    // (N,C/tp)
+  DeviceArray<float> d_att;     // (B,NH/tp,T,T)
+  DeviceArray<float> d_fc_act;  // (N,4C/tp)
 };
 
 class TransformerBlock {
  public:
-  TransformerBlock(ParameterStore& store, TensorParallel& tp, int64_t layer, const ModelConfig& cfg);
+  TransformerBlock(ParameterStore& store, TensorParallel& tp, int64_t layer,
+                   const ModelConfig& cfg);
 
   BlockCache make_cache(int64_t B) const;
   BlockGrads make_grads(int64_t B) const;
@@ -50,8 +51,7 @@ class TransformerBlock {
   void backward_input(float* dinp, const float* inp, BlockCache& cache, BlockGrads& grads,
                       BlockScratch& scratch, int64_t B);
   // Parameter gradients += from grads (filled by backward_input of the same microbatch).
-  void backward_weight(const float* inp, BlockCache& cache, BlockGrads& grads,
-                       int64_t B);
+  void backward_weight(const float* inp, BlockCache& cache, BlockGrads& grads, int64_t B);
 
  private:
   Backend& backend_;

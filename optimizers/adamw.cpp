@@ -46,9 +46,8 @@ void AdamW::step(ParameterStore& store, double lr) {
   float* values = store.values();
   float* grads = store.grads();
   for (const ParameterRun& run : runs_) {
-    const AdamWStep s =
-        make_adamw_step(lr, beta1_, beta2_, eps_, run.weight_decay ? weight_decay_ : 0.0,
-                        step_count_);
+    const AdamWStep s = make_adamw_step(lr, beta1_, beta2_, eps_,
+                                        run.weight_decay ? weight_decay_ : 0.0, step_count_);
     backend.adamw_update(values + run.offset, grads + run.offset, exp_avg_ + run.offset,
                          exp_avg_sq_ + run.offset, run.numel, s);
   }

@@ -12,7 +12,9 @@ void TensorParallel::all_reduce(float* buf, int64_t n, ReduceOp op) {
   tp_.all_reduce(buf, n, op);
 }
 
-void TensorParallel::reduce_from_tp_region(float* buf, int64_t n) { all_reduce(buf, n, ReduceOp::kSum); }
+void TensorParallel::reduce_from_tp_region(float* buf, int64_t n) {
+  all_reduce(buf, n, ReduceOp::kSum);
+}
 
 void TensorParallel::copy_to_tp_region_backward(float* dbuf, int64_t n) {
   all_reduce(dbuf, n, ReduceOp::kSum);

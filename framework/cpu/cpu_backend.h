@@ -42,8 +42,8 @@ class CpuBackend final : public Backend {
   void gelu_forward(float* out, const float* inp, int64_t n) override;
   void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) override;
 
-  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
-                         int64_t NH, int64_t HS) override;
+  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                         int64_t HS) override;
   void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
                           const float* att, int64_t B, int64_t T, int64_t NH, int64_t HS) override;
 

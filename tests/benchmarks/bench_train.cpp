@@ -87,10 +87,13 @@ int main(int argc, char** argv) {
   std::printf("bench_train: V 8192, T 256, L 4, NH 8, C 512, B 8; best of %d steps\n", steps);
   for (int threads = 1; threads <= max_threads; ++threads) {
     const gpt::Result r = gpt::run(threads, steps);
-    std::printf("threads %d: %.0f tokens/s | %.1f GFLOP/s | sgemm peak %.1f GFLOP/s | %.1f%% of peak\n",
-                threads, r.tokens_per_s, r.gflops, r.peak, 100.0 * r.gflops / r.peak);
-    std::printf("{\"threads\": %d, \"tokens_per_s\": %.1f, \"gflops\": %.2f, \"sgemm_peak_gflops\": %.2f}\n",
-                threads, r.tokens_per_s, r.gflops, r.peak);
+    std::printf(
+        "threads %d: %.0f tokens/s | %.1f GFLOP/s | sgemm peak %.1f GFLOP/s | %.1f%% of peak\n",
+        threads, r.tokens_per_s, r.gflops, r.peak, 100.0 * r.gflops / r.peak);
+    std::printf(
+        "{\"threads\": %d, \"tokens_per_s\": %.1f, \"gflops\": %.2f, \"sgemm_peak_gflops\": "
+        "%.2f}\n",
+        threads, r.tokens_per_s, r.gflops, r.peak);
     std::fflush(stdout);
   }
   MPI_Finalize();

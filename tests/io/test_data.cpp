@@ -345,7 +345,8 @@ int64_t check_arithmetic(const gpt::TokenDataset& data) {
     int a = -1, b = -1, c = -1;
     char tail = 0;
     EXPECT_EQ(std::sscanf(line.c_str(), "%d+%d=%d%c", &a, &b, &c, &tail), 3) << line;
-    EXPECT_TRUE(a >= 0 && a <= 999 && b >= 0 && b <= 999) << line;
+    EXPECT_TRUE(a >= 100 && a <= 499 && b >= 100 && b <= 499) << line;
+    EXPECT_EQ(line.size(), 11u) << line;  // "ddd+ddd=ddd" without its newline
     EXPECT_EQ(a + b, c) << line;
     EXPECT_EQ(line, std::to_string(a) + "+" + std::to_string(b) + "=" + std::to_string(c));
     if (a + b != c) break;

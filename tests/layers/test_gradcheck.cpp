@@ -36,7 +36,8 @@ struct TinyModel {
         for (int64_t i = 0; i < p.numel(); ++i) p.value[i] *= 10.0f;
     std::mt19937 rng(3);
     std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(cfg.vocab_size - 1));
-    for (int64_t i = 0; i < B * cfg.seq_len; ++i) tokens.push_back(token(rng)), targets.push_back(token(rng));
+    for (int64_t i = 0; i < B * cfg.seq_len; ++i)
+      tokens.push_back(token(rng)), targets.push_back(token(rng));
   }
   double loss() {
     stage->forward(0, tokens.data(), targets.data());

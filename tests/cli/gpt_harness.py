@@ -1,0 +1,279 @@
+"""Shared helpers for the CLI and end-to-end tests of the programs (train, eval, generate,
+prepare-data): locating the binaries, running them (directly for one rank, through mpiexec for
+more) with a timeout on every call, reading metrics files and checkpoints.
+
+The test scripts are run by CTest as
+    /usr/bin/python3 SCRIPT --bin DIR [--mpiexec PATH] [--mpiexec-flags "FLAGS"] [unittest args]
+and exit non-zero when a test fails. tests/integration/*.py import this module from tests/cli/.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+# Filled in by init() from the command line.
+BIN_DIR = None
+MPIEXEC = "mpiexec"
+MPIEXEC_FLAGS = ["--oversubscribe", "--bind-to", "none"]
+
+# The environment CTest gives the tests (GPT_TEST_ENV); set here too so a script run by hand works.
+_DEFAULT_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_btl": "self,vader",
+    "OMPI_MCA_rmaps_base_oversubscribe": "1",
+}
+
+# A tiny model and batch so that each run takes a second or two on one core.
+TINY = ["--model", "tiny", "--global-batch-size", "8", "--micro-batch-size", "4",
+        "--threads", "1", "--eval-every", "0", "--log-every", "1"]
+
+DEFAULT_TIMEOUT = 60
+
+
+def init():
+    """Parses --bin/--mpiexec/--mpiexec-flags and leaves the rest for unittest."""
+    global BIN_DIR, MPIEXEC, MPIEXEC_FLAGS
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--bin", required=True, help="folder holding train, eval, ...")
+    parser.add_argument("--mpiexec", default="mpiexec")
+    parser.add_argument("--mpiexec-flags", default=None)
+    args, rest = parser.parse_known_args()
+    BIN_DIR = os.path.abspath(args.bin)
+    MPIEXEC = args.mpiexec
+    if args.mpiexec_flags is not None:
+        MPIEXEC_FLAGS = shlex.split(args.mpiexec_flags)
+    for key, value in _DEFAULT_ENV.items():
+        os.environ.setdefault(key, value)
+    for program in ("train", "eval", "generate", "prepare-data"):
+        path = os.path.join(BIN_DIR, program)
+        if not os.access(path, os.X_OK):
+            print(f"missing program {path}", file=sys.stderr)
+            sys.exit(2)
+    return [sys.argv[0]] + rest
+
+
+class _TimedResult(unittest.TextTestResult):
+    """Records each test's wall time, printed as a table at the end."""
+
+    def startTest(self, test):
+        self._started = time.monotonic()
+        super().startTest(test)
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        self.timings = getattr(self, "timings", [])
+        self.timings.append((time.monotonic() - self._started, test.id().split(".", 1)[-1]))
+
+
+def main():
+    """Runs the unittest cases of __main__ with timings per test; exits 1 on any failure."""
+    argv = init()
+    runner = unittest.TextTestRunner(verbosity=2, stream=sys.stdout, resultclass=_TimedResult)
+    program = unittest.main(module="__main__", argv=argv, testRunner=runner, exit=False)
+    timings = getattr(program.result, "timings", [])
+    if timings:
+        print("\ntimings:")
+        for seconds, name in timings:
+            print(f"  {seconds:7.2f} s  {name}")
+    sys.stdout.flush()
+    sys.exit(0 if program.result.wasSuccessful() else 1)
+
+
+def binary(program):
+    return os.path.join(BIN_DIR, program)
+
+
+class Result:
+    """What one run left: exit code, stdout, stderr, wall seconds, the command line."""
+
+    def __init__(self, cmd, returncode, stdout, stderr, seconds):
+        self.cmd, self.returncode = cmd, returncode
+        self.stdout, self.stderr, self.seconds = stdout, stderr, seconds
+
+    def describe(self):
+        return (f"command: {' '.join(shlex.quote(c) for c in self.cmd)}\n"
+                f"exit code: {self.returncode} after {self.seconds:.1f} s\n"
+                f"--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}")
+
+
+class Timeout(AssertionError):
+    pass
+
+
+def command(program, args, np=1):
+    """The command line: the program alone at np=1 (an MPI singleton), mpiexec -n np otherwise."""
+    cmd = [binary(program)] + [str(a) for a in args]
+    if np and np > 1:
+        cmd = [MPIEXEC] + MPIEXEC_FLAGS + ["-n", str(np)] + cmd
+    return cmd
+
+
+def run(program, args, np=1, timeout=DEFAULT_TIMEOUT, cwd=None, check=False):
+    """Runs a program to its end, killing its whole process group after `timeout` seconds
+    (a hang becomes a test failure, never a blocked suite)."""
+    cmd = command(program, args, np)
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+                            start_new_session=True, text=True, errors="replace")
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        stdout, stderr = proc.communicate()
+        result = Result(cmd, None, stdout, stderr, time.monotonic() - start)
+        raise Timeout(f"timed out after {timeout} s (a hang?)\n" + result.describe())
+    result = Result(cmd, proc.returncode, stdout, stderr, time.monotonic() - start)
+    if check and result.returncode != 0:
+        raise AssertionError("expected exit code 0\n" + result.describe())
+    return result
+
+
+def kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def with_tiny(args):
+    """TINY's options, less those that args gives itself (an option may appear only once),
+    then args."""
+    args = [str(a) for a in args]
+    given = {a for a in args if a.startswith("--")}
+    base = []
+    for name, value in zip(TINY[::2], TINY[1::2]):
+        if name not in given:
+            base += [name, value]
+    return base + args
+
+
+def train(args, np=1, timeout=DEFAULT_TIMEOUT, tiny=True, check=True, cwd=None):
+    """Runs train (with the TINY options unless tiny=False); by default a non-zero exit fails."""
+    return run("train", with_tiny(args) if tiny else list(args), np=np, timeout=timeout,
+               check=check, cwd=cwd)
+
+
+def read_metrics(path):
+    """The JSON objects of a metrics file, one per line (a broken line fails the test)."""
+    lines = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    lines.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise AssertionError(f"{path}:{number}: not JSON ({e}): {line!r}")
+    return lines
+
+
+def step_lines(metrics):
+    return [m for m in metrics if "loss" in m]
+
+
+def val_lines(metrics):
+    return [m for m in metrics if "val_loss" in m]
+
+
+def by_step(metrics, key):
+    """{step: value} for the step lines; a step logged twice must carry the same value."""
+    out = {}
+    for m in step_lines(metrics):
+        if m["step"] in out and out[m["step"]] != m[key]:
+            raise AssertionError(f"step {m['step']} logged twice with different {key}: "
+                                 f"{out[m['step']]!r} vs {m[key]!r}")
+        out[m["step"]] = m[key]
+    return out
+
+
+def checkpoint_file(directory, step):
+    return os.path.join(directory, f"step-{step:08d}.h5")
+
+
+def step_files(directory):
+    return sorted(f for f in os.listdir(directory) if f.startswith("step-") and f.endswith(".h5"))
+
+
+def read_latest(directory):
+    with open(os.path.join(directory, "latest")) as f:
+        return f.read().strip()
+
+
+def load_checkpoint(path):
+    """{'attrs': root attributes, 'optimizer_attrs': ..., 'data': {dataset path: array}}."""
+    import h5py
+    import numpy as np
+    out = {"attrs": {}, "optimizer_attrs": {}, "data": {}}
+    with h5py.File(path, "r") as f:
+        for k, v in f.attrs.items():
+            out["attrs"][k] = v.decode() if isinstance(v, bytes) else v
+        if "optimizer" in f:
+            for k, v in f["optimizer"].attrs.items():
+                out["optimizer_attrs"][k] = v.decode() if isinstance(v, bytes) else v
+
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                out["data"]["/" + name] = np.array(obj[()])
+        f.visititems(visit)
+    return out
+
+
+def config_of(path):
+    """The checkpoint's config attribute, parsed."""
+    attrs = load_checkpoint_attrs(path)
+    return json.loads(attrs["config"])
+
+
+def load_checkpoint_attrs(path):
+    import h5py
+    with h5py.File(path, "r") as f:
+        return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+
+
+def assert_checkpoints_identical(test, path_a, path_b):
+    """Every /model/* and /optimizer/* dataset byte-identical, and the counters equal."""
+    import numpy as np
+    a, b = load_checkpoint(path_a), load_checkpoint(path_b)
+    names_a = sorted(n for n in a["data"] if n.startswith(("/model/", "/optimizer/")))
+    names_b = sorted(n for n in b["data"] if n.startswith(("/model/", "/optimizer/")))
+    test.assertEqual(names_a, names_b, f"datasets of {path_a} and {path_b} differ")
+    test.assertTrue(any(n.startswith("/optimizer/") for n in names_a),
+                    f"{path_a} has no /optimizer datasets")
+    different = [n for n in names_a if a["data"][n].dtype != b["data"][n].dtype
+                 or not np.array_equal(a["data"][n], b["data"][n])]
+    test.assertEqual(different, [], f"datasets that differ between {path_a} and {path_b}")
+    for key in ("step", "consumed_samples", "seed", "complete"):
+        test.assertEqual(int(a["attrs"][key]), int(b["attrs"][key]), f"root attribute {key}")
+    test.assertEqual(int(a["optimizer_attrs"]["step"]), int(b["optimizer_attrs"]["step"]),
+                     "/optimizer step attribute")
+
+
+def assert_close(test, a, b, rel, what):
+    denom = max(abs(a), abs(b), 1e-30)
+    test.assertLessEqual(abs(a - b) / denom, rel, f"{what}: {a!r} vs {b!r} (relative {rel})")
+
+
+class TempDirTest(unittest.TestCase):
+    """A fresh temporary folder per test, removed afterwards (kept when GPT_KEEP_TEST_DIRS=1)."""
+
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="gpt-test-")
+        self.tmp = self._tmp.name
+
+    def tearDown(self):
+        if os.environ.get("GPT_KEEP_TEST_DIRS") == "1":
+            print(f"kept {self.tmp}")
+            self._tmp._finalizer.detach()
+        else:
+            self._tmp.cleanup()
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)

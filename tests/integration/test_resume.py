@@ -1,0 +1,343 @@
+"""Checkpoint and resume, end to end (DESIGN.md "Checkpoint", "Testing"): resuming gives exactly
+(bit for bit) the run that never stopped in the same layout -- losses and gradient norms in the
+metrics files, every /model and /optimizer dataset of the final checkpoints -- at 1 rank, at
+tp 2 and at dp 2; in another layout it continues the same loss curve to float32 rounding. Also
+--resume auto (fresh start, skipping a corrupt newest file), --keep-last, --steps 0,
+--init-from and a stop request (SIGTERM -> exit code 3, a checkpoint, an exact continuation).
+
+The learning-rate schedule depends on --steps after the warm-up, so runs that stop early and
+runs that go on are compared with a warm-up longer than both (lr = lr * s / warmup for every
+step s either runs), unless they use the same --steps.
+
+Run: /usr/bin/python3 test_resume.py --bin BUILD/bin [--mpiexec PATH --mpiexec-flags "..."]
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+import gpt_harness as h  # noqa: E402
+
+# Warm-up longer than any run here: each step's lr is the same whatever --steps says.
+RUN = ["--lr", "0.01", "--min-lr", "0.001", "--warmup-steps", "20", "--seed", "4321"]
+STOP_EXIT_CODE = 3  # launch/signals.h kExitStopped, documented for stop requests
+
+
+def corrupt_dataset(path, dataset="/model/wte"):
+    """Flips bytes in the middle of a dataset's data region (its crc32 no longer matches)."""
+    import h5py
+    with h5py.File(path, "r") as f:
+        offset = f[dataset].id.get_offset()
+        size = f[dataset].id.get_storage_size()
+    with open(path, "r+b") as f:
+        f.seek(offset + size // 2)
+        chunk = f.read(8)
+        f.seek(offset + size // 2)
+        f.write(bytes(b ^ 0xA5 for b in chunk))
+
+
+class ResumeTest(h.TempDirTest):
+    """Run A, the reference: 6 steps straight at 1 rank, checkpoints at 3 and 6 (made once)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls._ref = tempfile.TemporaryDirectory(prefix="gpt-resume-ref-")
+        cls.ref_dir = os.path.join(cls._ref.name, "ck")
+        cls.ref_metrics = os.path.join(cls._ref.name, "m.jsonl")
+        h.train(RUN + ["--steps", "6", "--save-every", "3", "--checkpoint-dir", cls.ref_dir,
+                       "--metrics", cls.ref_metrics])
+        cls.ref = h.read_metrics(cls.ref_metrics)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._ref.cleanup()
+
+    # ---- helpers
+
+    def straight_and_resumed(self, np, layout):
+        """Run A' (6 steps straight) and run B (3 steps, then --resume auto to 6) in a layout;
+        returns their metrics and final checkpoints."""
+        a_dir, a_metrics = self.path("a"), self.path("a.jsonl")
+        b_dir, b_metrics = self.path("b"), self.path("b.jsonl")
+        h.train(RUN + layout + ["--steps", "6", "--checkpoint-dir", a_dir,
+                                "--metrics", a_metrics], np=np)
+        h.train(RUN + layout + ["--steps", "3", "--checkpoint-dir", b_dir,
+                                "--metrics", b_metrics], np=np)
+        self.assertEqual(h.step_files(b_dir), ["step-00000003.h5"])
+        result = h.train(RUN + layout + ["--steps", "6", "--resume", "auto",
+                                         "--checkpoint-dir", b_dir, "--metrics", b_metrics],
+                         np=np)
+        self.assertIn("resumed from", result.stdout + result.stderr, result.describe())
+        return (h.read_metrics(a_metrics), h.read_metrics(b_metrics),
+                h.checkpoint_file(a_dir, 6), h.checkpoint_file(b_dir, 6))
+
+    def assert_same_steps(self, a, b, steps, keys=("loss", "grad_norm", "lr")):
+        """Exact equality of the JSON values, step by step."""
+        for key in keys:
+            va, vb = h.by_step(a, key), h.by_step(b, key)
+            for s in steps:
+                self.assertIn(s, va, f"step {s} missing from the first metrics file")
+                self.assertIn(s, vb, f"step {s} missing from the second metrics file")
+                self.assertEqual(va[s], vb[s], f"{key} at step {s}: {va[s]!r} vs {vb[s]!r}")
+
+    def assert_bit_exact_resume(self, np, layout):
+        a, b, a_file, b_file = self.straight_and_resumed(np, layout)
+        # B's file was appended on resume: steps 1..6 once each.
+        self.assertEqual([m["step"] for m in h.step_lines(b)], [1, 2, 3, 4, 5, 6])
+        self.assert_same_steps(a, b, range(1, 7))
+        h.assert_checkpoints_identical(self, a_file, b_file)
+        return a
+
+    # ---- bit for bit in the same layout
+
+    def test_resume_bit_exact_1rank(self):
+        a = self.assert_bit_exact_resume(1, [])
+        self.assert_same_steps(a, self.ref, range(1, 7))  # and the same as the reference
+
+    def test_resume_bit_exact_tp2(self):
+        a = self.assert_bit_exact_resume(2, ["--tp", "2"])
+        for s in range(1, 7):  # tp 2 follows the serial run to float32 rounding
+            h.assert_close(self, h.by_step(a, "loss")[s], h.by_step(self.ref, "loss")[s], 1e-5,
+                           f"tp 2 loss at step {s} vs 1 rank")
+
+    def test_resume_bit_exact_dp2(self):
+        a = self.assert_bit_exact_resume(2, [])
+        for s in range(1, 7):
+            h.assert_close(self, h.by_step(a, "loss")[s], h.by_step(self.ref, "loss")[s], 1e-5,
+                           f"dp 2 loss at step {s} vs 1 rank")
+
+    # ---- another layout
+
+    def test_resume_in_another_layout(self):
+        """Saved at tp 2 on 2 ranks at step 3, resumed at 1 rank to step 6."""
+        ck, metrics = self.path("ck"), self.path("m.jsonl")
+        h.train(RUN + ["--tp", "2", "--steps", "3", "--checkpoint-dir", ck,
+                       "--metrics", metrics], np=2)
+        result = h.train(RUN + ["--steps", "6", "--resume", "auto", "--checkpoint-dir", ck,
+                                "--metrics", metrics])
+        self.assertIn("step-00000003.h5", result.stdout + result.stderr, result.describe())
+        got, ref = h.by_step(h.read_metrics(metrics), "loss"), h.by_step(self.ref, "loss")
+        self.assertEqual(sorted(got), [1, 2, 3, 4, 5, 6])
+        for s in range(1, 7):
+            h.assert_close(self, got[s], ref[s], 1e-5, f"loss at step {s}")
+        attrs = h.load_checkpoint_attrs(h.checkpoint_file(ck, 6))
+        self.assertEqual(int(attrs["step"]), 6)
+        self.assertEqual(int(attrs["consumed_samples"]), 6 * 8)
+
+    def test_resume_from_1rank_at_dp2(self):
+        """The reference's step-3 file (1 rank) resumed at dp 2: same curve to rounding."""
+        ck, metrics = self.path("ck"), self.path("m.jsonl")
+        os.makedirs(ck)
+        shutil.copy(h.checkpoint_file(self.ref_dir, 3), ck)
+        h.train(RUN + ["--steps", "6", "--resume", h.checkpoint_file(ck, 3),
+                       "--checkpoint-dir", ck, "--metrics", metrics], np=2)
+        got, ref = h.by_step(h.read_metrics(metrics), "loss"), h.by_step(self.ref, "loss")
+        self.assertEqual(sorted(got), [4, 5, 6])
+        for s in range(4, 7):
+            h.assert_close(self, got[s], ref[s], 1e-5, f"loss at step {s}")
+
+    # ---- --resume auto, --keep-last, --steps 0, --init-from
+
+    def test_resume_auto_without_checkpoint_starts_fresh(self):
+        ck, metrics = self.path("empty-dir"), self.path("m.jsonl")
+        result = h.train(RUN + ["--steps", "2", "--resume", "auto", "--checkpoint-dir", ck,
+                                "--metrics", metrics])
+        self.assertIn("starting fresh", result.stdout + result.stderr, result.describe())
+        got = h.read_metrics(metrics)
+        self.assertEqual([m["step"] for m in h.step_lines(got)], [1, 2])
+        self.assert_same_steps(got, self.ref, [1, 2])
+        self.assertEqual(h.step_files(ck), ["step-00000002.h5"])
+
+    def test_keep_last(self):
+        ck = self.path("ck")
+        h.train(RUN + ["--steps", "5", "--save-every", "1", "--keep-last", "2",
+                       "--checkpoint-dir", ck])
+        self.assertEqual(h.step_files(ck), ["step-00000004.h5", "step-00000005.h5"])
+        self.assertEqual(h.read_latest(ck), "step-00000005.h5")
+        leftovers = [f for f in os.listdir(ck)
+                     if f not in ("latest", "step-00000004.h5", "step-00000005.h5")]
+        self.assertEqual(leftovers, [], "temporary files left in the checkpoint folder")
+
+    def test_resume_auto_skips_corrupt_newest(self):
+        ck, metrics = self.path("ck"), self.path("m.jsonl")
+        h.train(RUN + ["--steps", "4", "--save-every", "2", "--checkpoint-dir", ck])
+        self.assertEqual(h.step_files(ck), ["step-00000002.h5", "step-00000004.h5"])
+        corrupt_dataset(h.checkpoint_file(ck, 4))
+        result = h.train(RUN + ["--steps", "6", "--resume", "auto", "--checkpoint-dir", ck,
+                                "--metrics", metrics])
+        warnings = [l for l in result.stderr.splitlines() if l.startswith("warning: ")]
+        self.assertTrue(any("step-00000004.h5" in l for l in warnings),
+                        "expected a warning about the skipped step-4 file\n" + result.describe())
+        self.assertIn("step-00000002.h5", result.stdout, result.describe())
+        got = h.read_metrics(metrics)
+        self.assertEqual([m["step"] for m in h.step_lines(got)], [3, 4, 5, 6])
+        self.assert_same_steps(got, self.ref, range(3, 7))
+        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, 6),
+                                       h.checkpoint_file(self.ref_dir, 6))
+
+    def test_resume_file_explicit(self):
+        """--resume FILE (not auto) from the reference's step-3 file, into another folder."""
+        ck, metrics = self.path("ck"), self.path("m.jsonl")
+        h.train(RUN + ["--steps", "6", "--resume", h.checkpoint_file(self.ref_dir, 3),
+                       "--checkpoint-dir", ck, "--metrics", metrics])
+        got = h.read_metrics(metrics)
+        self.assertEqual([m["step"] for m in h.step_lines(got)], [4, 5, 6])
+        self.assert_same_steps(got, self.ref, range(4, 7))
+        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, 6),
+                                       h.checkpoint_file(self.ref_dir, 6))
+
+    def test_resume_at_final_step_trains_nothing(self):
+        ck = self.path("ck")
+        os.makedirs(ck)
+        shutil.copy(h.checkpoint_file(self.ref_dir, 6), ck)
+        result = h.train(RUN + ["--steps", "6", "--resume", "auto", "--checkpoint-dir", ck])
+        self.assertEqual(h.step_files(ck), ["step-00000006.h5"], result.describe())
+
+    def test_steps_zero_writes_initial_checkpoint(self):
+        ck = self.path("ck")
+        h.train(RUN + ["--steps", "0", "--checkpoint-dir", ck])
+        self.assertEqual(h.step_files(ck), ["step-00000000.h5"])
+        self.assertEqual(h.read_latest(ck), "step-00000000.h5")
+        ckpt = h.load_checkpoint(h.checkpoint_file(ck, 0))
+        self.assertEqual(int(ckpt["attrs"]["complete"]), 1)
+        self.assertEqual(int(ckpt["attrs"]["step"]), 0)
+        self.assertEqual(int(ckpt["attrs"]["consumed_samples"]), 0)
+        self.assertIn("/model/wte", ckpt["data"])
+        self.assertEqual(ckpt["data"]["/model/wte"].shape, (256, 32))
+        # The initial weights: LayerNorm weight 1, biases 0.
+        self.assertTrue((ckpt["data"]["/model/ln_f.weight"] == 1).all())
+        self.assertTrue((ckpt["data"]["/model/h.0.attn.c_attn.bias"] == 0).all())
+
+    def test_init_from(self):
+        """Weights only: starts at step 1 with fresh optimizer state and counters."""
+        src = h.checkpoint_file(self.ref_dir, 6)
+        ck0 = self.path("ck0")
+        h.train(RUN + ["--steps", "0", "--init-from", src, "--checkpoint-dir", ck0])
+        init = h.load_checkpoint(h.checkpoint_file(ck0, 0))
+        ref = h.load_checkpoint(src)
+        import numpy as np
+        model = [n for n in ref["data"] if n.startswith("/model/")]
+        self.assertTrue(model)
+        for name in model:
+            self.assertTrue(np.array_equal(init["data"][name], ref["data"][name]),
+                            f"--init-from did not load {name}")
+
+        ck, metrics = self.path("ck"), self.path("m.jsonl")
+        result = h.train(RUN + ["--steps", "2", "--init-from", src, "--checkpoint-dir", ck,
+                                "--metrics", metrics])
+        got = h.read_metrics(metrics)
+        self.assertEqual([m["step"] for m in h.step_lines(got)], [1, 2], result.describe())
+        self.assertEqual(h.step_files(ck), ["step-00000002.h5"])
+        final = h.load_checkpoint(h.checkpoint_file(ck, 2))
+        self.assertEqual(int(final["optimizer_attrs"]["step"]), 2)
+        self.assertEqual(int(final["attrs"]["step"]), 2)
+        self.assertEqual(int(final["attrs"]["consumed_samples"]), 2 * 8)
+        # Trained weights: the step-1 loss is below the fresh run's, with the same samples.
+        self.assertLess(h.by_step(got, "loss")[1], h.by_step(self.ref, "loss")[1])
+        # lr restarts with the schedule: step 1 of the warm-up again.
+        self.assertEqual(h.by_step(got, "lr")[1], h.by_step(self.ref, "lr")[1])
+
+    # ---- stop request
+
+    def test_sigterm_checkpoints_and_resumes_exactly(self):
+        """SIGTERM after the first metrics line: exit 3, a checkpoint at the step reached, and
+        resuming it gives the uninterrupted run bit for bit."""
+        steps = 200
+        # A bigger batch: each step takes tens of milliseconds, so the signal lands early.
+        run = RUN + ["--global-batch-size", "64", "--micro-batch-size", "8"]
+        ck, metrics = self.path("ck"), self.path("m.jsonl")
+        cmd = h.command("train", h.with_tiny(run + ["--steps", steps, "--checkpoint-dir", ck,
+                                                 "--metrics", metrics]))
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and proc.poll() is None:
+                if os.path.exists(metrics) and os.path.getsize(metrics) > 0:
+                    break
+                time.sleep(0.005)
+            self.assertIsNone(proc.poll(), "the run ended before it could be stopped")
+            os.kill(proc.pid, signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+        except BaseException:
+            h.kill_group(proc)
+            proc.communicate()
+            raise
+        why = f"\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-3000:]}"
+        self.assertEqual(proc.returncode, STOP_EXIT_CODE, "exit code after SIGTERM" + why)
+        reached = max(m["step"] for m in h.step_lines(h.read_metrics(metrics)))
+        self.assertLess(reached, steps, why)
+        self.assertEqual(h.step_files(ck), [f"step-{reached:08d}.h5"], why)
+        self.assertEqual(h.read_latest(ck), f"step-{reached:08d}.h5")
+        attrs = h.load_checkpoint_attrs(h.checkpoint_file(ck, reached))
+        self.assertEqual(int(attrs["complete"]), 1)
+        self.assertEqual(int(attrs["step"]), reached)
+
+        # Resume to the end, and compare with the run that never stopped (same --steps).
+        h.train(run + ["--steps", steps, "--resume", "auto", "--checkpoint-dir", ck,
+                       "--metrics", metrics], timeout=90)
+        ref_ck, ref_metrics = self.path("ref"), self.path("ref.jsonl")
+        h.train(run + ["--steps", steps, "--checkpoint-dir", ref_ck, "--metrics", ref_metrics],
+                timeout=90)
+        got, ref = h.read_metrics(metrics), h.read_metrics(ref_metrics)
+        self.assertEqual(sorted(h.by_step(got, "loss")), list(range(1, steps + 1)))
+        self.assert_same_steps(got, ref, range(1, steps + 1))
+        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, steps),
+                                       h.checkpoint_file(ref_ck, steps))
+
+    def test_sigusr1_to_one_rank_stops_all(self):
+        """At dp 2, SIGUSR1 (what Slurm sends before a time limit) to rank 1 alone: the ranks
+        agree at the step boundary, checkpoint, and all exit 3; resuming continues exactly."""
+        steps = 60
+        run = RUN + ["--global-batch-size", "64", "--micro-batch-size", "8"]
+        ck, metrics = self.path("ck"), self.path("m.jsonl")
+        # Each rank records its pid, then becomes the program (exec keeps the pid).
+        wrapper = 'echo $$ > "$GPT_PID_DIR/pid.$OMPI_COMM_WORLD_RANK"; exec "$0" "$@"'
+        cmd = ([h.MPIEXEC] + h.MPIEXEC_FLAGS + ["-x", "GPT_PID_DIR", "-n", "2",
+                                                "/bin/sh", "-c", wrapper, h.binary("train")]
+               + h.with_tiny(run + ["--steps", steps, "--checkpoint-dir", ck,
+                                    "--metrics", metrics]))
+        env = dict(os.environ, GPT_PID_DIR=self.tmp)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True, env=env)
+        pid_file = self.path("pid.1")
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and proc.poll() is None:
+                if (os.path.exists(metrics) and os.path.getsize(metrics) > 0
+                        and os.path.exists(pid_file) and os.path.getsize(pid_file) > 0):
+                    break
+                time.sleep(0.005)
+            self.assertIsNone(proc.poll(), "the run ended before it could be stopped")
+            with open(pid_file) as f:
+                os.kill(int(f.read().strip()), signal.SIGUSR1)
+            out, err = proc.communicate(timeout=60)
+        except BaseException:
+            h.kill_group(proc)
+            proc.communicate()
+            raise
+        why = f"\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-3000:]}"
+        self.assertEqual(proc.returncode, STOP_EXIT_CODE, "mpiexec's exit code" + why)
+        reached = max(m["step"] for m in h.step_lines(h.read_metrics(metrics)))
+        self.assertLess(reached, steps, why)
+        self.assertEqual(h.step_files(ck), [f"step-{reached:08d}.h5"], why)
+        h.train(run + ["--steps", steps, "--resume", "auto", "--checkpoint-dir", ck,
+                       "--metrics", metrics], np=2, timeout=90)
+        ref_ck, ref_metrics = self.path("ref"), self.path("ref.jsonl")
+        h.train(run + ["--steps", steps, "--checkpoint-dir", ref_ck, "--metrics", ref_metrics],
+                np=2, timeout=90)
+        got, ref = h.read_metrics(metrics), h.read_metrics(ref_metrics)
+        self.assertEqual(sorted(h.by_step(got, "loss")), list(range(1, steps + 1)))
+        self.assert_same_steps(got, ref, range(1, steps + 1))
+        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, steps),
+                                       h.checkpoint_file(ref_ck, steps))
+
+
+if __name__ == "__main__":
+    h.main()

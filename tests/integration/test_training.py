@@ -1,0 +1,176 @@
+"""The main job, end to end (DESIGN.md "Data", "Programs", "Testing"): train on the built-in
+arithmetic corpus with the default model and watch the loss fall; the metrics file's fields;
+eval of the final checkpoint agrees with the last validation loss; generate is deterministic and
+continues the prompt; and the same short run at 2 ranks (dp 2, and tp 2) gives the 1-rank losses
+to float32 rounding.
+
+Run: /usr/bin/python3 test_training.py --bin BUILD/bin [--mpiexec PATH --mpiexec-flags "..."]
+"""
+
+import math
+import os
+import re
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+import gpt_harness as h  # noqa: E402
+
+# The default model (no --model): 4 layers, d_model 128, seq_len 64; a smaller batch for time.
+DEFAULT_MODEL = ["--global-batch-size", "16", "--threads", "1"]
+STEPS, EVAL_EVERY, EVAL_WINDOWS = 60, 30, 32
+# Calibrated: the first step's loss is ~5.5 (ln 256 = 5.55), the last 10 steps' mean ~2.4 after
+# 60 steps. A model that does not learn stays near 5.5; 2 nats is robust and still demanding.
+MIN_DROP = 2.0
+STEP_FIELDS = ["step", "loss", "lr", "grad_norm", "tokens_per_s", "step_time_s", "compute_s",
+               "tp_comm_s", "dp_comm_s", "pp_wait_s"]
+CORPUS_BYTES = set(b"0123456789+=\n")
+SHORT_STEPS = 3
+
+
+class TrainingTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory(prefix="gpt-training-")
+        cls.dir = cls._tmp.name
+        cls.ck = os.path.join(cls.dir, "ck")
+        cls.metrics_path = os.path.join(cls.dir, "m.jsonl")
+        cls.result = h.train(DEFAULT_MODEL + [
+            "--steps", STEPS, "--eval-every", EVAL_EVERY, "--eval-windows", EVAL_WINDOWS,
+            "--log-every", 10, "--checkpoint-dir", cls.ck, "--metrics", cls.metrics_path],
+            tiny=False, timeout=110)
+        cls.metrics = h.read_metrics(cls.metrics_path)
+        cls.final = h.checkpoint_file(cls.ck, STEPS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def test_loss_falls(self):
+        losses = h.by_step(self.metrics, "loss")
+        self.assertEqual(sorted(losses), list(range(1, STEPS + 1)))
+        first = losses[1]
+        last10 = sum(losses[s] for s in range(STEPS - 9, STEPS + 1)) / 10
+        self.assertGreater(first, 5.0, "the first loss should be near ln(256) = 5.55")
+        self.assertLess(last10, first - MIN_DROP,
+                        f"the loss did not fall enough: step 1 {first:.4f}, last 10 steps' "
+                        f"mean {last10:.4f} (expected at least {MIN_DROP} nats lower)")
+        self.assertTrue(all(math.isfinite(v) for v in losses.values()))
+
+    def test_validation_lines(self):
+        vals = h.val_lines(self.metrics)
+        self.assertEqual([v["step"] for v in vals], [EVAL_EVERY, STEPS], vals)
+        for v in vals:
+            self.assertNotIn("loss", v, "a validation line has no 'loss'")
+            self.assertTrue(math.isfinite(v["val_loss"]))
+        losses = h.by_step(self.metrics, "loss")
+        self.assertLess(vals[-1]["val_loss"], losses[1] - MIN_DROP + 0.5,
+                        "validation loss did not fall with the training loss")
+
+    def test_metrics_fields(self):
+        steps = h.step_lines(self.metrics)
+        for line in steps:
+            for field in STEP_FIELDS:
+                self.assertIn(field, line, f"step line lacks {field}: {line}")
+                self.assertIsInstance(line[field], (int, float), f"{field} in {line}")
+                self.assertTrue(math.isfinite(line[field]), f"{field} in {line}")
+            self.assertGreater(line["tokens_per_s"], 0)
+            self.assertGreater(line["step_time_s"], 0)
+            self.assertGreaterEqual(line["compute_s"], 0)
+            for field in ("tp_comm_s", "dp_comm_s", "pp_wait_s"):
+                self.assertGreaterEqual(line[field], 0, f"{field} in {line}")
+            self.assertLessEqual(line["compute_s"], line["step_time_s"] * (1 + 1e-9))
+            self.assertGreater(line["lr"], 0)
+            self.assertGreater(line["grad_norm"], 0)
+
+    def test_log_lines(self):
+        """One log line per --log-every steps (and the last), with the time split."""
+        lines = [l for l in self.result.stdout.splitlines() if re.match(r"^step\s+\d+/", l)]
+        self.assertEqual(len(lines), STEPS // 10, self.result.stdout)
+        for piece in ("loss", "lr", "grad norm", "tok/s", "compute", "tp", "dp", "pp wait"):
+            self.assertIn(piece, lines[-1])
+
+    def test_final_checkpoint(self):
+        attrs = h.load_checkpoint_attrs(self.final)
+        self.assertEqual(int(attrs["complete"]), 1)
+        self.assertEqual(int(attrs["step"]), STEPS)
+        self.assertEqual(int(attrs["consumed_samples"]), STEPS * 16)
+        self.assertEqual(attrs["tokenizer"], "bytes")
+        self.assertEqual(h.read_latest(self.ck), os.path.basename(self.final))
+
+    def test_eval_matches_last_validation(self):
+        result = h.run("eval", ["--checkpoint", self.final, "--eval-windows", EVAL_WINDOWS,
+                                "--threads", 1], check=True)
+        match = re.search(r"loss ([0-9.]+)", result.stdout)
+        self.assertIsNotNone(match, result.describe())
+        last_val = h.val_lines(self.metrics)[-1]["val_loss"]
+        h.assert_close(self, float(match.group(1)), last_val, 1e-5,
+                       "eval loss vs the last val_loss")
+        self.assertIn(f"{EVAL_WINDOWS} windows", result.stdout)
+        # In a tp 2 layout, to rounding.
+        result = h.run("eval", ["--checkpoint", self.final, "--eval-windows", EVAL_WINDOWS,
+                                "--threads", 1, "--tp", 2], np=2, check=True)
+        match = re.search(r"loss ([0-9.]+)", result.stdout)
+        self.assertIsNotNone(match, result.describe())
+        h.assert_close(self, float(match.group(1)), last_val, 1e-5, "eval at tp 2")
+        # And at dp 2 (2 ranks, tp 1): the windows split over the replicas.
+        result = h.run("eval", ["--checkpoint", self.final, "--eval-windows", EVAL_WINDOWS,
+                                "--threads", 1], np=2, check=True)
+        match = re.search(r"loss ([0-9.]+)", result.stdout)
+        self.assertIsNotNone(match, result.describe())
+        h.assert_close(self, float(match.group(1)), last_val, 1e-5, "eval at dp 2")
+
+    def generate(self, args, np=1):
+        return h.run("generate", ["--checkpoint", self.final, "--threads", 1] + args, np=np,
+                     check=True).stdout
+
+    def test_generate_greedy_is_deterministic(self):
+        prompt = "123+456="
+        args = ["--prompt", prompt, "--temperature", 0, "--max-new-tokens", 24]
+        first, second = self.generate(args), self.generate(args)
+        self.assertEqual(first, second, "greedy generation differs between two runs")
+        self.assertTrue(first.startswith(prompt), repr(first))
+        continuation = first[len(prompt):].encode()
+        self.assertGreaterEqual(len(continuation), 24)
+        self.assertTrue(set(continuation) <= CORPUS_BYTES,
+                        f"a trained model should write the corpus' characters: {first!r}")
+        self.assertEqual(self.generate(args, np=2), first, "greedy generation at tp 2")
+
+    def test_generate_sampling_is_seeded(self):
+        args = ["--prompt", "7+8=", "--temperature", 1.0, "--top-k", 5, "--seed", 11,
+                "--max-new-tokens", 16]
+        first = self.generate(args)
+        self.assertEqual(first, self.generate(args), "same seed, different samples")
+        self.assertTrue(first.startswith("7+8="))
+
+    def short_run(self, name, np, layout):
+        metrics = os.path.join(self.dir, name + ".jsonl")
+        h.train(DEFAULT_MODEL + layout + ["--steps", SHORT_STEPS, "--eval-every", 0,
+                                          "--checkpoint-dir", os.path.join(self.dir, name),
+                                          "--metrics", metrics], np=np, tiny=False, timeout=90)
+        return h.read_metrics(metrics)
+
+    def test_same_losses_at_two_ranks(self):
+        serial = self.short_run("serial", 1, [])
+        # The warm-up (50 steps by default) makes the first steps' lr independent of --steps:
+        # the short run is the long one's beginning, bit for bit.
+        for key in ("loss", "grad_norm"):
+            for s in range(1, SHORT_STEPS + 1):
+                self.assertEqual(h.by_step(serial, key)[s], h.by_step(self.metrics, key)[s],
+                                 f"{key} at step {s}: short vs long run")
+        for name, layout in (("dp2", []), ("tp2", ["--tp", 2])):
+            with self.subTest(layout=name):
+                got = self.short_run(name, 2, layout)
+                for key in ("loss", "grad_norm"):
+                    for s in range(1, SHORT_STEPS + 1):
+                        h.assert_close(self, h.by_step(got, key)[s], h.by_step(serial, key)[s],
+                                       1e-5, f"{name}: {key} at step {s}")
+                comm = "dp_comm_s" if name == "dp2" else "tp_comm_s"
+                self.assertGreater(sum(m[comm] for m in h.step_lines(got)), 0,
+                                   f"{name}: {comm} should count the communication")
+
+
+if __name__ == "__main__":
+    h.main()
