@@ -7,6 +7,10 @@
 
 namespace gpt {
 
+// Creates `dir` if needed and checks that files can be written in it; throws a one-line error
+// naming `option` otherwise.
+void prepare_output_directory(const std::string& dir, const std::string& option);
+
 class MetricsWriter {
  public:
   MetricsWriter(const std::string& path, bool is_writer);  // opens in append mode on the writer

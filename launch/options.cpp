@@ -156,6 +156,8 @@ void validate(const TrainOptions& o) {
   GPT_INPUT_CHECK(o.resume.empty() || o.init_from.empty(),
                   "--resume and --init-from exclude each other");
   GPT_INPUT_CHECK(!o.checkpoint_dir.empty(), "--checkpoint-dir must not be empty");
+  GPT_INPUT_CHECK(o.trace.empty(), "--trace records pipeline schedules: it needs the pipeline "
+                                   "executor, which is not built yet");
 }
 
 }  // namespace
@@ -190,7 +192,11 @@ std::optional<TrainOptions> parse_train_options(int argc, char** argv, bool prin
       const std::string path = vm["config"].as<std::string>();
       std::ifstream in(path);
       GPT_INPUT_CHECK(in.good(), "--config " << path << ": cannot open the file");
-      po::store(po::parse_config_file(in, desc), vm);  // the command line, stored first, wins
+      try {
+        po::store(po::parse_config_file(in, desc), vm);  // the command line, stored first, wins
+      } catch (const po::error& e) {
+        fail_input("--config " + path + ": " + e.what());
+      }
     }
     po::notify(vm);
   } catch (const po::error& e) {

@@ -20,11 +20,11 @@ struct TrainOptions {
   int virtual_stages = 1;
   int ranks_per_node = 0;
   bool allow_tp_across_nodes = false;
-  int64_t micro_batch_size = 8;
-  int64_t global_batch_size = 32;
+  int64_t micro_batch_size = 16;
+  int64_t global_batch_size = 64;
   // model
   std::string model_preset;
-  ModelConfig model;  // vocab_size comes from the data set
+  ModelConfig model{4, 4, 128, 48, 256};  // vocab_size comes from the data set
   // data
   std::string data, val_data;
   std::string data_order = "random";

@@ -7,6 +7,7 @@
 #include "framework/io/checkpoint.h"
 #include "framework/io/synthetic_corpus.h"
 #include "framework/logging.h"
+#include "launch/metrics.h"
 #include "launch/program.h"
 #include "launch/run_config.h"
 #include "launch/signals.h"
@@ -103,11 +104,18 @@ int train_main(int argc, char** argv) {
     }
   });
   checkpoint.reset();
+  // Output places are checked before training, not at the first save: a run must not train for
+  // hours and then fail to write.
+  std::unique_ptr<MetricsWriter> metrics;
+  agree_on_failure(world, [&] {
+    if (rank == 0) prepare_output_directory(options.checkpoint_dir, "--checkpoint-dir");
+    metrics = std::make_unique<MetricsWriter>(options.metrics, rank == 0);
+  });
   log::info0("data: " + train.path + " (" + std::to_string(train.tokens.size()) +
              " tokens, vocab " + std::to_string(train.vocab_size) + ")");
   install_stop_handlers();
   Trainer trainer(options, *rt, train, validation.tokens.empty() ? nullptr : &validation,
-                  *optimizer, state, run_config_json(options, options.model));
+                  *optimizer, state, run_config_json(options, options.model), *metrics);
   return trainer.run();
 }
 

@@ -27,7 +27,7 @@ DataOrder data_order(const std::string& name) {
 
 Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& train,
                  const TokenDataset* validation, Optimizer& optimizer, TrainState state,
-                 std::string config_json)
+                 std::string config_json, MetricsWriter& metrics)
     : options_(options),
       rt_(rt),
       train_(train),
@@ -36,7 +36,7 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
       state_(state),
       config_json_(std::move(config_json)),
       schedule_{options.lr, options.min_lr, options.warmup_steps, options.steps},
-      metrics_(options.metrics, rt.grid().global_rank() == 0) {}
+      metrics_(metrics) {}
 
 StepStats Trainer::train_step() {
   ProcessGrid& grid = rt_.grid();

@@ -36,7 +36,7 @@ class Trainer {
  public:
   Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& train,
           const TokenDataset* validation, Optimizer& optimizer, TrainState state,
-          std::string config_json);
+          std::string config_json, MetricsWriter& metrics);
   // Runs to --steps; returns the exit code (0, or kExitStopped after a stop request).
   int run();
   // One optimizer step (exposed for tests).
@@ -56,7 +56,7 @@ class Trainer {
   TrainState state_;
   std::string config_json_;
   LrSchedule schedule_;
-  MetricsWriter metrics_;
+  MetricsWriter& metrics_;
   int consecutive_skips_ = 0;
 };
 
