@@ -37,6 +37,9 @@ struct ParameterSpec {
   bool weight_decay = false;   // two or more dimensions
   bool tp_replicated = false;  // every tp rank holds the same full copy (LayerNorms, wpe)
   bool tied_copy = false;      // the last stage's wte when pp > 1: never counted or saved
+  // Sequence parallel: the gradient covers this rank's rows only; summed over tp after the
+  // step's backward.
+  bool tp_partial_grad = false;
 };
 
 struct Parameter : ParameterSpec {

@@ -17,7 +17,6 @@ std::string short_text(double value) {
   return GPT_MSG(value);
 }
 
-// clang-format off: one option per line reads better than the formatter's packing.
 po::options_description describe(TrainOptions& o) {
   po::options_description layout("Layout");
   layout.add_options()("tp", po::value(&o.tp)->default_value(o.tp),
@@ -32,8 +31,11 @@ po::options_description describe(TrainOptions& o) {
       "simulated node size for the tp placement rule; 0 = detect")(
       "allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
       "allow a tp group to span nodes")(
-      "micro-batch-size", po::value(&o.micro_batch_size)->default_value(o.micro_batch_size),
-      "sequences per microbatch")(
+      "sequence-parallel", po::bool_switch(&o.sequence_parallel),
+      "split the LayerNorm and residual regions along the sequence across tp (needs --seq-len a "
+      "multiple of --tp)")("micro-batch-size",
+                           po::value(&o.micro_batch_size)->default_value(o.micro_batch_size),
+                           "sequences per microbatch")(
       "global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),
       "sequences per optimizer step, over all dp ranks");
   po::options_description model("Model (GPT-2)");
@@ -99,7 +101,6 @@ po::options_description describe(TrainOptions& o) {
   all.add(layout).add(model).add(data).add(optim).add(run);
   return all;
 }
-// clang-format on
 
 void check_choice(const std::string& option, const std::string& value,
                   std::initializer_list<const char*> choices) {
@@ -122,6 +123,9 @@ void validate(const TrainOptions& o) {
                   "--tp " << o.tp << " does not divide --d-model " << o.model.d_model);
   GPT_INPUT_CHECK(o.model.n_layer >= o.pp,
                   "--pp " << o.pp << " is more than --n-layer " << o.model.n_layer);
+  GPT_INPUT_CHECK(!o.sequence_parallel || o.model.seq_len % o.tp == 0,
+                  "--sequence-parallel needs --seq-len " << o.model.seq_len
+                                                         << " to be a multiple of --tp " << o.tp);
   check_choice("schedule", o.schedule, {"1f1b", "gpipe", "interleaved", "zb-h1"});
   GPT_INPUT_CHECK(o.virtual_stages >= 1,
                   "--virtual-stages must be at least 1 (got " << o.virtual_stages << ")");
@@ -156,8 +160,9 @@ void validate(const TrainOptions& o) {
   GPT_INPUT_CHECK(o.resume.empty() || o.init_from.empty(),
                   "--resume and --init-from exclude each other");
   GPT_INPUT_CHECK(!o.checkpoint_dir.empty(), "--checkpoint-dir must not be empty");
-  GPT_INPUT_CHECK(o.trace.empty(), "--trace records pipeline schedules: it needs the pipeline "
-                                   "executor, which is not built yet");
+  GPT_INPUT_CHECK(o.trace.empty(),
+                  "--trace records pipeline schedules: it needs the pipeline "
+                  "executor, which is not built yet");
 }
 
 }  // namespace

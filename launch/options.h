@@ -20,6 +20,7 @@ struct TrainOptions {
   int virtual_stages = 1;
   int ranks_per_node = 0;
   bool allow_tp_across_nodes = false;
+  bool sequence_parallel = false;
   int64_t micro_batch_size = 16;
   int64_t global_batch_size = 64;
   // model

@@ -45,7 +45,7 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
                                    ranks_on_this_node(world));
   backend_ = make_backend(options.device, threads_);
   grid_ = std::make_unique<ProcessGrid>(world, options.grid);
-  tp_ = std::make_unique<TensorParallel>(grid_->tp(), *backend_);
+  tp_ = std::make_unique<TensorParallel>(grid_->tp(), *backend_, options.sequence_parallel);
   store_ = std::make_unique<ParameterStore>(*backend_);
   const StageSpec spec = balanced_stage(cfg, grid_->shape().pp, grid_->stage());
   stage_ = std::make_unique<GptStage>(*store_, *tp_, cfg, spec, options.micro_batch,

@@ -20,6 +20,7 @@ struct RuntimeOptions {
   std::string device = "auto";  // auto | cpu | cuda
   int threads = 0;              // CPU threads per rank; 0 = node cores / ranks on the node
   int64_t micro_batch = 1;
+  bool sequence_parallel = false;
   int num_caches = 1;
   int num_grad_sets = 1;
 };

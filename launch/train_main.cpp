@@ -77,6 +77,9 @@ int train_main(int argc, char** argv) {
   ro.device = options.device;
   ro.threads = options.threads;
   ro.micro_batch = options.micro_batch_size;
+  ro.sequence_parallel = options.sequence_parallel;
+  if (options.sequence_parallel && options.tp == 1)
+    log::info0("--sequence-parallel has no effect at --tp 1");
   std::unique_ptr<Runtime> rt;
   std::unique_ptr<Optimizer> optimizer;
   TrainState state;

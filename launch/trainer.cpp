@@ -71,6 +71,7 @@ StepStats Trainer::train_step() {
     if (stage.spec().has_head) loss_sum += stage.loss_sum(0);
     stage.backward(0, 0, loss_scale);
   }
+  stage.reduce_sequence_parallel_grads();
 
   {  // Gradients: sum over dp replicas (each already scaled by 1/dp), then the tied wte copies.
     ScopedTimer timer(stats.dp_comm_s, &rt_.backend());

@@ -24,13 +24,20 @@ class Attention {
   int64_t local_heads() const { return local_heads_; }
   int64_t local_channels() const { return local_heads_ * head_dim_; }
 
-  // out (N,C) = c_proj(attention(c_attn(inp))), reduced over tp.
-  void forward(float* out, const float* inp, const AttentionCache& cache, int64_t B, int64_t T);
-  // dqkv (N,3C/tp) keeps c_attn's output gradient for the weight half; dinp (N,C) is written,
-  // reduced over tp. datty (N,C/tp) and datt (B,NH/tp,T,T) are scratch.
+  // out = c_proj(attention(c_attn(inp))), reduced over tp. Without sequence parallelism inp and
+  // out are (N,C); with it they hold this rank's rows, inp_full (N,C) receives the gathered
+  // input and partial (N,C) is scratch (see Linear).
+  void forward(float* out, const float* inp, float* inp_full, float* partial,
+               const AttentionCache& cache, int64_t B, int64_t T);
+  // dqkv (N,3C/tp) keeps c_attn's output gradient for the weight half; dinp is written, reduced
+  // over tp. datty (N,C/tp), datt (B,NH/tp,T,T) and partial (N,C) are scratch; with sequence
+  // parallelism dout holds this rank's rows and dout_full (N,C) receives them all.
   void backward_input(float* dinp, float* dqkv, float* datty, float* datt, const float* dout,
-                      const AttentionCache& cache, int64_t B, int64_t T);
-  void backward_weight(const float* dout, const float* dqkv, const float* inp,
+                      float* dout_full, float* partial, const AttentionCache& cache, int64_t B,
+                      int64_t T);
+  // From the full-row dout and inp (what backward_input and forward left in dout_full and
+  // inp_full with sequence parallelism).
+  void backward_weight(const float* dout_full, const float* dqkv, const float* inp_full,
                        const AttentionCache& cache, int64_t N);
 
  private:

@@ -46,15 +46,28 @@ Embedding::Embedding(ParameterStore& store, TensorParallel& tp, const ModelConfi
   wpe_ = &store.add(std::move(spec));
 }
 
-void Embedding::forward(float* out, const int32_t* tokens, int64_t B) {
+void Embedding::forward(float* out, const int32_t* tokens, int64_t B, float* full) {
   const int64_t N = B * T_;
-  backend_.embedding_forward(out, tokens, wte_.value, N, C_, shard_.start, shard_.count);
-  tp_.reduce_from_tp_region(out, N * C_);
-  backend_.position_embedding_forward(out, wpe_->value, B, T_, C_);
+  if (!tp_.sequence_parallel()) {
+    backend_.embedding_forward(out, tokens, wte_.value, N, C_, shard_.start, shard_.count);
+    tp_.reduce_from_tp_region(out, N * C_);
+    backend_.position_embedding_forward(out, wpe_->value, B, T_, C_);
+    return;
+  }
+  // Each token's row is nonzero on exactly one rank, so tp rank 0 adding wpe before the
+  // reduce-scatter gives the same sums as adding it after.
+  backend_.embedding_forward(full, tokens, wte_.value, N, C_, shard_.start, shard_.count);
+  if (tp_.rank() == 0) backend_.position_embedding_forward(full, wpe_->value, B, T_, C_);
+  tp_.reduce_scatter_rows(out, full, tp_.local_rows(N), C_);
 }
 
-void Embedding::backward_weight(const float* dout, const int32_t* tokens, int64_t B) {
+void Embedding::backward_weight(const float* dout, const int32_t* tokens, int64_t B,
+                                float* full) {
   const int64_t N = B * T_;
+  if (tp_.sequence_parallel()) {  // every vocabulary shard needs every token's gradient
+    tp_.gather_rows(full, dout, tp_.local_rows(N), C_);
+    dout = full;
+  }
   backend_.embedding_backward(wte_.grad, dout, tokens, N, C_, shard_.start, shard_.count);
   backend_.position_embedding_backward(wpe_->grad, dout, B, T_, C_);
 }

@@ -29,10 +29,11 @@ VocabShard vocab_shard(const ModelConfig& cfg, int tp_rank, int tp_size);
 class Embedding {
  public:
   Embedding(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, Parameter& wte);
-  // out (B*T, C) = wte[tokens] + wpe[positions]; tokens (B*T) in backend memory.
-  void forward(float* out, const int32_t* tokens, int64_t B);
-  // dwte, dwpe += from dout (B*T, C), the gradient of the output.
-  void backward_weight(const float* dout, const int32_t* tokens, int64_t B);
+  // out = wte[tokens] + wpe[positions] for tokens (B*T) in backend memory: (B*T, C), or this
+  // rank's rows with sequence parallelism (reduce-scattered; full (B*T, C) is then scratch).
+  void forward(float* out, const int32_t* tokens, int64_t B, float* full);
+  // dwte, dwpe += from dout, the gradient of the output (rows as forward's out; full scratch).
+  void backward_weight(const float* dout, const int32_t* tokens, int64_t B, float* full);
 
  private:
   Backend& backend_;

@@ -9,6 +9,8 @@ namespace gpt {
 GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg,
                    const StageSpec& spec, int64_t micro_batch, int num_caches, int num_grad_sets)
     : backend_(store.backend()),
+      tp_(tp),
+      store_(store),
       cfg_(cfg),
       spec_(spec),
       B_(micro_batch),
@@ -30,10 +32,10 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
   }
   store.allocate();
 
-  const int64_t N = rows(), C = cfg.d_model;
+  const int64_t N = rows(), Nl = local_rows(), C = cfg.d_model;
   for (int i = 0; i < num_caches; ++i) {
     Cache c;
-    for (int64_t l = 0; l <= spec.n_layers; ++l) c.acts.emplace_back(backend_, N * C);
+    for (int64_t l = 0; l <= spec.n_layers; ++l) c.acts.emplace_back(backend_, Nl * C);
     for (auto& block : blocks_) c.blocks.push_back(block->make_cache(B_));
     if (head_) c.head = head_->make_cache(B_);
     c.tokens = DeviceArray<int32_t>(backend_, N);
@@ -44,7 +46,7 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
     GradSet g;
     for (auto& block : blocks_) g.blocks.push_back(block->make_grads(B_));
     if (head_) g.head = head_->make_grads(B_);
-    g.d_input = DeviceArray<float>(backend_, N * C);
+    g.d_input = DeviceArray<float>(backend_, Nl * C);
     grad_sets_.push_back(std::move(g));
   }
   scratch_ = blocks_.front()->make_scratch(B_);
@@ -60,14 +62,14 @@ void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) 
   if (embedding_) {
     GPT_CHECK(tokens != nullptr, "the first stage needs input tokens");
     backend_.copy_from_host(c.tokens.data(), tokens, token_bytes);
-    embedding_->forward(c.acts[0].data(), c.tokens.data(), B_);
+    embedding_->forward(c.acts[0].data(), c.tokens.data(), B_, scratch_.partial.data());
   }
   for (size_t l = 0; l < blocks_.size(); ++l)
-    blocks_[l]->forward(c.acts[l + 1].data(), c.acts[l].data(), c.blocks[l], B_);
+    blocks_[l]->forward(c.acts[l + 1].data(), c.acts[l].data(), c.blocks[l], scratch_, B_);
   if (head_) {
     GPT_CHECK(targets != nullptr, "the last stage needs targets");
     backend_.copy_from_host(c.targets.data(), targets, token_bytes);
-    head_->forward(c.acts.back().data(), c.targets.data(), c.head, B_);
+    head_->forward(c.acts.back().data(), c.targets.data(), c.head, scratch_.ln_local.data(), B_);
   }
 }
 
@@ -76,7 +78,7 @@ void GptStage::backward_input(int slot, int grad_set, float loss_scale) {
   GradSet& g = grad_sets_[grad_set];
   if (head_)
     head_->backward_input(g.blocks.back().d_out.data(), c.acts.back().data(), c.targets.data(),
-                          c.head, g.head, loss_scale, B_);
+                          c.head, g.head, loss_scale, scratch_.partial.data(), B_);
   for (size_t l = blocks_.size(); l-- > 0;) {
     float* dinp = l > 0 ? g.blocks[l - 1].d_out.data() : g.d_input.data();
     blocks_[l]->backward_input(dinp, c.acts[l].data(), c.blocks[l], g.blocks[l], scratch_, B_);
@@ -89,7 +91,13 @@ void GptStage::backward_weight(int slot, int grad_set) {
   if (head_) head_->backward_weight(c.acts.back().data(), c.head, g.head, B_);
   for (size_t l = blocks_.size(); l-- > 0;)
     blocks_[l]->backward_weight(c.acts[l].data(), c.blocks[l], g.blocks[l], B_);
-  if (embedding_) embedding_->backward_weight(g.d_input.data(), c.tokens.data(), B_);
+  if (embedding_)
+    embedding_->backward_weight(g.d_input.data(), c.tokens.data(), B_, scratch_.partial.data());
+}
+
+void GptStage::reduce_sequence_parallel_grads() {
+  for (Parameter& p : store_.params())
+    if (p.tp_partial_grad) tp_.all_reduce(p.grad, p.numel(), ReduceOp::kSum);
 }
 
 double GptStage::loss_sum(int slot, int64_t valid_rows) {

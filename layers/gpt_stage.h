@@ -2,7 +2,8 @@
 // [ln_f, head, loss]. With pp = 1 it is the whole model. It owns its layers (their parameters
 // live in the ParameterStore), `num_caches` forward caches (one per microbatch in flight: the
 // schedule decides how many) and `num_grad_sets` gradient sets (what weight halves still read).
-// Activations: acts[l] is the input of local block l, acts[n_layers] the stage output.
+// Activations: acts[l] is the input of local block l, acts[n_layers] the stage output; each is
+// (Nl, C): all N = B*T rows, or this rank's N/tp rows with sequence parallelism.
 #pragma once
 
 #include <memory>
@@ -32,6 +33,7 @@ class GptStage {
   const StageSpec& spec() const { return spec_; }
   int64_t micro_batch() const { return B_; }
   int64_t rows() const { return B_ * cfg_.seq_len; }  // N = B*T
+  int64_t local_rows() const { return tp_.local_rows(rows()); }  // Nl
 
   // Forward of one microbatch into cache `slot`. tokens (first stage) and targets (last stage)
   // are host arrays of N tokens; the others may be null. A non-first stage must have received
@@ -47,10 +49,14 @@ class GptStage {
     backward_weight(slot, grad_set);
   }
 
-  float* input_activation(int slot) { return caches_[slot].acts.front().data(); }  // (N,C)
-  float* output_activation(int slot) { return caches_[slot].acts.back().data(); }  // (N,C)
-  float* output_grad(int grad_set);                                                // (N,C)
-  float* input_grad(int grad_set) { return grad_sets_[grad_set].d_input.data(); }  // (N,C)
+  float* input_activation(int slot) { return caches_[slot].acts.front().data(); }  // (Nl,C)
+  float* output_activation(int slot) { return caches_[slot].acts.back().data(); }  // (Nl,C)
+  float* output_grad(int grad_set);                                                // (Nl,C)
+  float* input_grad(int grad_set) { return grad_sets_[grad_set].d_input.data(); }  // (Nl,C)
+
+  // After the step's last backward: sums over tp the gradients that sequence parallelism left
+  // partial (the LayerNorms'). A no-op without it.
+  void reduce_sequence_parallel_grads();
 
   // Last stage: sum of the token losses of the first `valid_rows` sequences of `slot` (all B by
   // default), and this tp rank's logits (N, Vp/tp).
@@ -68,10 +74,12 @@ class GptStage {
   struct GradSet {
     std::vector<BlockGrads> blocks;
     HeadGrads head;
-    DeviceArray<float> d_input;  // (N,C) gradient of the stage input
+    DeviceArray<float> d_input;  // (Nl,C) gradient of the stage input
   };
 
   Backend& backend_;
+  TensorParallel& tp_;
+  ParameterStore& store_;
   ModelConfig cfg_;
   StageSpec spec_;
   int64_t B_;

@@ -3,8 +3,9 @@
 
 namespace gpt {
 
-LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int64_t C)
-    : backend_(store.backend()), C_(C) {
+LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int64_t C,
+                     bool sequence_parallel, int tp_size)
+    : backend_(store.backend()), C_(C), row_split_(sequence_parallel ? tp_size : 1) {
   ParameterSpec w{}, b{};
   w.name = name + ".weight";
   w.init = InitKind::kOnes;
@@ -15,6 +16,7 @@ LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int64_t C)
     p->local_numel = C;
     p->slabs = {{{0}, {C}, 0}};
     p->tp_replicated = true;
+    p->tp_partial_grad = sequence_parallel;
   }
   weight_ = &store.add(std::move(w));
   bias_ = &store.add(std::move(b));

@@ -44,21 +44,46 @@ Linear::Linear(ParameterStore& store, TensorParallel& tp, const std::string& nam
   bias_ = &store.add(std::move(b));
 }
 
-void Linear::forward(float* out, const float* inp, int64_t N) {
+void Linear::forward(float* out, const float* inp, int64_t N, float* sp_buffer) {
+  const bool sp = tp_.sequence_parallel();
+  const int64_t local_rows = tp_.local_rows(N);
   if (split_ == LinearSplit::kColumn) {
+    if (sp) {  // all-gather the input rows (backward: reduce-scatter)
+      tp_.gather_rows(sp_buffer, inp, local_rows, local_in_);
+      inp = sp_buffer;
+    }
     backend_.matmul_forward(out, inp, weight_->value, bias_->value, N, local_in_, local_out_);
     return;
   }
-  backend_.matmul_forward(out, inp, weight_->value, nullptr, N, local_in_, local_out_);
-  tp_.reduce_from_tp_region(out, N * local_out_);
-  backend_.add_bias(out, bias_->value, N, local_out_);
+  if (sp) {  // partial sums of all rows, reduce-scattered to this rank's rows
+    backend_.matmul_forward(sp_buffer, inp, weight_->value, nullptr, N, local_in_, local_out_);
+    tp_.reduce_scatter_rows(out, sp_buffer, local_rows, local_out_);
+  } else {
+    backend_.matmul_forward(out, inp, weight_->value, nullptr, N, local_in_, local_out_);
+    tp_.reduce_from_tp_region(out, N * local_out_);
+  }
+  backend_.add_bias(out, bias_->value, local_rows, local_out_);
 }
 
-void Linear::backward_input(float* dinp, const float* dout, int64_t N, bool accumulate) {
-  GPT_CHECK(!(accumulate && split_ == LinearSplit::kColumn && tp_.size() > 1),
-            "a column-parallel input gradient cannot accumulate before its all-reduce");
-  backend_.matmul_backward_input(dinp, dout, weight_->value, N, local_in_, local_out_, accumulate);
-  if (split_ == LinearSplit::kColumn) tp_.copy_to_tp_region_backward(dinp, N * local_in_);
+void Linear::backward_input(float* dinp, const float* dout, int64_t N, float* sp_buffer) {
+  const bool sp = tp_.sequence_parallel();
+  const int64_t local_rows = tp_.local_rows(N);
+  if (split_ == LinearSplit::kRow) {
+    if (sp) {  // all-gather the output-gradient rows (forward: reduce-scatter)
+      tp_.gather_rows(sp_buffer, dout, local_rows, local_out_);
+      dout = sp_buffer;
+    }
+    backend_.matmul_backward_input(dinp, dout, weight_->value, N, local_in_, local_out_, false);
+    return;
+  }
+  if (sp) {  // partial input gradients of all rows, reduce-scattered (forward: all-gather)
+    backend_.matmul_backward_input(sp_buffer, dout, weight_->value, N, local_in_, local_out_,
+                                   false);
+    tp_.reduce_scatter_rows(dinp, sp_buffer, local_rows, local_in_);
+  } else {
+    backend_.matmul_backward_input(dinp, dout, weight_->value, N, local_in_, local_out_, false);
+    tp_.copy_to_tp_region_backward(dinp, N * local_in_);
+  }
 }
 
 void Linear::backward_weight(const float* dout, const float* inp, int64_t N) {

@@ -11,23 +11,24 @@ Mlp::Mlp(ParameterStore& store, TensorParallel& tp, const std::string& name, con
       c_proj_(store, tp, name + ".c_proj", cfg.ffn_dim(), cfg.d_model, LinearSplit::kRow,
               0.02f / std::sqrt(2.0f * static_cast<float>(cfg.n_layer))) {}
 
-void Mlp::forward(float* out, const float* inp, const MlpCache& cache, int64_t N) {
-  c_fc_.forward(cache.fc_pre, inp, N);
+void Mlp::forward(float* out, const float* inp, float* inp_full, float* partial,
+                  const MlpCache& cache, int64_t N) {
+  c_fc_.forward(cache.fc_pre, inp, N, inp_full);
   backend_.gelu_forward(cache.fc_act, cache.fc_pre, N * local_ffn());
-  c_proj_.forward(out, cache.fc_act, N);
+  c_proj_.forward(out, cache.fc_act, N, partial);
 }
 
 void Mlp::backward_input(float* dinp, float* dfc_pre, float* dfc_act, const float* dout,
-                         const MlpCache& cache, int64_t N) {
-  c_proj_.backward_input(dfc_act, dout, N);
+                         float* dout_full, float* partial, const MlpCache& cache, int64_t N) {
+  c_proj_.backward_input(dfc_act, dout, N, dout_full);
   backend_.gelu_backward(dfc_pre, dfc_act, cache.fc_pre, N * local_ffn());
-  c_fc_.backward_input(dinp, dfc_pre, N);
+  c_fc_.backward_input(dinp, dfc_pre, N, partial);
 }
 
-void Mlp::backward_weight(const float* dout, const float* dfc_pre, const float* inp,
+void Mlp::backward_weight(const float* dout_full, const float* dfc_pre, const float* inp_full,
                           const MlpCache& cache, int64_t N) {
-  c_proj_.backward_weight(dout, cache.fc_act, N);
-  c_fc_.backward_weight(dfc_pre, inp, N);
+  c_proj_.backward_weight(dout_full, cache.fc_act, N);
+  c_fc_.backward_weight(dfc_pre, inp_full, N);
 }
 
 }  // namespace gpt

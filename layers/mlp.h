@@ -19,11 +19,14 @@ class Mlp {
   Mlp(ParameterStore& store, TensorParallel& tp, const std::string& name, const ModelConfig& cfg);
   int64_t local_ffn() const { return c_fc_.local_out(); }
 
-  void forward(float* out, const float* inp, const MlpCache& cache, int64_t N);
+  // Buffers as Attention's: with sequence parallelism inp, out, dout and dinp hold this rank's
+  // rows, inp_full and dout_full receive all rows, partial (N,C) is scratch.
+  void forward(float* out, const float* inp, float* inp_full, float* partial,
+               const MlpCache& cache, int64_t N);
   // dfc_pre (N,4C/tp) is kept for the weight half; dfc_act (N,4C/tp) is scratch; dinp written.
   void backward_input(float* dinp, float* dfc_pre, float* dfc_act, const float* dout,
-                      const MlpCache& cache, int64_t N);
-  void backward_weight(const float* dout, const float* dfc_pre, const float* inp,
+                      float* dout_full, float* partial, const MlpCache& cache, int64_t N);
+  void backward_weight(const float* dout_full, const float* dfc_pre, const float* inp_full,
                        const MlpCache& cache, int64_t N);
 
  private:

@@ -20,6 +20,17 @@ void TensorParallel::copy_to_tp_region_backward(float* dbuf, int64_t n) {
   all_reduce(dbuf, n, ReduceOp::kSum);
 }
 
+void TensorParallel::gather_rows(float* full, const float* local, int64_t local_rows, int64_t C) {
+  ScopedTimer timer(seconds_, &backend_);
+  tp_.all_gather(local, full, local_rows * C);
+}
+
+void TensorParallel::reduce_scatter_rows(float* local, const float* full, int64_t local_rows,
+                                         int64_t C) {
+  ScopedTimer timer(seconds_, &backend_);
+  tp_.reduce_scatter(full, local, local_rows * C, ReduceOp::kSum);
+}
+
 ShardRange shard_range(int64_t total, int rank, int size) {
   GPT_CHECK(total % size == 0, total << " items do not split evenly over " << size << " ranks");
   const int64_t per_rank = total / size;

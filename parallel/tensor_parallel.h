@@ -14,10 +14,22 @@ namespace gpt {
 
 class TensorParallel {
  public:
-  TensorParallel(Communicator& tp, Backend& backend) : tp_(tp), backend_(backend) {}
+  // sequence_parallel (Korthikanti et al. 2022) takes effect only at tp > 1.
+  TensorParallel(Communicator& tp, Backend& backend, bool sequence_parallel = false)
+      : tp_(tp), backend_(backend), sequence_parallel_(sequence_parallel && tp.size() > 1) {}
   int size() const { return tp_.size(); }
   int rank() const { return tp_.rank(); }
   Communicator& comm() { return tp_; }
+
+  // With sequence parallelism the LayerNorm and residual regions hold a contiguous block of
+  // N/tp of the N = B*T token rows on each rank; the all-reduces around the tp regions become
+  // an all-gather of rows on the way in and a reduce-scatter of rows on the way out.
+  bool sequence_parallel() const { return sequence_parallel_; }
+  int64_t local_rows(int64_t N) const { return sequence_parallel_ ? N / size() : N; }
+  // full (N, C) = the row blocks (N/tp, C) of every rank, in rank order.
+  void gather_rows(float* full, const float* local, int64_t local_rows, int64_t C);
+  // local (N/tp, C) = this rank's row block of the sum over ranks of full (N, C).
+  void reduce_scatter_rows(float* local, const float* full, int64_t local_rows, int64_t C);
 
   // Forward of a row-parallel output or the embedding: buf (n) = sum over tp ranks.
   void reduce_from_tp_region(float* buf, int64_t n);
@@ -32,6 +44,7 @@ class TensorParallel {
  private:
   Communicator& tp_;
   Backend& backend_;
+  bool sequence_parallel_;
   double seconds_ = 0.0;
 };
 

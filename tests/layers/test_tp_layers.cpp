@@ -2,7 +2,7 @@
 // its own (tp 1 over MPI_COMM_SELF) and its shard of the same model at tp = world size. The
 // shard's initial weights must equal the serial weights at the slab positions (layout-independent
 // init), its loss must equal the serial loss, and its gradients the serial gradients at those
-// positions, to float32 rounding.
+// positions, to float32 rounding; with and without sequence parallelism.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,14 +21,15 @@ struct Model {
   TensorParallel tp;
   ParameterStore store{*backend};
   std::unique_ptr<GptStage> stage;
-  Model(Communicator& comm, const ModelConfig& cfg, int64_t B) : tp(comm, *backend) {
+  Model(Communicator& comm, const ModelConfig& cfg, int64_t B, bool sequence_parallel)
+      : tp(comm, *backend, sequence_parallel) {
     stage = std::make_unique<GptStage>(store, tp, cfg, StageSpec{0, cfg.n_layer, true, true, false},
                                        B, 1, 1);
     store.initialize(42);
   }
 };
 
-TEST(TensorParallelModel, ShardsEqualTheSerialModel) {
+void check_shards_equal_serial(bool sequence_parallel) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   ModelConfig cfg;
@@ -38,7 +39,7 @@ TEST(TensorParallelModel, ShardsEqualTheSerialModel) {
   options.shape = {world, 1, 1};
   ProcessGrid grid(MPI_COMM_WORLD, options);
   std::unique_ptr<Communicator> self = make_mpi_communicator(MPI_COMM_SELF, "tp");
-  Model serial(*self, cfg, B), sharded(grid.tp(), cfg, B);
+  Model serial(*self, cfg, B, false), sharded(grid.tp(), cfg, B, sequence_parallel);
 
   std::mt19937 rng(9);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(cfg.vocab_size - 1));
@@ -52,6 +53,7 @@ TEST(TensorParallelModel, ShardsEqualTheSerialModel) {
     models[k]->stage->forward(0, tokens.data(), targets.data());
     losses[k] = models[k]->stage->loss_sum(0);
     models[k]->stage->backward(0, 0, 1.0f / static_cast<float>(N));
+    models[k]->stage->reduce_sequence_parallel_grads();
   }
   EXPECT_NEAR(losses[1], losses[0], 1e-5 * std::abs(losses[0]));
 
@@ -71,6 +73,12 @@ TEST(TensorParallelModel, ShardsEqualTheSerialModel) {
     }
     EXPECT_LE(std::sqrt(grad_diff), 1e-5 * std::sqrt(grad_norm) + 1e-9) << p.name;
   }
+}
+
+TEST(TensorParallelModel, ShardsEqualTheSerialModel) { check_shards_equal_serial(false); }
+
+TEST(TensorParallelModel, SequenceParallelShardsEqualTheSerialModel) {
+  check_shards_equal_serial(true);
 }
 
 }  // namespace
