@@ -31,6 +31,8 @@ po::options_description describe(TrainOptions& o) {
       "simulated node size for the tp placement rule; 0 = detect")(
       "allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
       "allow a tp group to span nodes")(
+      "dp-bucket-size", po::value(&o.dp_bucket_elements)->default_value(o.dp_bucket_elements),
+      "gradient elements per dp all-reduce bucket")(
       "sequence-parallel", po::bool_switch(&o.sequence_parallel),
       "split the LayerNorm and residual regions along the sequence across tp (needs --seq-len a "
       "multiple of --tp)")("micro-batch-size",
@@ -126,6 +128,7 @@ void validate(const TrainOptions& o) {
   GPT_INPUT_CHECK(!o.sequence_parallel || o.model.seq_len % o.tp == 0,
                   "--sequence-parallel needs --seq-len " << o.model.seq_len
                                                          << " to be a multiple of --tp " << o.tp);
+  GPT_INPUT_CHECK(o.dp_bucket_elements >= 1, "--dp-bucket-size must be at least 1");
   check_choice("schedule", o.schedule, {"1f1b", "gpipe", "interleaved", "zb-h1"});
   GPT_INPUT_CHECK(o.virtual_stages >= 1,
                   "--virtual-stages must be at least 1 (got " << o.virtual_stages << ")");

@@ -23,6 +23,7 @@ struct TrainOptions {
   bool sequence_parallel = false;
   int64_t micro_batch_size = 16;
   int64_t global_batch_size = 64;
+  int64_t dp_bucket_elements = 1 << 20;  // 4 MiB of fp32 gradients per dp all-reduce
   // model
   std::string model_preset;
   ModelConfig model{4, 4, 128, 48, 256};  // vocab_size comes from the data set

@@ -36,7 +36,8 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
       state_(state),
       config_json_(std::move(config_json)),
       schedule_{options.lr, options.min_lr, options.warmup_steps, options.steps},
-      metrics_(metrics) {}
+      metrics_(metrics),
+      dp_buckets_(rt.store(), rt.grid().dp(), options.dp_bucket_elements) {}
 
 StepStats Trainer::train_step() {
   ProcessGrid& grid = rt_.grid();
@@ -62,7 +63,12 @@ StepStats Trainer::train_step() {
   std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
   double loss_sum = 0.0;
   const int64_t first_sample = state_.consumed_samples + grid.dp_rank() * per_rank;
+  dp_buckets_.begin_step();
   for (int64_t m = 0; m < microbatches; ++m) {
+    // The last microbatch's weight halves finish the gradients: each dp bucket is posted then.
+    if (m == microbatches - 1)
+      stage.set_weight_ready_hook(
+          [this](size_t first, size_t end) { dp_buckets_.mark_ready(first, end); });
     for (int64_t b = 0; b < B; ++b) {
       const int64_t window = sample_window(first_sample + m * B + b, windows, order, options_.seed);
       read_window(train_, window, T, tokens.data() + b * T, targets.data() + b * T);
@@ -71,12 +77,13 @@ StepStats Trainer::train_step() {
     if (stage.spec().has_head) loss_sum += stage.loss_sum(0);
     stage.backward(0, 0, loss_scale);
   }
-  stage.reduce_sequence_parallel_grads();
-
+  stage.set_weight_ready_hook(nullptr);
   {  // Gradients: sum over dp replicas (each already scaled by 1/dp), then the tied wte copies.
     ScopedTimer timer(stats.dp_comm_s, &rt_.backend());
-    if (dp > 1) grid.dp().all_reduce(store.grads(), store.total_numel(), ReduceOp::kSum);
+    dp_buckets_.finish();
   }
+  // Summed over tp after dp: the buckets above must not be in flight over the same memory.
+  stage.reduce_sequence_parallel_grads();
   if (Communicator* embedding = grid.embedding()) {
     Parameter* wte = store.find("wte");
     ScopedTimer timer(stats.pp_wait_s, &rt_.backend());

@@ -14,6 +14,7 @@
 #include "launch/runtime.h"
 #include "optimizers/lr_schedule.h"
 #include "optimizers/optimizer.h"
+#include "parallel/data_parallel.h"
 
 namespace gpt {
 
@@ -57,6 +58,7 @@ class Trainer {
   std::string config_json_;
   LrSchedule schedule_;
   MetricsWriter& metrics_;
+  GradientBuckets dp_buckets_;
   int consecutive_skips_ = 0;
 };
 

@@ -61,8 +61,7 @@ void Embedding::forward(float* out, const int32_t* tokens, int64_t B, float* ful
   tp_.reduce_scatter_rows(out, full, tp_.local_rows(N), C_);
 }
 
-void Embedding::backward_weight(const float* dout, const int32_t* tokens, int64_t B,
-                                float* full) {
+void Embedding::backward_weight(const float* dout, const int32_t* tokens, int64_t B, float* full) {
   const int64_t N = B * T_;
   if (tp_.sequence_parallel()) {  // every vocabulary shard needs every token's gradient
     tp_.gather_rows(full, dout, tp_.local_rows(N), C_);

@@ -19,16 +19,24 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
   GPT_CHECK(num_caches >= 1 && num_grad_sets >= 1, "a stage needs a cache and a gradient set");
   // Registration order is the flat buffers' order.
   Parameter* wte = nullptr;
+  auto registered = [&store] { return store.params().size(); };
   if (spec.has_embedding) {
+    embedding_params_.first = registered();
     wte = &add_token_embedding(store, cfg, tp.rank(), tp.size(), false);
     embedding_ = std::make_unique<Embedding>(store, tp, cfg, *wte);
+    embedding_params_.end = registered();
   }
-  for (int64_t l = 0; l < spec.n_layers; ++l)
+  for (int64_t l = 0; l < spec.n_layers; ++l) {
+    const size_t first = registered();
     blocks_.push_back(std::make_unique<TransformerBlock>(store, tp, spec.first_layer + l, cfg));
+    block_params_.push_back({first, registered()});
+  }
   if (spec.has_head) {
+    head_params_.first = registered();
     if (wte == nullptr)
       wte = &add_token_embedding(store, cfg, tp.rank(), tp.size(), spec.tied_copy);
     head_ = std::make_unique<LmHead>(store, tp, cfg, *wte);
+    head_params_.end = registered();
   }
   store.allocate();
 
@@ -88,11 +96,21 @@ void GptStage::backward_input(int slot, int grad_set, float loss_scale) {
 void GptStage::backward_weight(int slot, int grad_set) {
   Cache& c = caches_[slot];
   GradSet& g = grad_sets_[grad_set];
-  if (head_) head_->backward_weight(c.acts.back().data(), c.head, g.head, B_);
-  for (size_t l = blocks_.size(); l-- > 0;)
+  auto ready = [this](const ParamRange& r) {
+    if (weight_ready_ && r.end > r.first) weight_ready_(r.first, r.end);
+  };
+  if (head_) {
+    head_->backward_weight(c.acts.back().data(), c.head, g.head, B_);
+    ready(head_params_);  // with pp = 1 wte is the embedding's: final only after it
+  }
+  for (size_t l = blocks_.size(); l-- > 0;) {
     blocks_[l]->backward_weight(c.acts[l].data(), c.blocks[l], g.blocks[l], B_);
-  if (embedding_)
+    ready(block_params_[l]);
+  }
+  if (embedding_) {
     embedding_->backward_weight(g.d_input.data(), c.tokens.data(), B_, scratch_.partial.data());
+    ready(embedding_params_);
+  }
 }
 
 void GptStage::reduce_sequence_parallel_grads() {

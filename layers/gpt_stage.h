@@ -6,6 +6,7 @@
 // (Nl, C): all N = B*T rows, or this rank's N/tp rows with sequence parallelism.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -32,7 +33,7 @@ class GptStage {
 
   const StageSpec& spec() const { return spec_; }
   int64_t micro_batch() const { return B_; }
-  int64_t rows() const { return B_ * cfg_.seq_len; }  // N = B*T
+  int64_t rows() const { return B_ * cfg_.seq_len; }             // N = B*T
   int64_t local_rows() const { return tp_.local_rows(rows()); }  // Nl
 
   // Forward of one microbatch into cache `slot`. tokens (first stage) and targets (last stage)
@@ -53,6 +54,12 @@ class GptStage {
   float* output_activation(int slot) { return caches_[slot].acts.back().data(); }  // (Nl,C)
   float* output_grad(int grad_set);                                                // (Nl,C)
   float* input_grad(int grad_set) { return grad_sets_[grad_set].d_input.data(); }  // (Nl,C)
+
+  // Called from backward_weight with the registration-index range [first, end) of each layer's
+  // parameters as soon as their gradients are final for this backward (the dp buckets'
+  // trigger); empty to stop.
+  using WeightReadyHook = std::function<void(size_t first, size_t end)>;
+  void set_weight_ready_hook(WeightReadyHook hook) { weight_ready_ = std::move(hook); }
 
   // After the step's last backward: sums over tp the gradients that sequence parallelism left
   // partial (the LayerNorms'). A no-op without it.
@@ -90,6 +97,13 @@ class GptStage {
   std::vector<Cache> caches_;
   std::vector<GradSet> grad_sets_;
   BlockScratch scratch_;
+  // Registration-index ranges of each layer's parameters.
+  struct ParamRange {
+    size_t first = 0, end = 0;
+  };
+  ParamRange embedding_params_, head_params_;
+  std::vector<ParamRange> block_params_;
+  WeightReadyHook weight_ready_;
 };
 
 }  // namespace gpt

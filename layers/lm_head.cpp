@@ -27,8 +27,7 @@ HeadGrads LmHead::make_grads(int64_t B) const {
 void LmHead::forward(const float* inp, const int32_t* targets, HeadCache& c, float* ln_local,
                      int64_t B) {
   const int64_t N = B * T_, Nl = ln_f_.local_rows(N), V_local = shard_.count;
-  ln_f_.forward(sp_ ? ln_local : c.lnf_out.data(), {c.lnf_mean.data(), c.lnf_rstd.data()}, inp,
-                Nl);
+  ln_f_.forward(sp_ ? ln_local : c.lnf_out.data(), {c.lnf_mean.data(), c.lnf_rstd.data()}, inp, Nl);
   if (sp_) tp_.gather_rows(c.lnf_out.data(), ln_local, Nl, C_);  // the head sees every row
   backend_.matmul_forward(c.logits.data(), c.lnf_out.data(), wte_.value, nullptr, N, C_, V_local);
   // Vocabulary-parallel cross-entropy: three row statistics, each reduced over tp.
@@ -55,13 +54,12 @@ void LmHead::backward_input(float* dinp, const float* inp, const int32_t* target
     backend_.matmul_backward_input(partial, c.logits.data(), wte_.value, N, C_, V_local, false);
     tp_.reduce_scatter_rows(g.d_lnf_out.data(), partial, Nl, C_);
   } else {
-    backend_.matmul_backward_input(g.d_lnf_out.data(), c.logits.data(), wte_.value, N, C_,
-                                   V_local, false);
+    backend_.matmul_backward_input(g.d_lnf_out.data(), c.logits.data(), wte_.value, N, C_, V_local,
+                                   false);
     tp_.copy_to_tp_region_backward(g.d_lnf_out.data(), N * C_);
   }
   backend_.fill_zero(dinp, Nl * C_);
-  ln_f_.backward_input(dinp, g.d_lnf_out.data(), inp, {c.lnf_mean.data(), c.lnf_rstd.data()},
-                       Nl);
+  ln_f_.backward_input(dinp, g.d_lnf_out.data(), inp, {c.lnf_mean.data(), c.lnf_rstd.data()}, Nl);
 }
 
 void LmHead::backward_weight(const float* inp, HeadCache& c, HeadGrads& g, int64_t B) {

@@ -21,8 +21,8 @@ class Mlp {
 
   // Buffers as Attention's: with sequence parallelism inp, out, dout and dinp hold this rank's
   // rows, inp_full and dout_full receive all rows, partial (N,C) is scratch.
-  void forward(float* out, const float* inp, float* inp_full, float* partial,
-               const MlpCache& cache, int64_t N);
+  void forward(float* out, const float* inp, float* inp_full, float* partial, const MlpCache& cache,
+               int64_t N);
   // dfc_pre (N,4C/tp) is kept for the weight half; dfc_act (N,4C/tp) is scratch; dinp written.
   void backward_input(float* dinp, float* dfc_pre, float* dfc_act, const float* dout,
                       float* dout_full, float* partial, const MlpCache& cache, int64_t N);

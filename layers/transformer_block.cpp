@@ -18,21 +18,31 @@ BlockCache TransformerBlock::make_cache(int64_t B) const {
   Backend& be = backend_;
   const int64_t N = B * T_, Nl = ln_1_.local_rows(N), Cl = attn_.local_channels();
   const int64_t Fl = mlp_.local_ffn();
-  return BlockCache{{be, Nl},         {be, Nl},
-                    {be, N * C_},     {be, N * 3 * Cl},
+  return BlockCache{{be, Nl},
+                    {be, Nl},
+                    {be, N * C_},
+                    {be, N * 3 * Cl},
                     {be, B * attn_.local_heads() * T_ * T_},
-                    {be, N * Cl},     {be, Nl * C_},
-                    {be, Nl},         {be, Nl},
-                    {be, N * C_},     {be, N * Fl},
+                    {be, N * Cl},
+                    {be, Nl * C_},
+                    {be, Nl},
+                    {be, Nl},
+                    {be, N * C_},
+                    {be, N * Fl},
                     {be, N * Fl}};
 }
 
 BlockGrads TransformerBlock::make_grads(int64_t B) const {
   Backend& be = backend_;
   const int64_t N = B * T_, Nl = ln_1_.local_rows(N), full = sp_ ? N * C_ : 0;
-  return BlockGrads{{be, Nl * C_}, {be, Nl * C_}, {be, Nl * C_}, {be, Nl * C_},
-                    {be, N * 3 * attn_.local_channels()}, {be, N * mlp_.local_ffn()},
-                    {be, full}, {be, full}};
+  return BlockGrads{{be, Nl * C_},
+                    {be, Nl * C_},
+                    {be, Nl * C_},
+                    {be, Nl * C_},
+                    {be, N * 3 * attn_.local_channels()},
+                    {be, N * mlp_.local_ffn()},
+                    {be, full},
+                    {be, full}};
 }
 
 BlockScratch TransformerBlock::make_scratch(int64_t B) const {
@@ -63,13 +73,12 @@ void TransformerBlock::forward(float* out, const float* inp, BlockCache& c, Bloc
   backend_.accumulate(out, c.res_mid.data(), Nl * C_);  // residual: x1 + mlp
 }
 
-void TransformerBlock::backward_input(float* dinp, const float* inp, BlockCache& c,
-                                      BlockGrads& g, BlockScratch& s, int64_t B) {
+void TransformerBlock::backward_input(float* dinp, const float* inp, BlockCache& c, BlockGrads& g,
+                                      BlockScratch& s, int64_t B) {
   const int64_t N = B * T_, Nl = ln_1_.local_rows(N);
   // MLP branch: d_out flows into the MLP and, unchanged, along the residual.
   mlp_.backward_input(g.d_ln2_out.data(), g.d_fc_pre.data(), s.d_fc_act.data(), g.d_out.data(),
-                      g.d_out_full.data(), s.partial.data(), {c.fc_pre.data(), c.fc_act.data()},
-                      N);
+                      g.d_out_full.data(), s.partial.data(), {c.fc_pre.data(), c.fc_act.data()}, N);
   backend_.copy(g.d_res_mid.data(), g.d_out.data(), sizeof(float) * Nl * C_);
   ln_2_.backward_input(g.d_res_mid.data(), g.d_ln2_out.data(), c.res_mid.data(),
                        {c.ln2_mean.data(), c.ln2_rstd.data()}, Nl);
@@ -81,8 +90,7 @@ void TransformerBlock::backward_input(float* dinp, const float* inp, BlockCache&
   ln_1_.backward_input(dinp, g.d_ln1_out.data(), inp, {c.ln1_mean.data(), c.ln1_rstd.data()}, Nl);
 }
 
-void TransformerBlock::backward_weight(const float* inp, BlockCache& c, BlockGrads& g,
-                                       int64_t B) {
+void TransformerBlock::backward_weight(const float* inp, BlockCache& c, BlockGrads& g, int64_t B) {
   const int64_t N = B * T_, Nl = ln_1_.local_rows(N);
   // The row-parallel weights need their output gradient for all rows: gathered in the input
   // half when sequence parallel.

@@ -53,8 +53,7 @@ class TransformerBlock {
   BlockScratch make_scratch(int64_t B) const;
 
   // out (Nl,C) = block(inp (Nl,C)); inp must stay untouched until the backward.
-  void forward(float* out, const float* inp, BlockCache& cache, BlockScratch& scratch,
-               int64_t B);
+  void forward(float* out, const float* inp, BlockCache& cache, BlockScratch& scratch, int64_t B);
   // From grads.d_out, writes dinp (Nl,C) and the rest of grads.
   void backward_input(float* dinp, const float* inp, BlockCache& cache, BlockGrads& grads,
                       BlockScratch& scratch, int64_t B);
