@@ -34,8 +34,8 @@ po::options_description describe(TrainOptions& o) {
       "dp-bucket-size", po::value(&o.dp_bucket_elements)->default_value(o.dp_bucket_elements),
       "gradient elements per dp all-reduce bucket")(
       "sequence-parallel", po::bool_switch(&o.sequence_parallel),
-      "split the LayerNorm and residual regions along the sequence across tp (needs --seq-len a "
-      "multiple of --tp)")("micro-batch-size",
+      "split LayerNorm and residual regions along the sequence over the tp ranks (the sequence "
+      "length must be a multiple of tp)")("micro-batch-size",
                            po::value(&o.micro_batch_size)->default_value(o.micro_batch_size),
                            "sequences per microbatch")(
       "global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gpt_harness as h  # noqa: E402
 
 # The default model (no --model): 4 layers, d_model 128, seq_len 64; a smaller batch for time.
-DEFAULT_MODEL = ["--global-batch-size", "16", "--threads", "1"]
+DEFAULT_MODEL = ["--global-batch-size", "16", "--micro-batch-size", "8", "--threads", "1"]
 STEPS, EVAL_EVERY, EVAL_WINDOWS = 60, 30, 32
 # Calibrated: the first step's loss is ~5.5 (ln 256 = 5.55), the last 10 steps' mean ~2.4 after
 # 60 steps. A model that does not learn stays near 5.5; 2 nats is robust and still demanding.

@@ -1,0 +1,252 @@
+"""Layouts agree with the serial run, end to end (DESIGN.md "Model", "Checkpoint", "Testing"):
+the same tiny model and data trained at tp 2, tp 4, dp 2, dp 4 and tp 2 x dp 2, each with and
+without --sequence-parallel, gives the 1-rank run's per-step losses and gradient norms within
+1e-5 relative, and its final weights (every /model dataset) and optimizer state (every
+/optimizer dataset) within 1e-4 relative by tensor norm, ||a - b|| / ||b|| (AdamW divides by
+sqrt(exp_avg_sq), which amplifies the rounding of tiny gradients element by element, so
+elements are not compared one by one). Resuming across layouts: the step-3 checkpoint of the
+tp 4 run continued at tp 2 and at tp 1 x dp 2, and the tp 1 x dp 2 run's continued at tp 4,
+each give the straight 1-rank 6-step run's steps 4..6 within the same tolerances. Also two
+--sequence-parallel rules: --seq-len not a multiple of --tp is a one-line error naming
+--seq-len, and at tp 1 the option trains normally and says it has no effect. The worst
+relative differences seen are printed at the end.
+
+The norm matters: the key third of c_attn.bias has a gradient that is exactly zero in exact
+arithmetic (a constant added to every key shifts each query's scores alike, and softmax ignores
+it), so its values are rounding noise, different in every layout; they are ~1e-5 of the tensor's
+norm, which is what the 1e-4 bound on h.*.attn.c_attn.bias absorbs.
+
+Every run uses --steps 6 --save-every 3, so the lr schedule is the same in all of them.
+
+Run: /usr/bin/python3 test_layouts.py --bin BUILD/bin [--mpiexec PATH --mpiexec-flags "..."]
+"""
+
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+import gpt_harness as h  # noqa: E402
+
+# The tiny model with a batch every layout here splits (dp 4 x micro-batch 2 divides 16); the
+# random data order checks that every layout takes the same samples.
+MODEL = ["--n-layer", "2", "--n-head", "4", "--d-model", "32", "--seq-len", "16",
+         "--global-batch-size", "16", "--micro-batch-size", "2", "--threads", "1",
+         "--eval-every", "0", "--data-order", "random", "--seed", "2024",
+         "--lr", "0.01", "--min-lr", "0.001", "--warmup-steps", "2"]
+STEPS = 6
+SAVE_AT = 3
+CURVE_REL = 1e-5   # losses and gradient norms
+STATE_REL = 1e-4   # checkpoint tensors, by norm
+RUN_TIMEOUT = 60
+
+# name: (ranks, layout options)
+LAYOUTS = {
+    "tp2": (2, ["--tp", "2"]),
+    "tp4": (4, ["--tp", "4"]),
+    "dp2": (2, []),
+    "dp4": (4, []),
+    "tp2_dp2": (4, ["--tp", "2", "--dp", "2"]),
+}
+SP = "--sequence-parallel"
+
+
+def allreduce_tp_bytes(dp):
+    """tp bytes per step without sequence parallelism (docs/ARCHITECTURE.md): per microbatch 4
+    all-reduces of b*s*h floats per layer, the embedding's and the head's, 3 of b*s for the
+    loss; one double for the gradient norm."""
+    arg = lambda name: int(MODEL[MODEL.index(name) + 1])  # noqa: E731
+    b, s, d, layers = (arg("--micro-batch-size"), arg("--seq-len"), arg("--d-model"),
+                       arg("--n-layer"))
+    micro = arg("--global-batch-size") // (dp * b)
+    return 4 * micro * ((4 * layers + 2) * b * s * d + 3 * b * s) + 8
+
+
+def rel_norm_diff(a, b):
+    import numpy as np
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    diff, ref = np.linalg.norm(a - b), np.linalg.norm(b)
+    if ref == 0.0:
+        return 0.0 if diff == 0.0 else float("inf")
+    return float(diff / ref)
+
+
+class LayoutTest(h.TempDirTest):
+    """The 1-rank reference (6 steps, checkpoints at 3 and 6) is made once for all tests."""
+
+    worst = {}  # what -> (relative difference, where)
+
+    @classmethod
+    def setUpClass(cls):
+        cls._ref = tempfile.TemporaryDirectory(prefix="gpt-layouts-ref-")
+        cls.ref_dir = os.path.join(cls._ref.name, "ck")
+        metrics = os.path.join(cls._ref.name, "m.jsonl")
+        h.train(MODEL + ["--steps", STEPS, "--save-every", SAVE_AT, "--checkpoint-dir",
+                         cls.ref_dir, "--metrics", metrics], timeout=RUN_TIMEOUT)
+        cls.ref = h.read_metrics(metrics)
+        cls.ref_final = h.load_checkpoint(h.checkpoint_file(cls.ref_dir, STEPS))
+        help_text = h.run("train", ["--help"], timeout=30, check=True)
+        cls.has_sp = SP in help_text.stdout + help_text.stderr
+        if not cls.has_sp:
+            print(f"NOTE: train --help has no {SP}: its variants are skipped", flush=True)
+        # Layout runs kept for the resume tests (their step-3 checkpoints).
+        cls._runs = tempfile.TemporaryDirectory(prefix="gpt-layouts-runs-")
+        cls.runs = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._ref.cleanup()
+        cls._runs.cleanup()
+        if cls.worst:
+            print("\nworst relative differences against the 1-rank run:")
+            for what in sorted(cls.worst):
+                rel, where = cls.worst[what]
+                print(f"  {what:<28} {rel:.3e}  ({where})")
+            sys.stdout.flush()
+
+    @classmethod
+    def note(cls, what, rel, where):
+        if what not in cls.worst or rel > cls.worst[what][0]:
+            cls.worst[what] = (rel, where)
+
+    # ---- helpers
+
+    def run_layout(self, name, np, layout, extra=(), folder=None):
+        """Trains to STEPS in a layout; returns (metrics, checkpoint dir, result)."""
+        folder = folder or self.path(name)
+        ck, metrics = os.path.join(folder, "ck"), os.path.join(folder, "m.jsonl")
+        os.makedirs(folder, exist_ok=True)
+        result = h.train(MODEL + layout + list(extra) +
+                         ["--steps", STEPS, "--save-every", SAVE_AT, "--checkpoint-dir", ck,
+                          "--metrics", metrics], np=np, timeout=RUN_TIMEOUT)
+        return h.read_metrics(metrics), ck, result
+
+    def assert_curve(self, got, steps, name):
+        for key in ("loss", "grad_norm"):
+            values, ref = h.by_step(got, key), h.by_step(self.ref, key)
+            self.assertEqual(sorted(values), list(steps), f"{name}: steps logged ({key})")
+            for s in steps:
+                h.assert_close(self, values[s], ref[s], CURVE_REL, f"{name}: {key} at step {s}")
+                rel = abs(values[s] - ref[s]) / max(abs(values[s]), abs(ref[s]), 1e-30)
+                self.note(key, rel, f"{name} step {s}")
+
+    def assert_state(self, path, name):
+        """Every /model and /optimizer dataset of path against the reference's final file."""
+        got, ref = h.load_checkpoint(path), self.ref_final
+        for key in ("step", "consumed_samples", "complete"):
+            self.assertEqual(int(got["attrs"][key]), int(ref["attrs"][key]),
+                             f"{name}: root attribute {key}")
+        self.assertEqual(int(got["optimizer_attrs"]["step"]), int(ref["optimizer_attrs"]["step"]),
+                         f"{name}: /optimizer step")
+        for group in ("/model/", "/optimizer/"):
+            names = sorted(n for n in ref["data"] if n.startswith(group))
+            self.assertTrue(names, f"the reference has no {group} datasets")
+            self.assertEqual(sorted(n for n in got["data"] if n.startswith(group)), names,
+                             f"{name}: {group} datasets")
+            worst, worst_name = 0.0, None
+            for n in names:
+                self.assertEqual(got["data"][n].shape, ref["data"][n].shape, f"{name}: {n} shape")
+                rel = rel_norm_diff(got["data"][n], ref["data"][n])
+                if rel >= worst:
+                    worst, worst_name = rel, n
+            self.note(group.strip("/") + " (by norm)", worst, f"{name} {worst_name}")
+            self.assertLessEqual(worst, STATE_REL,
+                                 f"{name}: {worst_name} differs from the 1-rank run by "
+                                 f"{worst:.3e} relative (norm)")
+
+    def check_layout(self, name, sp):
+        np, layout = LAYOUTS[name]
+        label = name + ("+sp" if sp else "")
+        if sp and not self.has_sp:
+            self.skipTest(f"train --help has no {SP} yet")
+        got, ck, result = self.run_layout(label, np, layout, [SP] if sp else [],
+                                          folder=os.path.join(self._runs.name, label))
+        type(self).runs[label] = ck
+        self.assert_curve(got, range(1, STEPS + 1), label)
+        self.assert_state(h.checkpoint_file(ck, STEPS), label)
+        if "--tp" not in layout and sp:
+            self.assertIn("no effect", result.stdout + result.stderr,
+                          f"{SP} at tp 1 should say it has no effect\n" + result.describe())
+        if "--tp" in layout and sp:
+            # In effect: all-gathers and reduce-scatters instead of the plain all-reduces.
+            plain = allreduce_tp_bytes(np // int(layout[layout.index("--tp") + 1]))
+            moved = h.by_step(got, "tp_bytes")
+            self.assertTrue(all(v != plain for v in moved.values()),
+                            f"{label}: tp_bytes {moved} are those of the plain all-reduces "
+                            f"({plain}): is {SP} ignored?")
+
+    def source(self, label):
+        """The step-3 checkpoint of a layout's run (made here if its test has not run)."""
+        if label not in self.runs:
+            np, layout = LAYOUTS[label]
+            _, ck, _ = self.run_layout(label, np, layout,
+                                       folder=os.path.join(self._runs.name, label))
+            type(self).runs[label] = ck
+        return h.checkpoint_file(self.runs[label], SAVE_AT)
+
+    def resume(self, source_label, name, np, layout):
+        src = self.source(source_label)
+        ck, metrics = self.path("ck"), self.path("m.jsonl")
+        result = h.train(MODEL + layout + ["--steps", STEPS, "--resume", src,
+                                           "--checkpoint-dir", ck, "--metrics", metrics],
+                         np=np, timeout=RUN_TIMEOUT)
+        self.assertIn("resumed from", result.stdout + result.stderr, result.describe())
+        label = f"{source_label}->{name}"
+        self.assert_curve(h.read_metrics(metrics), range(SAVE_AT + 1, STEPS + 1), label)
+        self.assert_state(h.checkpoint_file(ck, STEPS), label)
+
+    # ---- resume across layouts
+
+    def test_resume_tp4_at_tp2(self):
+        self.resume("tp4", "tp2", 2, ["--tp", "2"])
+
+    def test_resume_tp4_at_dp2(self):
+        self.resume("tp4", "dp2", 2, [])
+
+    def test_resume_dp2_at_tp4(self):
+        self.resume("dp2", "tp4", 4, ["--tp", "4"])
+
+    # ---- --sequence-parallel rules
+
+    def test_sp_seq_len_not_multiple_of_tp(self):
+        if not self.has_sp:
+            self.skipTest(f"train --help has no {SP} yet")
+        model = list(MODEL)
+        model[model.index("--seq-len") + 1] = "18"  # a multiple of 2, not of 4
+        args = model + ["--tp", "4", SP, "--steps", "1", "--checkpoint-dir", self.path("ck")]
+        result = h.train(args, np=4, timeout=RUN_TIMEOUT, check=False)
+        self.assertNotEqual(result.returncode, 0, result.describe())
+        errors = [l for l in result.stderr.splitlines() if l.startswith("error: ")]
+        self.assertEqual(len(errors), 1, "expected one error line\n" + result.describe())
+        self.assertIn("--seq-len", errors[0], result.describe())
+        self.assertLess(result.seconds, 40, "the error should come within seconds")
+        self.assertFalse(os.path.exists(self.path("ck")) and h.step_files(self.path("ck")),
+                         "no checkpoint after an option error")
+
+    def test_sp_at_tp1_serial(self):
+        """One rank: trains as without the option (bit for bit) and says it has no effect."""
+        if not self.has_sp:
+            self.skipTest(f"train --help has no {SP} yet")
+        got, ck, result = self.run_layout("serial+sp", 1, [], [SP])
+        self.assertIn("no effect", result.stdout + result.stderr, result.describe())
+        for key in ("loss", "grad_norm"):
+            self.assertEqual(h.by_step(got, key), h.by_step(self.ref, key), key)
+        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, STEPS),
+                                       h.checkpoint_file(self.ref_dir, STEPS))
+
+
+def _add_layout_tests():
+    for name in LAYOUTS:
+        for sp in (False, True):
+            def test(self, name=name, sp=sp):
+                self.check_layout(name, sp)
+            test.__name__ = f"test_{name}" + ("_sp" if sp else "")
+            test.__doc__ = f"{name}{' with ' + SP if sp else ''} against the 1-rank run"
+            # "test_a..." sorts the layouts before the resume tests that reuse their runs.
+            setattr(LayoutTest, "test_a_" + test.__name__[5:], test)
+
+
+_add_layout_tests()
+
+if __name__ == "__main__":
+    h.main()
