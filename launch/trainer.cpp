@@ -134,14 +134,16 @@ void Trainer::log_step(const StepStats& s) {
   line.add("pp_bytes", s.pp_bytes).add("skipped", s.skipped);
   metrics_.write(line.str());
   if (s.step % options_.log_every != 0 && s.step != options_.steps) return;
-  char text[320];
+  auto megabytes = [](int64_t bytes) { return static_cast<double>(bytes) / 1e6; };
+  char text[400];
   std::snprintf(text, sizeof text,
                 "step %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.1f ms | %.0f tok/s | "
-                "%.1f GFLOP/s | compute %.1f ms, tp %.1f ms, dp %.1f ms, pp wait %.1f ms%s",
+                "%.1f GFLOP/s | compute %.1f ms | tp %.1f ms %.2f MB | dp %.1f ms %.2f MB | "
+                "pp wait %.1f ms%s",
                 static_cast<long long>(s.step), static_cast<long long>(options_.steps), s.loss,
                 s.lr, s.grad_norm, 1e3 * s.step_time_s, tokens_per_s, gflops, 1e3 * s.compute_s,
-                1e3 * s.tp_comm_s, 1e3 * s.dp_comm_s, 1e3 * s.pp_wait_s,
-                s.skipped ? " | skipped" : "");
+                1e3 * s.tp_comm_s, megabytes(s.tp_bytes), 1e3 * s.dp_comm_s, megabytes(s.dp_bytes),
+                1e3 * s.pp_wait_s, s.skipped ? " | skipped" : "");
   log::info0(text);
 }
 

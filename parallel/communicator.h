@@ -51,7 +51,10 @@ class Communicator {
   void reset_bytes_moved() { bytes_moved_ = 0; }
 
  protected:
-  void count_bytes(int64_t bytes) { bytes_moved_ += bytes; }
+  // A group of one moves nothing, whatever the call.
+  void count_bytes(int64_t bytes) {
+    if (size() > 1) bytes_moved_ += bytes;
+  }
 
  private:
   int64_t bytes_moved_ = 0;
