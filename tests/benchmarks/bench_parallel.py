@@ -75,8 +75,8 @@ def main():
         tp, dp = parse_layout(name)
         rows.append(dict(name=name, tp=tp, dp=dp, steps=len(used), tok=med("tokens_per_s"),
                          step=med("step_time_s"), tp_share=share("tp_comm_s"),
-                         dp_share=share("dp_comm_s"), tp_bytes=med("tp_bytes"),
-                         dp_bytes=med("dp_bytes"), tp_formula=tp_bytes_formula(tp, dp, a),
+                         dp_share=share("dp_comm_s"), tp_bytes=int(med("tp_bytes")),
+                         dp_bytes=int(med("dp_bytes")), tp_formula=tp_bytes_formula(tp, dp, a),
                          dp_formula=dp_bytes_formula(tp, dp, a), loss=used[-1]["loss"]))
 
     base = rows[0]["tok"]

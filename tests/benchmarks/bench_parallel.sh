@@ -55,7 +55,7 @@ run() {  # name np threads [layout options...]
     OMP_NUM_THREADS=$threads timeout 900 "$mpiexec" --oversubscribe --bind-to none -n "$np" \
       "$train" "${args[@]}" > "$work/$name.log" 2>&1
   fi || { echo "bench_parallel: $name failed:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
-  echo "   $((SECONDS - start)) s" >&2
+  echo "   $((SECONDS - start)) s; load average now $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 }
 
 run tp1 1 2

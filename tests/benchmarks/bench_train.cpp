@@ -51,6 +51,7 @@ Result run(int threads, int steps) {
   TensorParallel tp(*self, *backend);
   ParameterStore store(*backend);
   GptStage stage(store, tp, cfg, StageSpec{0, cfg.n_layer, true, true, false}, B, 1, 1);
+  store.allocate();
   store.initialize(1);
   std::unique_ptr<Optimizer> adamw = make_optimizer("adamw", store, OptimizerOptions{});
   std::mt19937 rng(1);
