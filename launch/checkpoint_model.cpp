@@ -28,6 +28,9 @@ LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoi
     const int tp = options.grid.shape.tp;
     GPT_INPUT_CHECK(model.n_head % tp == 0,
                     "--tp " << tp << " does not divide the checkpoint's n_head " << model.n_head);
+    const int pp = options.grid.shape.pp;
+    GPT_INPUT_CHECK(model.n_layer % pp == 0,
+                    "--pp " << pp << " does not divide the checkpoint's n_layer " << model.n_layer);
     loaded.runtime = std::make_unique<Runtime>(world, model, options);
     load_checkpoint(reader, loaded.runtime->store(), false);
     loaded.tokenizer = reader.meta().tokenizer;

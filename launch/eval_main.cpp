@@ -23,7 +23,7 @@ int eval_main(int argc, char** argv) {
   MPI_Comm_rank(world, &rank);
   std::string checkpoint, data;
   int64_t windows = 64, micro_batch = 8;
-  int tp = 1, threads = 0;
+  int tp = 1, pp = 1, threads = 0;
   po::options_description desc("eval: mean loss and perplexity of a checkpoint");
   desc.add_options()("help,h", "print this help")(
       "checkpoint", po::value(&checkpoint)->default_value(""), "checkpoint file (.h5)")(
@@ -32,7 +32,8 @@ int eval_main(int argc, char** argv) {
       "eval-windows", po::value(&windows)->default_value(windows), "the first K windows")(
       "micro-batch-size", po::value(&micro_batch)->default_value(micro_batch),
       "sequences per forward")("tp", po::value(&tp)->default_value(tp),
-                               "tensor-parallel size; dp = ranks / tp")(
+                               "tensor-parallel size; dp = ranks / (tp x pp)")(
+      "pp", po::value(&pp)->default_value(pp), "pipeline stages (layers split evenly)")(
       "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = auto)");
   bool help = false;
   agree_on_failure(world, [&] {
@@ -47,15 +48,16 @@ int eval_main(int argc, char** argv) {
     GPT_INPUT_CHECK(help || !checkpoint.empty(), "--checkpoint is required");
     GPT_INPUT_CHECK(windows >= 1, "--eval-windows must be at least 1");
     GPT_INPUT_CHECK(micro_batch >= 1, "--micro-batch-size must be at least 1");
-    GPT_INPUT_CHECK(tp >= 1 && world_size % tp == 0,
-                    "--tp " << tp << " does not divide the " << world_size << " ranks");
+    GPT_INPUT_CHECK(
+        tp >= 1 && pp >= 1 && world_size % (tp * pp) == 0,
+        "--tp " << tp << " x --pp " << pp << " does not divide the " << world_size << " ranks");
   });
   if (help) {
     if (rank == 0) std::cout << desc << "\n";
     return 0;
   }
   RuntimeOptions ro;
-  ro.grid.shape = {tp, world_size / tp, 1};
+  ro.grid.shape = {tp, world_size / (tp * pp), pp};
   ro.threads = threads;
   ro.micro_batch = micro_batch;
   LoadedModel model = load_model_for_inference(world, checkpoint, ro);

@@ -2,37 +2,60 @@
 #include "launch/evaluation.h"
 
 #include <algorithm>
+#include <deque>
 #include <vector>
 
 #include "framework/check.h"
+#include "launch/pipeline_chunk.h"
+#include "parallel/pipeline_executor.h"
 
 namespace gpt {
 
 EvalResult evaluate(Runtime& rt, const TokenDataset& data, int64_t max_windows) {
   ProcessGrid& grid = rt.grid();
-  GptStage& stage = rt.stage();
-  const int64_t T = rt.model().seq_len, B = stage.micro_batch();
-  const int dp = grid.shape().dp, dp_rank = grid.dp_rank();
-  GPT_INPUT_CHECK(grid.shape().pp == 1, "evaluation with --pp > 1 needs the pipeline executor");
+  const int64_t T = rt.model().seq_len, B = rt.stage().micro_batch();
+  const int dp = grid.shape().dp, dp_rank = grid.dp_rank(), pp = grid.shape().pp;
+  const int chunks = static_cast<int>(rt.chunks().size());
   EvalResult result;
   result.windows = std::min(max_windows, data.num_windows(T));
   // This dp rank's windows: dp_rank, dp_rank + dp, ...; every rank runs the same number of
   // microbatches so the tp and pp collectives inside the forward stay matched.
   const int64_t per_rank = (result.windows + dp - 1) / dp;
-  const int64_t microbatches = (per_rank + B - 1) / B;
-  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
-  double loss_sum = 0.0;
+  const int microbatches = static_cast<int>(std::max<int64_t>(1, (per_rank + B - 1) / B));
+  std::vector<int32_t> tokens(static_cast<size_t>(microbatches * B * T)), targets(tokens.size());
+  MicrobatchData batch{tokens.data(), targets.data(), microbatches, 1.0f, {}};
   for (int64_t m = 0; m < microbatches; ++m) {
-    int64_t valid_rows = 0;
+    int64_t valid = 0;
     for (int64_t b = 0; b < B; ++b) {
       const int64_t window = (m * B + b) * dp + dp_rank;
-      const bool valid = window < result.windows;
-      if (valid) ++valid_rows;
-      read_window(data, valid ? window : 0, T, tokens.data() + b * T, targets.data() + b * T);
+      const bool counted = window < result.windows;
+      valid += counted ? 1 : 0;
+      const int64_t row = (m * B + b) * T;
+      read_window(data, counted ? window : 0, T, tokens.data() + row, targets.data() + row);
     }
-    stage.forward(0, tokens.data(), targets.data());
-    if (stage.spec().has_head && valid_rows > 0) loss_sum += stage.loss_sum(0, valid_rows);
+    batch.valid_sequences.push_back(valid);
   }
+  // Forwards only, microbatch by microbatch through every chunk: one cache per chunk suffices.
+  Schedule forwards;
+  forwards.name = "forward-only";
+  forwards.pp = pp;
+  forwards.microbatches = microbatches;
+  forwards.virtual_stages = chunks;
+  forwards.stages.assign(static_cast<size_t>(pp), {});
+  for (auto& list : forwards.stages)
+    for (int m = 0; m < microbatches; ++m)
+      for (int c = 0; c < chunks; ++c) list.push_back({ActionKind::kForward, m, c});
+  std::deque<GptChunk> adapters;
+  std::vector<PipelineChunk*> pointers;
+  for (auto& stage : rt.chunks()) {
+    adapters.emplace_back(*stage, 1, 1);
+    adapters.back().begin(&batch, nullptr);
+    pointers.push_back(&adapters.back());
+  }
+  PipelineExecutor(grid.pp(), rt.backend(), chunks).run(forwards, pointers, true);
+  double loss_sum = 0.0;
+  for (const GptChunk& chunk : adapters)
+    if (chunk.has_head()) loss_sum += chunk.loss_sum();
   // Sum over dp ranks, and over stages (only the last contributes), once per rank.
   if (grid.tp_rank() != 0) loss_sum = 0.0;  // tp ranks hold the same loss: count it once
   grid.world().all_reduce(&loss_sum, 1, ReduceOp::kSum);

@@ -35,9 +35,9 @@ po::options_description describe(TrainOptions& o) {
       "gradient elements per dp all-reduce bucket")(
       "sequence-parallel", po::bool_switch(&o.sequence_parallel),
       "split LayerNorm and residual regions along the sequence over the tp ranks (the sequence "
-      "length must be a multiple of tp)")("micro-batch-size",
-                           po::value(&o.micro_batch_size)->default_value(o.micro_batch_size),
-                           "sequences per microbatch")(
+      "length must be a multiple of tp)")(
+      "micro-batch-size", po::value(&o.micro_batch_size)->default_value(o.micro_batch_size),
+      "sequences per microbatch")(
       "global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),
       "sequences per optimizer step, over all dp ranks");
   po::options_description model("Model (GPT-2)");
@@ -123,8 +123,9 @@ void validate(const TrainOptions& o) {
                   "--tp " << o.tp << " does not divide --n-head " << o.model.n_head);
   GPT_INPUT_CHECK(o.model.d_model % o.tp == 0,
                   "--tp " << o.tp << " does not divide --d-model " << o.model.d_model);
-  GPT_INPUT_CHECK(o.model.n_layer >= o.pp,
-                  "--pp " << o.pp << " is more than --n-layer " << o.model.n_layer);
+  GPT_INPUT_CHECK(o.model.n_layer % (static_cast<int64_t>(o.pp) * o.virtual_stages) == 0,
+                  "--n-layer " << o.model.n_layer << " does not split evenly over --pp " << o.pp
+                               << " x --virtual-stages " << o.virtual_stages << " model chunks");
   GPT_INPUT_CHECK(!o.sequence_parallel || o.model.seq_len % o.tp == 0,
                   "--sequence-parallel needs --seq-len " << o.model.seq_len
                                                          << " to be a multiple of --tp " << o.tp);

@@ -27,18 +27,21 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
 
 }  // namespace
 
-StageSpec balanced_stage(const ModelConfig& cfg, int pp, int stage) {
+StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages, int stage,
+                             int chunk) {
+  const int64_t parts = static_cast<int64_t>(pp) * virtual_stages;
+  const int64_t vs = static_cast<int64_t>(chunk) * pp + stage;
   StageSpec spec;
-  spec.first_layer = cfg.n_layer * stage / pp;
-  spec.n_layers = cfg.n_layer * (stage + 1) / pp - spec.first_layer;
-  spec.has_embedding = stage == 0;
-  spec.has_head = stage == pp - 1;
-  spec.tied_copy = pp > 1 && stage == pp - 1;
+  spec.first_layer = cfg.n_layer * vs / parts;
+  spec.n_layers = cfg.n_layer * (vs + 1) / parts - spec.first_layer;
+  spec.has_embedding = vs == 0;
+  spec.has_head = vs == parts - 1;
+  spec.tied_copy = pp > 1 && spec.has_head;
   return spec;
 }
 
 Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& options)
-    : cfg_(cfg) {
+    : cfg_(cfg), options_(options) {
   threads_ = options.threads > 0
                  ? options.threads
                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
@@ -47,9 +50,13 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
   grid_ = std::make_unique<ProcessGrid>(world, options.grid);
   tp_ = std::make_unique<TensorParallel>(grid_->tp(), *backend_, options.sequence_parallel);
   store_ = std::make_unique<ParameterStore>(*backend_);
-  const StageSpec spec = balanced_stage(cfg, grid_->shape().pp, grid_->stage());
-  stage_ = std::make_unique<GptStage>(*store_, *tp_, cfg, spec, options.micro_batch,
-                                      options.num_caches, options.num_grad_sets);
+  for (int chunk = 0; chunk < options.virtual_stages; ++chunk) {
+    const StageSpec spec =
+        virtual_stage_spec(cfg, grid_->shape().pp, options.virtual_stages, grid_->stage(), chunk);
+    chunks_.push_back(std::make_unique<GptStage>(*store_, *tp_, cfg, spec, options.micro_batch,
+                                                 options.num_caches, options.num_grad_sets));
+  }
+  store_->allocate();
 }
 
 std::string Runtime::layout() const {

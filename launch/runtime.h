@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "framework/backend.h"
 #include "framework/config.h"
@@ -21,12 +22,16 @@ struct RuntimeOptions {
   int threads = 0;              // CPU threads per rank; 0 = node cores / ranks on the node
   int64_t micro_batch = 1;
   bool sequence_parallel = false;
-  int num_caches = 1;
-  int num_grad_sets = 1;
+  int virtual_stages = 1;  // model chunks per stage (interleaved schedules)
+  int num_caches = 1;      // per chunk: forward caches the schedule holds at once
+  int num_grad_sets = 1;   // per chunk: gradient sets (backward halves run apart need more)
 };
 
-// Balanced split of the layers: stage s of pp holds layers [s*L/pp, (s+1)*L/pp).
-StageSpec balanced_stage(const ModelConfig& cfg, int pp, int stage);
+// Balanced split of the layers over the pp * v virtual stages: virtual stage vs = chunk * pp +
+// stage holds layers [vs*L/(pp v), (vs+1)*L/(pp v)); the embedding is on virtual stage 0, the
+// head on the last, which holds a tied copy of wte when it is on another rank.
+StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages, int stage,
+                             int chunk);
 
 class Runtime {
  public:
@@ -35,19 +40,22 @@ class Runtime {
   ProcessGrid& grid() { return *grid_; }
   TensorParallel& tp() { return *tp_; }
   ParameterStore& store() { return *store_; }
-  GptStage& stage() { return *stage_; }
+  GptStage& stage() { return *chunks_.front(); }  // chunk 0: the stage itself when v = 1
+  std::vector<std::unique_ptr<GptStage>>& chunks() { return chunks_; }
   const ModelConfig& model() const { return cfg_; }
+  const RuntimeOptions& options() const { return options_; }
   int threads() const { return threads_; }
   std::string layout() const;  // "tp=2 dp=1 pp=1"
 
  private:
   ModelConfig cfg_;
+  RuntimeOptions options_;
   int threads_ = 1;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<ProcessGrid> grid_;
   std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<ParameterStore> store_;
-  std::unique_ptr<GptStage> stage_;
+  std::vector<std::unique_ptr<GptStage>> chunks_;
 };
 
 }  // namespace gpt

@@ -83,10 +83,20 @@ int train_main(int argc, char** argv) {
   std::unique_ptr<Runtime> rt;
   std::unique_ptr<Optimizer> optimizer;
   TrainState state;
+  Schedule schedule;
   agree_on_failure(world, [&] {
+    // The schedule is fixed by the layout and the batch: it decides how many caches to hold.
+    const int dp = world_size / (options.tp * options.pp);
+    const int microbatches =
+        static_cast<int>(options.global_batch_size / (dp * options.micro_batch_size));
+    schedule = make_schedule(options.schedule, options.pp, microbatches, options.virtual_stages);
+    const int stage = rank / (options.tp * dp);
+    ro.virtual_stages = options.virtual_stages;
+    ro.num_caches = schedule.stated_caches[static_cast<size_t>(stage)];
+    const bool split_backward = options.schedule == "zb-h1";
+    ro.num_grad_sets = split_backward ? ro.num_caches : 1;
     GPT_INPUT_CHECK(options.precision != "bf16",
                     "--precision bf16 needs the CUDA backend (the CPU backend is fp32)");
-    GPT_INPUT_CHECK(options.pp == 1, "--pp > 1 needs the pipeline executor, not built yet");
     rt = std::make_unique<Runtime>(world, options.model, ro);
     OptimizerOptions oo{options.beta1, options.beta2, options.eps, options.weight_decay,
                         options.momentum};
@@ -118,7 +128,8 @@ int train_main(int argc, char** argv) {
              " tokens, vocab " + std::to_string(train.vocab_size) + ")");
   install_stop_handlers();
   Trainer trainer(options, *rt, train, validation.tokens.empty() ? nullptr : &validation,
-                  *optimizer, state, run_config_json(options, options.model), *metrics);
+                  *optimizer, state, run_config_json(options, options.model), *metrics,
+                  std::move(schedule));
   return trainer.run();
 }
 

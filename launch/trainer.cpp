@@ -27,7 +27,7 @@ DataOrder data_order(const std::string& name) {
 
 Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& train,
                  const TokenDataset* validation, Optimizer& optimizer, TrainState state,
-                 std::string config_json, MetricsWriter& metrics)
+                 std::string config_json, MetricsWriter& metrics, Schedule schedule)
     : options_(options),
       rt_(rt),
       train_(train),
@@ -35,9 +35,15 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
       optimizer_(optimizer),
       state_(state),
       config_json_(std::move(config_json)),
-      schedule_{options.lr, options.min_lr, options.warmup_steps, options.steps},
+      lr_schedule_{options.lr, options.min_lr, options.warmup_steps, options.steps},
       metrics_(metrics),
-      dp_buckets_(rt.store(), rt.grid().dp(), options.dp_bucket_elements) {}
+      dp_buckets_(rt.store(), rt.grid().dp(), options.dp_bucket_elements),
+      schedule_(std::move(schedule)),
+      executor_(rt.grid().pp(), rt.backend(), options.virtual_stages) {
+  const RuntimeOptions& ro = rt.options();
+  for (auto& stage : rt.chunks()) chunks_.emplace_back(*stage, ro.num_caches, ro.num_grad_sets);
+  for (GptChunk& chunk : chunks_) chunk_pointers_.push_back(&chunk);
+}
 
 StepStats Trainer::train_step() {
   ProcessGrid& grid = rt_.grid();
@@ -60,24 +66,24 @@ StepStats Trainer::train_step() {
   // Each microbatch's mean loss is scaled by 1/(microbatches * dp): the step's gradient is that
   // of the mean over all G*T targets.
   const float loss_scale = 1.0f / static_cast<float>(B * T * microbatches * dp);
-  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
-  double loss_sum = 0.0;
+  std::vector<int32_t> tokens(static_cast<size_t>(microbatches * B * T)), targets(tokens.size());
   const int64_t first_sample = state_.consumed_samples + grid.dp_rank() * per_rank;
-  dp_buckets_.begin_step();
-  for (int64_t m = 0; m < microbatches; ++m) {
-    // The last microbatch's weight halves finish the gradients: each dp bucket is posted then.
-    if (m == microbatches - 1)
-      stage.set_weight_ready_hook(
-          [this](size_t first, size_t end) { dp_buckets_.mark_ready(first, end); });
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t window = sample_window(first_sample + m * B + b, windows, order, options_.seed);
-      read_window(train_, window, T, tokens.data() + b * T, targets.data() + b * T);
-    }
-    stage.forward(0, tokens.data(), targets.data());
-    if (stage.spec().has_head) loss_sum += stage.loss_sum(0);
-    stage.backward(0, 0, loss_scale);
+  for (int64_t i = 0; i < microbatches * B; ++i) {
+    const int64_t window = sample_window(first_sample + i, windows, order, options_.seed);
+    read_window(train_, window, T, tokens.data() + i * T, targets.data() + i * T);
   }
-  stage.set_weight_ready_hook(nullptr);
+  MicrobatchData data{
+      tokens.data(), targets.data(), static_cast<int>(microbatches), loss_scale, {}};
+  dp_buckets_.begin_step();
+  // Each chunk's final weight passes hand its finished parameters to the dp buckets.
+  auto ready = [this](size_t first, size_t end) { dp_buckets_.mark_ready(first, end); };
+  for (GptChunk& chunk : chunks_) chunk.begin(&data, ready);
+  const PipelineStats pipeline = executor_.run(schedule_, chunk_pointers_, false);
+  stats.pp_wait_s = pipeline.wait_s;
+  stats.peak_caches = pipeline.peak_caches;
+  double loss_sum = 0.0;
+  for (const GptChunk& chunk : chunks_)
+    if (chunk.has_head()) loss_sum += chunk.loss_sum();
   {  // Gradients: sum over dp replicas (each already scaled by 1/dp), then the tied wte copies.
     ScopedTimer timer(stats.dp_comm_s, &rt_.backend());
     dp_buckets_.finish();
@@ -95,7 +101,7 @@ StepStats Trainer::train_step() {
   stats.loss = loss_sum / static_cast<double>(G * T);
 
   stats.grad_norm = global_grad_norm(store, grid);
-  stats.lr = schedule_.at(stats.step);
+  stats.lr = lr_schedule_.at(stats.step);
   if (!std::isfinite(stats.grad_norm)) {
     stats.skipped = true;
     ++consecutive_skips_;
@@ -131,7 +137,7 @@ void Trainer::log_step(const StepStats& s) {
   line.add("tokens_per_s", tokens_per_s).add("gflops", gflops).add("step_time_s", s.step_time_s);
   line.add("compute_s", s.compute_s).add("tp_comm_s", s.tp_comm_s).add("dp_comm_s", s.dp_comm_s);
   line.add("pp_wait_s", s.pp_wait_s).add("tp_bytes", s.tp_bytes).add("dp_bytes", s.dp_bytes);
-  line.add("pp_bytes", s.pp_bytes).add("skipped", s.skipped);
+  line.add("pp_bytes", s.pp_bytes).add("peak_caches", s.peak_caches).add("skipped", s.skipped);
   metrics_.write(line.str());
   if (s.step % options_.log_every != 0 && s.step != options_.steps) return;
   auto megabytes = [](int64_t bytes) { return static_cast<double>(bytes) / 1e6; };

@@ -1,20 +1,25 @@
 // The training loop: per optimizer step, the step's samples (DESIGN.md "Data") are cut into
-// microbatches, run forward and backward with gradient accumulation, reduced over dp (and the
+// microbatches, run through the pipeline schedule (forward and backward with gradient
+// accumulation; at pp 1 simply F, B per microbatch), reduced over dp (and the
 // tied embedding over the embedding group), clipped, applied by the optimizer; then logging,
 // metrics, validation, checkpoints and stop requests at the step boundary.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 
 #include "framework/io/dataset.h"
 #include "launch/metrics.h"
 #include "launch/options.h"
+#include "launch/pipeline_chunk.h"
 #include "launch/runtime.h"
 #include "optimizers/lr_schedule.h"
 #include "optimizers/optimizer.h"
 #include "parallel/data_parallel.h"
+#include "parallel/pipeline_executor.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace gpt {
 
@@ -26,6 +31,7 @@ struct StepStats {
   bool skipped = false;    // non-finite norm: no update
   double step_time_s = 0.0, compute_s = 0.0, tp_comm_s = 0.0, dp_comm_s = 0.0, pp_wait_s = 0.0;
   int64_t tp_bytes = 0, dp_bytes = 0, pp_bytes = 0;
+  int peak_caches = 0;  // forward caches this rank held at once (pipeline)
 };
 
 struct TrainState {
@@ -37,7 +43,7 @@ class Trainer {
  public:
   Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& train,
           const TokenDataset* validation, Optimizer& optimizer, TrainState state,
-          std::string config_json, MetricsWriter& metrics);
+          std::string config_json, MetricsWriter& metrics, Schedule schedule);
   // Runs to --steps; returns the exit code (0, or kExitStopped after a stop request).
   int run();
   // One optimizer step (exposed for tests).
@@ -56,9 +62,13 @@ class Trainer {
   Optimizer& optimizer_;
   TrainState state_;
   std::string config_json_;
-  LrSchedule schedule_;
+  LrSchedule lr_schedule_;
   MetricsWriter& metrics_;
   GradientBuckets dp_buckets_;
+  Schedule schedule_;
+  PipelineExecutor executor_;
+  std::deque<GptChunk> chunks_;  // deque: the executor keeps pointers to them
+  std::vector<PipelineChunk*> chunk_pointers_;
   int consecutive_skips_ = 0;
 };
 

@@ -38,7 +38,6 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
     head_ = std::make_unique<LmHead>(store, tp, cfg, *wte);
     head_params_.end = registered();
   }
-  store.allocate();
 
   const int64_t N = rows(), Nl = local_rows(), C = cfg.d_model;
   for (int i = 0; i < num_caches; ++i) {

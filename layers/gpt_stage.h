@@ -26,12 +26,15 @@ struct StageSpec {
   bool tied_copy = false;     // pp > 1 and last stage: holds a copy of wte
 };
 
+// Several GptStages (the model chunks of interleaved schedules) can share one ParameterStore:
+// construct them all, then call store.allocate() before running any.
 class GptStage {
  public:
   GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, const StageSpec& spec,
            int64_t micro_batch, int num_caches, int num_grad_sets);
 
   const StageSpec& spec() const { return spec_; }
+  const ModelConfig& model() const { return cfg_; }
   int64_t micro_batch() const { return B_; }
   int64_t rows() const { return B_ * cfg_.seq_len; }             // N = B*T
   int64_t local_rows() const { return tp_.local_rows(rows()); }  // Nl

@@ -37,10 +37,13 @@ class Communicator {
   virtual void reduce_scatter(const float* send, float* recv, int64_t count, ReduceOp op) = 0;
   virtual void broadcast(float* buf, int64_t count, int root) = 0;
   virtual void broadcast_bytes(void* buf, int64_t bytes, int root) = 0;
-  virtual void send(const float* buf, int64_t count, int peer) = 0;
-  virtual void recv(float* buf, int64_t count, int peer) = 0;
-  virtual std::unique_ptr<Request> isend(const float* buf, int64_t count, int peer) = 0;
-  virtual std::unique_ptr<Request> irecv(float* buf, int64_t count, int peer) = 0;
+  // Point-to-point. Messages between a pair with the same tag arrive in the order sent; the
+  // pipeline gives activations and gradients different tags so they never match each other.
+  virtual void send(const float* buf, int64_t count, int peer, int tag = 0) = 0;
+  virtual void recv(float* buf, int64_t count, int peer, int tag = 0) = 0;
+  virtual std::unique_ptr<Request> isend(const float* buf, int64_t count, int peer,
+                                         int tag = 0) = 0;
+  virtual std::unique_ptr<Request> irecv(float* buf, int64_t count, int peer, int tag = 0) = 0;
   virtual std::unique_ptr<Request> iall_reduce(float* buf, int64_t count, ReduceOp op) = 0;
   virtual void barrier() = 0;
 

@@ -14,10 +14,6 @@ namespace gpt {
 
 namespace {
 
-// One tag for every point-to-point message: ordering between a pair comes from MPI's
-// non-overtaking rule, so distinct tags would add nothing but a way to mismatch them.
-constexpr int kTag = 17;
-
 bool mpi_finalized() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -195,20 +191,20 @@ class MpiCommunicator final : public Communicator {
       GPT_MPI_CHECK(MPI_Bcast(base + span.offset, span.count, MPI_BYTE, root, comm_.get()));
   }
 
-  void send(const float* buf, int64_t count, int peer) override {
+  void send(const float* buf, int64_t count, int peer, int tag) override {
     check_count(count);
     count_bytes(count * static_cast<int64_t>(sizeof(float)));
     for (const ChunkSpan& span : split_into_chunks(count, max_chunk_))
-      GPT_MPI_CHECK(MPI_Send(buf + span.offset, span.count, MPI_FLOAT, peer, kTag, comm_.get()));
+      GPT_MPI_CHECK(MPI_Send(buf + span.offset, span.count, MPI_FLOAT, peer, tag, comm_.get()));
   }
 
-  void recv(float* buf, int64_t count, int peer) override {
+  void recv(float* buf, int64_t count, int peer, int tag) override {
     check_count(count);
     count_bytes(count * static_cast<int64_t>(sizeof(float)));
     for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
       MPI_Status status;
       GPT_MPI_CHECK(
-          MPI_Recv(buf + span.offset, span.count, MPI_FLOAT, peer, kTag, comm_.get(), &status));
+          MPI_Recv(buf + span.offset, span.count, MPI_FLOAT, peer, tag, comm_.get(), &status));
       if (peer == MPI_PROC_NULL) continue;
       int got = 0;
       GPT_MPI_CHECK(MPI_Get_count(&status, MPI_FLOAT, &got));
@@ -219,27 +215,27 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  std::unique_ptr<Request> isend(const float* buf, int64_t count, int peer) override {
+  std::unique_ptr<Request> isend(const float* buf, int64_t count, int peer, int tag) override {
     check_count(count);
     count_bytes(count * static_cast<int64_t>(sizeof(float)));
     auto request = std::make_unique<MpiRequest>(describe("isend to rank", peer));
     for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
       MPI_Request r;
       GPT_MPI_CHECK(
-          MPI_Isend(buf + span.offset, span.count, MPI_FLOAT, peer, kTag, comm_.get(), &r));
+          MPI_Isend(buf + span.offset, span.count, MPI_FLOAT, peer, tag, comm_.get(), &r));
       request->add(r, -1);
     }
     return request;
   }
 
-  std::unique_ptr<Request> irecv(float* buf, int64_t count, int peer) override {
+  std::unique_ptr<Request> irecv(float* buf, int64_t count, int peer, int tag) override {
     check_count(count);
     count_bytes(count * static_cast<int64_t>(sizeof(float)));
     auto request = std::make_unique<MpiRequest>(describe("irecv from rank", peer));
     for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
       MPI_Request r;
       GPT_MPI_CHECK(
-          MPI_Irecv(buf + span.offset, span.count, MPI_FLOAT, peer, kTag, comm_.get(), &r));
+          MPI_Irecv(buf + span.offset, span.count, MPI_FLOAT, peer, tag, comm_.get(), &r));
       request->add(r, span.count);
     }
     return request;

@@ -29,6 +29,7 @@ struct TinyModel {
     cfg.n_layer = n_layer, cfg.n_head = 2, cfg.d_model = 16, cfg.seq_len = 5, cfg.vocab_size = 37;
     stage = std::make_unique<GptStage>(store, tp, cfg, StageSpec{0, n_layer, true, true, false}, B,
                                        1, 1);
+    store.allocate();
     store.initialize(11);
     // Larger-than-init weights make every path's gradient visible above float noise.
     for (Parameter& p : store.params())

@@ -25,6 +25,7 @@ struct Model {
       : tp(comm, *backend, sequence_parallel) {
     stage = std::make_unique<GptStage>(store, tp, cfg, StageSpec{0, cfg.n_layer, true, true, false},
                                        B, 1, 1);
+    store.allocate();
     store.initialize(42);
   }
 };

@@ -426,13 +426,13 @@ class FakeGroup final : public Communicator {
   }
   void broadcast(float*, int64_t, int) override { unexpected("broadcast"); }
   void broadcast_bytes(void*, int64_t, int) override { unexpected("broadcast_bytes"); }
-  void send(const float*, int64_t, int) override { unexpected("send"); }
-  void recv(float*, int64_t, int) override { unexpected("recv"); }
-  std::unique_ptr<Request> isend(const float*, int64_t, int) override {
+  void send(const float*, int64_t, int, int) override { unexpected("send"); }
+  void recv(float*, int64_t, int, int) override { unexpected("recv"); }
+  std::unique_ptr<Request> isend(const float*, int64_t, int, int) override {
     unexpected("isend");
     return nullptr;
   }
-  std::unique_ptr<Request> irecv(float*, int64_t, int) override {
+  std::unique_ptr<Request> irecv(float*, int64_t, int, int) override {
     unexpected("irecv");
     return nullptr;
   }

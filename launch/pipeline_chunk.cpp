@@ -1,0 +1,33 @@
+// GptChunk (see pipeline_chunk.h).
+#include "launch/pipeline_chunk.h"
+
+namespace gpt {
+
+void GptChunk::begin(const MicrobatchData* data, GptStage::WeightReadyHook on_final_weights) {
+  data_ = data;
+  on_final_weights_ = std::move(on_final_weights);
+  weight_passes_ = 0;
+  loss_sum_ = 0.0;
+}
+
+void GptChunk::forward(int slot, int microbatch) {
+  const int64_t offset = static_cast<int64_t>(microbatch) * stage_.rows();
+  stage_.forward(slot, data_->tokens + offset, data_->targets + offset);
+  if (!has_head()) return;
+  const int64_t valid =
+      data_->valid_sequences.empty() ? -1 : data_->valid_sequences[static_cast<size_t>(microbatch)];
+  if (valid != 0) loss_sum_ += stage_.loss_sum(slot, valid);
+}
+
+void GptChunk::backward_input(int slot, int grad_set, int /*microbatch*/) {
+  stage_.backward_input(slot, grad_set, data_->loss_scale);
+}
+
+void GptChunk::backward_weight(int slot, int grad_set, int /*microbatch*/) {
+  const bool final_pass = ++weight_passes_ == data_->microbatches;
+  if (final_pass && on_final_weights_) stage_.set_weight_ready_hook(on_final_weights_);
+  stage_.backward_weight(slot, grad_set);
+  if (final_pass) stage_.set_weight_ready_hook(nullptr);
+}
+
+}  // namespace gpt

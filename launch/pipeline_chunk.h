@@ -1,0 +1,56 @@
+// GptChunk: a GptStage seen by the pipeline executor. It feeds each microbatch's tokens (first
+// virtual stage) and targets (last) from the step's host arrays, sums the last stage's token
+// losses, and on the chunk's final weight pass of the step hands its parameters to the dp
+// buckets (the gradients are final then, whatever the schedule's order).
+#pragma once
+
+#include <vector>
+
+#include "layers/gpt_stage.h"
+#include "parallel/pipeline_executor.h"
+
+namespace gpt {
+
+struct MicrobatchData {
+  const int32_t* tokens = nullptr;   // (microbatches, B*T), host
+  const int32_t* targets = nullptr;  // (microbatches, B*T), host
+  int microbatches = 0;
+  float loss_scale = 1.0f;
+  // Sequences of each microbatch that count in the loss (evaluation pads the last one); empty:
+  // all of them.
+  std::vector<int64_t> valid_sequences;
+};
+
+class GptChunk : public PipelineChunk {
+ public:
+  GptChunk(GptStage& stage, int num_caches, int num_grad_sets)
+      : stage_(stage), num_caches_(num_caches), num_grad_sets_(num_grad_sets) {}
+
+  // Before each run: the data, and what to call with each layer's finished parameters.
+  void begin(const MicrobatchData* data, GptStage::WeightReadyHook on_final_weights);
+  double loss_sum() const { return loss_sum_; }
+  bool has_head() const { return stage_.spec().has_head; }
+
+  int64_t boundary_elements() const override {
+    return stage_.local_rows() * stage_.model().d_model;
+  }
+  int num_caches() const override { return num_caches_; }
+  int num_grad_sets() const override { return num_grad_sets_; }
+  float* input_activation(int slot) override { return stage_.input_activation(slot); }
+  float* output_activation(int slot) override { return stage_.output_activation(slot); }
+  float* output_grad(int grad_set) override { return stage_.output_grad(grad_set); }
+  float* input_grad(int grad_set) override { return stage_.input_grad(grad_set); }
+  void forward(int slot, int microbatch) override;
+  void backward_input(int slot, int grad_set, int microbatch) override;
+  void backward_weight(int slot, int grad_set, int microbatch) override;
+
+ private:
+  GptStage& stage_;
+  int num_caches_, num_grad_sets_;
+  const MicrobatchData* data_ = nullptr;
+  GptStage::WeightReadyHook on_final_weights_;
+  int weight_passes_ = 0;
+  double loss_sum_ = 0.0;
+};
+
+}  // namespace gpt

@@ -1,0 +1,66 @@
+// The pipeline executor: runs one stage's action list of a Schedule on the model chunks this rank
+// holds. Transfers follow from the actions: a forward receives its input activation from the
+// previous virtual stage and sends its output to the next; a backward (or its input half)
+// receives the output gradient from the next virtual stage and sends the input gradient back.
+// Sends are non-blocking and completed before their buffer is reused, so a rank only ever waits
+// for inputs (the schedule checker proves the lists never stall that way). Each message's tag
+// names (microbatch, receiving virtual stage, activation or gradient), so nothing can match the
+// wrong buffer. Cache slots and gradient sets are taken at F / B and released after W.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "framework/backend.h"
+#include "parallel/communicator.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace gpt {
+
+// What the executor drives: the model chunk of one virtual stage (layers/ implements it).
+class PipelineChunk {
+ public:
+  virtual ~PipelineChunk() = default;
+  virtual int64_t boundary_elements() const = 0;  // floats of one activation or its gradient
+  virtual int num_caches() const = 0;
+  virtual int num_grad_sets() const = 0;
+  virtual float* input_activation(int slot) = 0;
+  virtual float* output_activation(int slot) = 0;
+  virtual float* output_grad(int grad_set) = 0;
+  virtual float* input_grad(int grad_set) = 0;
+  virtual void forward(int slot, int microbatch) = 0;
+  virtual void backward_input(int slot, int grad_set, int microbatch) = 0;
+  virtual void backward_weight(int slot, int grad_set, int microbatch) = 0;
+};
+
+struct PipelineStats {
+  double wait_s = 0.0;  // time blocked receiving (the measured bubble plus transfer time)
+  int peak_caches = 0;  // most forward caches held at once on this stage, all chunks
+};
+
+class PipelineExecutor {
+ public:
+  // pp: the pipeline group (its rank is the stage); backend: synchronised before transfers.
+  PipelineExecutor(Communicator& pp, Backend& backend, int virtual_stages);
+
+  // Runs this stage's list. chunks[c] is model chunk c (virtual stage c * pp + stage).
+  // forward_only skips every backward action (evaluation).
+  PipelineStats run(const Schedule& schedule, const std::vector<PipelineChunk*>& chunks,
+                    bool forward_only);
+
+ private:
+  struct Pending {
+    std::unique_ptr<Request> request;
+  };
+  int tag(int microbatch, int receiving_virtual_stage, bool gradient) const;
+  int stage_of(int virtual_stage) const { return virtual_stage % pp_size_; }
+
+  Communicator& pp_;
+  Backend& backend_;
+  int pp_size_, stage_, virtual_stages_;
+};
+
+}  // namespace gpt

@@ -1,0 +1,320 @@
+// Pipeline schedules without MPI or a model: every valid (schedule, pp, microbatches, v) up to
+// pp 8, 16 microbatches and 4 virtual stages passes the checker; unit-cost replays reach the
+// closed-form bubbles; peaks match what each schedule states; and the checker rejects lists
+// broken on purpose (missing, duplicated, mixed, deadlocking, misstated).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "framework/check.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace gpt {
+namespace {
+
+std::vector<std::string> schedule_names() {
+  return {"gpipe", "1f1b", "interleaved", "zb-h1"};
+}
+
+// The rules of make_schedule, restated independently so that the sweep tests both sides.
+bool valid_settings(const std::string& name, int pp, int m, int v) {
+  if (name == "interleaved") return pp >= 2 && v >= 2 && m % pp == 0;
+  if (v != 1) return false;
+  return name != "zb-h1" || m >= pp;
+}
+
+// The message a call throws, or "" if it does not throw.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string check_error(const Schedule& s) {
+  return error_of([&] { check_schedule(s); });
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+Action fwd(int mb, int chunk = 0) {
+  return {ActionKind::kForward, mb, chunk};
+}
+Action bwd(int mb, int chunk = 0) {
+  return {ActionKind::kBackward, mb, chunk};
+}
+Action bwd_input(int mb) {
+  return {ActionKind::kBackwardInput, mb, 0};
+}
+Action bwd_weight(int mb) {
+  return {ActionKind::kBackwardWeight, mb, 0};
+}
+
+TEST(PipelineSchedule, EveryValidSettingPassesTheChecker) {
+  int valid = 0;
+  for (const std::string& name : schedule_names()) {
+    for (int pp = 1; pp <= 8; ++pp) {
+      for (int m = 1; m <= 16; ++m) {
+        for (int v = 1; v <= 4; ++v) {
+          SCOPED_TRACE(name + " pp " + std::to_string(pp) + " m " + std::to_string(m) + " v " +
+                       std::to_string(v));
+          if (!valid_settings(name, pp, m, v)) {
+            EXPECT_THROW(make_schedule(name, pp, m, v), Error);
+            continue;
+          }
+          ++valid;
+          const Schedule s = make_schedule(name, pp, m, v);
+          EXPECT_EQ(s.name, name);
+          ASSERT_EQ(s.stages.size(), static_cast<size_t>(pp));
+          EXPECT_NO_THROW(check_schedule(s));
+          // Each stage runs 2 actions per owned (microbatch, chunk), 3 when the backward is split.
+          const size_t per = name == "zb-h1" ? 3 : 2;
+          for (const auto& list : s.stages) EXPECT_EQ(list.size(), per * m * v);
+        }
+      }
+    }
+  }
+  // gpipe and 1f1b: all 128; zb-h1: m >= pp, 16 + 15 + ... + 9; interleaved: pp 2..8 times
+  // the multiples of pp up to 16 (8 + 5 + 4 + 3 + 2 + 2 + 2) times v 2..4.
+  EXPECT_EQ(valid, 128 + 128 + 100 + 26 * 3);
+}
+
+TEST(PipelineSchedule, InvalidSettingsNameTheOption) {
+  EXPECT_EQ(error_of([] { make_schedule("interleaved", 4, 6, 2); }),
+            "--schedule interleaved needs the microbatches (global batch / (dp x micro batch)) 6 "
+            "to be a multiple of --pp 4");
+  EXPECT_EQ(error_of([] { make_schedule("1f1b", 4, 8, 2); }),
+            "--virtual-stages 2 needs --schedule interleaved");
+  EXPECT_EQ(error_of([] { make_schedule("zb-h1", 4, 2, 1); }),
+            "--schedule zb-h1 needs at least --pp microbatches (got 2 for --pp 4)");
+  EXPECT_EQ(error_of([] { make_schedule("interleaved", 1, 4, 2); }),
+            "--schedule interleaved needs --pp of at least 2 (got 1)");
+  EXPECT_EQ(error_of([] { make_schedule("interleaved", 4, 8, 1); }),
+            "--schedule interleaved needs --virtual-stages of at least 2 (got 1)");
+  EXPECT_EQ(error_of([] { make_schedule("zero-bubble", 4, 8, 1); }),
+            "--schedule zero-bubble is not one of gpipe, 1f1b, interleaved, zb-h1");
+  EXPECT_EQ(error_of([] { make_schedule("1f1b", 4, 0, 1); }),
+            "the microbatches (global batch / (dp x micro batch)) must be at least 1 (got 0)");
+  EXPECT_EQ(error_of([] { make_schedule("gpipe", 0, 4, 1); }), "--pp must be at least 1 (got 0)");
+  EXPECT_EQ(error_of([] { theoretical_bubble("zb-h1", 4, 3, 1); }),
+            "--schedule zb-h1 needs at least --pp microbatches (got 3 for --pp 4)");
+}
+
+TEST(PipelineSchedule, UnitCostBubbleMatchesTheFormula) {
+  for (const std::string& name : schedule_names()) {
+    for (int pp = 1; pp <= 8; ++pp) {
+      for (int m = 1; m <= 16; ++m) {
+        for (int v = 1; v <= 4; ++v) {
+          if (!valid_settings(name, pp, m, v)) continue;
+          SCOPED_TRACE(name + " pp " + std::to_string(pp) + " m " + std::to_string(m) + " v " +
+                       std::to_string(v));
+          const Timeline t = simulate(make_schedule(name, pp, m, v), ActionCosts{});
+          EXPECT_NEAR(t.bubble_fraction, theoretical_bubble(name, pp, m, v), 1e-9);
+          // With F, B-input and W at 1: the fill/drain slots plus the work of one stage.
+          const double per_mb = name == "interleaved" ? 3.0 * v : 3.0;
+          EXPECT_NEAR(t.makespan, per_mb * m + (name == "zb-h1" ? 1 : 3) * (pp - 1), 1e-9);
+        }
+      }
+    }
+  }
+  EXPECT_NEAR(theoretical_bubble("1f1b", 4, 8, 1), 3.0 / 11, 1e-12);
+  EXPECT_NEAR(theoretical_bubble("interleaved", 4, 8, 2), 3.0 / 19, 1e-12);
+  EXPECT_NEAR(theoretical_bubble("zb-h1", 4, 8, 1), 3.0 / 27, 1e-12);
+}
+
+TEST(PipelineSchedule, PeakCachesMatchWhatEachScheduleStates) {
+  for (int pp = 1; pp <= 8; ++pp) {
+    for (int m = 1; m <= 16; ++m) {
+      const Schedule gpipe = make_schedule("gpipe", pp, m, 1);
+      const Schedule one_f_one_b = make_schedule("1f1b", pp, m, 1);
+      EXPECT_EQ(simulate(gpipe, ActionCosts{}).peak_caches, std::vector<int>(pp, m));
+      std::vector<int> expected(pp);
+      for (int stage = 0; stage < pp; ++stage) expected[stage] = std::min(pp - stage, m);
+      EXPECT_EQ(one_f_one_b.stated_caches, expected);
+      EXPECT_EQ(simulate(one_f_one_b, ActionCosts{}).peak_caches, expected);
+      if (m >= pp) {
+        // ZB-H1 holds a cache until its W: pp on every stage, 1F1B's stage-0 peak; until B-input
+        // it holds what 1F1B holds.
+        const Schedule zb = make_schedule("zb-h1", pp, m, 1);
+        EXPECT_EQ(zb.stated_caches, std::vector<int>(pp, pp));
+        EXPECT_EQ(zb.stated_b_caches, expected);
+        EXPECT_EQ(simulate(zb, ActionCosts{}).peak_caches, zb.stated_caches);
+      }
+    }
+  }
+  // Interleaved: warmup (pp-s-1)*2 + (v-1)*pp forwards, plus the steady state's one ahead.
+  const Schedule il = make_schedule("interleaved", 4, 8, 2);
+  EXPECT_EQ(il.stated_caches, (std::vector<int>{11, 9, 7, 5}));
+  EXPECT_EQ(simulate(il, ActionCosts{}).peak_caches, il.stated_caches);
+  // Clamped to all v*m forwards when the warmup would take more than there are.
+  EXPECT_EQ(make_schedule("interleaved", 4, 4, 2).stated_caches, (std::vector<int>{8, 8, 7, 5}));
+}
+
+TEST(PipelineSchedule, OneStageDegeneratesToForwardBackwardPairs) {
+  EXPECT_EQ(make_schedule("1f1b", 1, 3, 1).stages[0],
+            (std::vector<Action>{fwd(0), bwd(0), fwd(1), bwd(1), fwd(2), bwd(2)}));
+  EXPECT_EQ(make_schedule("zb-h1", 1, 2, 1).stages[0],
+            (std::vector<Action>{fwd(0), bwd_input(0), bwd_weight(0), fwd(1), bwd_input(1),
+                                 bwd_weight(1)}));
+  // GPipe keeps its shape (all forwards, then all backwards) at one stage too.
+  EXPECT_EQ(make_schedule("gpipe", 1, 2, 1).stages[0],
+            (std::vector<Action>{fwd(0), fwd(1), bwd(1), bwd(0)}));
+  const Timeline t = simulate(make_schedule("1f1b", 1, 3, 1), ActionCosts{});
+  EXPECT_DOUBLE_EQ(t.makespan, 9);
+  EXPECT_DOUBLE_EQ(t.bubble_fraction, 0);
+}
+
+TEST(PipelineSchedule, OrdersFollowTheirConstruction) {
+  const Schedule s = make_schedule("1f1b", 4, 6, 1);
+  // Stage 1: two warmup forwards, then pairs, then the two cooldown backwards.
+  EXPECT_EQ(s.stages[1], (std::vector<Action>{fwd(0), fwd(1), fwd(2), bwd(0), fwd(3), bwd(1),
+                                              fwd(4), bwd(2), fwd(5), bwd(3), bwd(4), bwd(5)}));
+  // Interleaved pp 2, v 2: forwards in groups of pp microbatches per chunk; the last stage's
+  // warmup is (v-1)*pp = 2 forwards.
+  const Schedule il = make_schedule("interleaved", 2, 2, 2);
+  EXPECT_EQ(il.stages[1], (std::vector<Action>{fwd(0, 0), fwd(1, 0), fwd(0, 1), bwd(0, 1),
+                                               fwd(1, 1), bwd(1, 1), bwd(0, 0), bwd(1, 0)}));
+  // ZB-H1 stage 1 of pp 2: W lags its B-input by one steady step, the rest fill the drain.
+  EXPECT_EQ(make_schedule("zb-h1", 2, 3, 1).stages[1],
+            (std::vector<Action>{fwd(0), bwd_input(0), fwd(1), bwd_input(1), bwd_weight(0), fwd(2),
+                                 bwd_input(2), bwd_weight(1), bwd_weight(2)}));
+}
+
+TEST(PipelineSchedule, CheckerCatchesAMissingAction) {
+  Schedule s = make_schedule("1f1b", 4, 8, 1);
+  s.stages[2].erase(s.stages[2].begin() + 5);
+  EXPECT_TRUE(contains(check_error(s), "stage 2 has no F(mb 3, chunk 0)")) << check_error(s);
+
+  Schedule zb = make_schedule("zb-h1", 4, 8, 1);
+  auto& list = zb.stages[3];
+  list.erase(std::find(list.begin(), list.end(), bwd_weight(4)));
+  EXPECT_TRUE(contains(check_error(zb), "stage 3 has B-input but no W for mb 4, chunk 0"))
+      << check_error(zb);
+}
+
+TEST(PipelineSchedule, CheckerCatchesADuplicatedAction) {
+  Schedule s = make_schedule("interleaved", 4, 8, 2);
+  s.stages[1].push_back(s.stages[1][3]);
+  const std::string error = check_error(s);
+  EXPECT_TRUE(contains(error, "stage 1 runs F(mb 3, chunk 0) twice (actions 4 and 33)")) << error;
+}
+
+TEST(PipelineSchedule, CheckerCatchesMixedBackwards) {
+  Schedule zb = make_schedule("zb-h1", 2, 4, 1);
+  auto& list = zb.stages[0];
+  *std::find(list.begin(), list.end(), bwd_input(2)) = bwd(2);
+  const std::string error = check_error(zb);
+  EXPECT_TRUE(contains(error, "both B and B-input/W for mb 2, chunk 0")) << error;
+}
+
+TEST(PipelineSchedule, CheckerCatchesADeadlockingOrder) {
+  // Stage 0 waits for the gradient of mb 0 before sending the forward of mb 1, which stage 1
+  // needs before it will send that gradient: a cycle across stages, each list fine on its own.
+  Schedule s = make_schedule("gpipe", 2, 2, 1);
+  s.stages[0] = {fwd(0), bwd(0), fwd(1), bwd(1)};
+  s.stages[1] = {fwd(0), fwd(1), bwd(0), bwd(1)};
+  s.stated_caches = {1, 2};
+  s.stated_b_caches = s.stated_caches;
+  const std::string error = check_error(s);
+  EXPECT_EQ(error,
+            "schedule gpipe (pp 2, 2 microbatches, 1 virtual stages) stalls: stage 0 waits at "
+            "B(mb 0, chunk 0) (action 2 of 4) for B(mb 0, chunk 0) on stage 1; stage 1 waits at "
+            "F(mb 1, chunk 0) (action 2 of 4) for F(mb 1, chunk 0) on stage 0");
+  EXPECT_THROW(simulate(s, ActionCosts{}), Error);
+
+  // The same cycle in a bigger schedule: stage 0 of 1F1B takes B(mb 0) before its warmup ends.
+  Schedule big = make_schedule("1f1b", 4, 8, 1);
+  auto& first = big.stages[0];
+  first.erase(std::find(first.begin(), first.end(), bwd(0)));
+  first.insert(first.begin() + 1, bwd(0));
+  EXPECT_TRUE(contains(check_error(big), "stalls: stage 0 waits at B(mb 0, chunk 0)"))
+      << check_error(big);
+
+  // A backward listed before its own forward can never run either.
+  Schedule early = make_schedule("1f1b", 2, 2, 1);
+  std::swap(early.stages[1][0], early.stages[1][1]);
+  EXPECT_TRUE(contains(check_error(early), "stage 1 has the backward before the forward for mb 0"))
+      << check_error(early);
+}
+
+TEST(PipelineSchedule, CheckerCatchesAWrongStatedCacheCount) {
+  Schedule s = make_schedule("1f1b", 4, 8, 1);
+  s.stated_caches[1] = 2;
+  EXPECT_TRUE(contains(check_error(s), "stage 1 holds up to 3 forward caches, stated 2"))
+      << check_error(s);
+  Schedule zb = make_schedule("zb-h1", 4, 8, 1);
+  zb.stated_caches[3] = 1;  // the 1F1B count, forgetting the caches that wait for a deferred W
+  EXPECT_TRUE(contains(check_error(zb), "stage 3 holds up to 4 forward caches, stated 1"))
+      << check_error(zb);
+}
+
+TEST(PipelineSchedule, CheckerCatchesForeignChunksAndMicrobatches) {
+  Schedule s = make_schedule("1f1b", 2, 4, 1);
+  s.stages[0][0].chunk = 1;
+  EXPECT_TRUE(contains(check_error(s), "outside its microbatches or chunks")) << check_error(s);
+  Schedule t = make_schedule("1f1b", 2, 4, 1);
+  t.stages.pop_back();
+  EXPECT_TRUE(contains(check_error(t), "has 1 stage lists, not 2")) << check_error(t);
+}
+
+// With uneven costs and a link latency, the replay keeps each stage's list order without overlap
+// and starts every action after its inputs arrived.
+TEST(PipelineSchedule, TimelineHonorsOrderAndDependencies) {
+  const ActionCosts costs{1.0, 1.5, 0.75, 0.25};
+  for (const std::string& name : schedule_names()) {
+    const Schedule s = make_schedule(name, 4, 8, name == "interleaved" ? 2 : 1);
+    const Timeline t = simulate(s, costs);
+    ASSERT_EQ(t.actions.size(), s.stages[0].size() * 4);
+    std::vector<std::vector<TimedAction>> by_stage(4);
+    for (const TimedAction& a : t.actions) by_stage[a.stage].push_back(a);
+    const auto end_of = [&](int stage, const Action& a) {
+      for (const TimedAction& x : by_stage[stage])
+        if (x.action == a) return x.end;
+      ADD_FAILURE() << "no " << describe(a) << " on stage " << stage;
+      return 0.0;
+    };
+    double busy = 0;
+    for (int stage = 0; stage < 4; ++stage) {
+      std::vector<Action> order;
+      for (size_t i = 0; i < by_stage[stage].size(); ++i) {
+        const TimedAction& a = by_stage[stage][i];
+        order.push_back(a.action);
+        busy += a.end - a.start;
+        if (i > 0) {
+          EXPECT_GE(a.start, by_stage[stage][i - 1].end);
+        }
+        const int vs = virtual_stage(4, stage, a.action.chunk);
+        const int mb = a.action.microbatch;
+        const int last = 4 * s.virtual_stages - 1;
+        if (a.action.kind == ActionKind::kForward && vs > 0) {
+          const int from = (vs - 1) % 4;
+          EXPECT_GE(a.start, end_of(from, fwd(mb, (vs - 1) / 4)) + costs.comm);
+        }
+        if (a.action.kind != ActionKind::kForward && a.action.kind != ActionKind::kBackwardWeight) {
+          EXPECT_GE(a.start, end_of(stage, fwd(mb, a.action.chunk)));
+          if (vs < last) {
+            const Action up{a.action.kind, mb, (vs + 1) / 4};
+            EXPECT_GE(a.start, end_of((vs + 1) % 4, up) + costs.comm);
+          }
+        }
+        if (a.action.kind == ActionKind::kBackwardWeight) {
+          EXPECT_GE(a.start, end_of(stage, bwd_input(mb)));
+        }
+      }
+      EXPECT_EQ(order, s.stages[stage]);
+    }
+    EXPECT_NEAR(t.bubble_fraction, 1 - busy / (4 * t.makespan), 1e-12);
+    // Latency only adds: the unit-cost bubble is the floor for these costs' shape.
+    EXPECT_GT(t.makespan, simulate(s, ActionCosts{1.0, 1.5, 0.75, 0}).makespan);
+  }
+}
+
+}  // namespace
+}  // namespace gpt
