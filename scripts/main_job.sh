@@ -12,7 +12,7 @@ mkdir -p runs
 mpiexec --oversubscribe --bind-to none -n "$ranks" build/bin/train $layout \
   --checkpoint-dir runs/main --metrics runs/main/metrics.jsonl --log-every 50 "$@"
 latest=runs/main/$(cat runs/main/latest)
-for prompt in "123+456=" "31+508=" "777+64="; do
+for prompt in "123+456=" "310+158=" "250+249="; do
   build/bin/generate --checkpoint "$latest" --prompt "$prompt" --temperature 0 \
     --max-new-tokens 8 --stop-at-newline
 done
