@@ -9,8 +9,10 @@
 #include "framework/logging.h"
 #include "framework/rng.h"
 #include "launch/checkpoint_model.h"
+#include "launch/pipeline_chunk.h"
 #include "launch/program.h"
 #include "launch/sampling.h"
+#include "parallel/pipeline_executor.h"
 
 namespace po = boost::program_options;
 
@@ -26,7 +28,7 @@ int generate_main(int argc, char** argv) {
   int64_t max_new_tokens = 32, top_k = 0;
   double temperature = 1.0;
   uint64_t seed = 1;
-  int threads = 0;
+  int threads = 0, pp = 1;
   bool stop_at_newline = false;
   po::options_description desc("generate: sample from a checkpoint");
   desc.add_options()("help,h", "print this help")(
@@ -38,6 +40,7 @@ int generate_main(int argc, char** argv) {
       "top-k", po::value(&top_k)->default_value(top_k), "sample among the k likeliest (0 = all)")(
       "seed", po::value(&seed)->default_value(seed), "sampling seed")(
       "stop-at-newline", po::bool_switch(&stop_at_newline), "stop after a newline token")(
+      "pp", po::value(&pp)->default_value(pp), "pipeline stages; the ranks / pp are tp ranks")(
       "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = auto)");
   bool help = false;
   agree_on_failure(world, [&] {
@@ -53,14 +56,17 @@ int generate_main(int argc, char** argv) {
     GPT_INPUT_CHECK(max_new_tokens >= 0, "--max-new-tokens must be at least 0");
     GPT_INPUT_CHECK(temperature >= 0.0, "--temperature must be at least 0");
     GPT_INPUT_CHECK(top_k >= 0, "--top-k must be at least 0");
+    GPT_INPUT_CHECK(pp >= 1 && world_size % pp == 0,
+                    "--pp " << pp << " does not divide the " << world_size << " ranks");
   });
   if (help) {
     if (rank == 0) std::cout << desc << "\n";
     return 0;
   }
-  // Generation runs one sequence: every rank is a tp rank of it.
+  // Generation runs one sequence: every rank is a tp rank of one of the pp stages.
+  const int tp = world_size / pp;
   RuntimeOptions ro;
-  ro.grid.shape = {world_size, 1, 1};
+  ro.grid.shape = {tp, 1, pp};
   ro.threads = threads;
   LoadedModel model = load_model_for_inference(world, checkpoint, ro);
   Runtime& rt = *model.runtime;
@@ -70,18 +76,30 @@ int generate_main(int argc, char** argv) {
                     "generate knows the bytes tokenizer only (the "
                     "checkpoint uses "
                         << model.tokenizer << ")");
-    GPT_INPUT_CHECK(
-        cfg.n_head % world_size == 0,
-        world_size << " ranks (tp) do not divide the checkpoint's n_head " << cfg.n_head);
+    GPT_INPUT_CHECK(cfg.n_head % tp == 0,
+                    tp << " tp ranks do not divide the checkpoint's n_head " << cfg.n_head);
   });
   std::vector<int32_t> sequence(prompt.begin(), prompt.end());
   for (int32_t& t : sequence) t = static_cast<unsigned char>(t);
   if (sequence.empty()) sequence.push_back('\n');  // the corpus' separator starts a fresh line
   const int64_t T = cfg.seq_len;
-  const VocabShard shard = rt.stage().vocab();
+  ProcessGrid& grid = rt.grid();
+  GptStage& head_stage = *rt.chunks().back();
+  const VocabShard shard = head_stage.vocab();
   std::vector<int32_t> window(static_cast<size_t>(T)), targets(static_cast<size_t>(T), 0);
   std::vector<float> local(static_cast<size_t>(shard.count));
-  std::vector<float> gathered(static_cast<size_t>(shard.count * world_size));
+  std::vector<float> gathered(static_cast<size_t>(shard.count * tp));
+  // One forward through every stage per token; the last stage samples and tells everyone.
+  Schedule forward;
+  forward.name = "forward-only";
+  forward.pp = pp;
+  forward.stages.assign(static_cast<size_t>(pp), std::vector<Action>{{ActionKind::kForward, 0, 0}});
+  MicrobatchData batch{window.data(), targets.data(), 1, 1.0f, {}};
+  GptChunk chunk(rt.stage(), 1, 1);
+  chunk.begin(&batch, nullptr);
+  std::vector<PipelineChunk*> chunks{&chunk};
+  PipelineExecutor executor(grid.pp(), rt.backend(), 1);
+  const int sampler = grid.rank_of(0, 0, pp - 1);
   const CounterRng rng(seed, "generate");
   std::string generated;
   for (int64_t i = 0; i < max_new_tokens; ++i) {
@@ -89,14 +107,19 @@ int generate_main(int argc, char** argv) {
     const int64_t n = static_cast<int64_t>(sequence.size()), used = std::min(n, T);
     std::fill(window.begin(), window.end(), 0);
     std::copy(sequence.end() - used, sequence.end(), window.begin());
-    rt.stage().forward(0, window.data(), targets.data());
-    rt.backend().copy_to_host(local.data(), rt.stage().local_logits(0) + (used - 1) * shard.count,
-                              sizeof(float) * local.size());
-    rt.grid().tp().all_gather(local.data(), gathered.data(), shard.count);
-    gathered.resize(static_cast<size_t>(cfg.vocab_size));  // drop the padding columns
-    const double uniform = static_cast<double>(rng.bits(static_cast<uint64_t>(i)) >> 11) * 0x1p-53;
-    const auto next = static_cast<int32_t>(sample_token(gathered, temperature, top_k, uniform));
-    gathered.resize(static_cast<size_t>(shard.count * world_size));
+    executor.run(forward, chunks, true);
+    int32_t next = 0;
+    if (grid.is_last_stage()) {
+      rt.backend().copy_to_host(local.data(), head_stage.local_logits(0) + (used - 1) * shard.count,
+                                sizeof(float) * local.size());
+      grid.tp().all_gather(local.data(), gathered.data(), shard.count);
+      gathered.resize(static_cast<size_t>(cfg.vocab_size));  // drop the padding columns
+      const double uniform =
+          static_cast<double>(rng.bits(static_cast<uint64_t>(i)) >> 11) * 0x1p-53;
+      next = static_cast<int32_t>(sample_token(gathered, temperature, top_k, uniform));
+      gathered.resize(static_cast<size_t>(shard.count * tp));
+    }
+    grid.world().broadcast_bytes(&next, sizeof(next), sampler);
     sequence.push_back(next);
     generated += static_cast<char>(next);
     if (stop_at_newline && next == '\n') break;

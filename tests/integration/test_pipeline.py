@@ -241,6 +241,22 @@ class PipelineTest(h.TempDirTest):
         self.assertEqual(len(found), 1, "expected one loss line\n" + result.describe())
         return float(found[0])
 
+    def generated(self, np, extra):
+        ck = h.checkpoint_file(self.refs[4]["ck"], STEPS)
+        result = h.run("generate", ["--checkpoint", ck, "--prompt", "123+4", "--max-new-tokens",
+                                    "12", "--threads", "1"] + list(extra),
+                       np=np, timeout=RUN_TIMEOUT, check=True)
+        return result.stdout
+
+    def test_d_generate_in_pipelined_layouts(self):
+        """generate at --pp 2 (and tp 2 x pp 2) gives the serial text, greedy and sampled."""
+        for sampling in (["--temperature", "0"], ["--temperature", "1", "--seed", "5"]):
+            want = self.generated(1, sampling)
+            self.assertTrue(want.startswith("123+4"), want)
+            for np, layout in ((2, ["--pp", "2"]), (4, ["--pp", "2"]), (4, ["--pp", "4"])):
+                self.assertEqual(self.generated(np, sampling + layout), want,
+                                 f"generate {layout} at {np} ranks, {sampling}")
+
     # ---- 1. equivalence (test_a_*, added below) and 2. peak caches
 
     def test_b_peak_caches(self):
