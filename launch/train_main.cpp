@@ -11,6 +11,7 @@
 #include "launch/program.h"
 #include "launch/run_config.h"
 #include "launch/signals.h"
+#include "launch/trace.h"
 #include "launch/trainer.h"
 
 namespace gpt {
@@ -123,6 +124,7 @@ int train_main(int argc, char** argv) {
   agree_on_failure(world, [&] {
     if (rank == 0) prepare_output_directory(options.checkpoint_dir, "--checkpoint-dir");
     metrics = std::make_unique<MetricsWriter>(options.metrics, rank == 0);
+    if (rank == 0) check_trace_path(options.trace);
   });
   log::info0("data: " + train.path + " (" + std::to_string(train.tokens.size()) +
              " tokens, vocab " + std::to_string(train.vocab_size) + ")");

@@ -1,6 +1,7 @@
 // The training loop (see trainer.h).
 #include "launch/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "launch/evaluation.h"
 #include "launch/json.h"
 #include "launch/signals.h"
+#include "launch/trace.h"
 #include "optimizers/grad_clip.h"
 
 namespace gpt {
@@ -190,6 +192,15 @@ std::string Trainer::save_checkpoint() {
   return path;
 }
 
+void Trainer::write_trace_if_asked() {
+  if (options_.trace.empty()) return;
+  executor_.set_recording(false);
+  const int64_t n = write_trace(options_.trace, rt_.grid(), executor_.events(),
+                                options_.virtual_stages, schedule_.name);
+  executor_.clear_events();
+  log::info0("wrote trace " + options_.trace + " (" + std::to_string(n) + " events)");
+}
+
 int Trainer::run() {
   if (state_.step == 0 && options_.steps == 0) {  // --steps 0: the initial weights alone
     save_checkpoint();
@@ -205,7 +216,16 @@ int Trainer::run() {
                        << ", " << tokens_per_step << " tokens per step, steps " << state_.step + 1
                        << ".." << options_.steps);
   bool saved_last = false;
+  // --trace records steps 2..4 of the run (the first is warm-up); a one-step run records it.
+  const int64_t first_step = state_.step + 1;
+  const int64_t trace_first = options_.steps > first_step ? first_step + 1 : first_step;
+  const int64_t trace_last = std::min<int64_t>(options_.steps, first_step + 3);
   while (state_.step < options_.steps) {
+    if (!options_.trace.empty()) {
+      const int64_t step = state_.step + 1;
+      executor_.set_recording(step >= trace_first && step <= trace_last);
+      executor_.set_step(static_cast<int>(step));
+    }
     const StepStats stats = train_step();
     log_step(stats);
     saved_last = false;
@@ -219,6 +239,7 @@ int Trainer::run() {
     rt_.grid().world().all_reduce(&stop_any, 1, ReduceOp::kMax);
     if (stop_any > 0 && state_.step < options_.steps) {
       if (!saved_last) save_checkpoint();
+      write_trace_if_asked();
       log::info0("stop requested: checkpoint written at step " + std::to_string(state_.step) +
                  "; resume with --resume auto");
       return kExitStopped;
@@ -226,6 +247,7 @@ int Trainer::run() {
   }
   if (options_.eval_every > 0 && state_.step % options_.eval_every != 0) run_validation();
   if (!saved_last) save_checkpoint();
+  write_trace_if_asked();
   return 0;
 }
 

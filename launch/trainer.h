@@ -54,6 +54,7 @@ class Trainer {
  private:
   void log_step(const StepStats& stats);
   void run_validation();
+  void write_trace_if_asked();  // collective; --trace
 
   const TrainOptions& options_;
   Runtime& rt_;

@@ -73,12 +73,37 @@ PipelineStats PipelineExecutor::run(const Schedule& schedule,
   }
   std::map<std::pair<int, int>, int> slot_of, grad_set_of;  // (microbatch, chunk) -> index
   PipelineStats stats;
+  const Action* current = nullptr;  // the action being run (recording only)
+  auto record = [&](int kind, const Action& a, double start, double end) {
+    events_.push_back(TraceEvent{kind, a.microbatch, a.chunk, step_, start, end});
+  };
   auto receive = [&](float* buf, int64_t count, int peer_vs, int t) {
-    ScopedTimer timer(stats.wait_s);
+    const double start = now_seconds();
     pp_.recv(buf, count, stage_of(peer_vs), t);
+    const double end = now_seconds();
+    stats.wait_s += end - start;
+    if (recording_) record(TraceEvent::kWait, *current, start, end);
+  };
+  // Records the action from after its receive (if any) to its end: the wait is its own event.
+  struct ActionScope {
+    PipelineExecutor* self;
+    const Action* action;
+    double start;
+    size_t wait_index;
+    decltype(record)* rec;
+    ~ActionScope() {
+      if (!self || !self->recording_) return;
+      // The action's compute starts where its receive wait ended.
+      double s = start;
+      if (self->events_.size() > wait_index) s = self->events_.back().end;
+      (*rec)(static_cast<int>(action->kind), *action, s, now_seconds());
+    }
   };
   for (const Action& a : schedule.stages[static_cast<size_t>(stage_)]) {
     if (forward_only && a.kind != ActionKind::kForward) continue;
+    current = &a;
+    ActionScope scope{recording_ ? this : nullptr, &a, recording_ ? now_seconds() : 0.0,
+                      events_.size(), &record};
     PipelineChunk& chunk = *chunks[static_cast<size_t>(a.chunk)];
     const int vs = virtual_stage(pp_size_, stage_, a.chunk);
     const int64_t n = chunk.boundary_elements();

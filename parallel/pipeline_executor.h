@@ -36,6 +36,23 @@ class PipelineChunk {
   virtual void backward_weight(int slot, int grad_set, int microbatch) = 0;
 };
 
+// One recorded interval of a run (set_recording): an action, or the time blocked in a receive
+// (kind kWait, with the action it waited for). Seconds of now_seconds() on this rank's clock.
+struct TraceEvent {
+  enum Kind : int {
+    kForward = 0,
+    kBackward = 1,
+    kBackwardInput = 2,
+    kBackwardWeight = 3,
+    kWait = 4
+  };
+  int kind = kForward;
+  int microbatch = 0;
+  int chunk = 0;
+  int step = 0;  // set_step's value when recorded
+  double start = 0.0, end = 0.0;
+};
+
 struct PipelineStats {
   double wait_s = 0.0;  // time blocked receiving (the measured bubble plus transfer time)
   int peak_caches = 0;  // most forward caches held at once on this stage, all chunks
@@ -51,6 +68,14 @@ class PipelineExecutor {
   PipelineStats run(const Schedule& schedule, const std::vector<PipelineChunk*>& chunks,
                     bool forward_only);
 
+  // Recording of actions and receive waits (off by default; when off, nothing is timed or
+  // stored beyond what run() already does). Events accumulate over runs until clear_events().
+  void set_recording(bool on) { recording_ = on; }
+  bool recording() const { return recording_; }
+  void set_step(int step) { step_ = step; }  // tags the events recorded from now on
+  const std::vector<TraceEvent>& events() const { return events_; }
+  void clear_events() { events_.clear(); }
+
  private:
   struct Pending {
     std::unique_ptr<Request> request;
@@ -61,6 +86,9 @@ class PipelineExecutor {
   Communicator& pp_;
   Backend& backend_;
   int pp_size_, stage_, virtual_stages_;
+  bool recording_ = false;
+  int step_ = 0;
+  std::vector<TraceEvent> events_;
 };
 
 }  // namespace gpt

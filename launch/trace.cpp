@@ -1,0 +1,212 @@
+// Chrome traces of the pipeline (see trace.h).
+#include "launch/trace.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <system_error>
+
+#include <mpi.h>
+
+#include "framework/check.h"
+#include "framework/timer.h"
+
+namespace gpt {
+namespace {
+
+constexpr int kFields = 6;  // kind, microbatch, chunk, step, start, end
+constexpr int kPingTag = 7301, kPongTag = 7302;
+
+const char* kind_letter(int kind) {
+  switch (kind) {
+    case TraceEvent::kForward:
+      return "F";
+    case TraceEvent::kBackward:
+    case TraceEvent::kBackwardInput:
+      return "B";
+    case TraceEvent::kBackwardWeight:
+      return "W";
+    default:
+      return "wait";
+  }
+}
+
+const char* kind_category(int kind) {
+  switch (kind) {
+    case TraceEvent::kForward:
+      return "forward";
+    case TraceEvent::kBackward:
+    case TraceEvent::kBackwardInput:
+      return "backward";
+    case TraceEvent::kBackwardWeight:
+      return "weight";
+    default:
+      return "wait";
+  }
+}
+
+std::string action_name(int kind, int microbatch, int chunk, int virtual_stages) {
+  std::string name = std::string(kind_letter(kind)) + std::to_string(microbatch);
+  if (virtual_stages > 1) name += ".c" + std::to_string(chunk);
+  return name;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_trace_path(const std::string& path) {
+  if (path.empty()) return;
+  std::error_code error;
+  const bool existed = std::filesystem::exists(path, error);
+  GPT_INPUT_CHECK(!std::filesystem::is_directory(path, error),
+                  "--trace " << path << ": is a directory, not a file");
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  GPT_INPUT_CHECK(f != nullptr, "--trace " << path << ": cannot open the file for writing");
+  std::fclose(f);
+  if (!existed) std::filesystem::remove(path, error);
+}
+
+std::vector<double> measure_clock_offsets(ProcessGrid& grid, int rounds) {
+  MPI_Comm comm = grid.world().mpi_comm();
+  const int rank = grid.world().rank(), size = grid.world().size();
+  std::vector<double> offsets;
+  if (rank == 0) offsets.assign(static_cast<size_t>(size), 0.0);
+  for (int r = 1; r < size; ++r) {
+    if (rank == 0) {
+      double best_rtt = std::numeric_limits<double>::infinity();
+      for (int i = 0; i < rounds; ++i) {
+        double remote = 0.0;
+        const double t0 = now_seconds();
+        MPI_Send(&t0, 1, MPI_DOUBLE, r, kPingTag, comm);
+        MPI_Recv(&remote, 1, MPI_DOUBLE, r, kPongTag, comm, MPI_STATUS_IGNORE);
+        const double t1 = now_seconds();
+        if (t1 - t0 < best_rtt) {
+          best_rtt = t1 - t0;
+          offsets[static_cast<size_t>(r)] = remote - 0.5 * (t0 + t1);
+        }
+      }
+    } else if (rank == r) {
+      for (int i = 0; i < rounds; ++i) {
+        double ping = 0.0;
+        MPI_Recv(&ping, 1, MPI_DOUBLE, 0, kPingTag, comm, MPI_STATUS_IGNORE);
+        const double now = now_seconds();
+        MPI_Send(&now, 1, MPI_DOUBLE, 0, kPongTag, comm);
+      }
+    }
+  }
+  return offsets;
+}
+
+int64_t write_trace(const std::string& path, ProcessGrid& grid,
+                    const std::vector<TraceEvent>& events, int virtual_stages,
+                    const std::string& schedule_name) {
+  MPI_Comm comm = grid.world().mpi_comm();
+  const int rank = grid.world().rank(), size = grid.world().size();
+  const std::vector<double> offsets = measure_clock_offsets(grid);
+
+  std::vector<double> packed;
+  packed.reserve(events.size() * kFields);
+  for (const TraceEvent& e : events) {
+    packed.insert(packed.end(),
+                  {static_cast<double>(e.kind), static_cast<double>(e.microbatch),
+                   static_cast<double>(e.chunk), static_cast<double>(e.step), e.start, e.end});
+  }
+  const int count = static_cast<int>(packed.size());
+  std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm);
+  int total = 0;
+  if (rank == 0) {
+    for (int r = 0; r < size; ++r) {
+      displs[static_cast<size_t>(r)] = total;
+      total += counts[static_cast<size_t>(r)];
+    }
+  }
+  std::vector<double> all(rank == 0 ? static_cast<size_t>(total) : 0);
+  MPI_Gatherv(packed.data(), count, MPI_DOUBLE, all.data(), counts.data(), displs.data(),
+              MPI_DOUBLE, 0, comm);
+
+  // Everyone learns whether rank 0 could write, so a failure ends every rank alike.
+  int ok = 1;
+  if (rank == 0) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ok = f != nullptr ? 1 : 0;
+    if (f != nullptr) {
+      // Rank 0's clock: remote time t maps to t - offset.
+      double first = std::numeric_limits<double>::infinity();
+      for (int r = 0; r < size; ++r)
+        for (int i = displs[static_cast<size_t>(r)];
+             i < displs[static_cast<size_t>(r)] + counts[static_cast<size_t>(r)]; i += kFields)
+          first =
+              std::min(first, all[static_cast<size_t>(i + 4)] - offsets[static_cast<size_t>(r)]);
+      if (total == 0) first = 0.0;
+      std::fprintf(
+          f,
+          "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"schedule\":\"%s\",\"virtual_stages\":%d,"
+          "\"tp\":%d,\"dp\":%d,\"pp\":%d},\n\"traceEvents\":[\n",
+          json_escape(schedule_name).c_str(), virtual_stages, grid.shape().tp, grid.shape().dp,
+          grid.shape().pp);
+      std::fprintf(
+          f,
+          "{\"ph\":\"M\",\"pid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"train (%s)\"}}",
+          json_escape(schedule_name).c_str());
+      const GridShape& shape = grid.shape();
+      for (int r = 0; r < size; ++r) {
+        const int t = r % shape.tp, d = (r / shape.tp) % shape.dp, s = r / (shape.tp * shape.dp);
+        std::fprintf(f,
+                     ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"name\":\"thread_name\","
+                     "\"args\":{\"name\":\"rank %d (tp %d, dp %d, pp %d)\"}}"
+                     ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"name\":\"thread_sort_index\","
+                     "\"args\":{\"sort_index\":%d}}",
+                     r, r, t, d, s, r, r);
+      }
+      for (int r = 0; r < size; ++r) {
+        const double offset = offsets[static_cast<size_t>(r)];
+        const int begin = displs[static_cast<size_t>(r)];
+        const int end = begin + counts[static_cast<size_t>(r)];
+        for (int i = begin; i < end; i += kFields) {
+          const double* e = &all[static_cast<size_t>(i)];
+          const int kind = static_cast<int>(e[0]), mb = static_cast<int>(e[1]),
+                    chunk = static_cast<int>(e[2]), step = static_cast<int>(e[3]);
+          const double ts = 1e6 * (e[4] - offset - first), dur = 1e6 * (e[5] - e[4]);
+          std::string name =
+              kind == TraceEvent::kWait ? "wait" : action_name(kind, mb, chunk, virtual_stages);
+          std::string extra;
+          if (kind == TraceEvent::kWait && i + kFields < end) {
+            // The recorded wait precedes its action: the next event of this rank.
+            const double* next = &all[static_cast<size_t>(i + kFields)];
+            extra = ",\"for\":\"" +
+                    action_name(static_cast<int>(next[0]), static_cast<int>(next[1]),
+                                static_cast<int>(next[2]), virtual_stages) +
+                    "\"";
+          }
+          if (kind == TraceEvent::kBackwardInput) extra += ",\"part\":\"input\"";
+          std::fprintf(f,
+                       ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%s\",\"cat\":\"%s\","
+                       "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"microbatch\":%d,\"chunk\":%d,"
+                       "\"step\":%d%s}}",
+                       r, name.c_str(), kind_category(kind), ts, dur, mb, chunk, step,
+                       extra.c_str());
+        }
+      }
+      std::fprintf(f, "\n]}\n");
+      ok = std::fclose(f) == 0 ? 1 : 0;
+    }
+  }
+  MPI_Bcast(&ok, 1, MPI_INT, 0, comm);
+  GPT_INPUT_CHECK(ok == 1, "--trace " << path << ": cannot write the file");
+  long long total_events = 0;
+  if (rank == 0) total_events = total / kFields;
+  MPI_Bcast(&total_events, 1, MPI_LONG_LONG, 0, comm);
+  return total_events;
+}
+
+}  // namespace gpt
