@@ -41,6 +41,7 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
       metrics_(metrics),
       dp_buckets_(rt.store(), rt.grid().dp(), options.dp_bucket_elements),
       schedule_(std::move(schedule)),
+      theoretical_bubble_(simulate(schedule_, ActionCosts{}).bubble_fraction),
       executor_(rt.grid().pp(), rt.backend(), options.virtual_stages) {
   const RuntimeOptions& ro = rt.options();
   for (auto& stage : rt.chunks()) chunks_.emplace_back(*stage, ro.num_caches, ro.num_grad_sets);
@@ -147,11 +148,12 @@ void Trainer::log_step(const StepStats& s) {
   std::snprintf(text, sizeof text,
                 "step %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.1f ms | %.0f tok/s | "
                 "%.1f GFLOP/s | compute %.1f ms | tp %.1f ms %.2f MB | dp %.1f ms %.2f MB | "
-                "pp wait %.1f ms%s",
+                "pp wait %.1f ms (%.0f%%, schedule %.0f%%) %.2f MB, %d caches%s",
                 static_cast<long long>(s.step), static_cast<long long>(options_.steps), s.loss,
                 s.lr, s.grad_norm, 1e3 * s.step_time_s, tokens_per_s, gflops, 1e3 * s.compute_s,
                 1e3 * s.tp_comm_s, megabytes(s.tp_bytes), 1e3 * s.dp_comm_s, megabytes(s.dp_bytes),
-                1e3 * s.pp_wait_s, s.skipped ? " | skipped" : "");
+                1e3 * s.pp_wait_s, 100.0 * s.pp_wait_s / s.step_time_s, 100.0 * theoretical_bubble_,
+                megabytes(s.pp_bytes), s.peak_caches, s.skipped ? " | skipped" : "");
   log::info0(text);
 }
 

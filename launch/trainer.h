@@ -67,6 +67,7 @@ class Trainer {
   MetricsWriter& metrics_;
   GradientBuckets dp_buckets_;
   Schedule schedule_;
+  double theoretical_bubble_;  // the schedule's bubble share with F = B = W
   PipelineExecutor executor_;
   std::deque<GptChunk> chunks_;  // deque: the executor keeps pointers to them
   std::vector<PipelineChunk*> chunk_pointers_;
