@@ -1,6 +1,7 @@
 // Option parsing and validation for train (see options.h).
 #include "launch/options.h"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <fstream>
 #include <iostream>
@@ -27,6 +28,8 @@ po::options_description describe(TrainOptions& o) {
       "pipeline schedule: 1f1b | gpipe | interleaved | zb-h1")(
       "virtual-stages", po::value(&o.virtual_stages)->default_value(o.virtual_stages),
       "model chunks per stage (interleaved 1F1B)")(
+      "layers-per-stage", po::value(&o.layers_per_stage)->default_value(""),
+      "comma-separated layers of each stage, e.g. 3,5 (default: an even split)")(
       "ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node),
       "simulated node size for the tp placement rule; 0 = detect")(
       "allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
@@ -125,9 +128,11 @@ void validate(const TrainOptions& o) {
                   "--tp " << o.tp << " does not divide --n-head " << o.model.n_head);
   GPT_INPUT_CHECK(o.model.d_model % o.tp == 0,
                   "--tp " << o.tp << " does not divide --d-model " << o.model.d_model);
-  GPT_INPUT_CHECK(o.model.n_layer % (static_cast<int64_t>(o.pp) * o.virtual_stages) == 0,
-                  "--n-layer " << o.model.n_layer << " does not split evenly over --pp " << o.pp
-                               << " x --virtual-stages " << o.virtual_stages << " model chunks");
+  const std::vector<int64_t> per_stage = parse_layers_per_stage(o);
+  GPT_INPUT_CHECK(
+      !per_stage.empty() || o.model.n_layer % (static_cast<int64_t>(o.pp) * o.virtual_stages) == 0,
+      "--n-layer " << o.model.n_layer << " does not split evenly over --pp " << o.pp
+                   << " x --virtual-stages " << o.virtual_stages << " model chunks");
   GPT_INPUT_CHECK(!o.sequence_parallel || o.model.seq_len % o.tp == 0,
                   "--sequence-parallel needs --seq-len " << o.model.seq_len
                                                          << " to be a multiple of --tp " << o.tp);
@@ -169,6 +174,33 @@ void validate(const TrainOptions& o) {
 }
 
 }  // namespace
+
+std::vector<int64_t> parse_layers_per_stage(const TrainOptions& o) {
+  std::vector<int64_t> counts;
+  if (o.layers_per_stage.empty()) return counts;
+  const std::string& text = o.layers_per_stage;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    GPT_INPUT_CHECK(!item.empty() && item.find_first_not_of("0123456789") == std::string::npos,
+                    "--layers-per-stage " << text << ": '" << item << "' is not a layer count");
+    counts.push_back(std::stoll(item));
+    GPT_INPUT_CHECK(counts.back() >= 1,
+                    "--layers-per-stage " << text << ": every stage needs a layer");
+    start = comma + 1;
+  }
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  GPT_INPUT_CHECK(static_cast<int>(counts.size()) == o.pp, "--layers-per-stage "
+                                                               << text << " names " << counts.size()
+                                                               << " stages but --pp is " << o.pp);
+  GPT_INPUT_CHECK(total == o.model.n_layer, "--layers-per-stage " << text << " adds up to " << total
+                                                                  << " layers, not --n-layer "
+                                                                  << o.model.n_layer);
+  GPT_INPUT_CHECK(o.virtual_stages == 1, "--layers-per-stage needs --virtual-stages 1");
+  return counts;
+}
 
 ModelConfig model_preset(const std::string& name) {
   ModelConfig m;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "framework/config.h"
 
@@ -18,6 +19,7 @@ struct TrainOptions {
   int tp = 1, pp = 1, dp = 0;  // dp 0: world / (tp * pp)
   std::string schedule = "1f1b";
   int virtual_stages = 1;
+  std::string layers_per_stage;  // e.g. "3,5": layers of each stage; empty = an even split
   int ranks_per_node = 0;
   bool allow_tp_across_nodes = false;
   bool sequence_parallel = false;
@@ -59,6 +61,9 @@ struct TrainOptions {
 // need the world size (tp * pp * dp == world) are checked by validate_layout.
 std::optional<TrainOptions> parse_train_options(int argc, char** argv, bool print_help);
 void validate_layout(const TrainOptions& options, int world_size);
+
+// --layers-per-stage as numbers (empty when not given); validated by parse_train_options.
+std::vector<int64_t> parse_layers_per_stage(const TrainOptions& options);
 
 // The model presets of --model: tiny, small, gpt2 (124M), gpt2-medium.
 ModelConfig model_preset(const std::string& name);

@@ -28,12 +28,17 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
 }  // namespace
 
 StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages, int stage,
-                             int chunk) {
+                             int chunk, const std::vector<int64_t>& layers_per_stage) {
   const int64_t parts = static_cast<int64_t>(pp) * virtual_stages;
   const int64_t vs = static_cast<int64_t>(chunk) * pp + stage;
   StageSpec spec;
   spec.first_layer = cfg.n_layer * vs / parts;
   spec.n_layers = cfg.n_layer * (vs + 1) / parts - spec.first_layer;
+  if (!layers_per_stage.empty()) {
+    spec.first_layer = 0;
+    for (int s = 0; s < stage; ++s) spec.first_layer += layers_per_stage[static_cast<size_t>(s)];
+    spec.n_layers = layers_per_stage[static_cast<size_t>(stage)];
+  }
   spec.has_embedding = vs == 0;
   spec.has_head = vs == parts - 1;
   spec.tied_copy = pp > 1 && spec.has_head;
@@ -51,8 +56,8 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
   tp_ = std::make_unique<TensorParallel>(grid_->tp(), *backend_, options.sequence_parallel);
   store_ = std::make_unique<ParameterStore>(*backend_);
   for (int chunk = 0; chunk < options.virtual_stages; ++chunk) {
-    const StageSpec spec =
-        virtual_stage_spec(cfg, grid_->shape().pp, options.virtual_stages, grid_->stage(), chunk);
+    const StageSpec spec = virtual_stage_spec(cfg, grid_->shape().pp, options.virtual_stages,
+                                              grid_->stage(), chunk, options.layers_per_stage);
     chunks_.push_back(std::make_unique<GptStage>(*store_, *tp_, cfg, spec, options.micro_batch,
                                                  options.num_caches, options.num_grad_sets));
   }

@@ -22,16 +22,18 @@ struct RuntimeOptions {
   int threads = 0;              // CPU threads per rank; 0 = node cores / ranks on the node
   int64_t micro_batch = 1;
   bool sequence_parallel = false;
-  int virtual_stages = 1;  // model chunks per stage (interleaved schedules)
-  int num_caches = 1;      // per chunk: forward caches the schedule holds at once
-  int num_grad_sets = 1;   // per chunk: gradient sets (backward halves run apart need more)
+  int virtual_stages = 1;                 // model chunks per stage (interleaved schedules)
+  std::vector<int64_t> layers_per_stage;  // empty: an even split
+  int num_caches = 1;                     // per chunk: forward caches the schedule holds at once
+  int num_grad_sets = 1;  // per chunk: gradient sets (backward halves run apart need more)
 };
 
 // Balanced split of the layers over the pp * v virtual stages: virtual stage vs = chunk * pp +
 // stage holds layers [vs*L/(pp v), (vs+1)*L/(pp v)); the embedding is on virtual stage 0, the
 // head on the last, which holds a tied copy of wte when it is on another rank.
+// `layers_per_stage` (v = 1 only), when not empty, overrides the even split.
 StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages, int stage,
-                             int chunk);
+                             int chunk, const std::vector<int64_t>& layers_per_stage = {});
 
 class Runtime {
  public:

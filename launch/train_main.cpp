@@ -93,6 +93,7 @@ int train_main(int argc, char** argv) {
     schedule = make_schedule(options.schedule, options.pp, microbatches, options.virtual_stages);
     const int stage = rank / (options.tp * dp);
     ro.virtual_stages = options.virtual_stages;
+    ro.layers_per_stage = parse_layers_per_stage(options);
     ro.num_caches = schedule.stated_caches[static_cast<size_t>(stage)];
     const bool split_backward = options.schedule == "zb-h1";
     ro.num_grad_sets = split_backward ? ro.num_caches : 1;

@@ -83,6 +83,8 @@ def pipe(pp, schedule, v=1, tp=1, extra=()):
 LAYOUTS = {
     "pp2_1f1b": (2, 4, pipe(2, "1f1b", extra=EVAL_EVERY), (2, 1, "1f1b", 1)),
     "pp2_gpipe": (2, 4, pipe(2, "gpipe"), (2, 1, "gpipe", 1)),
+    "pp2_uneven_1_3": (2, 4, pipe(2, "1f1b", extra=["--layers-per-stage", "1,3"]),
+                       (2, 1, "1f1b", 1)),
     "pp2_interleaved": (2, 4, pipe(2, "interleaved", v=2, extra=EVAL_EVERY),
                         (2, 1, "interleaved", 2)),
     "pp2_zbh1": (2, 4, pipe(2, "zb-h1"), (2, 1, "zb-h1", 1)),
