@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The main job: set up, build, and train GPT-2 on the built-in arithmetic corpus across MPI ranks
-# (tensor parallel over 2 ranks by default), then ask the trained model a sum.
-# Usage: scripts/main_job.sh [extra train options]; RANKS=N and LAYOUT="--tp 2" override.
+# (tensor parallel 2 x pipeline parallel 2, 4 ranks, by default), then ask the trained model sums.
+# Usage: scripts/main_job.sh [extra train options]; RANKS=N and LAYOUT="--tp 2 --pp 2" override.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
-ranks=${RANKS:-2}
-layout=${LAYOUT:---tp 2}
+ranks=${RANKS:-4}
+layout=${LAYOUT:---tp 2 --pp 2}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # harmless when not root
 mkdir -p runs
 mpiexec --oversubscribe --bind-to none -n "$ranks" build/bin/train $layout \
