@@ -3,13 +3,13 @@
 // 3*NH*HS). Rows are processed in blocks so that only the block lower triangle of each T x T
 // product is computed: causal masking then saves close to half the FLOPs at T = 256.
 #include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "framework/check.h"
 #include "framework/cpu/cpu_backend.h"
+#include "framework/cpu/sgemm.h"
 
 namespace gpt::cpu {
 
@@ -18,15 +18,6 @@ namespace {
 // Rows per block of the causal products: large enough for sgemm to run near peak, small enough
 // that the skipped upper blocks are a real saving.
 constexpr int64_t kRowBlock = 64;
-
-// C (M,N) = alpha op(A) op(B) + beta C, row-major; beta 0 never reads C (BLAS semantics).
-void sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  dnnl_status_t status = dnnl_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  GPT_CHECK(status == dnnl_success, "dnnl_sgemm(" << transa << transb << ", M=" << M << " N=" << N
-                                                  << " K=" << K << ") failed with status "
-                                                  << static_cast<int>(status));
-}
 
 // Pointers and strides of one (batch, head) slice.
 struct HeadView {

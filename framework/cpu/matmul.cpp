@@ -8,12 +8,10 @@
 
 #include "framework/check.h"
 #include "framework/cpu/cpu_backend.h"
+#include "framework/cpu/sgemm.h"
 
 namespace gpt::cpu {
 
-namespace {
-
-// C (M,N) = alpha op(A) op(B) + beta C, row-major; beta 0 never reads C (BLAS semantics).
 void sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   dnnl_status_t status = dnnl_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -21,8 +19,6 @@ void sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alph
                                                   << " K=" << K << ") failed with status "
                                                   << static_cast<int>(status));
 }
-
-}  // namespace
 
 void CpuBackend::matmul_forward(float* out, const float* inp, const float* weight,
                                 const float* bias, int64_t N, int64_t IC, int64_t OC) {
