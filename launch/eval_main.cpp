@@ -37,14 +37,7 @@ int eval_main(int argc, char** argv) {
       "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = auto)");
   bool help = false;
   agree_on_failure(world, [&] {
-    po::variables_map vm;
-    try {
-      po::store(po::parse_command_line(argc, argv, desc), vm);
-      po::notify(vm);
-    } catch (const po::error& e) {
-      fail_input(e.what());
-    }
-    help = vm.count("help") > 0;
+    help = parse_tool_options(argc, argv, desc);
     GPT_INPUT_CHECK(help || !checkpoint.empty(), "--checkpoint is required");
     GPT_INPUT_CHECK(windows >= 1, "--eval-windows must be at least 1");
     GPT_INPUT_CHECK(micro_batch >= 1, "--micro-batch-size must be at least 1");

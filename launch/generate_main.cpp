@@ -44,14 +44,7 @@ int generate_main(int argc, char** argv) {
       "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = auto)");
   bool help = false;
   agree_on_failure(world, [&] {
-    po::variables_map vm;
-    try {
-      po::store(po::parse_command_line(argc, argv, desc), vm);
-      po::notify(vm);
-    } catch (const po::error& e) {
-      fail_input(e.what());
-    }
-    help = vm.count("help") > 0;
+    help = parse_tool_options(argc, argv, desc);
     GPT_INPUT_CHECK(help || !checkpoint.empty(), "--checkpoint is required");
     GPT_INPUT_CHECK(max_new_tokens >= 0, "--max-new-tokens must be at least 0");
     GPT_INPUT_CHECK(temperature >= 0.0, "--temperature must be at least 0");

@@ -8,6 +8,19 @@
 
 namespace gpt {
 
+bool parse_tool_options(int argc, char** argv,
+                        const boost::program_options::options_description& desc) {
+  namespace po = boost::program_options;
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    fail_input(e.what());
+  }
+  return vm.count("help") > 0;
+}
+
 void agree_on_failure(MPI_Comm comm, const std::function<void()>& step) {
   std::string message;
   try {

@@ -5,6 +5,7 @@
 // point, is printed by that rank, which then aborts the job so no rank waits in a collective.
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <functional>
 #include <string>
 
@@ -22,6 +23,11 @@ class AgreedError : public Error {
 
 // Runs `body` (its return value is the exit code) inside MPI_Init/MPI_Finalize.
 int run_program(int argc, char** argv, const std::function<int(int, char**)>& body);
+
+// Parses a tool's command line (eval, generate) into the variables desc binds; a Boost error
+// becomes the one-line input error. Returns whether --help was given.
+bool parse_tool_options(int argc, char** argv,
+                        const boost::program_options::options_description& desc);
 
 // Runs `step` on every rank of `comm`; if it throws on any rank, every rank throws AgreedError
 // carrying the lowest failing rank's message. Use it around work that can fail on some ranks

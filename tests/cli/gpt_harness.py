@@ -277,3 +277,53 @@ class TempDirTest(unittest.TestCase):
 
     def path(self, *parts):
         return os.path.join(self.tmp, *parts)
+
+
+def rel_norm_diff(a, b):
+    """||a - b|| / ||b|| in float64 (0 when both are zero)."""
+    import numpy as np
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    diff, ref = np.linalg.norm(a - b), np.linalg.norm(b)
+    if ref == 0.0:
+        return 0.0 if diff == 0.0 else float("inf")
+    return float(diff / ref)
+
+
+def assert_curve_close(test, got, ref, steps, rel_tol, name, note=None):
+    """Per-step loss and grad norm of metrics `got` within rel_tol of `ref` at `steps`."""
+    for key in ("loss", "grad_norm"):
+        values, want = by_step(got, key), by_step(ref, key)
+        test.assertEqual(sorted(values), list(steps), f"{name}: steps logged ({key})")
+        for s in steps:
+            assert_close(test, values[s], want[s], rel_tol, f"{name}: {key} at step {s}")
+            if note:
+                note(key, abs(values[s] - want[s]) / max(abs(values[s]), abs(want[s]), 1e-30),
+                     f"{name} step {s}")
+
+
+def assert_state_close(test, path, ref, rel_tol, name, note=None):
+    """Every /model and /optimizer dataset of the checkpoint at path within rel_tol (by tensor
+    norm: rounding noise in gradients that are zero in exact arithmetic rules out element-wise
+    comparisons) of `ref` (a load_checkpoint result), with the same counters."""
+    got = load_checkpoint(path)
+    for key in ("step", "consumed_samples", "complete"):
+        test.assertEqual(int(got["attrs"][key]), int(ref["attrs"][key]),
+                         f"{name}: root attribute {key}")
+    test.assertEqual(int(got["optimizer_attrs"]["step"]), int(ref["optimizer_attrs"]["step"]),
+                     f"{name}: /optimizer step")
+    for group in ("/model/", "/optimizer/"):
+        names = sorted(n for n in ref["data"] if n.startswith(group))
+        test.assertTrue(names, f"the reference has no {group} datasets")
+        test.assertEqual(sorted(n for n in got["data"] if n.startswith(group)), names,
+                         f"{name}: {group} datasets")
+        worst, worst_name = 0.0, None
+        for n in names:
+            test.assertEqual(got["data"][n].shape, ref["data"][n].shape, f"{name}: {n} shape")
+            rel = rel_norm_diff(got["data"][n], ref["data"][n])
+            if rel >= worst:
+                worst, worst_name = rel, n
+        if note:
+            note(group.strip("/") + " (by norm)", worst, f"{name} {worst_name}")
+        test.assertLessEqual(worst, rel_tol,
+                             f"{name}: {worst_name} differs from the 1-rank run by "
+                             f"{worst:.3e} relative (norm)")

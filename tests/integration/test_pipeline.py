@@ -117,15 +117,6 @@ def stated_stage0_caches(pp, dp, schedule, v):
     raise ValueError(schedule)
 
 
-def rel_norm_diff(a, b):
-    import numpy as np
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    diff, ref = np.linalg.norm(a - b), np.linalg.norm(b)
-    if ref == 0.0:
-        return 0.0 if diff == 0.0 else float("inf")
-    return float(diff / ref)
-
-
 EVAL_LINE = re.compile(r": loss ([0-9.eE+-]+) \| perplexity")
 
 
@@ -183,37 +174,11 @@ class PipelineTest(h.TempDirTest):
         return self.runs[name]
 
     def assert_curve(self, got, ref, steps, name):
-        for key in ("loss", "grad_norm"):
-            values, want = h.by_step(got, key), h.by_step(ref, key)
-            self.assertEqual(sorted(values), list(steps), f"{name}: steps logged ({key})")
-            for s in steps:
-                h.assert_close(self, values[s], want[s], CURVE_REL, f"{name}: {key} at step {s}")
-                rel = abs(values[s] - want[s]) / max(abs(values[s]), abs(want[s]), 1e-30)
-                self.note(key, rel, f"{name} step {s}")
+        h.assert_curve_close(self, got, ref, steps, CURVE_REL, name, self.note)
 
     def assert_state(self, path, ref, name):
         """Every /model and /optimizer dataset of path against the reference's final file."""
-        got = h.load_checkpoint(path)
-        for key in ("step", "consumed_samples", "complete"):
-            self.assertEqual(int(got["attrs"][key]), int(ref["attrs"][key]),
-                             f"{name}: root attribute {key}")
-        self.assertEqual(int(got["optimizer_attrs"]["step"]), int(ref["optimizer_attrs"]["step"]),
-                         f"{name}: /optimizer step")
-        for group in ("/model/", "/optimizer/"):
-            names = sorted(n for n in ref["data"] if n.startswith(group))
-            self.assertTrue(names, f"the reference has no {group} datasets")
-            self.assertEqual(sorted(n for n in got["data"] if n.startswith(group)), names,
-                             f"{name}: {group} datasets")
-            worst, worst_name = 0.0, None
-            for n in names:
-                self.assertEqual(got["data"][n].shape, ref["data"][n].shape, f"{name}: {n} shape")
-                rel = rel_norm_diff(got["data"][n], ref["data"][n])
-                if rel >= worst:
-                    worst, worst_name = rel, n
-            self.note(group.strip("/") + " (by norm)", worst, f"{name} {worst_name}")
-            self.assertLessEqual(worst, STATE_REL,
-                                 f"{name}: {worst_name} differs from the 1-rank run by "
-                                 f"{worst:.3e} relative (norm)")
+        h.assert_state_close(self, path, ref, STATE_REL, name, self.note)
 
     def check_layout(self, name):
         metrics, ck = self.run_layout(name)
