@@ -140,5 +140,6 @@ int train_main(int argc, char** argv) {
 }  // namespace gpt
 
 int main(int argc, char** argv) {
+  gpt::block_stop_signals();  // before MPI and OpenMP start threads: they inherit the block
   return gpt::run_program(argc, argv, gpt::train_main);
 }
