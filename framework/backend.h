@@ -1,14 +1,16 @@
 // The kernel interface: every numerical operation a layer or optimizer needs, one virtual call per
 // layer-level op (never per element). Two implementations: CpuBackend (framework/cpu/, oneDNN
-// matrix products and OpenMP loops) and, later, CudaBackend. All pointers are in the backend's
-// memory; sizes follow llm.c (N rows = B*T, C channels, OC/IC out/in features, NH heads of HS).
-// Conventions (llm.c): parameter gradients accumulate (+=), activation gradients are written (=)
-// unless the function says it accumulates; outputs come first, then inputs, then sizes.
+// matrix products and OpenMP loops) and CudaBackend (framework/cuda/, cuBLASLt and own kernels).
+// All pointers are in the backend's memory; sizes follow llm.c (N rows = B*T, C channels, OC/IC
+// out/in features, NH heads of HS). Conventions (llm.c): parameter gradients accumulate (+=),
+// activation gradients are written (=) unless the function says it accumulates; outputs come first,
+// then inputs, then sizes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "framework/elementwise.h"
@@ -17,11 +19,25 @@ namespace gpt {
 
 enum class DeviceKind { kCpu, kCuda };
 
+// What the matrix products and attention compute in. kBf16 (CUDA only) rounds their operands to
+// bfloat16 and accumulates in float32; activations, gradients, master weights and optimizer state
+// stay float32 in memory either way.
+enum class Precision { kFp32, kBf16 };
+
+// Consecutive parameters with the same weight decay flag: elements [offset, offset + numel) of
+// the flat buffers. One optimizer update covers a list of runs (one launch on CUDA).
+struct ParameterRun {
+  int64_t offset = 0;
+  int64_t numel = 0;
+  bool weight_decay = false;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual DeviceKind kind() const = 0;
   virtual std::string name() const = 0;
+  virtual Precision precision() const { return Precision::kFp32; }
 
   // ---- memory
   virtual void* allocate(size_t bytes) = 0;  // zero-filled
@@ -31,6 +47,9 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void fill_zero(float* x, int64_t n) = 0;
   virtual void synchronize() = 0;  // all issued work has finished
+  // Whether ptr points into this backend's device memory (never on the CPU backend): host
+  // buffers handed to a communicator take the MPI path.
+  virtual bool is_device_memory(const void* /*ptr*/) const { return false; }
 
   // ---- matrix products, weights in nn.Linear layout (OC, IC)
   // out (N,OC) = inp (N,IC) . weight^T (+ bias (OC) when bias is not null)
@@ -61,14 +80,19 @@ class Backend {
   virtual void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) = 0;
 
   // ---- causal self-attention, scaled by 1/sqrt(HS)
-  // qkv (B,T,3*NH*HS) holds per token [q of heads 0..NH-1 | k of heads | v of heads];
-  // att (B,NH,T,T) receives the softmax probabilities (zero above the diagonal), out (B,T,NH*HS).
+  // qkv (B,T,3*NH*HS) holds per token [q of heads 0..NH-1 | k of heads | v of heads]; out
+  // (B,T,NH*HS). att is the backend's attention cache of attention_cache_floats() floats: the
+  // softmax probabilities (B,NH,T,T) on the CPU, the rows' log-sum-exp (B,NH,T) in CUDA's fused
+  // kernel, which never forms the T x T matrix.
+  virtual int64_t attention_cache_floats(int64_t B, int64_t NH, int64_t T) const = 0;
   virtual void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
                                  int64_t NH, int64_t HS) = 0;
-  // dqkv (B,T,3*NH*HS) = the gradient; datt (B,NH,T,T) is scratch
-  virtual void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
-                                  const float* att, int64_t B, int64_t T, int64_t NH,
-                                  int64_t HS) = 0;
+  // dqkv (B,T,3*NH*HS) = the gradient; out is the forward's output; datt is scratch of
+  // attention_scratch_floats() floats.
+  virtual int64_t attention_scratch_floats(int64_t B, int64_t NH, int64_t T) const = 0;
+  virtual void attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
+                                  const float* qkv, const float* att, int64_t B, int64_t T,
+                                  int64_t NH, int64_t HS) = 0;
 
   // ---- residual stream and biases
   virtual void add(float* out, const float* a, const float* b, int64_t n) = 0;  // out = a + b
@@ -115,14 +139,34 @@ class Backend {
   virtual double sum(const float* x, int64_t n) = 0;
   virtual double sum_squares(const float* x, int64_t n) = 0;
 
-  // ---- optimizer updates over n contiguous elements (elementwise.h holds the formulas)
+  // ---- optimizer updates of the elements in `runs` of the flat buffers (elementwise.h holds the
+  // formulas): runs with weight_decay use `decayed`, the others `undecayed`. One call per step.
   virtual void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
-                            int64_t n, const AdamWStep& step) = 0;
-  virtual void sgd_update(float* param, const float* grad, float* momentum_buffer, int64_t n,
-                          const SgdStep& step) = 0;
+                            std::span<const ParameterRun> runs, const AdamWStep& decayed,
+                            const AdamWStep& undecayed) = 0;
+  // momentum_buffer may be null when momentum is 0.
+  virtual void sgd_update(float* param, const float* grad, float* momentum_buffer,
+                          std::span<const ParameterRun> runs, const SgdStep& decayed,
+                          const SgdStep& undecayed) = 0;
 };
 
 // The CPU backend with `threads` OpenMP threads (0 = leave OpenMP's default).
 std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+// The CUDA backend (framework/cuda/), for builds with GPT_WITH_CUDA; elsewhere these report that
+// the build has no CUDA. One rank drives one device.
+struct CudaBackendOptions {
+  int device = 0;
+  Precision precision = Precision::kBf16;
+  bool deterministic = false;  // fixed cuBLASLt algorithms without split-K reductions
+  size_t arena_bytes = 0;      // device memory reserved at start-up for every allocation
+};
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
+// Devices this process sees (0 when the build has no CUDA or the driver finds none).
+int cuda_device_count();
+// Bytes of device memory free on `device` now.
+size_t cuda_free_memory(int device);
+// A stable identity of `device` (its UUID), to tell whether two ranks share one GPU.
+std::string cuda_device_uuid(int device);
 
 }  // namespace gpt

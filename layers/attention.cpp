@@ -32,8 +32,8 @@ void Attention::backward_input(float* dinp, float* dqkv, float* datty, float* da
                                const AttentionCache& cache, int64_t B, int64_t T) {
   const int64_t N = B * T;
   c_proj_.backward_input(datty, dout, N, dout_full);
-  backend_.attention_backward(dqkv, datt, datty, cache.qkv, cache.att, B, T, local_heads_,
-                              head_dim_);
+  backend_.attention_backward(dqkv, datt, datty, cache.atty, cache.qkv, cache.att, B, T,
+                              local_heads_, head_dim_);
   c_attn_.backward_input(dinp, dqkv, N, partial);
 }
 

@@ -13,7 +13,7 @@ namespace gpt {
 // What the backward reads, one per in-flight microbatch.
 struct AttentionCache {
   float* qkv;   // (N, 3*C/tp)  c_attn output: [q | k | v] of the local heads
-  float* att;   // (B, NH/tp, T, T) softmax probabilities
+  float* att;   // the backend's attention cache (attention_cache_floats)
   float* atty;  // (N, C/tp) attention output before c_proj
 };
 
@@ -30,7 +30,7 @@ class Attention {
   void forward(float* out, const float* inp, float* inp_full, float* partial,
                const AttentionCache& cache, int64_t B, int64_t T);
   // dqkv (N,3C/tp) keeps c_attn's output gradient for the weight half; dinp is written, reduced
-  // over tp. datty (N,C/tp), datt (B,NH/tp,T,T) and partial (N,C) are scratch; with sequence
+  // over tp. datty (N,C/tp), datt (attention scratch) and partial (N,C) are scratch; with sequence
   // parallelism dout holds this rank's rows and dout_full (N,C) receives them all.
   void backward_input(float* dinp, float* dqkv, float* datty, float* datt, const float* dout,
                       float* dout_full, float* partial, const AttentionCache& cache, int64_t B,

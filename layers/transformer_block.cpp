@@ -22,7 +22,7 @@ BlockCache TransformerBlock::make_cache(int64_t B) const {
                     {be, Nl},
                     {be, N * C_},
                     {be, N * 3 * Cl},
-                    {be, B * attn_.local_heads() * T_ * T_},
+                    {be, be.attention_cache_floats(B, attn_.local_heads(), T_)},
                     {be, N * Cl},
                     {be, Nl * C_},
                     {be, Nl},
@@ -49,7 +49,7 @@ BlockScratch TransformerBlock::make_scratch(int64_t B) const {
   Backend& be = backend_;
   const int64_t N = B * T_, Nl = ln_1_.local_rows(N);
   return BlockScratch{{be, N * attn_.local_channels()},
-                      {be, B * attn_.local_heads() * T_ * T_},
+                      {be, be.attention_scratch_floats(B, attn_.local_heads(), T_)},
                       {be, N * mlp_.local_ffn()},
                       {be, N * C_},
                       {be, sp_ ? Nl * C_ : 0}};

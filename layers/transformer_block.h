@@ -18,7 +18,7 @@ namespace gpt {
 struct BlockCache {
   DeviceArray<float> ln1_mean, ln1_rstd;  // (Nl) each
   DeviceArray<float> ln1_out;             // (N,C) c_attn's input, all rows
-  DeviceArray<float> qkv, att, atty;      // (N,3C/tp), (B,NH/tp,T,T), (N,C/tp)
+  DeviceArray<float> qkv, att, atty;      // (N,3C/tp), attention cache, (N,C/tp)
   DeviceArray<float> res_mid;             // (Nl,C) x + attn
   DeviceArray<float> ln2_mean, ln2_rstd;  // (Nl) each
   DeviceArray<float> ln2_out;             // (N,C) c_fc's input, all rows
@@ -37,7 +37,7 @@ struct BlockGrads {
 // Scratch shared by every layer of a stage: read only inside one call.
 struct BlockScratch {
   DeviceArray<float> d_atty;    // (N,C/tp)
-  DeviceArray<float> d_att;     // (B,NH/tp,T,T)
+  DeviceArray<float> d_att;     // attention scratch (attention_scratch_floats)
   DeviceArray<float> d_fc_act;  // (N,4C/tp)
   DeviceArray<float> partial;   // (N,C) partial sums before a reduce-scatter; sequence parallel
   DeviceArray<float> ln_local;  // (Nl,C) a LayerNorm output before its all-gather; likewise

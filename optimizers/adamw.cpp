@@ -1,4 +1,4 @@
-// AdamW: bias corrections in double from the step count, then one backend launch per run.
+// AdamW: bias corrections in double from the step count, then one backend call for all runs.
 #include "optimizers/adamw.h"
 
 #include <cmath>
@@ -45,12 +45,9 @@ void AdamW::step(ParameterStore& store, double lr) {
   Backend& backend = store.backend();
   float* values = store.values();
   float* grads = store.grads();
-  for (const ParameterRun& run : runs_) {
-    const AdamWStep s = make_adamw_step(lr, beta1_, beta2_, eps_,
-                                        run.weight_decay ? weight_decay_ : 0.0, step_count_);
-    backend.adamw_update(values + run.offset, grads + run.offset, exp_avg_ + run.offset,
-                         exp_avg_sq_ + run.offset, run.numel, s);
-  }
+  const AdamWStep decayed = make_adamw_step(lr, beta1_, beta2_, eps_, weight_decay_, step_count_);
+  const AdamWStep undecayed = make_adamw_step(lr, beta1_, beta2_, eps_, 0.0, step_count_);
+  backend.adamw_update(values, grads, exp_avg_, exp_avg_sq_, runs_, decayed, undecayed);
 }
 
 }  // namespace gpt

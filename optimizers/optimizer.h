@@ -16,14 +16,9 @@
 
 namespace gpt {
 
-// Consecutive parameters with the same weight decay flag: elements [offset, offset + numel) of
-// the flat buffers. Registration order keeps a layer's weight and bias apart, so a GPT block
-// gives a handful of runs rather than one launch per tensor.
-struct ParameterRun {
-  int64_t offset = 0;
-  int64_t numel = 0;
-  bool weight_decay = false;
-};
+// The store's parameters as runs of one weight decay flag (ParameterRun, framework/backend.h).
+// Registration order keeps a layer's weight and bias apart, so a GPT block gives a handful of
+// runs; one backend call updates them all.
 std::vector<ParameterRun> weight_decay_runs(const ParameterStore& store);
 
 class Optimizer {

@@ -40,11 +40,10 @@ void Sgd::step(ParameterStore& store, double lr) {
   Backend& backend = store.backend();
   float* values = store.values();
   float* grads = store.grads();
-  for (const ParameterRun& run : runs_) {
-    s.weight_decay = run.weight_decay ? static_cast<float>(weight_decay_) : 0.0f;
-    backend.sgd_update(values + run.offset, grads + run.offset, momentum_buffer_ + run.offset,
-                       run.numel, s);
-  }
+  SgdStep undecayed = s;
+  s.weight_decay = static_cast<float>(weight_decay_);
+  undecayed.weight_decay = 0.0f;
+  backend.sgd_update(values, grads, momentum_buffer_, runs_, s, undecayed);
 }
 
 }  // namespace gpt

@@ -121,9 +121,9 @@ void CpuBackend::attention_forward(float* out, float* att, const float* qkv, int
   }
 }
 
-void CpuBackend::attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
-                                    const float* att, int64_t B, int64_t T, int64_t NH,
-                                    int64_t HS) {
+void CpuBackend::attention_backward(float* dqkv, float* datt, const float* dout,
+                                    const float* /*out*/, const float* qkv, const float* att,
+                                    int64_t B, int64_t T, int64_t NH, int64_t HS) {
   GPT_CHECK(B >= 0 && T > 0 && NH > 0 && HS > 0,
             "attention_backward with B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));

@@ -42,10 +42,17 @@ class CpuBackend final : public Backend {
   void gelu_forward(float* out, const float* inp, int64_t n) override;
   void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) override;
 
+  int64_t attention_cache_floats(int64_t B, int64_t NH, int64_t T) const override {
+    return B * NH * T * T;
+  }
+  int64_t attention_scratch_floats(int64_t B, int64_t NH, int64_t T) const override {
+    return B * NH * T * T;
+  }
   void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t NH,
                          int64_t HS) override;
-  void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
-                          const float* att, int64_t B, int64_t T, int64_t NH, int64_t HS) override;
+  void attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
+                          const float* qkv, const float* att, int64_t B, int64_t T, int64_t NH,
+                          int64_t HS) override;
 
   void add(float* out, const float* a, const float* b, int64_t n) override;
   void accumulate(float* y, const float* x, int64_t n) override;
@@ -77,10 +84,12 @@ class CpuBackend final : public Backend {
   double sum(const float* x, int64_t n) override;
   double sum_squares(const float* x, int64_t n) override;
 
-  void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
-                    const AdamWStep& step) override;
-  void sgd_update(float* param, const float* grad, float* momentum_buffer, int64_t n,
-                  const SgdStep& step) override;
+  void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                    std::span<const ParameterRun> runs, const AdamWStep& decayed,
+                    const AdamWStep& undecayed) override;
+  void sgd_update(float* param, const float* grad, float* momentum_buffer,
+                  std::span<const ParameterRun> runs, const SgdStep& decayed,
+                  const SgdStep& undecayed) override;
 
  private:
   int threads_;

@@ -89,8 +89,8 @@ void bench_attention(int threads, std::mt19937& rng) {
   double tf =
       best_time(5, [&] { be.attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HS); });
   double tb = best_time(10, [&] {
-    be.attention_backward(dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data(), B, T, NH,
-                          HS);
+    be.attention_backward(dqkv.data(), datt.data(), dout.data(), out.data(), qkv.data(), att.data(),
+                          B, T, NH, HS);
   });
   // Dense-equivalent FLOPs (2 T^2 HS per product per head): 2 products forward, 4 backward.
   const double gemm_flop = 2.0 * T * T * HS * B * NH;

@@ -566,8 +566,8 @@ TEST(CpuAttention, BackwardMatchesReferenceAndFiniteDifferences) {
       // Written, not accumulated, and the scratch may start as garbage.
       Vec dqkv(qkv.size(), std::numeric_limits<float>::quiet_NaN());
       Vec datt(att.size(), std::numeric_limits<float>::quiet_NaN());
-      be.attention_backward(dqkv.data(), datt.data(), g.data(), qkv.data(), att.data(), s.B, s.T,
-                            s.NH, s.HS);
+      be.attention_backward(dqkv.data(), datt.data(), g.data(), out.data(), qkv.data(), att.data(),
+                            s.B, s.T, s.NH, s.HS);
       const DVec dq = to_double(qkv), dg = to_double(g);
       expect_close(dqkv, ref_attention_backward(dg, dq, s.B, s.T, s.NH, s.HS), 1e-4, 1e-5,
                    "dqkv" + att_tag(s));
@@ -884,12 +884,17 @@ gpt::AdamWStep adamw_step(float lr, float b1, float b2, float eps, float wd, int
   return gpt::make_adamw_step(lr, b1, b2, eps, wd, t);
 }
 
+// The whole buffer as one run with weight decay.
+std::vector<gpt::ParameterRun> one_run(int64_t n) {
+  return {gpt::ParameterRun{0, n, true}};
+}
+
 TEST(CpuOptimizers, AdamWFirstStepByHand) {
   CpuBackend be(1);
   // Step 1: m/bc1 = g and sqrt(v/bc2) = |g|, so p = p0 (1 - lr wd) - lr g / (|g| + eps).
   Vec p = {1.0f, -2.0f}, g = {0.5f, -4.0f}, m = {0.0f, 0.0f}, v = {0.0f, 0.0f};
-  be.adamw_update(p.data(), g.data(), m.data(), v.data(), 2,
-                  adamw_step(0.1f, 0.9f, 0.999f, 1e-8f, 0.01f, 1));
+  const gpt::AdamWStep step = adamw_step(0.1f, 0.9f, 0.999f, 1e-8f, 0.01f, 1);
+  be.adamw_update(p.data(), g.data(), m.data(), v.data(), one_run(2), step, step);
   EXPECT_NEAR(p[0], 0.999 - 0.1 * 0.5 / (0.5 + 1e-8), 1e-6);
   EXPECT_NEAR(p[1], -2.0 * 0.999 + 0.1 * 4.0 / (4.0 + 1e-8), 1e-6);
   EXPECT_NEAR(m[0], 0.05, 1e-7);
@@ -905,7 +910,8 @@ TEST(CpuOptimizers, AdamWThreeStepsMatchTorchSemantics) {
   DVec rp = to_double(p), rm(n, 0.0), rv(n, 0.0);
   for (int t = 1; t <= 3; t++) {
     Vec g = randn(n, rng);
-    be.adamw_update(p.data(), g.data(), m.data(), v.data(), n, adamw_step(lr, b1, b2, eps, wd, t));
+    const gpt::AdamWStep step = adamw_step(lr, b1, b2, eps, wd, t);
+    be.adamw_update(p.data(), g.data(), m.data(), v.data(), one_run(n), step, step);
     // torch.optim.AdamW (foreach=False): decay, moments, bias-corrected step.
     const double bc1 = 1.0 - std::pow(static_cast<double>(b1), t);
     const double bc2 = 1.0 - std::pow(static_cast<double>(b2), t);
@@ -930,13 +936,15 @@ TEST(CpuOptimizers, SgdThreeStepsByHand) {
   Vec p = {1.0f}, g = {0.5f}, buf = {0.0f};
   const double want[3] = {0.94, 0.8266, 0.666274};
   for (int t = 0; t < 3; t++) {
-    be.sgd_update(p.data(), g.data(), buf.data(), 1, gpt::SgdStep{0.1f, 0.9f, 0.1f, t == 0});
+    const gpt::SgdStep step{0.1f, 0.9f, 0.1f, t == 0};
+    be.sgd_update(p.data(), g.data(), buf.data(), one_run(1), step, step);
     EXPECT_NEAR(p[0], want[t], 1e-6) << "step " << t + 1;
   }
   EXPECT_NEAR(buf[0], 1.60326, 1e-6);
   // No momentum: plain p -= lr (g + wd p), with or without a buffer.
   Vec q = {2.0f, -1.0f}, gq = {1.0f, 3.0f};
-  be.sgd_update(q.data(), gq.data(), nullptr, 2, gpt::SgdStep{0.5f, 0.0f, 0.0f, true});
+  const gpt::SgdStep plain{0.5f, 0.0f, 0.0f, true};
+  be.sgd_update(q.data(), gq.data(), nullptr, one_run(2), plain, plain);
   EXPECT_FLOAT_EQ(q[0], 1.5f);
   EXPECT_FLOAT_EQ(q[1], -2.5f);
 }
@@ -949,7 +957,8 @@ TEST(CpuOptimizers, SgdMatchesTorchSemanticsOnVectors) {
   DVec rp = to_double(p), rb(n, 0.0);
   for (int t = 0; t < 3; t++) {
     Vec g = randn(n, rng);
-    be.sgd_update(p.data(), g.data(), buf.data(), n, gpt::SgdStep{0.05f, 0.9f, 0.01f, t == 0});
+    const gpt::SgdStep step{0.05f, 0.9f, 0.01f, t == 0};
+    be.sgd_update(p.data(), g.data(), buf.data(), one_run(n), step, step);
     for (int64_t i = 0; i < n; i++) {
       const double gi = g[i] + 0.01 * rp[i];
       rb[i] = t == 0 ? gi : 0.9 * rb[i] + gi;
@@ -977,7 +986,8 @@ Vec run_all_kernels(CpuBackend& be) {
   Vec out(N * C), att(B * NH * T * T), datt(att.size());
   be.attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HS);
   keep(out), keep(att);
-  be.attention_backward(dqkv.data(), datt.data(), out.data(), qkv.data(), att.data(), B, T, NH, HS);
+  be.attention_backward(dqkv.data(), datt.data(), out.data(), out.data(), qkv.data(), att.data(), B,
+                        T, NH, HS);
   keep(dqkv);
   be.matmul_backward_input(dx.data(), dqkv.data(), w.data(), N, C, OC, false);
   be.matmul_backward_weight(dw.data(), db.data(), dqkv.data(), x.data(), N, C, OC);
@@ -1051,7 +1061,8 @@ TEST(CpuDeterminism, ThreadCountIndependentKernels) {
     be.embedding_backward(dwte.data(), dout.data(), tokens.data(), N, C, 0, 17);
     Vec out(g.size()), att(B * NH * T * T), dqkv(qkv.size()), datt(att.size());
     be.attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, HS);
-    be.attention_backward(dqkv.data(), datt.data(), g.data(), qkv.data(), att.data(), B, T, NH, HS);
+    be.attention_backward(dqkv.data(), datt.data(), g.data(), out.data(), qkv.data(), att.data(), B,
+                          T, NH, HS);
     const double s = be.sum(big.data(), 1000003), s2 = be.sum_squares(big.data(), 1000003);
     Vec sums(4);
     std::memcpy(sums.data(), &s, sizeof s);
