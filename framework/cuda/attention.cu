@@ -1,0 +1,607 @@
+// Fused causal self-attention on CUDA cores in float32, flash-attention style (Dao et al.,
+// FlashAttention 1 and 2): online softmax over key tiles staged in shared memory forward, scores
+// recomputed from q, k and the saved log-sum-exp backward. The T x T matrix never reaches memory.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "framework/check.h"
+#include "framework/cuda/cuda_check.h"
+#include "framework/cuda/kernels.h"
+#include "framework/elementwise.h"
+
+namespace gpt::cuda {
+namespace {
+
+// Keys (forward, dq) or queries (dk/dv) handled per step of the inner loop, and the register
+// budget per thread. ptxas issues all of a step's shared-memory reads ahead of its arithmetic,
+// so a step costs about kChunk * D registers per tile it reads; these settings give enough
+// independent dot products for instruction-level parallelism (and one online-softmax rescale
+// per step rather than per key) with no spills in ptxas -v for sm_80 and sm_90.
+constexpr int kChunkForward = 8, kRegsForward = 168;
+constexpr int kChunkDq = 4, kRegsDq = 255;
+constexpr int kChunkDkv = 2, kRegsDkv = 168;
+
+// A padding key of the dk/dv kernel: later than every query, so no query reaches it.
+constexpr int kNoKey = 1 << 30;
+
+__host__ __device__ constexpr int max_of(int a, int b) {
+  return a > b ? a : b;
+}
+
+// Thread layout of one instance. G threads share one row (query or key) and split its padded
+// head size kHsb = D*G: thread g holds the float4 groups g, g+G, g+2G, ... so that the G threads
+// of a row read consecutive 16-byte words of a shared-memory row (no bank conflicts, and
+// broadcast across the rows of a warp). Rows past HS are zero in shared memory and registers.
+template <int D, int G>
+struct Tiles {
+  static_assert(D % 4 == 0 && G >= 1 && G <= 16 && (G & (G - 1)) == 0, "bad thread layout");
+  static constexpr int kHsb = D * G;
+  // Rows owned by a block: query rows (forward, dq) or key rows (dk/dv). At most 128 threads, so
+  // that blocks with a large register budget still share an SM.
+  static constexpr int kRows = G == 1 ? 64 : 128 / G;
+  static constexpr int kThreads = kRows * G;
+  // Rows of the tiles streamed through shared memory (keys, or queries for dk/dv): two tiles of
+  // them take 32 KB at most, so several blocks fit on an SM.
+  static constexpr int kCols = kHsb <= 64 ? 64 : 4096 / kHsb;
+  // The staging buffer, through which a block's own rows move between global memory (coalesced)
+  // and registers (one row per thread group), is padded so that the 8 threads of a quarter warp
+  // reading 8/G rows hit 8 distinct 4-bank groups.
+  static constexpr int kStride = kHsb + (4 * G) % 32;
+  static constexpr int kStream = 2 * kCols * kHsb;
+  static constexpr int kStage = kRows * kStride;
+  static_assert(kCols % kChunkForward == 0 && kCols % kChunkDq == 0 && kCols % kChunkDkv == 0,
+                "whole chunks");
+  static_assert(kThreads >= kCols, "one thread per streamed row loads lse and delta");
+};
+
+// Per-launch sizes shared by the kernels.
+struct Shape {
+  int T, NH, HS;
+  int BH;  // B * NH
+  int C;   // NH * HS: row stride of out and dout; qkv and dqkv rows have 3*C
+  float scale;
+};
+
+// Where an operand of a product is rounded to bfloat16 (what a bf16 tensor-core kernel reads).
+template <bool kBf16>
+__device__ __forceinline__ float operand(float x) {
+  if constexpr (kBf16) {
+    return __bfloat162float(__float2bfloat16_rn(x));
+  } else {
+    return x;
+  }
+}
+
+// The G lanes of this thread's row; they always branch together, so shuffles name only them.
+template <int G>
+__device__ __forceinline__ unsigned group_mask() {
+  const unsigned lane = threadIdx.x & 31u;
+  return ((1u << G) - 1u) << (lane & ~static_cast<unsigned>(G - 1));
+}
+
+// Butterfly sum over the row's G lanes: every lane ends with the same bits (each step adds the
+// same two values, in either order), so the duplicated softmax state stays identical.
+template <int G>
+__device__ __forceinline__ float group_sum(float x, unsigned mask) {
+#pragma unroll
+  for (int o = 1; o < G; o <<= 1) x += __shfl_xor_sync(mask, x, o);
+  return x;
+}
+
+// Rows t0..t0+R-1 of one head (src row stride `stride`) into shared rows of width kHsb at
+// dst row stride SS; zero past T and past HS, so padding contributes nothing to any product.
+// A pass of the NT threads covers kSpan columns of NT / kSpan rows. Unrolled only partly: fully
+// unrolled, the compiler hoists every row's 64-bit offset out of the tile loop and keeps them
+// all in registers.
+template <int kHsb, int R, int SS, int NT, bool kRound>
+__device__ __forceinline__ void load_rows(float* dst, const float* __restrict__ src, int64_t stride,
+                                          int t0, int T, int HS) {
+  constexpr int kSpan = NT < kHsb ? NT : kHsb, kStep = NT / kSpan;
+  static_assert(NT % kSpan == 0 && kHsb % kSpan == 0 && R % kStep == 0, "copy layout");
+  const int d0 = static_cast<int>(threadIdx.x) % kSpan, r0 = static_cast<int>(threadIdx.x) / kSpan;
+  const int64_t step = kStep * stride;
+#pragma unroll
+  for (int d = d0; d < kHsb; d += kSpan) {
+    const float* p = src + static_cast<int64_t>(t0 + r0) * stride + d;
+#pragma unroll 8
+    for (int r = r0; r < R; r += kStep) {
+      float x = 0.0f;
+      if (t0 + r < T && d < HS) x = *p;
+      dst[r * SS + d] = operand<kRound>(x);
+      p += step;
+    }
+  }
+}
+
+// Shared rows (stride SS) to rows t0.. of one head in global memory, rows < T and dims < HS only.
+template <int kHsb, int R, int SS, int NT>
+__device__ __forceinline__ void store_rows(float* __restrict__ dst, int64_t stride,
+                                           const float* src, int t0, int T, int HS) {
+  constexpr int kSpan = NT < kHsb ? NT : kHsb, kStep = NT / kSpan;
+  static_assert(NT % kSpan == 0 && kHsb % kSpan == 0 && R % kStep == 0, "copy layout");
+  const int d0 = static_cast<int>(threadIdx.x) % kSpan, r0 = static_cast<int>(threadIdx.x) / kSpan;
+  const int64_t step = kStep * stride;
+#pragma unroll
+  for (int d = d0; d < kHsb; d += kSpan) {
+    float* p = dst + static_cast<int64_t>(t0 + r0) * stride + d;
+#pragma unroll 8
+    for (int r = r0; r < R; r += kStep) {
+      if (t0 + r < T && d < HS) *p = src[r * SS + d];
+      p += step;
+    }
+  }
+}
+
+// This thread's D elements of staged row r.
+template <int D, int G, int SS>
+__device__ __forceinline__ void read_row(float (&x)[D], const float* stage, int r, int g) {
+  const float4* row = reinterpret_cast<const float4*>(stage + r * SS);
+#pragma unroll
+  for (int c = 0; c < D / 4; c++) {
+    const float4 v = row[c * G + g];
+    x[4 * c] = v.x;
+    x[4 * c + 1] = v.y;
+    x[4 * c + 2] = v.z;
+    x[4 * c + 3] = v.w;
+  }
+}
+
+template <int D, int G, int SS>
+__device__ __forceinline__ void write_row(float* stage, int r, int g, const float (&x)[D]) {
+  float4* row = reinterpret_cast<float4*>(stage + r * SS);
+#pragma unroll
+  for (int c = 0; c < D / 4; c++)
+    row[c * G + g] = make_float4(x[4 * c], x[4 * c + 1], x[4 * c + 2], x[4 * c + 3]);
+}
+
+// Partial dot product of this thread's D elements with its share of a shared row.
+template <int D, int G>
+__device__ __forceinline__ float partial_dot(const float (&x)[D], const float4* row, int g,
+                                             float acc) {
+#pragma unroll
+  for (int c = 0; c < D / 4; c++) {
+    const float4 v = row[c * G + g];
+    acc = fmaf(x[4 * c], v.x, acc);
+    acc = fmaf(x[4 * c + 1], v.y, acc);
+    acc = fmaf(x[4 * c + 2], v.z, acc);
+    acc = fmaf(x[4 * c + 3], v.w, acc);
+  }
+  return acc;
+}
+
+// sc[u] = partial dot products with kChunk consecutive shared rows: kChunk independent fma
+// chains. The forward and dq kernels share a layout, so they recompute bit-identical scores.
+template <int D, int G, int kChunk>
+__device__ __forceinline__ void dot_chunk(float (&sc)[kChunk], const float (&x)[D],
+                                          const float4* rows, int g) {
+  constexpr int kRow4 = D * G / 4;
+#pragma unroll
+  for (int u = 0; u < kChunk; u++) sc[u] = 0.0f;
+#pragma unroll
+  for (int c = 0; c < D / 4; c++) {
+#pragma unroll
+    for (int u = 0; u < kChunk; u++) {
+      const float4 v = rows[u * kRow4 + c * G + g];
+      sc[u] = fmaf(x[4 * c], v.x, sc[u]);
+      sc[u] = fmaf(x[4 * c + 1], v.y, sc[u]);
+      sc[u] = fmaf(x[4 * c + 2], v.z, sc[u]);
+      sc[u] = fmaf(x[4 * c + 3], v.w, sc[u]);
+    }
+  }
+}
+
+// A shared-memory word read a second time within a chunk. Volatile, so that the compiler reloads
+// it instead of keeping every word of the first pass (kChunk rows) live in registers.
+__device__ __forceinline__ float4 reload(const float4* p) {
+  float4 v;
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr));
+  return v;
+}
+
+// acc += a * (this thread's share of a shared row). kReload: the row was read by dot_chunk in the
+// same chunk.
+template <int D, int G, bool kReload>
+__device__ __forceinline__ void axpy_row(float (&acc)[D], float a, const float4* row, int g) {
+#pragma unroll
+  for (int c = 0; c < D / 4; c++) {
+    const float4 v = kReload ? reload(row + c * G + g) : row[c * G + g];
+    acc[4 * c] = fmaf(a, v.x, acc[4 * c]);
+    acc[4 * c + 1] = fmaf(a, v.y, acc[4 * c + 1]);
+    acc[4 * c + 2] = fmaf(a, v.z, acc[4 * c + 2]);
+    acc[4 * c + 3] = fmaf(a, v.w, acc[4 * c + 3]);
+  }
+}
+
+// One (b, h) and one tile of kRows consecutive rows, decoded from blockIdx.x. The big B*NH
+// dimension lives in x; the tile index is the slow one, so that the blocks with the most causal
+// work start first (the last query tiles forward and for dq, the first key tiles for dk/dv).
+struct Block {
+  int bh, b, h;
+  int t0;    // first row of the tile
+  int rows;  // rows of the tile below T
+};
+
+template <int kRows>
+__device__ __forceinline__ Block block_tile(const Shape& s, bool last_first) {
+  const int n_tiles = (s.T + kRows - 1) / kRows;
+  const int x = static_cast<int>(blockIdx.x);
+  const int order = x / s.BH;
+  Block blk;
+  blk.bh = x % s.BH;
+  blk.b = blk.bh / s.NH;
+  blk.h = blk.bh % s.NH;
+  blk.t0 = (last_first ? n_tiles - 1 - order : order) * kRows;
+  blk.rows = s.T - blk.t0 < kRows ? s.T - blk.t0 : kRows;
+  return blk;
+}
+
+// out (B,T,NH*HS) and lse (B,NH,T). Thread group r owns query row t0 + r: q and the output
+// accumulator in registers, the running max m and sum l duplicated over its G lanes.
+template <int D, int G, bool kBf16>
+__global__ void __launch_bounds__(Tiles<D, G>::kThreads,
+                                  65536 / (Tiles<D, G>::kThreads * kRegsForward))
+    attention_forward_kernel(float* __restrict__ out, float* __restrict__ lse,
+                             const float* __restrict__ qkv, Shape s) {
+  using L = Tiles<D, G>;
+  constexpr int kHsb = L::kHsb, kRows = L::kRows, kCols = L::kCols, NT = L::kThreads;
+  constexpr int kRow4 = kHsb / 4, kChunk = kChunkForward;
+  // The staging buffer overlays the streamed tiles.
+  __shared__ float4 smem4[max_of(L::kStream, L::kStage) / 4];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* ks = smem;
+  float* vs = smem + kCols * kHsb;
+  float* stage = smem;  // outside the key loop only
+  const float4* k4 = reinterpret_cast<const float4*>(ks);
+  const float4* v4 = reinterpret_cast<const float4*>(vs);
+
+  const int tid = static_cast<int>(threadIdx.x), r = tid / G, g = tid % G;
+  const unsigned mask = group_mask<G>();
+  const Block blk = block_tile<kRows>(s, true);
+  const int64_t C3 = 3 * static_cast<int64_t>(s.C);
+  const float* q_src = qkv + static_cast<int64_t>(blk.b) * s.T * C3 + blk.h * s.HS;
+  const float* k_src = q_src + s.C;
+  const float* v_src = q_src + 2 * s.C;
+  // The last key row r attends to; -1 makes a padding row past T skip every key.
+  const int row_lim = r < blk.rows ? blk.t0 + r : -1;
+
+  float q[D];
+  load_rows<kHsb, kRows, L::kStride, NT, kBf16>(stage, q_src, C3, blk.t0, s.T, s.HS);
+  __syncthreads();
+  read_row<D, G, L::kStride>(q, stage, r, g);
+  __syncthreads();
+
+  float acc[D];
+#pragma unroll
+  for (int d = 0; d < D; d++) acc[d] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+
+  const int n_key_tiles = (blk.t0 + blk.rows - 1) / kCols + 1;  // keys up to the tile's last row
+  for (int kt = 0; kt < n_key_tiles; kt++) {
+    const int j0 = kt * kCols;
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(ks, k_src, C3, j0, s.T, s.HS);
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(vs, v_src, C3, j0, s.T, s.HS);
+    __syncthreads();
+#pragma unroll 1
+    for (int c0 = 0; c0 < kCols; c0 += kChunk) {
+      const int jc = j0 + c0;
+      if (jc > row_lim) break;  // causal: this and the later chunks are all masked
+      float sc[kChunk];
+      dot_chunk<D, G>(sc, q, k4 + c0 * kRow4, g);
+      float chunk_max = -INFINITY;
+#pragma unroll
+      for (int u = 0; u < kChunk; u++) {
+        float x = group_sum<G>(sc[u], mask) * s.scale;
+        if (jc + u > row_lim) x = -INFINITY;
+        sc[u] = x;
+        chunk_max = fmaxf(chunk_max, x);
+      }
+      // Key jc <= row_lim is unmasked, so chunk_max is finite and no inf - inf arises. Once the
+      // row's maximum is found, most chunks skip the rescale (uniform over the row's lanes).
+      if (chunk_max > m) {
+        const float alpha = fast_expf(m - chunk_max);  // 0 on the first chunk (m = -inf)
+        l *= alpha;
+#pragma unroll
+        for (int d = 0; d < D; d++) acc[d] *= alpha;
+        m = chunk_max;
+      }
+#pragma unroll
+      for (int u = 0; u < kChunk; u++) {
+        const float p = fast_expf(sc[u] - m);
+        l += p;  // the normaliser sums the unrounded probabilities
+        axpy_row<D, G, false>(acc, operand<kBf16>(p), v4 + (c0 + u) * kRow4, g);
+      }
+    }
+    __syncthreads();
+  }
+
+  // Padding rows have l = 0; their results are never stored.
+  const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+  for (int d = 0; d < D; d++) acc[d] *= inv_l;
+  write_row<D, G, L::kStride>(stage, r, g, acc);
+  if (g == 0 && row_lim >= 0) lse[static_cast<int64_t>(blk.bh) * s.T + row_lim] = m + logf(l);
+  __syncthreads();
+  float* o_dst = out + static_cast<int64_t>(blk.b) * s.T * s.C + blk.h * s.HS;
+  store_rows<kHsb, kRows, L::kStride, NT>(o_dst, s.C, stage, blk.t0, s.T, s.HS);
+}
+
+// dq of a tile of query rows, and delta = rowsum(dout * out) for them (the dk/dv kernel reads
+// it, so this kernel runs first). dq_i = scale * sum_{j<=i} dS_ij k_j with
+// dS_ij = P_ij (dout_i . v_j - delta_i) and P_ij = exp(s_ij - lse_i).
+template <int D, int G, bool kBf16>
+__global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::kThreads * kRegsDq))
+    attention_dq_kernel(float* __restrict__ dqkv, float* __restrict__ delta,
+                        const float* __restrict__ dout, const float* __restrict__ out,
+                        const float* __restrict__ qkv, const float* __restrict__ lse, Shape s) {
+  using L = Tiles<D, G>;
+  constexpr int kHsb = L::kHsb, kRows = L::kRows, kCols = L::kCols, NT = L::kThreads;
+  constexpr int kRow4 = kHsb / 4, kChunk = kChunkDq;
+  // The staging buffer overlays the streamed tiles.
+  __shared__ float4 smem4[max_of(L::kStream, L::kStage) / 4];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* ks = smem;
+  float* vs = smem + kCols * kHsb;
+  float* stage = smem;
+  const float4* k4 = reinterpret_cast<const float4*>(ks);
+  const float4* v4 = reinterpret_cast<const float4*>(vs);
+
+  const int tid = static_cast<int>(threadIdx.x), r = tid / G, g = tid % G;
+  const unsigned mask = group_mask<G>();
+  const Block blk = block_tile<kRows>(s, true);
+  const int64_t C3 = 3 * static_cast<int64_t>(s.C);
+  const int64_t qkv_off = static_cast<int64_t>(blk.b) * s.T * C3 + blk.h * s.HS;
+  const int64_t o_off = static_cast<int64_t>(blk.b) * s.T * s.C + blk.h * s.HS;
+  const float* k_src = qkv + qkv_off + s.C;
+  const float* v_src = qkv + qkv_off + 2 * s.C;
+  const int row_lim = r < blk.rows ? blk.t0 + r : -1;
+  const int64_t stat = static_cast<int64_t>(blk.bh) * s.T + row_lim;  // lse/delta index
+
+  float q[D], dO[D];
+  load_rows<kHsb, kRows, L::kStride, NT, kBf16>(stage, qkv + qkv_off, C3, blk.t0, s.T, s.HS);
+  __syncthreads();
+  read_row<D, G, L::kStride>(q, stage, r, g);
+  __syncthreads();
+  load_rows<kHsb, kRows, L::kStride, NT, kBf16>(stage, dout + o_off, s.C, blk.t0, s.T, s.HS);
+  __syncthreads();
+  read_row<D, G, L::kStride>(dO, stage, r, g);
+  __syncthreads();
+  // out is a result, not an operand: only dout is rounded, as in dP = dout . v, so that delta
+  // stays sum_j P_ij dP_ij.
+  load_rows<kHsb, kRows, L::kStride, NT, false>(stage, out + o_off, s.C, blk.t0, s.T, s.HS);
+  __syncthreads();
+  const float delta_i = group_sum<G>(
+      partial_dot<D, G>(dO, reinterpret_cast<const float4*>(stage + r * L::kStride), g, 0.0f),
+      mask);
+  if (g == 0 && row_lim >= 0) delta[stat] = delta_i;
+  const float lse_i = row_lim >= 0 ? lse[stat] : 0.0f;
+  __syncthreads();
+
+  float dq[D];
+#pragma unroll
+  for (int d = 0; d < D; d++) dq[d] = 0.0f;
+
+  const int n_key_tiles = (blk.t0 + blk.rows - 1) / kCols + 1;
+  for (int kt = 0; kt < n_key_tiles; kt++) {
+    const int j0 = kt * kCols;
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(ks, k_src, C3, j0, s.T, s.HS);
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(vs, v_src, C3, j0, s.T, s.HS);
+    __syncthreads();
+#pragma unroll 1
+    for (int c0 = 0; c0 < kCols; c0 += kChunk) {
+      const int jc = j0 + c0;
+      if (jc > row_lim) break;
+      float sc[kChunk], dp[kChunk];
+      dot_chunk<D, G>(sc, q, k4 + c0 * kRow4, g);
+      dot_chunk<D, G>(dp, dO, v4 + c0 * kRow4, g);
+#pragma unroll
+      for (int u = 0; u < kChunk; u++) {
+        const float x = group_sum<G>(sc[u], mask) * s.scale;
+        const float y = group_sum<G>(dp[u], mask);
+        const float p = jc + u <= row_lim ? fast_expf(x - lse_i) : 0.0f;
+        const float ds = p * (y - delta_i);
+        axpy_row<D, G, true>(dq, operand<kBf16>(ds), k4 + (c0 + u) * kRow4, g);
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int d = 0; d < D; d++) dq[d] *= s.scale;
+  write_row<D, G, L::kStride>(stage, r, g, dq);
+  __syncthreads();
+  store_rows<kHsb, kRows, L::kStride, NT>(dqkv + qkv_off, C3, stage, blk.t0, s.T, s.HS);
+}
+
+// dk and dv of a tile of key rows: thread group r owns key t0 + r (k, v and both accumulators
+// in registers) and walks the query tiles from the diagonal to T in order:
+// dv_j = sum_{i>=j} P_ij dout_i, dk_j = scale * sum_{i>=j} dS_ij q_i.
+template <int D, int G, bool kBf16>
+__global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::kThreads * kRegsDkv))
+    attention_dkv_kernel(float* __restrict__ dqkv, const float* __restrict__ dout,
+                         const float* __restrict__ qkv, const float* __restrict__ lse,
+                         const float* __restrict__ delta, Shape s) {
+  using L = Tiles<D, G>;
+  constexpr int kHsb = L::kHsb, kRows = L::kRows, kCols = L::kCols, NT = L::kThreads;
+  constexpr int kRow4 = kHsb / 4, kChunk = kChunkDkv;
+  // The staging buffer overlays the streamed tiles and their lse and delta.
+  __shared__ float4 smem4[max_of(L::kStream + 2 * kCols, L::kStage) / 4];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* qs = smem;
+  float* dos = smem + kCols * kHsb;
+  float* lse_s = smem + L::kStream;
+  float* delta_s = lse_s + kCols;
+  float* stage = smem;
+  const float4* q4 = reinterpret_cast<const float4*>(qs);
+  const float4* do4 = reinterpret_cast<const float4*>(dos);
+
+  const int tid = static_cast<int>(threadIdx.x), r = tid / G, g = tid % G;
+  const unsigned mask = group_mask<G>();
+  const Block blk = block_tile<kRows>(s, false);
+  const int64_t C3 = 3 * static_cast<int64_t>(s.C);
+  const int64_t qkv_off = static_cast<int64_t>(blk.b) * s.T * C3 + blk.h * s.HS;
+  const float* q_src = qkv + qkv_off;
+  const float* do_src = dout + static_cast<int64_t>(blk.b) * s.T * s.C + blk.h * s.HS;
+  const float* lse_src = lse + static_cast<int64_t>(blk.bh) * s.T;
+  const float* delta_src = delta + static_cast<int64_t>(blk.bh) * s.T;
+  // Queries i >= key_lim reach this key; a padding key past T is reached by none.
+  const int key_lim = r < blk.rows ? blk.t0 + r : kNoKey;
+
+  float k[D], v[D];
+  load_rows<kHsb, kRows, L::kStride, NT, kBf16>(stage, q_src + s.C, C3, blk.t0, s.T, s.HS);
+  __syncthreads();
+  read_row<D, G, L::kStride>(k, stage, r, g);
+  __syncthreads();
+  load_rows<kHsb, kRows, L::kStride, NT, kBf16>(stage, q_src + 2 * s.C, C3, blk.t0, s.T, s.HS);
+  __syncthreads();
+  read_row<D, G, L::kStride>(v, stage, r, g);
+  __syncthreads();
+
+  float dk[D], dv[D];
+#pragma unroll
+  for (int d = 0; d < D; d++) {
+    dk[d] = 0.0f;
+    dv[d] = 0.0f;
+  }
+
+  // Queries before the tile's first key reach none of its keys.
+  for (int i0 = blk.t0; i0 < s.T; i0 += kCols) {
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(qs, q_src, C3, i0, s.T, s.HS);
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(dos, do_src, s.C, i0, s.T, s.HS);
+    if (tid < kCols) {
+      const bool in = i0 + tid < s.T;
+      lse_s[tid] = in ? lse_src[i0 + tid] : 0.0f;
+      delta_s[tid] = in ? delta_src[i0 + tid] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int c0 = 0; c0 < kCols; c0 += kChunk) {
+      const int ic = i0 + c0;
+      if (ic >= s.T) break;                  // the rest of the tile is past T
+      if (ic + kChunk <= key_lim) continue;  // causal: every query of the chunk precedes the key
+      float sc[kChunk], dp[kChunk];
+      dot_chunk<D, G>(sc, k, q4 + c0 * kRow4, g);
+      dot_chunk<D, G>(dp, v, do4 + c0 * kRow4, g);
+#pragma unroll
+      for (int u = 0; u < kChunk; u++) {
+        const int i = ic + u;
+        const float x = group_sum<G>(sc[u], mask) * s.scale;
+        const float y = group_sum<G>(dp[u], mask);
+        const float p = i >= key_lim && i < s.T ? fast_expf(x - lse_s[c0 + u]) : 0.0f;
+        const float ds = p * (y - delta_s[c0 + u]);
+        axpy_row<D, G, true>(dv, operand<kBf16>(p), do4 + (c0 + u) * kRow4, g);
+        axpy_row<D, G, true>(dk, operand<kBf16>(ds), q4 + (c0 + u) * kRow4, g);
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int d = 0; d < D; d++) dk[d] *= s.scale;
+  write_row<D, G, L::kStride>(stage, r, g, dk);
+  __syncthreads();
+  store_rows<kHsb, kRows, L::kStride, NT>(dqkv + qkv_off + s.C, C3, stage, blk.t0, s.T, s.HS);
+  __syncthreads();
+  write_row<D, G, L::kStride>(stage, r, g, dv);
+  __syncthreads();
+  store_rows<kHsb, kRows, L::kStride, NT>(dqkv + qkv_off + 2 * s.C, C3, stage, blk.t0, s.T, s.HS);
+}
+
+template <int kHsb, bool kBf16>
+struct Config {};
+
+// Calls f(Config<kHsb, bf16>{}) for the smallest padded head size kHsb >= HS.
+template <class F>
+void dispatch(int64_t HS, bool bf16, F&& f) {
+  auto with_precision = [&]<int kHsb>(Config<kHsb, false>) {
+    if (bf16) {
+      f(Config<kHsb, true>{});
+    } else {
+      f(Config<kHsb, false>{});
+    }
+  };
+  if (HS <= 16) {
+    with_precision(Config<16, false>{});
+  } else if (HS <= 32) {
+    with_precision(Config<32, false>{});
+  } else if (HS <= 64) {
+    with_precision(Config<64, false>{});
+  } else if (HS <= 128) {
+    with_precision(Config<128, false>{});
+  } else {
+    with_precision(Config<256, false>{});
+  }
+}
+
+// Elements per thread of a row: 32 for the forward and dq kernels (fewer threads per row repeat
+// fewer exponentials and shuffles); 16 for dk/dv, whose four row vectors (k, v, dk, dv) spill at
+// 32.
+template <int kHsb>
+constexpr int kDimsQueryRows = kHsb < 32 ? kHsb : 32;
+constexpr int kDimsDkv = 16;
+
+// Fills s from validated sizes; false when there is nothing to compute.
+bool make_shape(Shape& s, const char* what, int64_t B, int64_t T, int64_t NH, int64_t HS) {
+  GPT_CHECK(B >= 0 && T >= 0 && NH >= 0 && HS >= 0 && HS <= 256,
+            what << " with B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS
+                 << " (HS must be at most 256)");
+  if (B == 0 || T == 0 || NH == 0 || HS == 0) return false;
+  GPT_CHECK(B * NH <= INT32_MAX && T <= INT32_MAX / 64 && NH * HS <= INT32_MAX / 3,
+            what << " sizes out of range: B=" << B << " T=" << T << " NH=" << NH);
+  s.T = static_cast<int>(T);
+  s.NH = static_cast<int>(NH);
+  s.HS = static_cast<int>(HS);
+  s.BH = static_cast<int>(B * NH);
+  s.C = static_cast<int>(NH * HS);
+  s.scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  return true;
+}
+
+// Blocks of a launch over every (b, h) and every tile of kRows rows.
+template <int kRows>
+unsigned grid_blocks(const Shape& s) {
+  const int64_t blocks = static_cast<int64_t>(s.BH) * ((s.T + kRows - 1) / kRows);
+  GPT_CHECK(blocks <= INT32_MAX, "attention grid of " << blocks << " blocks is too large");
+  return static_cast<unsigned>(blocks);
+}
+
+}  // namespace
+
+void attention_forward(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B,
+                       int64_t T, int64_t NH, int64_t HS, bool bf16_operands) {
+  Shape s;
+  if (!make_shape(s, "attention_forward", B, T, NH, HS)) return;
+  dispatch(HS, bf16_operands, [&]<int kHsb, bool kBf16>(Config<kHsb, kBf16>) {
+    constexpr int D = kDimsQueryRows<kHsb>, G = kHsb / D;
+    using L = Tiles<D, G>;
+    attention_forward_kernel<D, G, kBf16>
+        <<<grid_blocks<L::kRows>(s), L::kThreads, 0, stream>>>(out, lse, qkv, s);
+    GPT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void attention_backward(cudaStream_t stream, float* dqkv, float* delta, const float* dout,
+                        const float* out, const float* qkv, const float* lse, int64_t B, int64_t T,
+                        int64_t NH, int64_t HS, bool bf16_operands) {
+  Shape s;
+  if (!make_shape(s, "attention_backward", B, T, NH, HS)) return;
+  dispatch(HS, bf16_operands, [&]<int kHsb, bool kBf16>(Config<kHsb, kBf16>) {
+    constexpr int Dq = kDimsQueryRows<kHsb>, Gq = kHsb / Dq;
+    using Lq = Tiles<Dq, Gq>;
+    attention_dq_kernel<Dq, Gq, kBf16><<<grid_blocks<Lq::kRows>(s), Lq::kThreads, 0, stream>>>(
+        dqkv, delta, dout, out, qkv, lse, s);
+    GPT_CUDA_CHECK_LAUNCH();
+    constexpr int Dk = kDimsDkv, Gk = kHsb / Dk;
+    using Lk = Tiles<Dk, Gk>;
+    attention_dkv_kernel<Dk, Gk, kBf16>
+        <<<grid_blocks<Lk::kRows>(s), Lk::kThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, s);
+    GPT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace gpt::cuda

@@ -1,0 +1,66 @@
+// Device helpers shared by the CUDA kernels: fixed-order block and warp reductions, and the row
+// chunking of the deterministic column sums (bias, LayerNorm weight gradients).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace gpt::cuda {
+
+struct SumOp {
+  template <typename T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+
+// The comparison of the CPU's max loop, so NaN handling stays the same.
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return b > a ? b : a; }
+};
+
+// op over the block's values, returned to every thread. A shared-memory tree with fixed pairs:
+// the combination order depends on nothing but kThreads, so results repeat bit for bit.
+// kThreads must equal blockDim.x (a power of two), and every thread of the block must call it.
+template <int kThreads, typename T, typename Op>
+__device__ T block_reduce(T value, Op op) {
+  static_assert(kThreads >= 32 && (kThreads & (kThreads - 1)) == 0);
+  __shared__ T buf[kThreads];
+  const int tid = static_cast<int>(threadIdx.x);
+  buf[tid] = value;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (tid < stride) buf[tid] = op(buf[tid], buf[tid + stride]);
+    __syncthreads();
+  }
+  const T result = buf[0];
+  __syncthreads();  // a second call in the same kernel reuses buf
+  return result;
+}
+
+// Sum over a full warp by xor butterfly. Lanes i and i^m add the same two values (a + b == b + a
+// exactly), so every lane ends with the same bits.
+template <typename T>
+__device__ T warp_sum(T value) {
+  for (int mask = 16; mask > 0; mask /= 2) value += __shfl_xor_sync(0xffffffffu, value, mask);
+  return value;
+}
+
+// Column sums cut the N rows into this many chunks whatever the device, so the partial sums and
+// their order (hence the result) are the same on every GPU. Partials are doubles, as the CPU's.
+inline constexpr int kColumnChunks = 128;
+inline constexpr int kColumnThreads = 128;  // columns per block: one per thread, coalesced
+
+__host__ __device__ inline int64_t column_chunk_rows(int64_t N) {
+  return (N + kColumnChunks - 1) / kColumnChunks;
+}
+
+// partial (kColumnChunks, C) summed over the chunks, in chunk order, for column c.
+__device__ inline double column_partials_total(const double* partial, int64_t C, int64_t c) {
+  double total = 0.0;
+  for (int k = 0; k < kColumnChunks; k++) total += partial[k * C + c];
+  return total;
+}
+
+}  // namespace gpt::cuda

@@ -1,0 +1,327 @@
+// CudaBackend: memory, streams and the dispatch of every operation to its kernel (kernels.h) or
+// to cuBLASLt (matmul.cpp); plus the CUDA entry points of backend.h.
+#include "framework/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "framework/cuda/cuda_check.h"
+
+namespace gpt {
+namespace cuda {
+namespace {
+// The device must be current before the arena's cudaMalloc, i.e. inside the member initializers.
+size_t on_device(int device, size_t bytes) {
+  GPT_CUDA_CHECK(cudaSetDevice(device));
+  return bytes;
+}
+}  // namespace
+
+std::string cublas_status_string(cublasStatus_t status) {
+  return std::string(cublasLtGetStatusName(status)) + ": " + cublasLtGetStatusString(status);
+}
+
+void* GrowingBuffer::get(DeviceArena& arena, cudaStream_t stream, size_t bytes) {
+  if (bytes <= bytes_) return ptr_;
+  if (ptr_ != nullptr) {
+    GPT_CUDA_CHECK(cudaStreamSynchronize(stream));  // kernels may still read the old buffer
+    arena.release(ptr_);
+  }
+  ptr_ = arena.allocate(bytes);
+  bytes_ = bytes;
+  return ptr_;
+}
+
+void GrowingBuffer::release(DeviceArena& arena) {
+  arena.release(ptr_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+CudaBackend::CudaBackend(const CudaBackendOptions& options)
+    : options_(options), arena_(on_device(options.device, options.arena_bytes)) {
+  GPT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  GPT_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  gemm_workspace_ = arena_.allocate(kGemmWorkspaceBytes);
+  device_result_ = static_cast<double*>(arena_.allocate(sizeof(double)));
+  GPT_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_result_), sizeof(double)));
+}
+
+CudaBackend::~CudaBackend() {
+  // No checks: a destructor may run while an error unwinds, and must not throw.
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (host_result_ != nullptr) cudaFreeHost(host_result_);
+  if (lt_ != nullptr) cublasLtDestroy(lt_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::name() const {
+  cudaDeviceProp prop{};
+  GPT_CUDA_CHECK(cudaGetDeviceProperties(&prop, options_.device));
+  std::ostringstream os;
+  os << "cuda:" << options_.device << " (" << prop.name << ", "
+     << (options_.precision == Precision::kBf16 ? "bf16" : "fp32")
+     << (options_.deterministic ? ", deterministic" : "") << ")";
+  return os.str();
+}
+
+// ---- memory. Every transfer is stream-ordered on the compute stream; host transfers wait for
+// it, because the caller reads or frees its host buffer as soon as the call returns.
+void* CudaBackend::allocate(size_t bytes) {
+  void* ptr = arena_.allocate(bytes);
+  if (ptr != nullptr) GPT_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
+  return ptr;
+}
+
+void CudaBackend::deallocate(void* ptr) {
+  GPT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  arena_.release(ptr);
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  GPT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  GPT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::copy_from_host(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  GPT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+  GPT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  GPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::fill_zero(float* x, int64_t n) {
+  if (n > 0) GPT_CUDA_CHECK(cudaMemsetAsync(x, 0, sizeof(float) * static_cast<size_t>(n), stream_));
+}
+
+void CudaBackend::synchronize() {
+  GPT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+// ---- LayerNorm, GELU, residual stream
+void CudaBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                    const float* weight, const float* bias, int64_t N, int64_t C) {
+  cuda::layernorm_forward(stream_, out, mean, rstd, inp, weight, bias, N, C);
+}
+
+void CudaBackend::layernorm_backward_input(float* dinp, const float* dout, const float* inp,
+                                           const float* weight, const float* mean,
+                                           const float* rstd, int64_t N, int64_t C) {
+  cuda::layernorm_backward_input(stream_, dinp, dout, inp, weight, mean, rstd, N, C);
+}
+
+void CudaBackend::layernorm_backward_weight(float* dweight, float* dbias, const float* dout,
+                                            const float* inp, const float* mean, const float* rstd,
+                                            int64_t N, int64_t C) {
+  void* scratch =
+      scratch_.get(arena_, stream_, cuda::layernorm_backward_weight_scratch_bytes(N, C));
+  cuda::layernorm_backward_weight(stream_, dweight, dbias, dout, inp, mean, rstd, N, C, scratch);
+}
+
+void CudaBackend::gelu_forward(float* out, const float* inp, int64_t n) {
+  cuda::gelu_forward(stream_, out, inp, n);
+}
+
+void CudaBackend::gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) {
+  cuda::gelu_backward(stream_, dinp, dout, inp, n);
+}
+
+void CudaBackend::add(float* out, const float* a, const float* b, int64_t n) {
+  cuda::add(stream_, out, a, b, n);
+}
+
+void CudaBackend::accumulate(float* y, const float* x, int64_t n) {
+  cuda::accumulate(stream_, y, x, n);
+}
+
+void CudaBackend::scale(float* x, float factor, int64_t n) {
+  cuda::scale(stream_, x, factor, n);
+}
+
+void CudaBackend::add_bias(float* out, const float* bias, int64_t N, int64_t C) {
+  cuda::add_bias(stream_, out, bias, N, C);
+}
+
+void CudaBackend::bias_backward(float* dbias, const float* dout, int64_t N, int64_t C) {
+  void* scratch = scratch_.get(arena_, stream_, cuda::column_sum_scratch_bytes(N, C));
+  cuda::column_sum_accumulate(stream_, dbias, dout, N, C, scratch);
+}
+
+// ---- attention: the fused kernel; att holds the rows' log-sum-exp, datt rowsum(dout * out)
+void CudaBackend::attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
+                                    int64_t NH, int64_t HS) {
+  cuda::attention_forward(stream_, out, att, qkv, B, T, NH, HS,
+                          options_.precision == Precision::kBf16);
+}
+
+void CudaBackend::attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
+                                     const float* qkv, const float* att, int64_t B, int64_t T,
+                                     int64_t NH, int64_t HS) {
+  cuda::attention_backward(stream_, dqkv, datt, dout, out, qkv, att, B, T, NH, HS,
+                           options_.precision == Precision::kBf16);
+}
+
+// ---- embeddings
+void CudaBackend::embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N,
+                                    int64_t C, int64_t vocab_start, int64_t V_local) {
+  cuda::embedding_forward(stream_, out, tokens, wte, N, C, vocab_start, V_local);
+}
+
+void CudaBackend::embedding_backward(float* dwte, const float* dout, const int32_t* tokens,
+                                     int64_t N, int64_t C, int64_t vocab_start, int64_t V_local) {
+  void* scratch = scratch_.get(arena_, stream_, cuda::embedding_backward_scratch_bytes(N));
+  cuda::embedding_backward(stream_, dwte, dout, tokens, N, C, vocab_start, V_local, scratch);
+}
+
+void CudaBackend::position_embedding_forward(float* out, const float* wpe, int64_t B, int64_t T,
+                                             int64_t C) {
+  cuda::position_embedding_forward(stream_, out, wpe, B, T, C);
+}
+
+void CudaBackend::position_embedding_backward(float* dwpe, const float* dout, int64_t B, int64_t T,
+                                              int64_t C) {
+  cuda::position_embedding_backward(stream_, dwpe, dout, B, T, C);
+}
+
+// ---- cross-entropy pieces
+void CudaBackend::xent_row_max(float* row_max, const float* logits, int64_t N, int64_t V_local,
+                               int64_t V_valid) {
+  cuda::xent_row_max(stream_, row_max, logits, N, V_local, V_valid);
+}
+
+void CudaBackend::xent_row_sumexp(float* row_sumexp, const float* logits, const float* row_max,
+                                  int64_t N, int64_t V_local, int64_t V_valid) {
+  cuda::xent_row_sumexp(stream_, row_sumexp, logits, row_max, N, V_local, V_valid);
+}
+
+void CudaBackend::xent_target_logit(float* target_logit, const float* logits,
+                                    const int32_t* targets, int64_t N, int64_t V_local,
+                                    int64_t vocab_start) {
+  cuda::xent_target_logit(stream_, target_logit, logits, targets, N, V_local, vocab_start);
+}
+
+void CudaBackend::xent_loss(float* losses, const float* row_max, const float* row_sumexp,
+                            const float* target_logit, int64_t N) {
+  cuda::xent_loss(stream_, losses, row_max, row_sumexp, target_logit, N);
+}
+
+void CudaBackend::xent_backward(float* logits, const float* row_max, const float* row_sumexp,
+                                const int32_t* targets, int64_t N, int64_t V_local, int64_t V_valid,
+                                int64_t vocab_start, float loss_scale) {
+  cuda::xent_backward(stream_, logits, row_max, row_sumexp, targets, N, V_local, V_valid,
+                      vocab_start, loss_scale);
+}
+
+// ---- reductions: the double lands in pinned memory, then the host waits for it
+double CudaBackend::reduce_to_host(bool squares, const float* x, int64_t n) {
+  void* scratch = scratch_.get(arena_, stream_, cuda::full_sum_scratch_bytes());
+  if (squares) {
+    cuda::sum_squares(stream_, device_result_, x, n, scratch);
+  } else {
+    cuda::sum(stream_, device_result_, x, n, scratch);
+  }
+  GPT_CUDA_CHECK(cudaMemcpyAsync(host_result_, device_result_, sizeof(double),
+                                 cudaMemcpyDeviceToHost, stream_));
+  GPT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return *host_result_;
+}
+
+double CudaBackend::sum(const float* x, int64_t n) {
+  return reduce_to_host(false, x, n);
+}
+
+double CudaBackend::sum_squares(const float* x, int64_t n) {
+  return reduce_to_host(true, x, n);
+}
+
+// ---- optimizers: the runs become a table of blocks, uploaded once (the runs never change
+// within a run of the program), so each step is one launch.
+const UpdateBlock* CudaBackend::update_blocks(std::span<const ParameterRun> runs,
+                                              int64_t* n_blocks) {
+  const bool same = runs.size() == table_runs_.size() &&
+                    std::equal(runs.begin(), runs.end(), table_runs_.begin(),
+                               [](const ParameterRun& a, const ParameterRun& b) {
+                                 return a.offset == b.offset && a.numel == b.numel &&
+                                        a.weight_decay == b.weight_decay;
+                               });
+  if (!same) {
+    std::vector<UpdateBlock> blocks;
+    for (const ParameterRun& run : runs) {
+      for (int64_t start = 0; start < run.numel; start += kUpdateBlockElements) {
+        const int64_t numel = std::min(kUpdateBlockElements, run.numel - start);
+        blocks.push_back(
+            {run.offset + start, static_cast<int32_t>(numel), run.weight_decay ? 1 : 0});
+      }
+    }
+    void* table = update_table_.get(arena_, stream_, sizeof(UpdateBlock) * (blocks.size() + 1));
+    copy_from_host(table, blocks.data(), sizeof(UpdateBlock) * blocks.size());
+    table_runs_.assign(runs.begin(), runs.end());
+    table_blocks_ = static_cast<int64_t>(blocks.size());
+  }
+  *n_blocks = table_blocks_;
+  return static_cast<const UpdateBlock*>(update_table_.get(arena_, stream_, 0));
+}
+
+void CudaBackend::adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                               std::span<const ParameterRun> runs, const AdamWStep& decayed,
+                               const AdamWStep& undecayed) {
+  int64_t n_blocks = 0;
+  const UpdateBlock* blocks = update_blocks(runs, &n_blocks);
+  cuda::adamw_update(stream_, param, grad, exp_avg, exp_avg_sq, blocks, n_blocks, decayed,
+                     undecayed);
+}
+
+void CudaBackend::sgd_update(float* param, const float* grad, float* momentum_buffer,
+                             std::span<const ParameterRun> runs, const SgdStep& decayed,
+                             const SgdStep& undecayed) {
+  GPT_CHECK(momentum_buffer != nullptr || (decayed.momentum == 0.0f && undecayed.momentum == 0.0f),
+            "sgd_update with momentum needs a buffer");
+  int64_t n_blocks = 0;
+  const UpdateBlock* blocks = update_blocks(runs, &n_blocks);
+  cuda::sgd_update(stream_, param, grad, momentum_buffer, blocks, n_blocks, decayed, undecayed);
+}
+
+}  // namespace cuda
+
+// ---- the CUDA entry points of backend.h
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
+  GPT_INPUT_CHECK(cuda_device_count() > 0, "--device cuda: no CUDA device is visible");
+  return std::make_unique<cuda::CudaBackend>(options);
+}
+
+int cuda_device_count() {
+  int count = 0;
+  // No device, or no driver at all (a build machine): both mean "none" to the caller.
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky error so later calls do not report it
+    return 0;
+  }
+  return count;
+}
+
+size_t cuda_free_memory(int device) {
+  GPT_CUDA_CHECK(cudaSetDevice(device));
+  size_t free_bytes = 0, total_bytes = 0;
+  GPT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
+std::string cuda_device_uuid(int device) {
+  cudaDeviceProp prop{};
+  GPT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  std::string uuid;
+  char hex[3];
+  for (char byte : prop.uuid.bytes) {
+    std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned char>(byte));
+    uuid += hex;
+  }
+  return uuid;
+}
+
+}  // namespace gpt

@@ -1,0 +1,158 @@
+// The CUDA backend: the kernel interface on one GPU. Matrix products through cuBLASLt
+// (matmul.cpp), everything else through the own kernels of kernels.h, all enqueued on one compute
+// stream; device memory from one arena reserved at start-up. Communicators (NCCL, host-staged
+// MPI) order their own streams against compute_stream() with events.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "framework/backend.h"
+#include "framework/cuda/device_arena.h"
+#include "framework/cuda/kernels.h"
+
+namespace gpt::cuda {
+
+// A device buffer of the arena that only ever grows, for per-call scratch: it is reallocated
+// (after a device synchronization) only when a larger size is first asked for, i.e. in the first
+// step, never in the steady state.
+class GrowingBuffer {
+ public:
+  void* get(DeviceArena& arena, cudaStream_t stream, size_t bytes);
+  void release(DeviceArena& arena);
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaBackendOptions& options);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  DeviceKind kind() const override { return DeviceKind::kCuda; }
+  std::string name() const override;
+  Precision precision() const override { return options_.precision; }
+  cudaStream_t compute_stream() const { return stream_; }
+  int device() const { return options_.device; }
+  const DeviceArena& arena() const { return arena_; }
+
+  // One cuBLASLt product D (m x n, column-major) = op(A) op(B) + beta D, A and B float32 in
+  // memory (rounded to bf16 first in bf16 precision), D float32; bias (m) fused when not null.
+  struct GemmShape {
+    bool transpose_a, transpose_b;
+    int64_t m, n, k, lda, ldb, ldd;
+  };
+  static constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;  // what Hopper kernels want
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(float* x, int64_t n) override;
+  void synchronize() override;
+  bool is_device_memory(const void* ptr) const override { return arena_.contains(ptr); }
+
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                      int64_t N, int64_t IC, int64_t OC) override;
+  void matmul_backward_input(float* dinp, const float* dout, const float* weight, int64_t N,
+                             int64_t IC, int64_t OC, bool accumulate) override;
+  void matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp,
+                              int64_t N, int64_t IC, int64_t OC) override;
+
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int64_t N, int64_t C) override;
+  void layernorm_backward_input(float* dinp, const float* dout, const float* inp,
+                                const float* weight, const float* mean, const float* rstd,
+                                int64_t N, int64_t C) override;
+  void layernorm_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp,
+                                 const float* mean, const float* rstd, int64_t N,
+                                 int64_t C) override;
+
+  void gelu_forward(float* out, const float* inp, int64_t n) override;
+  void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) override;
+
+  int64_t attention_cache_floats(int64_t B, int64_t NH, int64_t T) const override {
+    return B * NH * T;  // log-sum-exp per query row
+  }
+  int64_t attention_scratch_floats(int64_t B, int64_t NH, int64_t T) const override {
+    return B * NH * T;  // rowsum(dout * out) per query row
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                         int64_t HS) override;
+  void attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
+                          const float* qkv, const float* att, int64_t B, int64_t T, int64_t NH,
+                          int64_t HS) override;
+
+  void add(float* out, const float* a, const float* b, int64_t n) override;
+  void accumulate(float* y, const float* x, int64_t n) override;
+  void scale(float* x, float factor, int64_t n) override;
+  void add_bias(float* out, const float* bias, int64_t N, int64_t C) override;
+  void bias_backward(float* dbias, const float* dout, int64_t N, int64_t C) override;
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N, int64_t C,
+                         int64_t vocab_start, int64_t V_local) override;
+  void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t N,
+                          int64_t C, int64_t vocab_start, int64_t V_local) override;
+  void position_embedding_forward(float* out, const float* wpe, int64_t B, int64_t T,
+                                  int64_t C) override;
+  void position_embedding_backward(float* dwpe, const float* dout, int64_t B, int64_t T,
+                                   int64_t C) override;
+
+  void xent_row_max(float* row_max, const float* logits, int64_t N, int64_t V_local,
+                    int64_t V_valid) override;
+  void xent_row_sumexp(float* row_sumexp, const float* logits, const float* row_max, int64_t N,
+                       int64_t V_local, int64_t V_valid) override;
+  void xent_target_logit(float* target_logit, const float* logits, const int32_t* targets,
+                         int64_t N, int64_t V_local, int64_t vocab_start) override;
+  void xent_loss(float* losses, const float* row_max, const float* row_sumexp,
+                 const float* target_logit, int64_t N) override;
+  void xent_backward(float* logits, const float* row_max, const float* row_sumexp,
+                     const int32_t* targets, int64_t N, int64_t V_local, int64_t V_valid,
+                     int64_t vocab_start, float loss_scale) override;
+
+  double sum(const float* x, int64_t n) override;
+  double sum_squares(const float* x, int64_t n) override;
+
+  void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                    std::span<const ParameterRun> runs, const AdamWStep& decayed,
+                    const AdamWStep& undecayed) override;
+  void sgd_update(float* param, const float* grad, float* momentum_buffer,
+                  std::span<const ParameterRun> runs, const SgdStep& decayed,
+                  const SgdStep& undecayed) override;
+
+ private:
+  void gemm(const GemmShape& shape, const float* A, const float* B, float* D, float beta,
+            const float* bias);
+  const cublasLtMatmulAlgo_t* find_algorithm(const GemmShape& shape, bool bias, const void* A,
+                                             const void* B, const void* D);
+  const UpdateBlock* update_blocks(std::span<const ParameterRun> runs, int64_t* n_blocks);
+  double reduce_to_host(bool squares, const float* x, int64_t n);
+
+  CudaBackendOptions options_;
+  DeviceArena arena_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* gemm_workspace_ = nullptr;
+  GrowingBuffer scratch_, operand_a_, operand_b_, update_table_;
+  double* device_result_ = nullptr;  // one double in the arena for sum() and sum_squares()
+  double* host_result_ = nullptr;    // pinned, so its copy is a true asynchronous transfer
+  // The algorithm chosen for each product shape, pointer alignments and epilogue: chosen once,
+  // so every later call of the shape runs the same kernel (--deterministic relies on it).
+  using GemmKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,
+                             int, int, int>;
+  std::map<GemmKey, cublasLtMatmulAlgo_t> algorithms_;
+  std::vector<ParameterRun> table_runs_;  // the runs update_table_ was built for
+  int64_t table_blocks_ = 0;
+};
+
+}  // namespace gpt::cuda

@@ -1,0 +1,177 @@
+// Flat elementwise kernels of the CUDA backend: bf16 conversion, GELU forward and backward, add,
+// accumulate, scale, add_bias. float4 accesses when the size and pointers allow, else scalar.
+#include <algorithm>
+#include <cstdint>
+
+#include "framework/cuda/cuda_check.h"
+#include "framework/cuda/kernels.h"
+
+namespace gpt::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 1 << 16;  // enough to fill any GPU; grid-stride loops do the rest
+
+unsigned grid_for(int64_t work) {
+  return static_cast<unsigned>(std::min((work + kThreads - 1) / kThreads, kMaxBlocks));
+}
+
+bool aligned(const void* p, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+__device__ int64_t first_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ int64_t grid_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+struct GeluForward {
+  __device__ float operator()(float x) const { return gelu_tanh(x); }
+};
+struct Scale {
+  float factor;
+  __device__ float operator()(float x) const { return x * factor; }
+};
+struct GeluBackward {  // (dout, inp), the CPU's product order
+  __device__ float operator()(float dout, float inp) const { return gelu_tanh_grad(inp) * dout; }
+};
+struct Add {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+// out may alias inp (scale runs in place): each element is read and written by one thread.
+template <typename Op>
+__global__ void unary_kernel(float* out, const float* inp, int64_t n, Op op) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = op(inp[i]);
+}
+
+template <typename Op>
+__global__ void unary_kernel4(float4* out, const float4* inp, int64_t n4, Op op) {
+  for (int64_t i = first_index(); i < n4; i += grid_stride()) {
+    const float4 v = inp[i];
+    out[i] = make_float4(op(v.x), op(v.y), op(v.z), op(v.w));
+  }
+}
+
+template <typename Op>
+__global__ void binary_kernel(float* out, const float* a, const float* b, int64_t n, Op op) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = op(a[i], b[i]);
+}
+
+template <typename Op>
+__global__ void binary_kernel4(float4* out, const float4* a, const float4* b, int64_t n4, Op op) {
+  for (int64_t i = first_index(); i < n4; i += grid_stride()) {
+    const float4 u = a[i];
+    const float4 v = b[i];
+    out[i] = make_float4(op(u.x, v.x), op(u.y, v.y), op(u.z, v.z), op(u.w, v.w));
+  }
+}
+
+template <typename Op>
+void launch_unary(cudaStream_t stream, float* out, const float* inp, int64_t n, Op op) {
+  if (n <= 0) return;
+  if (n % 4 == 0 && aligned(out, 16) && aligned(inp, 16)) {
+    unary_kernel4<<<grid_for(n / 4), kThreads, 0, stream>>>(
+        reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(inp), n / 4, op);
+  } else {
+    unary_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp, n, op);
+  }
+  GPT_CUDA_CHECK_LAUNCH();
+}
+
+template <typename Op>
+void launch_binary(cudaStream_t stream, float* out, const float* a, const float* b, int64_t n,
+                   Op op) {
+  if (n <= 0) return;
+  if (n % 4 == 0 && aligned(out, 16) && aligned(a, 16) && aligned(b, 16)) {
+    binary_kernel4<<<grid_for(n / 4), kThreads, 0, stream>>>(
+        reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(a),
+        reinterpret_cast<const float4*>(b), n / 4, op);
+  } else {
+    binary_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n, op);
+  }
+  GPT_CUDA_CHECK_LAUNCH();
+}
+
+__global__ void convert_to_bf16_kernel(__nv_bfloat16* out, const float* inp, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = __float2bfloat16_rn(inp[i]);
+}
+
+// Four floats in, two bf16 pairs out (4-byte stores).
+__global__ void convert_to_bf16_kernel4(__nv_bfloat162* out, const float4* inp, int64_t n4) {
+  for (int64_t i = first_index(); i < n4; i += grid_stride()) {
+    const float4 v = inp[i];
+    out[2 * i] = __floats2bfloat162_rn(v.x, v.y);
+    out[2 * i + 1] = __floats2bfloat162_rn(v.z, v.w);
+  }
+}
+
+// out (N,C) += bias (C), flat over the N*C elements.
+__global__ void add_bias_kernel(float* out, const float* bias, int64_t n, int64_t C) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] += bias[i % C];
+}
+
+__global__ void add_bias_kernel4(float4* out, const float4* bias, int64_t n4, int64_t C4) {
+  for (int64_t i = first_index(); i < n4; i += grid_stride()) {
+    float4 v = out[i];
+    const float4 b = bias[i % C4];
+    v.x += b.x;
+    v.y += b.y;
+    v.z += b.z;
+    v.w += b.w;
+    out[i] = v;
+  }
+}
+
+}  // namespace
+
+void convert_to_bf16(cudaStream_t stream, __nv_bfloat16* out, const float* inp, int64_t n) {
+  if (n <= 0) return;
+  if (n % 4 == 0 && aligned(out, 4) && aligned(inp, 16)) {
+    convert_to_bf16_kernel4<<<grid_for(n / 4), kThreads, 0, stream>>>(
+        reinterpret_cast<__nv_bfloat162*>(out), reinterpret_cast<const float4*>(inp), n / 4);
+  } else {
+    convert_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp, n);
+  }
+  GPT_CUDA_CHECK_LAUNCH();
+}
+
+void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n) {
+  launch_unary(stream, out, inp, n, GeluForward{});
+}
+
+// Written, not accumulated, as on the CPU.
+void gelu_backward(cudaStream_t stream, float* dinp, const float* dout, const float* inp,
+                   int64_t n) {
+  launch_binary(stream, dinp, dout, inp, n, GeluBackward{});
+}
+
+void add(cudaStream_t stream, float* out, const float* a, const float* b, int64_t n) {
+  launch_binary(stream, out, a, b, n, Add{});
+}
+
+void accumulate(cudaStream_t stream, float* y, const float* x, int64_t n) {
+  launch_binary(stream, y, y, x, n, Add{});
+}
+
+void scale(cudaStream_t stream, float* x, float factor, int64_t n) {
+  launch_unary(stream, x, x, n, Scale{factor});
+}
+
+void add_bias(cudaStream_t stream, float* out, const float* bias, int64_t N, int64_t C) {
+  const int64_t n = N * C;
+  if (n <= 0) return;
+  // C % 4 == 0 keeps every float4 of a row inside one row and its bias aligned.
+  if (C % 4 == 0 && aligned(out, 16) && aligned(bias, 16)) {
+    add_bias_kernel4<<<grid_for(n / 4), kThreads, 0, stream>>>(
+        reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(bias), n / 4, C / 4);
+  } else {
+    add_bias_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, bias, n, C);
+  }
+  GPT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace gpt::cuda

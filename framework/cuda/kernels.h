@@ -1,0 +1,111 @@
+// Host-side launchers of the CUDA backend's own kernels (the .cu files beside this header, one
+// per op family). Every launcher enqueues on `stream`, never synchronizes, never allocates, and
+// checks its launch with GPT_CUDA_CHECK_LAUNCH(). Semantics, sizes and argument order are those
+// of the same-named Backend functions (framework/backend.h); per-element math comes from
+// framework/elementwise.h. Every kernel is deterministic: fixed launch shapes, fixed reduction
+// orders, no floating-point atomics, so a run repeats bit for bit on one GPU.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "framework/elementwise.h"
+
+namespace gpt::cuda {
+
+// ---- precision conversion (round to nearest even)
+void convert_to_bf16(cudaStream_t stream, __nv_bfloat16* out, const float* inp, int64_t n);
+
+// ---- elementwise (elementwise.cu)
+void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n);
+void gelu_backward(cudaStream_t stream, float* dinp, const float* dout, const float* inp,
+                   int64_t n);
+void add(cudaStream_t stream, float* out, const float* a, const float* b, int64_t n);
+void accumulate(cudaStream_t stream, float* y, const float* x, int64_t n);
+void scale(cudaStream_t stream, float* x, float factor, int64_t n);
+void add_bias(cudaStream_t stream, float* out, const float* bias, int64_t N, int64_t C);
+
+// ---- column sums (reductions.cu): dcol (C) += sum over the N rows of x (N,C), in a fixed order.
+// scratch holds column_sum_scratch_bytes(N, C) bytes.
+size_t column_sum_scratch_bytes(int64_t N, int64_t C);
+void column_sum_accumulate(cudaStream_t stream, float* dcol, const float* x, int64_t N, int64_t C,
+                           void* scratch);
+// ---- whole-buffer sums in double (reductions.cu): *result (device) = sum x / sum x^2.
+// scratch holds full_sum_scratch_bytes() bytes.
+size_t full_sum_scratch_bytes();
+void sum(cudaStream_t stream, double* result, const float* x, int64_t n, void* scratch);
+void sum_squares(cudaStream_t stream, double* result, const float* x, int64_t n, void* scratch);
+
+// ---- LayerNorm (layernorm.cu)
+void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, int64_t N, int64_t C);
+void layernorm_backward_input(cudaStream_t stream, float* dinp, const float* dout, const float* inp,
+                              const float* weight, const float* mean, const float* rstd, int64_t N,
+                              int64_t C);
+// scratch holds layernorm_backward_weight_scratch_bytes(N, C) bytes.
+size_t layernorm_backward_weight_scratch_bytes(int64_t N, int64_t C);
+void layernorm_backward_weight(cudaStream_t stream, float* dweight, float* dbias, const float* dout,
+                               const float* inp, const float* mean, const float* rstd, int64_t N,
+                               int64_t C, void* scratch);
+
+// ---- embeddings (embedding.cu)
+void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, const float* wte,
+                       int64_t N, int64_t C, int64_t vocab_start, int64_t V_local);
+// Deterministic without atomics: the rows are sorted by token (a stable sort keeps their order)
+// and each token's rows are summed in that order. scratch holds
+// embedding_backward_scratch_bytes(N) bytes.
+size_t embedding_backward_scratch_bytes(int64_t N);
+void embedding_backward(cudaStream_t stream, float* dwte, const float* dout, const int32_t* tokens,
+                        int64_t N, int64_t C, int64_t vocab_start, int64_t V_local, void* scratch);
+void position_embedding_forward(cudaStream_t stream, float* out, const float* wpe, int64_t B,
+                                int64_t T, int64_t C);
+void position_embedding_backward(cudaStream_t stream, float* dwpe, const float* dout, int64_t B,
+                                 int64_t T, int64_t C);
+
+// ---- vocabulary-parallel cross-entropy pieces (cross_entropy.cu)
+void xent_row_max(cudaStream_t stream, float* row_max, const float* logits, int64_t N,
+                  int64_t V_local, int64_t V_valid);
+void xent_row_sumexp(cudaStream_t stream, float* row_sumexp, const float* logits,
+                     const float* row_max, int64_t N, int64_t V_local, int64_t V_valid);
+void xent_target_logit(cudaStream_t stream, float* target_logit, const float* logits,
+                       const int32_t* targets, int64_t N, int64_t V_local, int64_t vocab_start);
+void xent_loss(cudaStream_t stream, float* losses, const float* row_max, const float* row_sumexp,
+               const float* target_logit, int64_t N);
+void xent_backward(cudaStream_t stream, float* logits, const float* row_max,
+                   const float* row_sumexp, const int32_t* targets, int64_t N, int64_t V_local,
+                   int64_t V_valid, int64_t vocab_start, float loss_scale);
+
+// ---- optimizers (optimizer.cu): one launch over every run. The backend cuts the runs into
+// blocks of at most kUpdateBlockElements elements (one CUDA block each) and uploads the table.
+inline constexpr int64_t kUpdateBlockElements = 8192;
+struct UpdateBlock {
+  int64_t offset;        // first element, into the flat buffers
+  int32_t numel;         // <= kUpdateBlockElements
+  int32_t weight_decay;  // 1: use the decayed step
+};
+void adamw_update(cudaStream_t stream, float* param, const float* grad, float* exp_avg,
+                  float* exp_avg_sq, const UpdateBlock* blocks, int64_t n_blocks,
+                  const AdamWStep& decayed, const AdamWStep& undecayed);
+// momentum_buffer is null when momentum is 0.
+void sgd_update(cudaStream_t stream, float* param, const float* grad, float* momentum_buffer,
+                const UpdateBlock* blocks, int64_t n_blocks, const SgdStep& decayed,
+                const SgdStep& undecayed);
+
+// ---- fused causal attention (attention.cu), flash-attention style: the T x T scores never
+// reach memory. lse (B,NH,T) = per query row log(sum_j exp(s_ij)) of the scaled scores s (the
+// row maximum folded in), kept for the backward. With bf16_operands, q, k, v, the probabilities
+// and dout are rounded to bfloat16 where they enter a product (what a bf16 tensor-core kernel
+// computes); accumulation is float32 either way.
+void attention_forward(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B,
+                       int64_t T, int64_t NH, int64_t HS, bool bf16_operands);
+// dqkv (B,T,3*NH*HS) = the gradient (written). delta (B,NH,T) is scratch for rowsum(dout * out).
+// Deterministic: dk and dv are summed over query tiles by one kernel, dq over key tiles by
+// another, each in a fixed order.
+void attention_backward(cudaStream_t stream, float* dqkv, float* delta, const float* dout,
+                        const float* out, const float* qkv, const float* lse, int64_t B, int64_t T,
+                        int64_t NH, int64_t HS, bool bf16_operands);
+
+}  // namespace gpt::cuda

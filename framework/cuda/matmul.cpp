@@ -1,0 +1,177 @@
+// CudaBackend's matrix products through cuBLASLt. Row-major X (r, c) is column-major X^T, so
+// out (N,OC) = inp . W^T is D (OC x N) = W-buffer^T . inp-buffer in cuBLASLt's terms, and the
+// two backward products follow the same way (shapes below). Float32 accumulation always; in bf16
+// precision both operands are first rounded to bfloat16 into arena scratch, and D stays float32.
+#include <algorithm>
+#include <cstdint>
+
+#include "framework/cuda/cuda_backend.h"
+#include "framework/cuda/cuda_check.h"
+
+namespace gpt::cuda {
+namespace {
+
+// The largest power of two (up to 256) dividing the address: cuBLASLt must be told, or it may
+// choose a kernel that assumes 16-byte vector loads on a parameter at an odd float offset.
+int alignment_of(const void* ptr) {
+  const auto address = reinterpret_cast<uintptr_t>(ptr);
+  int alignment = 256;
+  while (alignment > 4 && address % static_cast<uintptr_t>(alignment) != 0) alignment /= 2;
+  return alignment;
+}
+
+// Owners for the descriptor handles of one product, destroyed on every path out.
+struct MatmulDescriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~MatmulDescriptors() {
+    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
+    if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
+    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
+    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
+    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+}  // namespace
+
+void CudaBackend::matmul_forward(float* out, const float* inp, const float* weight,
+                                 const float* bias, int64_t N, int64_t IC, int64_t OC) {
+  // D (OC x N) = op_T(W-buffer: IC x OC) . inp-buffer (IC x N)
+  gemm({true, false, OC, N, IC, IC, IC, OC}, weight, inp, out, 0.0f, bias);
+}
+
+void CudaBackend::matmul_backward_input(float* dinp, const float* dout, const float* weight,
+                                        int64_t N, int64_t IC, int64_t OC, bool accumulate) {
+  // D (IC x N) = W-buffer (IC x OC) . dout-buffer (OC x N)
+  gemm({false, false, IC, N, OC, IC, OC, IC}, weight, dout, dinp, accumulate ? 1.0f : 0.0f,
+       nullptr);
+}
+
+void CudaBackend::matmul_backward_weight(float* dweight, float* dbias, const float* dout,
+                                         const float* inp, int64_t N, int64_t IC, int64_t OC) {
+  // dW^T: D (IC x OC) += inp-buffer (IC x N) . op_T(dout-buffer: OC x N)
+  gemm({false, true, IC, OC, N, IC, OC, IC}, inp, dout, dweight, 1.0f, nullptr);
+  if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
+}
+
+namespace {
+
+// The descriptors of one product: cheap host objects, built per call so the cache holds only the
+// chosen algorithm.
+void describe(MatmulDescriptors& desc, const CudaBackend::GemmShape& s, cudaDataType_t operand_type,
+              const float* bias) {
+  GPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_a = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  GPT_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  GPT_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  if (bias != nullptr) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                    &epilogue, sizeof(epilogue)));
+    GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                    &bias, sizeof(bias)));
+  }
+  // Stored shapes: op_a(A) is m x k, op_b(B) is k x n.
+  const auto rows_a = static_cast<uint64_t>(s.transpose_a ? s.k : s.m);
+  const auto cols_a = static_cast<uint64_t>(s.transpose_a ? s.m : s.k);
+  const auto rows_b = static_cast<uint64_t>(s.transpose_b ? s.n : s.k);
+  const auto cols_b = static_cast<uint64_t>(s.transpose_b ? s.k : s.n);
+  GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.a, operand_type, rows_a, cols_a, s.lda));
+  GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.b, operand_type, rows_b, cols_b, s.ldb));
+  GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.d, CUDA_R_32F, static_cast<uint64_t>(s.m),
+                                              static_cast<uint64_t>(s.n), s.ldd));
+}
+
+}  // namespace
+
+const cublasLtMatmulAlgo_t* CudaBackend::find_algorithm(const GemmShape& s, bool bias,
+                                                        const void* A, const void* B,
+                                                        const void* D) {
+  const int align_a = alignment_of(A), align_b = alignment_of(B), align_d = alignment_of(D);
+  const GemmKey key{s.transpose_a, s.transpose_b, s.m,  s.n,     s.k,     s.lda,
+                    s.ldb,         s.ldd,         bias, align_a, align_b, align_d};
+  auto found = algorithms_.find(key);
+  if (found != algorithms_.end()) return &found->second;
+
+  const cudaDataType_t operand_type =
+      options_.precision == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
+  MatmulDescriptors desc;
+  // Any non-null bias pointer: the heuristic looks at the epilogue, not at the address.
+  describe(desc, s, operand_type, bias ? static_cast<const float*>(D) : nullptr);
+  GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&desc.preference));
+  const uint64_t workspace = kGemmWorkspaceBytes;
+  GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      desc.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+  const uint32_t alignments[4] = {static_cast<uint32_t>(align_a), static_cast<uint32_t>(align_b),
+                                  static_cast<uint32_t>(align_d), static_cast<uint32_t>(align_d)};
+  const cublasLtMatmulPreferenceAttributes_t alignment_attributes[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i) {
+    GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.preference, alignment_attributes[i],
+                                                          &alignments[i], sizeof(alignments[i])));
+  }
+  if (options_.deterministic) {
+    // Split-K kernels that add their partial products in place may do so in any order.
+    const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+    GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        desc.preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction,
+        sizeof(no_reduction)));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found_count = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      lt_, desc.op, desc.a, desc.b, desc.d, desc.d, desc.preference, 1, &result, &found_count);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || found_count == 0) return nullptr;
+  GPT_CUBLAS_CHECK(status);
+  return &algorithms_.emplace(key, result.algo).first->second;
+}
+
+void CudaBackend::gemm(const GemmShape& s, const float* A, const float* B, float* D, float beta,
+                       const float* bias) {
+  if (s.m == 0 || s.n == 0) return;
+  if (s.k == 0) {  // an empty sum: D = beta D (+ bias)
+    if (beta == 0.0f) fill_zero(D, s.m * s.n);
+    if (bias != nullptr) add_bias(D, bias, s.n, s.m);
+    return;
+  }
+  const bool bf16 = options_.precision == Precision::kBf16;
+  const void* a = A;
+  const void* b = B;
+  if (bf16) {
+    // Column-major stored extents: ld x (columns of the stored matrix).
+    const int64_t a_elements = s.lda * (s.transpose_a ? s.m : s.k);
+    const int64_t b_elements = s.ldb * (s.transpose_b ? s.k : s.n);
+    auto* a16 = static_cast<__nv_bfloat16*>(
+        operand_a_.get(arena_, stream_, sizeof(__nv_bfloat16) * static_cast<size_t>(a_elements)));
+    auto* b16 = static_cast<__nv_bfloat16*>(
+        operand_b_.get(arena_, stream_, sizeof(__nv_bfloat16) * static_cast<size_t>(b_elements)));
+    convert_to_bf16(stream_, a16, A, a_elements);
+    convert_to_bf16(stream_, b16, B, b_elements);
+    a = a16;
+    b = b16;
+  }
+  const cublasLtMatmulAlgo_t* algorithm = find_algorithm(s, bias != nullptr, a, b, D);
+  const float* fused_bias = bias;
+  if (algorithm == nullptr && bias != nullptr) {
+    // No kernel fuses the bias at this shape and alignment: the plain product, then our kernel.
+    fused_bias = nullptr;
+    algorithm = find_algorithm(s, false, a, b, D);
+  }
+  GPT_CHECK(algorithm != nullptr, "cuBLASLt has no algorithm for a " << s.m << " x " << s.n << " x "
+                                                                     << s.k << " product");
+  MatmulDescriptors desc;
+  describe(desc, s, bf16 ? CUDA_R_16BF : CUDA_R_32F, fused_bias);
+  const float alpha = 1.0f;
+  GPT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc.op, &alpha, a, desc.a, b, desc.b, &beta, D, desc.d, D,
+                                  desc.d, algorithm, gemm_workspace_, kGemmWorkspaceBytes,
+                                  stream_));
+  if (bias != nullptr && fused_bias == nullptr) add_bias(D, bias, s.n, s.m);
+}
+
+}  // namespace gpt::cuda
