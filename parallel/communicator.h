@@ -1,7 +1,8 @@
 // The communicator interface (DESIGN.md "Communicators"): one object per process group (tp, dp,
 // pp, embedding, world). Buffers are in the backend's memory. Every call is ordered after the
 // work already issued on the backend and before what is issued later: the MPI implementation is
-// synchronous (or returns a Request), NCCL will enqueue on the backend stream.
+// synchronous (or returns a Request), NCCL enqueues on its stream after an event of the backend's
+// compute stream, and the compute stream waits for its completion (device_communicator.h).
 // Byte counters per communicator feed the "bytes moved per group" metrics.
 #pragma once
 
@@ -50,8 +51,9 @@ class Communicator {
   // The MPI communicator of the same group: the control plane (agreement, HDF5's MPI-IO).
   virtual MPI_Comm mpi_comm() const = 0;
 
-  int64_t bytes_moved() const { return bytes_moved_; }
-  void reset_bytes_moved() { bytes_moved_ = 0; }
+  // Virtual so that a communicator wrapping another reports what the inner one moved too.
+  virtual int64_t bytes_moved() const { return bytes_moved_; }
+  virtual void reset_bytes_moved() { bytes_moved_ = 0; }
 
  protected:
   // A group of one moves nothing, whatever the call.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/check.h"
@@ -126,6 +127,14 @@ int ProcessGrid::rank_of(int tp_rank, int dp_rank, int stage) const {
                               << ") outside the grid " << shape_.tp << " x " << shape_.dp << " x "
                               << shape_.pp);
   return tp_rank + shape_.tp * (dp_rank + shape_.dp * stage);
+}
+
+void ProcessGrid::use_device_communicators(Backend& backend, DeviceTransport transport) {
+  tp_ = make_device_communicator(std::move(tp_), backend, transport);
+  dp_ = make_device_communicator(std::move(dp_), backend, transport);
+  pp_ = make_device_communicator(std::move(pp_), backend, transport);
+  if (embedding_ != nullptr)
+    embedding_ = make_device_communicator(std::move(embedding_), backend, transport);
 }
 
 }  // namespace gpt

@@ -10,7 +10,9 @@
 
 #include <mpi.h>
 
+#include "framework/backend.h"
 #include "parallel/communicator.h"
+#include "parallel/device_communicator.h"
 
 namespace gpt {
 
@@ -55,6 +57,11 @@ class ProcessGrid {
   // First and last stage at this rank's (tp, dp) coordinates; null on the other stages and
   // when pp == 1 (the two copies of wte are then one).
   Communicator* embedding() { return embedding_.get(); }
+
+  // Collective: the tp, dp, pp and embedding groups move device buffers of `backend` over
+  // `transport` from now on (world stays MPI: it only carries host values). Every rank builds
+  // them in the same order, as NCCL's initialisation needs.
+  void use_device_communicators(Backend& backend, DeviceTransport transport);
 
  private:
   GridShape shape_;

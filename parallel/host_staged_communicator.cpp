@@ -1,0 +1,159 @@
+// MPI over host-staged buffers (device_communicator.h): device buffers are copied to host memory
+// (the copy waits for the compute stream, so the data is final), moved by the MPI communicator,
+// and copied back. Host buffers pass straight through. Bytes are counted by the MPI one inside.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "parallel/device_communicator.h"
+
+namespace gpt {
+namespace {
+
+// A non-blocking operation on a staged copy: wait() completes the MPI request, then copies the
+// result back to the device when there is one (receives, all-reduces).
+class StagedRequest final : public Request {
+ public:
+  StagedRequest(Backend& backend, std::vector<float> host, float* device_dst)
+      : backend_(backend), host_(std::move(host)), device_dst_(device_dst) {}
+  float* host() { return host_.data(); }
+  void attach(std::unique_ptr<Request> inner) { inner_ = std::move(inner); }
+  void wait() override {
+    if (inner_ == nullptr) return;
+    inner_->wait();
+    inner_.reset();
+    if (device_dst_ != nullptr)
+      backend_.copy_from_host(device_dst_, host_.data(), sizeof(float) * host_.size());
+  }
+  ~StagedRequest() override {
+    // An abandoned request still completes its MPI operation before its buffer dies.
+    if (inner_ != nullptr) inner_->wait();
+  }
+
+ private:
+  Backend& backend_;
+  std::vector<float> host_;
+  float* device_dst_;
+  std::unique_ptr<Request> inner_;
+};
+
+class HostStagedCommunicator final : public Communicator {
+ public:
+  HostStagedCommunicator(std::unique_ptr<Communicator> mpi, Backend& backend)
+      : mpi_(std::move(mpi)), backend_(backend) {}
+
+  int rank() const override { return mpi_->rank(); }
+  int size() const override { return mpi_->size(); }
+  std::string name() const override { return mpi_->name(); }
+  MPI_Comm mpi_comm() const override { return mpi_->mpi_comm(); }
+  int64_t bytes_moved() const override { return mpi_->bytes_moved(); }
+  void reset_bytes_moved() override { mpi_->reset_bytes_moved(); }
+
+  void all_reduce(float* buf, int64_t count, ReduceOp op) override {
+    if (!on_device(buf)) return mpi_->all_reduce(buf, count, op);
+    float* host = stage_in(0, buf, count);
+    mpi_->all_reduce(host, count, op);
+    backend_.copy_from_host(buf, host, bytes(count));
+  }
+  void all_reduce(double* buf, int64_t count, ReduceOp op) override {
+    mpi_->all_reduce(buf, count, op);
+  }
+  void all_gather(const float* send, float* recv, int64_t count) override {
+    if (!on_device(send) && !on_device(recv)) return mpi_->all_gather(send, recv, count);
+    const float* host_send = stage_in(0, send, count);
+    float* host_recv = staging(1, count * size());
+    mpi_->all_gather(host_send, host_recv, count);
+    stage_out(recv, host_recv, count * size());
+  }
+  void reduce_scatter(const float* send, float* recv, int64_t count, ReduceOp op) override {
+    if (!on_device(send) && !on_device(recv)) return mpi_->reduce_scatter(send, recv, count, op);
+    const float* host_send = stage_in(0, send, count * size());
+    float* host_recv = staging(1, count);
+    mpi_->reduce_scatter(host_send, host_recv, count, op);
+    stage_out(recv, host_recv, count);
+  }
+  void broadcast(float* buf, int64_t count, int root) override {
+    if (!on_device(buf)) return mpi_->broadcast(buf, count, root);
+    float* host = stage_in(0, buf, count);
+    mpi_->broadcast(host, count, root);
+    backend_.copy_from_host(buf, host, bytes(count));
+  }
+  void broadcast_bytes(void* buf, int64_t n, int root) override {
+    mpi_->broadcast_bytes(buf, n, root);
+  }
+  void send(const float* buf, int64_t count, int peer, int tag) override {
+    if (!on_device(buf)) return mpi_->send(buf, count, peer, tag);
+    mpi_->send(stage_in(0, buf, count), count, peer, tag);
+  }
+  void recv(float* buf, int64_t count, int peer, int tag) override {
+    if (!on_device(buf)) return mpi_->recv(buf, count, peer, tag);
+    float* host = staging(0, count);
+    mpi_->recv(host, count, peer, tag);
+    backend_.copy_from_host(buf, host, bytes(count));
+  }
+  std::unique_ptr<Request> isend(const float* buf, int64_t count, int peer, int tag) override {
+    if (!on_device(buf)) return mpi_->isend(buf, count, peer, tag);
+    auto request = std::make_unique<StagedRequest>(backend_, copy_out(buf, count), nullptr);
+    request->attach(mpi_->isend(request->host(), count, peer, tag));
+    return request;
+  }
+  std::unique_ptr<Request> irecv(float* buf, int64_t count, int peer, int tag) override {
+    if (!on_device(buf)) return mpi_->irecv(buf, count, peer, tag);
+    auto request = std::make_unique<StagedRequest>(
+        backend_, std::vector<float>(static_cast<size_t>(count)), buf);
+    request->attach(mpi_->irecv(request->host(), count, peer, tag));
+    return request;
+  }
+  std::unique_ptr<Request> iall_reduce(float* buf, int64_t count, ReduceOp op) override {
+    if (!on_device(buf)) return mpi_->iall_reduce(buf, count, op);
+    auto request = std::make_unique<StagedRequest>(backend_, copy_out(buf, count), buf);
+    request->attach(mpi_->iall_reduce(request->host(), count, op));
+    return request;
+  }
+  void barrier() override { mpi_->barrier(); }
+
+ private:
+  static size_t bytes(int64_t count) { return sizeof(float) * static_cast<size_t>(count); }
+  bool on_device(const void* ptr) const { return backend_.is_device_memory(ptr); }
+  // Staging buffers kept between calls (two: a gather's input and output), so the steady state
+  // does not allocate.
+  float* staging(int which, int64_t count) {
+    std::vector<float>& buffer = staging_[which];
+    if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
+    return buffer.data();
+  }
+  float* stage_in(int which, const float* src, int64_t count) {
+    float* host = staging(which, count);
+    if (on_device(src)) {
+      backend_.copy_to_host(host, src, bytes(count));
+    } else {
+      std::copy(src, src + count, host);
+    }
+    return host;
+  }
+  void stage_out(float* dst, const float* host, int64_t count) {
+    if (on_device(dst)) {
+      backend_.copy_from_host(dst, host, bytes(count));
+    } else {
+      std::copy(host, host + count, dst);
+    }
+  }
+  std::vector<float> copy_out(const float* src, int64_t count) {
+    std::vector<float> host(static_cast<size_t>(count));
+    if (count > 0) backend_.copy_to_host(host.data(), src, bytes(count));
+    return host;
+  }
+
+  std::unique_ptr<Communicator> mpi_;
+  Backend& backend_;
+  std::vector<float> staging_[2];
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_host_staged_communicator(std::unique_ptr<Communicator> mpi,
+                                                            Backend& backend) {
+  return std::make_unique<HostStagedCommunicator>(std::move(mpi), backend);
+}
+
+}  // namespace gpt
