@@ -9,6 +9,7 @@
 #include "framework/logging.h"
 #include "launch/checkpoint_model.h"
 #include "launch/evaluation.h"
+#include "launch/options.h"
 #include "launch/program.h"
 
 namespace po = boost::program_options;
@@ -23,7 +24,7 @@ int eval_main(int argc, char** argv) {
   MPI_Comm_rank(world, &rank);
   std::string checkpoint, data;
   int64_t windows = 64, micro_batch = 8;
-  int tp = 1, pp = 1, threads = 0;
+  int tp = 1, pp = 1;
   po::options_description desc("eval: mean loss and perplexity of a checkpoint");
   desc.add_options()("help,h", "print this help")(
       "checkpoint", po::value(&checkpoint)->default_value(""), "checkpoint file (.h5)")(
@@ -33,11 +34,13 @@ int eval_main(int argc, char** argv) {
       "micro-batch-size", po::value(&micro_batch)->default_value(micro_batch),
       "sequences per forward")("tp", po::value(&tp)->default_value(tp),
                                "tensor-parallel size; dp = ranks / (tp x pp)")(
-      "pp", po::value(&pp)->default_value(pp), "pipeline stages (layers split evenly)")(
-      "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = auto)");
+      "pp", po::value(&pp)->default_value(pp), "pipeline stages (layers split evenly)");
+  ExecutionOptions execution;
+  add_execution_options(desc, execution);
   bool help = false;
   agree_on_failure(world, [&] {
     help = parse_tool_options(argc, argv, desc);
+    validate_execution_options(execution);
     GPT_INPUT_CHECK(help || !checkpoint.empty(), "--checkpoint is required");
     GPT_INPUT_CHECK(windows >= 1, "--eval-windows must be at least 1");
     GPT_INPUT_CHECK(micro_batch >= 1, "--micro-batch-size must be at least 1");
@@ -51,7 +54,7 @@ int eval_main(int argc, char** argv) {
   }
   RuntimeOptions ro;
   ro.grid.shape = {tp, world_size / (tp * pp), pp};
-  ro.threads = threads;
+  ro.execution = execution;
   ro.micro_batch = micro_batch;
   LoadedModel model = load_model_for_inference(world, checkpoint, ro);
   TokenDataset dataset;

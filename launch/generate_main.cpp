@@ -9,6 +9,7 @@
 #include "framework/logging.h"
 #include "framework/rng.h"
 #include "launch/checkpoint_model.h"
+#include "launch/options.h"
 #include "launch/pipeline_chunk.h"
 #include "launch/program.h"
 #include "launch/sampling.h"
@@ -28,7 +29,7 @@ int generate_main(int argc, char** argv) {
   int64_t max_new_tokens = 32, top_k = 0;
   double temperature = 1.0;
   uint64_t seed = 1;
-  int threads = 0, pp = 1;
+  int pp = 1;
   bool stop_at_newline = false;
   po::options_description desc("generate: sample from a checkpoint");
   desc.add_options()("help,h", "print this help")(
@@ -40,11 +41,13 @@ int generate_main(int argc, char** argv) {
       "top-k", po::value(&top_k)->default_value(top_k), "sample among the k likeliest (0 = all)")(
       "seed", po::value(&seed)->default_value(seed), "sampling seed")(
       "stop-at-newline", po::bool_switch(&stop_at_newline), "stop after a newline token")(
-      "pp", po::value(&pp)->default_value(pp), "pipeline stages; the ranks / pp are tp ranks")(
-      "threads", po::value(&threads)->default_value(threads), "CPU threads per rank (0 = auto)");
+      "pp", po::value(&pp)->default_value(pp), "pipeline stages; the ranks / pp are tp ranks");
+  ExecutionOptions execution;
+  add_execution_options(desc, execution);
   bool help = false;
   agree_on_failure(world, [&] {
     help = parse_tool_options(argc, argv, desc);
+    validate_execution_options(execution);
     GPT_INPUT_CHECK(help || !checkpoint.empty(), "--checkpoint is required");
     GPT_INPUT_CHECK(max_new_tokens >= 0, "--max-new-tokens must be at least 0");
     GPT_INPUT_CHECK(temperature >= 0.0, "--temperature must be at least 0");
@@ -60,7 +63,7 @@ int generate_main(int argc, char** argv) {
   const int tp = world_size / pp;
   RuntimeOptions ro;
   ro.grid.shape = {tp, 1, pp};
-  ro.threads = threads;
+  ro.execution = execution;
   LoadedModel model = load_model_for_inference(world, checkpoint, ro);
   Runtime& rt = *model.runtime;
   const ModelConfig& cfg = rt.model();

@@ -84,14 +84,11 @@ po::options_description describe(TrainOptions& o) {
                       "global gradient-norm clip (0 = off)")(
       "seed", po::value(&o.seed)->default_value(o.seed), "seed of init and data order");
   po::options_description run("Execution and output");
-  run.add_options()("device", po::value(&o.device)->default_value(o.device), "auto | cpu | cuda")(
-      "precision", po::value(&o.precision)->default_value(o.precision),
-      "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)")(
-      "threads", po::value(&o.threads)->default_value(o.threads),
-      "CPU threads per rank; 0 = this node's cores / its ranks")(
-      "checkpoint-dir", po::value(&o.checkpoint_dir)->default_value(o.checkpoint_dir),
-      "where checkpoints go")("save-every", po::value(&o.save_every)->default_value(o.save_every),
-                              "checkpoint every N steps (0 = only at the end)")(
+  add_execution_options(run, o.execution);
+  run.add_options()("checkpoint-dir", po::value(&o.checkpoint_dir)->default_value(o.checkpoint_dir),
+                    "where checkpoints go")("save-every",
+                                            po::value(&o.save_every)->default_value(o.save_every),
+                                            "checkpoint every N steps (0 = only at the end)")(
       "keep-last", po::value(&o.keep_last)->default_value(o.keep_last),
       "keep only the newest N checkpoints (0 = keep all)")(
       "resume", po::value(&o.resume)->default_value(""), "checkpoint FILE, or auto")(
@@ -162,9 +159,7 @@ void validate(const TrainOptions& o) {
   GPT_INPUT_CHECK(o.eps > 0, "--eps must be positive (got " << o.eps << ")");
   GPT_INPUT_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1)");
   GPT_INPUT_CHECK(o.grad_clip >= 0, "--grad-clip must be at least 0 (0 = off)");
-  check_choice("device", o.device, {"auto", "cpu", "cuda"});
-  check_choice("precision", o.precision, {"auto", "fp32", "bf16"});
-  GPT_INPUT_CHECK(o.threads >= 0, "--threads must be at least 0");
+  validate_execution_options(o.execution);
   GPT_INPUT_CHECK(o.save_every >= 0, "--save-every must be at least 0");
   GPT_INPUT_CHECK(o.keep_last >= 0, "--keep-last must be at least 0");
   GPT_INPUT_CHECK(o.log_every >= 1, "--log-every must be at least 1");
@@ -174,6 +169,30 @@ void validate(const TrainOptions& o) {
 }
 
 }  // namespace
+
+void add_execution_options(po::options_description& desc, ExecutionOptions& o) {
+  desc.add_options()("device", po::value(&o.device)->default_value(o.device),
+                     "auto | cpu | cuda (auto: cuda when every rank sees a GPU)")(
+      "precision", po::value(&o.precision)->default_value(o.precision),
+      "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)")(
+      "deterministic", po::bool_switch(&o.deterministic),
+      "GPU runs repeat bit for bit (fixed cuBLASLt algorithms without split-K reductions)")(
+      "gpu-comm", po::value(&o.gpu_comm)->default_value(o.gpu_comm),
+      "auto | nccl | mpi: how device buffers move between ranks (auto: mpi over host staging "
+      "when ranks share a GPU, else nccl)")(
+      "gpu-memory-gb", po::value(&o.gpu_memory_gb)->default_value(o.gpu_memory_gb),
+      "device memory reserved per rank at start-up (0 = 90% of the free memory, split among "
+      "ranks sharing the GPU)")("threads", po::value(&o.threads)->default_value(o.threads),
+                                "CPU threads per rank; 0 = this node's cores / its ranks");
+}
+
+void validate_execution_options(const ExecutionOptions& o) {
+  check_choice("device", o.device, {"auto", "cpu", "cuda"});
+  check_choice("precision", o.precision, {"auto", "fp32", "bf16"});
+  check_choice("gpu-comm", o.gpu_comm, {"auto", "nccl", "mpi"});
+  GPT_INPUT_CHECK(o.gpu_memory_gb >= 0, "--gpu-memory-gb must be at least 0 (0 = auto)");
+  GPT_INPUT_CHECK(o.threads >= 0, "--threads must be at least 0");
+}
 
 std::vector<int64_t> parse_layers_per_stage(const TrainOptions& o) {
   std::vector<int64_t> counts;

@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <boost/program_options.hpp>
+
 #include "framework/config.h"
+#include "launch/runtime.h"
 
 namespace gpt {
 
@@ -41,9 +44,7 @@ struct TrainOptions {
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, momentum = 0.9;
   double grad_clip = 1.0;
   uint64_t seed = 1234;
-  // execution
-  std::string device = "auto", precision = "auto";
-  int threads = 0;  // 0: the cores of this node divided by its ranks
+  ExecutionOptions execution;  // --device, --precision, --threads, ...
   // checkpoints and output
   std::string checkpoint_dir = "checkpoints";
   int64_t save_every = 0;
@@ -64,6 +65,12 @@ void validate_layout(const TrainOptions& options, int world_size);
 
 // --layers-per-stage as numbers (empty when not given); validated by parse_train_options.
 std::vector<int64_t> parse_layers_per_stage(const TrainOptions& options);
+
+// --device, --precision, --deterministic, --gpu-comm, --gpu-memory-gb, --threads: shared by
+// train, eval and generate; validated by validate_execution_options.
+void add_execution_options(boost::program_options::options_description& desc,
+                           ExecutionOptions& options);
+void validate_execution_options(const ExecutionOptions& options);
 
 // The model presets of --model: tiny, small, gpt2 (124M), gpt2-medium.
 ModelConfig model_preset(const std::string& name);

@@ -1,5 +1,6 @@
-// Everything a program needs to run the model on this rank: the backend, the process grid, the
-// tp operators, the parameter store and this rank's pipeline stage, built in that order from the
+// Everything a program needs to run the model on this rank: the process grid, the backend (on
+// CUDA: this rank's GPU, and the grid's groups moved to NCCL or host-staged MPI), the tp
+// operators, the parameter store and this rank's pipeline stage, built in that order from the
 // model shape and the layout. Shared by train, eval and generate.
 #pragma once
 
@@ -16,10 +17,19 @@
 
 namespace gpt {
 
+// Where and how the model runs: the options every program shares (add_execution_options).
+struct ExecutionOptions {
+  std::string device = "auto";     // auto | cpu | cuda (auto: cuda when every rank sees a GPU)
+  std::string precision = "auto";  // auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)
+  bool deterministic = false;      // GPU: fixed algorithms, bit-for-bit repeatable
+  std::string gpu_comm = "auto";   // auto | nccl | mpi (host-staged)
+  double gpu_memory_gb = 0;        // device arena per rank; 0 = 90% of free / ranks sharing
+  int threads = 0;                 // CPU threads per rank; 0 = node cores / ranks on the node
+};
+
 struct RuntimeOptions {
   GridOptions grid;
-  std::string device = "auto";  // auto | cpu | cuda
-  int threads = 0;              // CPU threads per rank; 0 = node cores / ranks on the node
+  ExecutionOptions execution;
   int64_t micro_batch = 1;
   bool sequence_parallel = false;
   int virtual_stages = 1;                 // model chunks per stage (interleaved schedules)
@@ -47,12 +57,17 @@ class Runtime {
   const ModelConfig& model() const { return cfg_; }
   const RuntimeOptions& options() const { return options_; }
   int threads() const { return threads_; }
+  // "nccl" or "mpi" on CUDA (how device buffers move between ranks), "mpi" on the CPU.
+  const std::string& transport() const { return transport_; }
   std::string layout() const;  // "tp=2 dp=1 pp=1"
 
  private:
   ModelConfig cfg_;
   RuntimeOptions options_;
   int threads_ = 1;
+  std::string transport_ = "mpi";
+  // The grid is declared after the backend so it is destroyed first: its NCCL communicators
+  // use the backend's stream.
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<ProcessGrid> grid_;
   std::unique_ptr<TensorParallel> tp_;

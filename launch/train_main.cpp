@@ -75,8 +75,7 @@ int train_main(int argc, char** argv) {
   ro.grid.shape = {options.tp, world_size / (options.tp * options.pp), options.pp};
   ro.grid.ranks_per_node = options.ranks_per_node;
   ro.grid.allow_tp_across_nodes = options.allow_tp_across_nodes;
-  ro.device = options.device;
-  ro.threads = options.threads;
+  ro.execution = options.execution;
   ro.micro_batch = options.micro_batch_size;
   ro.sequence_parallel = options.sequence_parallel;
   if (options.sequence_parallel && options.tp == 1)
@@ -97,8 +96,6 @@ int train_main(int argc, char** argv) {
     ro.num_caches = schedule.stated_caches[static_cast<size_t>(stage)];
     const bool split_backward = options.schedule == "zb-h1";
     ro.num_grad_sets = split_backward ? ro.num_caches : 1;
-    GPT_INPUT_CHECK(options.precision != "bf16",
-                    "--precision bf16 needs the CUDA backend (the CPU backend is fp32)");
     rt = std::make_unique<Runtime>(world, options.model, ro);
     OptimizerOptions oo{options.beta1, options.beta2, options.eps, options.weight_decay,
                         options.momentum};
