@@ -279,6 +279,29 @@ class TempDirTest(unittest.TestCase):
         return os.path.join(self.tmp, *parts)
 
 
+class WorstDifferences:
+    """For test classes that compare runs: note() keeps the worst relative difference seen per
+    quantity (each class sets its own `worst = {}`), report_worst() prints them, from
+    tearDownClass, so a log shows how close each comparison came to its tolerance."""
+
+    worst = {}  # what -> (relative difference, where)
+
+    @classmethod
+    def note(cls, what, rel, where):
+        if what not in cls.worst or rel > cls.worst[what][0]:
+            cls.worst[what] = (rel, where)
+
+    @classmethod
+    def report_worst(cls, title):
+        if not cls.worst:
+            return
+        print(f"\n{title}:")
+        for what in sorted(cls.worst):
+            rel, where = cls.worst[what]
+            print(f"  {what:<28} {rel:.3e}  ({where})")
+        sys.stdout.flush()
+
+
 def rel_norm_diff(a, b):
     """||a - b|| / ||b|| in float64 (0 when both are zero)."""
     import numpy as np

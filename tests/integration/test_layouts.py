@@ -62,7 +62,7 @@ def allreduce_tp_bytes(dp):
     return 4 * micro * ((4 * layers + 2) * b * s * d + 3 * b * s) + 8
 
 
-class LayoutTest(h.TempDirTest):
+class LayoutTest(h.TempDirTest, h.WorstDifferences):
     """The 1-rank reference (6 steps, checkpoints at 3 and 6) is made once for all tests."""
 
     worst = {}  # what -> (relative difference, where)
@@ -88,17 +88,7 @@ class LayoutTest(h.TempDirTest):
     def tearDownClass(cls):
         cls._ref.cleanup()
         cls._runs.cleanup()
-        if cls.worst:
-            print("\nworst relative differences against the 1-rank run:")
-            for what in sorted(cls.worst):
-                rel, where = cls.worst[what]
-                print(f"  {what:<28} {rel:.3e}  ({where})")
-            sys.stdout.flush()
-
-    @classmethod
-    def note(cls, what, rel, where):
-        if what not in cls.worst or rel > cls.worst[what][0]:
-            cls.worst[what] = (rel, where)
+        cls.report_worst("worst relative differences against the 1-rank run")
 
     # ---- helpers
 

@@ -120,7 +120,7 @@ def stated_stage0_caches(pp, dp, schedule, v):
 EVAL_LINE = re.compile(r": loss ([0-9.eE+-]+) \| perplexity")
 
 
-class PipelineTest(h.TempDirTest):
+class PipelineTest(h.TempDirTest, h.WorstDifferences):
     """The serial references (4 and 8 layers, 6 steps, checkpoints at 3 and 6) are made once;
     the layout runs are kept for the peak-cache, val-loss and resume tests."""
 
@@ -146,17 +146,7 @@ class PipelineTest(h.TempDirTest):
     def tearDownClass(cls):
         cls._ref.cleanup()
         cls._runs.cleanup()
-        if cls.worst:
-            print("\nworst relative differences against the 1-rank runs:")
-            for what in sorted(cls.worst):
-                rel, where = cls.worst[what]
-                print(f"  {what:<28} {rel:.3e}  ({where})")
-            sys.stdout.flush()
-
-    @classmethod
-    def note(cls, what, rel, where):
-        if what not in cls.worst or rel > cls.worst[what][0]:
-            cls.worst[what] = (rel, where)
+        cls.report_worst("worst relative differences against the 1-rank runs")
 
     # ---- helpers
 

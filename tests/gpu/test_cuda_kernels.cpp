@@ -1,0 +1,806 @@
+// The CUDA backend against the CPU backend, kernel by kernel (DESIGN.md "Backends"): every Backend
+// function on the same random inputs, fp32 to float rounding (FMA contraction and summation order
+// differ), bf16 matrix products and attention to bf16 rounding, and bitwise repeatability.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "framework/backend.h"
+#include "framework/device_array.h"
+
+namespace gpt {
+namespace {
+
+using Vec = std::vector<float>;
+using Tokens = std::vector<int32_t>;
+using Outputs = std::vector<Vec>;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+// Device memory reserved by each CUDA backend of this binary (far more than the tests use).
+constexpr size_t kArenaBytes = size_t{3} << 30;
+
+// ---------------------------------------------------------------------------------------------
+// backends: made on first use, freed by the environment's TearDown (before MPI and the CUDA
+// runtime go away)
+
+struct BackendSet {
+  std::unique_ptr<Backend> cpu;
+  std::map<std::pair<int, bool>, std::unique_ptr<Backend>> cuda;
+};
+BackendSet* g_backends = nullptr;
+
+class BackendEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { g_backends = new BackendSet; }
+  void TearDown() override {
+    delete g_backends;
+    g_backends = nullptr;
+  }
+};
+[[maybe_unused]] const ::testing::Environment* const kEnvironment =
+    ::testing::AddGlobalTestEnvironment(new BackendEnvironment);
+
+Backend& cpu() {
+  if (!g_backends->cpu) g_backends->cpu = make_cpu_backend(2);
+  return *g_backends->cpu;
+}
+
+Backend& cuda(Precision precision = Precision::kFp32, bool deterministic = false) {
+  auto& slot = g_backends->cuda[{static_cast<int>(precision), deterministic}];
+  if (!slot) {
+    CudaBackendOptions options;
+    options.device = 0;
+    options.precision = precision;
+    options.deterministic = deterministic;
+    options.arena_bytes = kArenaBytes;
+    slot = make_cuda_backend(options);
+  }
+  return *slot;
+}
+Backend& cuda_bf16() {
+  return cuda(Precision::kBf16);
+}
+
+// ---------------------------------------------------------------------------------------------
+// host data and transfers
+
+Vec randn(size_t n, std::mt19937& rng, float stddev = 1.0f, float mean = 0.0f) {
+  std::normal_distribution<float> dist(mean, stddev);
+  Vec v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+Tokens random_tokens(size_t n, int32_t lo, int32_t hi, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> dist(lo, hi - 1);
+  Tokens t(n);
+  for (auto& x : t) x = dist(rng);
+  return t;
+}
+
+template <typename T>
+DeviceArray<T> put(Backend& be, const std::vector<T>& host) {
+  DeviceArray<T> a(be, static_cast<int64_t>(host.size()));
+  if (!host.empty()) a.upload(host);
+  return a;
+}
+
+// A device buffer of n floats, every one `fill` (NaN: an output the kernel must overwrite).
+DeviceArray<float> filled(Backend& be, size_t n, float fill) {
+  return put(be, Vec(n, fill));
+}
+
+std::string shape_tag(std::initializer_list<std::pair<const char*, int64_t>> dims) {
+  std::string s;
+  for (const auto& [name, value] : dims) s += std::string(" ") + name + "=" + std::to_string(value);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// comparisons
+
+double norm(const Vec& v) {
+  double s = 0.0;
+  for (float x : v) s += static_cast<double>(x) * x;
+  return std::sqrt(s);
+}
+
+double rel_norm_diff(const Vec& got, const Vec& want) {
+  double d = 0.0;
+  for (size_t i = 0; i < got.size(); i++) {
+    const double e = static_cast<double>(got[i]) - want[i];
+    d += e * e;
+  }
+  const double ref = norm(want);
+  if (ref == 0.0) return d == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(d) / ref;
+}
+
+void expect_bits_equal(const Vec& got, const Vec& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  if (got.empty()) return;
+  if (std::memcmp(got.data(), want.data(), sizeof(float) * got.size()) == 0) return;
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); i++) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      if (bad < 5) ADD_FAILURE() << what << "[" << i << "]: " << got[i] << " vs " << want[i];
+      bad++;
+    }
+  }
+  ADD_FAILURE() << what << ": " << bad << " of " << got.size() << " elements not bit-identical";
+}
+
+// GPU result against the CPU's: relative difference by norm within `rel`, and every element within
+// 10*rel of itself plus rel of the tensor's largest magnitude (a cancellation leaves an element
+// small beside its rounding). Equal values (infinities included) always pass; NaN never does.
+void expect_match(const Vec& got, const Vec& want, double rel, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0.0;
+  for (float w : want)
+    if (std::isfinite(w)) scale = std::max(scale, static_cast<double>(std::abs(w)));
+  int64_t bad = 0;
+  Vec g_finite, w_finite;
+  for (size_t i = 0; i < got.size(); i++) {
+    if (got[i] == want[i]) {
+      if (std::isfinite(want[i])) g_finite.push_back(got[i]), w_finite.push_back(want[i]);
+      continue;
+    }
+    const double err = std::abs(static_cast<double>(got[i]) - want[i]);
+    if (!(err <= 10.0 * rel * std::abs(want[i]) + rel * scale)) {
+      if (bad < 5)
+        ADD_FAILURE() << what << "[" << i << "]: cuda " << got[i] << " cpu " << want[i] << " (err "
+                      << err << ", tensor scale " << scale << ")";
+      bad++;
+    }
+    g_finite.push_back(got[i]), w_finite.push_back(want[i]);
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements off";
+  const double r = rel_norm_diff(g_finite, w_finite);
+  EXPECT_LE(r, rel) << what << ": relative difference by norm " << r;
+}
+
+constexpr double kFp32Rel = 1e-5;  // GPU vs CPU in fp32
+constexpr double kBf16Rel = 1e-2;  // bf16 products vs the CPU's fp32
+
+// The relative difference by norm only (bf16: elements near zero carry rounding of the others).
+void expect_norm_close(const Vec& got, const Vec& want, double rel, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); i++)
+    ASSERT_TRUE(std::isfinite(got[i])) << what << "[" << i << "] = " << got[i];
+  const double r = rel_norm_diff(got, want);
+  EXPECT_LE(r, rel) << what << ": relative difference by norm " << r;
+}
+
+// Runs `f` on the CPU and on `gpu` and compares each output.
+void compare(const std::function<Outputs(Backend&)>& f, Backend& gpu, double rel,
+             const std::vector<std::string>& names, const std::string& tag) {
+  const Outputs want = f(cpu());
+  const Outputs got = f(gpu);
+  ASSERT_EQ(want.size(), names.size());
+  ASSERT_EQ(got.size(), names.size());
+  for (size_t i = 0; i < names.size(); i++) expect_match(got[i], want[i], rel, names[i] + tag);
+}
+
+// ---------------------------------------------------------------------------------------------
+// memory
+
+TEST(CudaMemory, BackendIdentity) {
+  Backend& be = cuda();
+  EXPECT_EQ(be.kind(), DeviceKind::kCuda);
+  EXPECT_FALSE(be.name().empty());
+  EXPECT_EQ(be.precision(), Precision::kFp32);
+  EXPECT_EQ(cuda_bf16().precision(), Precision::kBf16);
+  EXPECT_GT(cuda_free_memory(0), size_t{0});
+  EXPECT_FALSE(cuda_device_uuid(0).empty());
+  EXPECT_EQ(cuda_device_uuid(0), cuda_device_uuid(0));
+}
+
+TEST(CudaMemory, AllocateIsZeroFilledAlsoWhenReused) {
+  Backend& be = cuda();
+  for (size_t bytes :
+       {size_t{1}, size_t{3}, size_t{64}, size_t{1000}, size_t{1} << 20, (size_t{1} << 26) + 5}) {
+    for (int round = 0; round < 2; round++) {
+      void* p = be.allocate(bytes);
+      ASSERT_NE(p, nullptr) << bytes;
+      std::vector<unsigned char> host(bytes, 0xAB);
+      be.copy_to_host(host.data(), p, bytes);
+      EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](unsigned char b) { return b == 0; }))
+          << bytes << " bytes, round " << round;
+      // Dirty it before freeing: memory handed out again must still come zero-filled.
+      std::vector<unsigned char> junk(bytes, 0x5C);
+      be.copy_from_host(p, junk.data(), bytes);
+      be.deallocate(p);
+    }
+  }
+}
+
+TEST(CudaMemory, CopiesAndFill) {
+  Backend& be = cuda();
+  std::mt19937 rng(1);
+  const Vec host = randn(1001, rng);
+  DeviceArray<float> a = put(be, host), b(be, 1001);
+  be.copy(b.data(), a.data(), sizeof(float) * 1001);
+  expect_bits_equal(b.download(), host, "copy");
+  // Unaligned offsets and zero-byte copies.
+  be.copy(b.data() + 3, a.data() + 1, sizeof(float) * 7);
+  be.copy(b.data(), a.data(), 0);
+  be.copy_from_host(b.data(), host.data(), 0);
+  Vec back(1001);
+  be.copy_to_host(back.data(), b.data(), sizeof(float) * 1001);
+  for (int i = 0; i < 7; i++) EXPECT_EQ(back[3 + i], host[1 + i]);
+  EXPECT_EQ(back[0], host[0]);
+  EXPECT_EQ(back[10], host[10]);
+  be.copy_from_host(b.data(), host.data(), sizeof(float) * 1001);
+  be.fill_zero(b.data() + 1, 999);
+  be.fill_zero(b.data(), 0);
+  const Vec z = b.download();
+  EXPECT_EQ(z[0], host[0]);
+  EXPECT_EQ(z[1000], host[1000]);
+  for (int i = 1; i < 1000; i++) ASSERT_EQ(z[i], 0.0f) << i;
+  be.synchronize();
+}
+
+// ---------------------------------------------------------------------------------------------
+// matrix products
+
+struct MatShape {
+  int64_t N, IC, OC;
+};
+const MatShape kMatShapes[] = {{1, 1, 1},      {1, 7, 5},       {3, 17, 9},     {37, 64, 23},
+                               {64, 100, 130}, {130, 96, 2304}, {257, 768, 96}, {17, 64, 1000}};
+
+// forward with and without bias, backward input written and accumulated, backward weight with
+// and without a bias gradient (both accumulate onto what is there).
+Outputs matmul_all(Backend& be, const MatShape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t N = s.N, IC = s.IC, OC = s.OC;
+  const Vec inp = randn(N * IC, rng), w = randn(OC * IC, rng), bias = randn(OC, rng);
+  const Vec dout = randn(N * OC, rng), prior_dinp = randn(N * IC, rng);
+  const Vec prior_dw = randn(OC * IC, rng), prior_db = randn(OC, rng);
+  auto d_inp = put(be, inp), d_w = put(be, w), d_bias = put(be, bias), d_dout = put(be, dout);
+  auto out_b = filled(be, N * OC, kNaN), out = filled(be, N * OC, kNaN);
+  be.matmul_forward(out_b.data(), d_inp.data(), d_w.data(), d_bias.data(), N, IC, OC);
+  be.matmul_forward(out.data(), d_inp.data(), d_w.data(), nullptr, N, IC, OC);
+  auto dinp = filled(be, N * IC, kNaN), dinp_acc = put(be, prior_dinp);
+  be.matmul_backward_input(dinp.data(), d_dout.data(), d_w.data(), N, IC, OC, false);
+  be.matmul_backward_input(dinp_acc.data(), d_dout.data(), d_w.data(), N, IC, OC, true);
+  auto dw = put(be, prior_dw), db = put(be, prior_db), dw2 = filled(be, OC * IC, 0.0f);
+  be.matmul_backward_weight(dw.data(), db.data(), d_dout.data(), d_inp.data(), N, IC, OC);
+  be.matmul_backward_weight(dw2.data(), nullptr, d_dout.data(), d_inp.data(), N, IC, OC);
+  return {out_b.download(), out.download(), dinp.download(), dinp_acc.download(),
+          dw.download(),    db.download(),  dw2.download()};
+}
+const std::vector<std::string> kMatmulOutputs = {"forward+bias",
+                                                 "forward",
+                                                 "backward_input",
+                                                 "backward_input accumulate",
+                                                 "backward_weight",
+                                                 "backward_weight dbias",
+                                                 "backward_weight no dbias"};
+
+TEST(CudaMatmul, Fp32MatchesCpu) {
+  uint32_t seed = 10;
+  for (const auto& s : kMatShapes) {
+    compare([&](Backend& be) { return matmul_all(be, s, seed); }, cuda(), kFp32Rel, kMatmulOutputs,
+            shape_tag({{"N", s.N}, {"IC", s.IC}, {"OC", s.OC}}));
+    seed++;
+  }
+}
+
+TEST(CudaMatmul, Bf16WithinBf16Rounding) {
+  uint32_t seed = 20;
+  for (const auto& s : kMatShapes) {
+    const Outputs want = matmul_all(cpu(), s, seed), got = matmul_all(cuda_bf16(), s, seed);
+    const std::string tag = shape_tag({{"N", s.N}, {"IC", s.IC}, {"OC", s.OC}});
+    for (size_t i = 0; i < want.size(); i++)
+      expect_norm_close(got[i], want[i], kBf16Rel, "bf16 " + kMatmulOutputs[i] + tag);
+    // Operands rounded to bf16 must show: an fp32 product here means the option is ignored.
+    if (s.IC >= 64) {
+      const double r = rel_norm_diff(got[1], want[1]);
+      EXPECT_GT(r, 1e-5) << "bf16 matmul_forward equals fp32 to " << r << tag
+                         << ": are the operands rounded to bf16?";
+    }
+    seed++;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm, GELU
+
+TEST(CudaLayerNorm, Fp32MatchesCpu) {
+  uint32_t seed = 30;
+  for (int64_t N : {1, 5, 129})
+    for (int64_t C : {1, 7, 32, 768, 1001}) {
+      auto run = [&](Backend& be) -> Outputs {
+        std::mt19937 rng(seed);
+        const Vec x = randn(N * C, rng, 2.0f, 0.5f), w = randn(C, rng), b = randn(C, rng);
+        const Vec dout = randn(N * C, rng), prior_dx = randn(N * C, rng);
+        const Vec prior_dw = randn(C, rng), prior_db = randn(C, rng);
+        auto dx_in = put(be, x), dw_in = put(be, w), db_in = put(be, b), d_dout = put(be, dout);
+        auto out = filled(be, N * C, kNaN), mean = filled(be, N, kNaN), rstd = filled(be, N, kNaN);
+        be.layernorm_forward(out.data(), mean.data(), rstd.data(), dx_in.data(), dw_in.data(),
+                             db_in.data(), N, C);
+        auto dinp = put(be, prior_dx), dw = put(be, prior_dw), db = put(be, prior_db);
+        be.layernorm_backward_input(dinp.data(), d_dout.data(), dx_in.data(), dw_in.data(),
+                                    mean.data(), rstd.data(), N, C);
+        be.layernorm_backward_weight(dw.data(), db.data(), d_dout.data(), dx_in.data(), mean.data(),
+                                     rstd.data(), N, C);
+        return {out.download(),  mean.download(), rstd.download(),
+                dinp.download(), dw.download(),   db.download()};
+      };
+      compare(run, cuda(), kFp32Rel, {"ln out", "ln mean", "ln rstd", "ln dinp", "ln dw", "ln db"},
+              shape_tag({{"N", N}, {"C", C}}));
+      seed++;
+    }
+}
+
+TEST(CudaGelu, Fp32MatchesCpuIncludingEmpty) {
+  uint32_t seed = 40;
+  for (int64_t n : {0, 1, 7, 1025, 100003}) {
+    auto run = [&](Backend& be) -> Outputs {
+      std::mt19937 rng(seed);
+      const Vec x = randn(n, rng, 3.0f), dout = randn(n, rng);
+      auto d_x = put(be, x), d_dout = put(be, dout);
+      auto out = filled(be, n, kNaN), dinp = filled(be, n, kNaN);
+      be.gelu_forward(out.data(), d_x.data(), n);
+      be.gelu_backward(dinp.data(), d_dout.data(), d_x.data(), n);
+      return {out.download(), dinp.download()};
+    };
+    compare(run, cuda(), kFp32Rel, {"gelu forward", "gelu backward"}, shape_tag({{"n", n}}));
+    seed++;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// attention: compared on out and dqkv (the caches differ between backends by design)
+
+struct AttShape {
+  int64_t B, T, NH, HS;
+  float qkv_std;
+};
+const AttShape kAttShapes[] = {{1, 1, 1, 8, 1.0f},    {2, 17, 3, 16, 1.0f}, {1, 64, 1, 8, 1.0f},
+                               {1, 70, 2, 64, 1.0f},  {3, 33, 2, 16, 3.0f}, {2, 129, 4, 64, 1.0f},
+                               {1, 300, 2, 64, 1.0f}, {2, 65, 2, 8, 2.0f}};
+
+Outputs attention_all(Backend& be, const AttShape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
+  const Vec qkv = randn(B * T * 3 * C, rng, s.qkv_std), dout = randn(B * T * C, rng);
+  EXPECT_GT(be.attention_cache_floats(B, NH, T), 0);
+  EXPECT_GE(be.attention_scratch_floats(B, NH, T), 0);
+  auto d_qkv = put(be, qkv), d_dout = put(be, dout);
+  auto out = filled(be, B * T * C, kNaN);
+  auto att = filled(be, be.attention_cache_floats(B, NH, T), kNaN);
+  auto datt = filled(be, be.attention_scratch_floats(B, NH, T), kNaN);
+  be.attention_forward(out.data(), att.data(), d_qkv.data(), B, T, NH, HS);
+  auto dqkv = filled(be, B * T * 3 * C, kNaN);
+  be.attention_backward(dqkv.data(), datt.data(), d_dout.data(), out.data(), d_qkv.data(),
+                        att.data(), B, T, NH, HS);
+  return {out.download(), dqkv.download()};
+}
+
+std::string att_tag(const AttShape& s) {
+  return shape_tag({{"B", s.B}, {"T", s.T}, {"NH", s.NH}, {"HS", s.HS}});
+}
+
+TEST(CudaAttention, Fp32MatchesCpu) {
+  uint32_t seed = 50;
+  for (const auto& s : kAttShapes) {
+    compare([&](Backend& be) { return attention_all(be, s, seed); }, cuda(), kFp32Rel,
+            {"attention out", "attention dqkv"}, att_tag(s));
+    seed++;
+  }
+}
+
+TEST(CudaAttention, Bf16WithinBf16Rounding) {
+  uint32_t seed = 60;
+  for (const auto& s : kAttShapes) {
+    const Outputs want = attention_all(cpu(), s, seed), got = attention_all(cuda_bf16(), s, seed);
+    expect_norm_close(got[0], want[0], kBf16Rel, "bf16 attention out" + att_tag(s));
+    // The backward chains more bf16 products (dO.V^T, dS.K, dS^T.Q, P^T.dO).
+    expect_norm_close(got[1], want[1], 2 * kBf16Rel, "bf16 attention dqkv" + att_tag(s));
+    seed++;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// residual stream and biases: single roundings, so bit-identical; column sums to rounding
+
+TEST(CudaElementwise, AddAccumulateScaleAreExact) {
+  uint32_t seed = 70;
+  for (int64_t n : {0, 1, 7, 1000, 100003}) {
+    auto run = [&](Backend& be) -> Outputs {
+      std::mt19937 rng(seed);
+      const Vec a = randn(n, rng), b = randn(n, rng), y = randn(n, rng);
+      auto da = put(be, a), db = put(be, b), dy = put(be, y), out = filled(be, n, kNaN);
+      be.add(out.data(), da.data(), db.data(), n);
+      be.accumulate(dy.data(), da.data(), n);
+      be.scale(db.data(), 0.37f, n);
+      return {out.download(), dy.download(), db.download()};
+    };
+    const Outputs want = run(cpu()), got = run(cuda());
+    const std::string tag = shape_tag({{"n", n}});
+    expect_bits_equal(got[0], want[0], "add" + tag);
+    expect_bits_equal(got[1], want[1], "accumulate" + tag);
+    expect_bits_equal(got[2], want[2], "scale" + tag);
+    seed++;
+  }
+}
+
+TEST(CudaElementwise, BiasForwardExactBackwardMatches) {
+  uint32_t seed = 80;
+  for (int64_t N : {1, 7, 1000, 4099})
+    for (int64_t C : {1, 3, 768, 1001}) {
+      auto run = [&](Backend& be) -> Outputs {
+        std::mt19937 rng(seed);
+        const Vec x = randn(N * C, rng), bias = randn(C, rng), prior = randn(C, rng);
+        auto dx = put(be, x), dbias_in = put(be, bias), dbias = put(be, prior);
+        be.add_bias(dx.data(), dbias_in.data(), N, C);
+        be.bias_backward(dbias.data(), dx.data(), N, C);
+        return {dx.download(), dbias.download()};
+      };
+      const Outputs want = run(cpu()), got = run(cuda());
+      const std::string tag = shape_tag({{"N", N}, {"C", C}});
+      expect_bits_equal(got[0], want[0], "add_bias" + tag);
+      expect_match(got[1], want[1], kFp32Rel, "bias_backward" + tag);
+      seed++;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// embeddings: tokens outside [vocab_start, vocab_start + V_local) look up 0 and get no gradient
+
+TEST(CudaEmbedding, TokenEmbeddingWithTokensOutsideTheShard) {
+  uint32_t seed = 90;
+  struct Case {
+    int64_t N, C, vocab_start, V_local;
+  };
+  for (const Case& c : {Case{1, 8, 0, 100}, Case{37, 96, 64, 64}, Case{1000, 768, 0, 64},
+                        Case{513, 16, 128, 320}}) {
+    auto run = [&](Backend& be) -> Outputs {
+      std::mt19937 rng(seed);
+      const Vec wte = randn(c.V_local * c.C, rng), dout = randn(c.N * c.C, rng);
+      const Vec prior = randn(c.V_local * c.C, rng);
+      // Below, inside and above this shard's rows; many repeats.
+      const Tokens tokens =
+          random_tokens(c.N, 0, static_cast<int32_t>(c.vocab_start + c.V_local + 40), rng);
+      auto dwte_in = put(be, wte), d_dout = put(be, dout);
+      auto dtok = put(be, tokens);
+      auto out = filled(be, c.N * c.C, kNaN), dwte = put(be, prior);
+      be.embedding_forward(out.data(), dtok.data(), dwte_in.data(), c.N, c.C, c.vocab_start,
+                           c.V_local);
+      be.embedding_backward(dwte.data(), d_dout.data(), dtok.data(), c.N, c.C, c.vocab_start,
+                            c.V_local);
+      return {out.download(), dwte.download()};
+    };
+    const Outputs want = run(cpu()), got = run(cuda());
+    const std::string tag =
+        shape_tag({{"N", c.N}, {"C", c.C}, {"start", c.vocab_start}, {"V_local", c.V_local}});
+    expect_bits_equal(got[0], want[0], "embedding_forward" + tag);
+    expect_match(got[1], want[1], kFp32Rel, "embedding_backward" + tag);
+    seed++;
+  }
+}
+
+TEST(CudaEmbedding, PositionEmbedding) {
+  uint32_t seed = 100;
+  for (int64_t B : {1, 3})
+    for (int64_t T : {1, 17, 70})
+      for (int64_t C : {8, 96}) {
+        auto run = [&](Backend& be) -> Outputs {
+          std::mt19937 rng(seed);
+          const Vec x = randn(B * T * C, rng), wpe = randn(T * C, rng), prior = randn(T * C, rng);
+          auto dx = put(be, x), dwpe_in = put(be, wpe), dwpe = put(be, prior);
+          be.position_embedding_forward(dx.data(), dwpe_in.data(), B, T, C);
+          be.position_embedding_backward(dwpe.data(), dx.data(), B, T, C);
+          return {dx.download(), dwpe.download()};
+        };
+        const Outputs want = run(cpu()), got = run(cuda());
+        const std::string tag = shape_tag({{"B", B}, {"T", T}, {"C", C}});
+        expect_bits_equal(got[0], want[0], "position_embedding_forward" + tag);
+        expect_match(got[1], want[1], kFp32Rel, "position_embedding_backward" + tag);
+        seed++;
+      }
+}
+
+// ---------------------------------------------------------------------------------------------
+// vocabulary-parallel cross-entropy: each step fed the CPU's inputs, so each is compared alone
+
+TEST(CudaCrossEntropy, EveryStepWithPaddingAndNonLocalTargets) {
+  uint32_t seed = 110;
+  struct Case {
+    int64_t N, V_local, V_valid, vocab_start;
+  };
+  for (const Case& c : {Case{1, 64, 64, 0}, Case{7, 64, 50, 0}, Case{33, 128, 100, 64},
+                        Case{64, 1000, 999, 0}, Case{5, 64, 0, 128}, Case{129, 384, 257, 384}}) {
+    std::mt19937 rng(seed);
+    const Vec logits = randn(c.N * c.V_local, rng, 3.0f);
+    // Targets: real vocabulary only (never a padding row), local or on another shard.
+    Tokens targets(c.N);
+    for (auto& t : targets) {
+      std::vector<int> where = {0};               // above this shard
+      if (c.vocab_start > 0) where.push_back(1);  // below it
+      if (c.V_valid > 0) where.push_back(2);      // one of its real rows
+      const auto r = static_cast<int64_t>(rng() % 100000);
+      switch (where[rng() % where.size()]) {
+        case 0:
+          t = static_cast<int32_t>(c.vocab_start + c.V_local + r % 50);
+          break;
+        case 1:
+          t = static_cast<int32_t>(r % c.vocab_start);
+          break;
+        default:
+          t = static_cast<int32_t>(c.vocab_start + r % c.V_valid);
+          break;
+      }
+    }
+    // What the tp all-reduces would bring (a rank with only padding sees others' statistics).
+    Vec gmax_other(c.N, 1.5f);
+    const std::string tag = shape_tag(
+        {{"N", c.N}, {"V_local", c.V_local}, {"V_valid", c.V_valid}, {"start", c.vocab_start}});
+    auto stats = [&](Backend& be, const Vec& row_max_in) -> Outputs {
+      auto dl = put(be, logits);
+      auto dt = put(be, targets);
+      auto mx = filled(be, c.N, kNaN), se = filled(be, c.N, kNaN), tl = filled(be, c.N, kNaN);
+      be.xent_row_max(mx.data(), dl.data(), c.N, c.V_local, c.V_valid);
+      auto gmax = put(be, row_max_in);
+      be.xent_row_sumexp(se.data(), dl.data(), gmax.data(), c.N, c.V_local, c.V_valid);
+      be.xent_target_logit(tl.data(), dl.data(), dt.data(), c.N, c.V_local, c.vocab_start);
+      return {mx.download(), se.download(), tl.download()};
+    };
+    // Row max of the local columns, then the global max (this shard's against the others').
+    const Vec cpu_max = stats(cpu(), Vec(c.N, 0.0f))[0];
+    Vec gmax(c.N);
+    for (int64_t n = 0; n < c.N; n++) gmax[n] = std::max(cpu_max[n], gmax_other[n]);
+    const Outputs want = stats(cpu(), gmax), got = stats(cuda(), gmax);
+    expect_bits_equal(got[0], want[0], "xent_row_max" + tag);
+    if (c.V_valid == 0) {
+      for (float m : got[0]) EXPECT_EQ(m, -kInf) << "row max of a padding-only shard" << tag;
+    }
+    expect_match(got[1], want[1], kFp32Rel, "xent_row_sumexp" + tag);
+    expect_bits_equal(got[2], want[2], "xent_target_logit" + tag);
+
+    // Loss and backward from the CPU's statistics (a positive sum: the other shards' share).
+    Vec gsum = want[1];
+    for (auto& s : gsum) s += 0.25f;
+    auto finish = [&](Backend& be) -> Outputs {
+      auto dl = put(be, logits), mx = put(be, gmax), se = put(be, gsum);
+      auto dt = put(be, targets);
+      auto tl = put(be, want[2]), losses = filled(be, c.N, kNaN);
+      be.xent_loss(losses.data(), mx.data(), se.data(), tl.data(), c.N);
+      be.xent_backward(dl.data(), mx.data(), se.data(), dt.data(), c.N, c.V_local, c.V_valid,
+                       c.vocab_start, 0.37f);
+      return {losses.download(), dl.download()};
+    };
+    const Outputs want2 = finish(cpu()), got2 = finish(cuda());
+    expect_match(got2[0], want2[0], kFp32Rel, "xent_loss" + tag);
+    expect_match(got2[1], want2[1], kFp32Rel, "xent_backward" + tag);
+    for (int64_t n = 0; n < c.N; n++)
+      for (int64_t j = c.V_valid; j < c.V_local; j++)
+        ASSERT_EQ(got2[1][n * c.V_local + j], 0.0f) << "padding column " << j << tag;
+    seed++;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// reductions
+
+TEST(CudaReductions, SumAndSumSquaresMatchCpu) {
+  uint32_t seed = 120;
+  EXPECT_EQ(cuda().sum(nullptr, 0), 0.0);
+  EXPECT_EQ(cuda().sum_squares(nullptr, 0), 0.0);
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{255}, int64_t{257}, int64_t{100003},
+                    (int64_t{1} << 24) + 3}) {
+    std::mt19937 rng(seed++);
+    const Vec x = randn(n, rng, 1.0f, 0.1f);
+    double abs_sum = 0.0, sq = 0.0;
+    for (float v : x) abs_sum += std::abs(v), sq += static_cast<double>(v) * v;
+    auto dc = put(cpu(), x), dg = put(cuda(), x);
+    const double want = cpu().sum(dc.data(), n), want_sq = cpu().sum_squares(dc.data(), n);
+    const double got = cuda().sum(dg.data(), n), got_sq = cuda().sum_squares(dg.data(), n);
+    if (n == 1) {
+      EXPECT_EQ(got, want);
+      EXPECT_EQ(got_sq, want_sq);
+    }
+    // Both accumulate in double: only the order differs.
+    EXPECT_NEAR(got, want, 1e-10 * abs_sum) << "sum n=" << n;
+    EXPECT_NEAR(got_sq, want_sq, 1e-10 * sq) << "sum_squares n=" << n;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// optimizers: several runs, with and without decay, in one call; elements outside runs untouched
+
+const std::vector<ParameterRun> kRuns = {{0, 1000, true},
+                                         {1000, 3, false},
+                                         {1003, 0, true},
+                                         {1003, 4000, true},
+                                         {5003, 1000, false},
+                                         /* gap [6003, 6103) */ {6103, 3904, true}};
+constexpr int64_t kFlat = 10007;
+
+TEST(CudaOptimizers, AdamWRunsMatchCpuOverSeveralSteps) {
+  auto run = [&](Backend& be) -> Outputs {
+    std::mt19937 rng(130);
+    auto p = put(be, randn(kFlat, rng)), m = filled(be, kFlat, 0.0f), v = filled(be, kFlat, 0.0f);
+    for (int t = 1; t <= 4; t++) {
+      auto g = put(be, randn(kFlat, rng, t == 3 ? 1e-3f : 1.0f));
+      const double lr = 3e-3 * t;
+      const AdamWStep decayed = make_adamw_step(lr, 0.9, 0.95, 1e-8, 0.1, t);
+      const AdamWStep undecayed = make_adamw_step(lr, 0.9, 0.95, 1e-8, 0.0, t);
+      be.adamw_update(p.data(), g.data(), m.data(), v.data(), kRuns, decayed, undecayed);
+    }
+    // No runs: nothing changes.
+    auto g = put(be, randn(kFlat, rng));
+    be.adamw_update(p.data(), g.data(), m.data(), v.data(), std::span<const ParameterRun>(),
+                    make_adamw_step(1.0, 0.9, 0.95, 1e-8, 0.1, 5),
+                    make_adamw_step(1.0, 0.9, 0.95, 1e-8, 0.0, 5));
+    return {p.download(), m.download(), v.download()};
+  };
+  const Outputs want = run(cpu()), got = run(cuda());
+  const char* names[] = {"adamw param", "adamw exp_avg", "adamw exp_avg_sq"};
+  for (size_t k = 0; k < 3; k++) expect_match(got[k], want[k], kFp32Rel, names[k]);
+  // The gap between runs keeps its initial values and zero moments on the GPU too.
+  std::mt19937 rng(130);
+  const Vec initial = randn(kFlat, rng);
+  for (int64_t i = 6003; i < 6103; i++) {
+    ASSERT_EQ(got[0][i], initial[i]) << "adamw changed element " << i << " outside every run";
+    ASSERT_EQ(got[1][i], 0.0f);
+    ASSERT_EQ(got[2][i], 0.0f);
+  }
+  // And the bf16 backend updates in fp32, identically to the fp32 backend.
+  const Outputs bf16 = run(cuda_bf16());
+  for (size_t k = 0; k < 3; k++) expect_bits_equal(bf16[k], got[k], "adamw on the bf16 backend");
+}
+
+TEST(CudaOptimizers, SgdRunsMatchCpuWithAndWithoutMomentum) {
+  for (float momentum : {0.9f, 0.0f}) {
+    auto run = [&](Backend& be) -> Outputs {
+      std::mt19937 rng(140);
+      auto p = put(be, randn(kFlat, rng)), buf = filled(be, kFlat, 0.0f);
+      float* b = momentum != 0.0f ? buf.data() : nullptr;
+      for (int t = 0; t < 3; t++) {
+        auto g = put(be, randn(kFlat, rng));
+        const float lr = 0.05f * (t + 1);
+        be.sgd_update(p.data(), g.data(), b, kRuns, SgdStep{lr, momentum, 0.01f, t == 0},
+                      SgdStep{lr, momentum, 0.0f, t == 0});
+      }
+      return {p.download(), buf.download()};
+    };
+    compare(run, cuda(), kFp32Rel, {"sgd param", "sgd momentum_buffer"},
+            " momentum=" + std::to_string(momentum));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// bf16 backend: everything but the matrix products and attention stays fp32
+
+TEST(CudaBf16Backend, NonMatmulKernelsAreTheFp32Ones) {
+  auto run = [&](Backend& be) -> Outputs {
+    std::mt19937 rng(150);
+    const int64_t N = 77, C = 768;
+    auto x = put(be, randn(N * C, rng)), w = put(be, randn(C, rng)), b = put(be, randn(C, rng));
+    auto out = filled(be, N * C, kNaN), mean = filled(be, N, kNaN), rstd = filled(be, N, kNaN);
+    be.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    auto gelu = filled(be, N * C, kNaN);
+    be.gelu_forward(gelu.data(), x.data(), N * C);
+    auto db = filled(be, C, 0.0f);
+    be.bias_backward(db.data(), x.data(), N, C);
+    return {out.download(), mean.download(), rstd.download(), gelu.download(), db.download()};
+  };
+  const Outputs fp32 = run(cuda()), bf16 = run(cuda_bf16());
+  for (size_t k = 0; k < fp32.size(); k++)
+    expect_bits_equal(bf16[k], fp32[k], "bf16 backend output " + std::to_string(k));
+}
+
+// ---------------------------------------------------------------------------------------------
+// determinism: the same call twice gives the same bits (own kernels always; cuBLASLt in the
+// deterministic mode)
+
+void expect_repeatable(Backend& be, const std::function<Vec(Backend&)>& f,
+                       const std::string& what) {
+  const Vec a = f(be), b = f(be);
+  expect_bits_equal(b, a, what + " on " + be.name() + " run twice");
+}
+
+Vec embedding_backward_repeated(Backend& be) {
+  std::mt19937 rng(160);
+  const int64_t N = 8192, C = 768, V = 64;
+  const Tokens tokens = random_tokens(N, 0, 7, rng);  // heavy repeats: 7 distinct rows
+  auto dout = put(be, randn(N * C, rng)), dwte = filled(be, V * C, 0.0f);
+  auto dt = put(be, tokens);
+  be.embedding_backward(dwte.data(), dout.data(), dt.data(), N, C, 0, V);
+  auto dwpe = filled(be, 1024 * C, 0.0f);
+  be.position_embedding_backward(dwpe.data(), dout.data(), 8, 1024, C);
+  Vec r = dwte.download(), p = dwpe.download();
+  r.insert(r.end(), p.begin(), p.end());
+  return r;
+}
+
+Vec attention_backward_once(Backend& be) {
+  return attention_all(be, AttShape{2, 257, 4, 64, 1.0f}, 170)[1];
+}
+
+Vec column_sums(Backend& be) {
+  std::mt19937 rng(180);
+  const int64_t N = 16384 + 3, C = 768;
+  auto x = put(be, randn(N * C, rng)), db = filled(be, C, 0.0f);
+  be.bias_backward(db.data(), x.data(), N, C);
+  auto mean = filled(be, N, 0.0f), rstd = filled(be, N, 0.0f), out = filled(be, N * C, 0.0f);
+  auto w = put(be, randn(C, rng)), b = put(be, randn(C, rng));
+  be.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  auto lw = filled(be, C, 0.0f), lb = filled(be, C, 0.0f);
+  be.layernorm_backward_weight(lw.data(), lb.data(), out.data(), x.data(), mean.data(), rstd.data(),
+                               N, C);
+  Vec r = db.download(), a = lw.download(), c = lb.download();
+  r.insert(r.end(), a.begin(), a.end());
+  r.insert(r.end(), c.begin(), c.end());
+  return r;
+}
+
+Vec sums(Backend& be) {
+  std::mt19937 rng(190);
+  const int64_t n = (int64_t{1} << 22) + 3;
+  auto x = put(be, randn(n, rng));
+  const double s = be.sum(x.data(), n), s2 = be.sum_squares(x.data(), n);
+  Vec r(4);
+  std::memcpy(r.data(), &s, sizeof s);
+  std::memcpy(r.data() + 2, &s2, sizeof s2);
+  return r;
+}
+
+// Long reductions over N (dweight = dout^T . inp): where split-K would change the sum order.
+Vec matmul_weight_grads(Backend& be) {
+  std::mt19937 rng(200);
+  Vec r;
+  for (const MatShape& s : {MatShape{16384, 64, 64}, MatShape{4096, 768, 2304}}) {
+    auto inp = put(be, randn(s.N * s.IC, rng)), dout = put(be, randn(s.N * s.OC, rng));
+    auto w = put(be, randn(s.OC * s.IC, rng));
+    auto dw = filled(be, s.OC * s.IC, 0.0f), db = filled(be, s.OC, 0.0f);
+    be.matmul_backward_weight(dw.data(), db.data(), dout.data(), inp.data(), s.N, s.IC, s.OC);
+    auto out = filled(be, s.N * s.OC, 0.0f), dinp = filled(be, s.N * s.IC, 0.0f);
+    be.matmul_forward(out.data(), inp.data(), w.data(), nullptr, s.N, s.IC, s.OC);
+    be.matmul_backward_input(dinp.data(), dout.data(), w.data(), s.N, s.IC, s.OC, false);
+    for (const auto* a : {&dw, &db, &out, &dinp}) {
+      const Vec v = a->download();
+      r.insert(r.end(), v.begin(), v.end());
+    }
+  }
+  return r;
+}
+
+TEST(CudaDeterminism, OwnKernelsRepeatBitForBit) {
+  for (Backend* be : {&cuda(), &cuda(Precision::kBf16, true)}) {
+    expect_repeatable(*be, embedding_backward_repeated, "embedding and position backward");
+    expect_repeatable(*be, attention_backward_once, "attention_backward");
+    expect_repeatable(*be, column_sums, "bias_backward and layernorm_backward_weight");
+    expect_repeatable(*be, sums, "sum and sum_squares");
+  }
+}
+
+TEST(CudaDeterminism, DeterministicModeMatmulsRepeatBitForBit) {
+  expect_repeatable(cuda(Precision::kFp32, true), matmul_weight_grads, "fp32 matmuls");
+  expect_repeatable(cuda(Precision::kBf16, true), matmul_weight_grads, "bf16 matmuls");
+}
+
+TEST(CudaDeterminism, DeterministicModeIsStillAccurate) {
+  const MatShape s{257, 768, 96};
+  const Outputs want = matmul_all(cpu(), s, 210),
+                got = matmul_all(cuda(Precision::kFp32, true), s, 210);
+  for (size_t i = 0; i < want.size(); i++)
+    expect_match(got[i], want[i], kFp32Rel, "deterministic " + kMatmulOutputs[i]);
+}
+
+}  // namespace
+}  // namespace gpt
