@@ -47,6 +47,9 @@ class Communicator {
   virtual std::unique_ptr<Request> irecv(float* buf, int64_t count, int peer, int tag = 0) = 0;
   virtual std::unique_ptr<Request> iall_reduce(float* buf, int64_t count, ReduceOp op) = 0;
   virtual void barrier() = 0;
+  // Whether point-to-point messages match by tag (MPI). Without tags (NCCL) the k-th send to a
+  // peer matches the peer's k-th receive from this rank, whatever the tags say.
+  virtual bool matches_by_tag() const { return true; }
 
   // The MPI communicator of the same group: the control plane (agreement, HDF5's MPI-IO).
   virtual MPI_Comm mpi_comm() const = 0;

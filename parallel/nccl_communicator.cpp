@@ -173,6 +173,7 @@ class NcclCommunicator final : public Communicator {
         ncclAllReduce(buf, buf, elements(count), ncclFloat, nccl_op(op), comm_, stream_));
     return std::make_unique<NcclRequest>(*this, end(), -1);
   }
+  bool matches_by_tag() const override { return false; }
   void barrier() override {
     flush_sends();
     GPT_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -65,6 +65,10 @@ PipelineStats PipelineExecutor::run(const Schedule& schedule,
                                     const std::vector<PipelineChunk*>& chunks, bool forward_only) {
   GPT_CHECK(schedule.pp == pp_size_ && static_cast<int>(chunks.size()) == virtual_stages_,
             "schedule for pp " << schedule.pp << " run on a pipeline of " << pp_size_);
+  GPT_CHECK(pp_.matches_by_tag() || transfers_match_in_order(schedule),
+            "the " << schedule.name << " schedule posts transfers between some pair of stages in "
+                   << "different orders on the two sides, which a transport without tags (NCCL) "
+                   << "would mismatch");
   const int last_vs = pp_size_ * virtual_stages_ - 1;
   std::vector<Pool> slots, grad_sets;
   for (PipelineChunk* c : chunks) {

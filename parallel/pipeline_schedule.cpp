@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <map>
 #include <sstream>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "framework/check.h"
 
@@ -436,6 +440,39 @@ void check_schedule(const Schedule& s) {
                         << ": stage " << stage << " holds up to " << peaks.b_caches[stage]
                         << " forward caches before their B, stated " << s.stated_b_caches[stage]);
   }
+}
+
+namespace {
+
+// One message the executor posts: (microbatch, receiving virtual stage, gradient?).
+using Message = std::tuple<int, int, bool>;
+
+// Per ordered pair (from, to): the messages `from` sends in its list order, and those `to`
+// receives from `from` in its list order. The rules mirror PipelineExecutor::run: F receives
+// its input from vs - 1 and sends its output to vs + 1; B (or B-input) receives its output
+// gradient from vs + 1 and sends its input gradient to vs - 1; W moves nothing.
+bool orders_match(const Schedule& s, bool forward_only) {
+  const int last_vs = s.pp * s.virtual_stages - 1;
+  std::map<std::pair<int, int>, std::vector<Message>> sent, received;
+  for (int stage = 0; stage < s.pp; ++stage) {
+    for (const Action& a : s.stages[static_cast<size_t>(stage)]) {
+      const int vs = virtual_stage(s.pp, stage, a.chunk);
+      if (a.kind == ActionKind::kForward) {
+        if (vs > 0) received[{(vs - 1) % s.pp, stage}].emplace_back(a.microbatch, vs, false);
+        if (vs < last_vs) sent[{stage, (vs + 1) % s.pp}].emplace_back(a.microbatch, vs + 1, false);
+      } else if (!forward_only && a.kind != ActionKind::kBackwardWeight) {
+        if (vs < last_vs) received[{(vs + 1) % s.pp, stage}].emplace_back(a.microbatch, vs, true);
+        if (vs > 0) sent[{stage, (vs - 1) % s.pp}].emplace_back(a.microbatch, vs - 1, true);
+      }
+    }
+  }
+  return sent == received;
+}
+
+}  // namespace
+
+bool transfers_match_in_order(const Schedule& s) {
+  return orders_match(s, false) && orders_match(s, true);
 }
 
 Timeline simulate(const Schedule& s, const ActionCosts& costs) {

@@ -55,6 +55,13 @@ std::string describe(const Action& action);
 // never stalls; the peak caches per stage equal stated_caches and stated_b_caches.
 void check_schedule(const Schedule& s);
 
+// Whether each ordered pair of stages exchanges its messages in the same order on both sides: the
+// k-th activation or gradient stage a sends to stage b (in a's list order, as the executor posts
+// them) is the k-th that b receives from a (in b's order). MPI's tags make any order work; a
+// transport without tags (NCCL) matches messages in issue order and needs this, for the whole
+// step and for the forward-only runs of eval and generate.
+bool transfers_match_in_order(const Schedule& s);
+
 // Full backward costs backward_input + backward_weight; comm is the p2p latency added to every
 // dependency between two different stages.
 struct ActionCosts {

@@ -74,6 +74,8 @@ TEST(PipelineSchedule, EveryValidSettingPassesTheChecker) {
           EXPECT_EQ(s.name, name);
           ASSERT_EQ(s.stages.size(), static_cast<size_t>(pp));
           EXPECT_NO_THROW(check_schedule(s));
+          // What the NCCL transport relies on (it has no tags).
+          EXPECT_TRUE(transfers_match_in_order(s));
           // Each stage runs 2 actions per owned (microbatch, chunk), 3 when the backward is split.
           const size_t per = name == "zb-h1" ? 3 : 2;
           for (const auto& list : s.stages) EXPECT_EQ(list.size(), per * m * v);
@@ -84,6 +86,18 @@ TEST(PipelineSchedule, EveryValidSettingPassesTheChecker) {
   // gpipe and 1f1b: all 128; zb-h1: m >= pp, 16 + 15 + ... + 9; interleaved: pp 2..8 times
   // the multiples of pp up to 16 (8 + 5 + 4 + 3 + 2 + 2 + 2) times v 2..4.
   EXPECT_EQ(valid, 128 + 128 + 100 + 26 * 3);
+}
+
+TEST(PipelineSchedule, TransferOrderCheckSeesSwappedReceives) {
+  // Stage 1 takes microbatch 1 first: MPI's tags would sort it out, NCCL would not.
+  Schedule s = make_schedule("gpipe", 2, 2, 1);
+  EXPECT_TRUE(transfers_match_in_order(s));
+  std::swap(s.stages[1][0], s.stages[1][1]);
+  EXPECT_FALSE(transfers_match_in_order(s));
+  // Only the backward swapped: the forward-only order (eval) still matches, the step does not.
+  s = make_schedule("gpipe", 2, 2, 1);
+  std::swap(s.stages[0][2], s.stages[0][3]);
+  EXPECT_FALSE(transfers_match_in_order(s));
 }
 
 TEST(PipelineSchedule, InvalidSettingsNameTheOption) {
