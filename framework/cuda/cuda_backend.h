@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "framework/backend.h"
+#include "framework/gemm_layout.h"
 #include "framework/cuda/device_arena.h"
 #include "framework/cuda/kernels.h"
 
@@ -45,12 +46,6 @@ class CudaBackend final : public Backend {
   int device() const { return options_.device; }
   const DeviceArena& arena() const { return arena_; }
 
-  // One cuBLASLt product D (m x n, column-major) = op(A) op(B) + beta D, A and B float32 in
-  // memory (rounded to bf16 first in bf16 precision), D float32; bias (m) fused when not null.
-  struct GemmShape {
-    bool transpose_a, transpose_b;
-    int64_t m, n, k, lda, ldb, ldd;
-  };
   static constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;  // what Hopper kernels want
 
   void* allocate(size_t bytes) override;
@@ -131,6 +126,8 @@ class CudaBackend final : public Backend {
                   const SgdStep& undecayed) override;
 
  private:
+  // One cuBLASLt product (gemm_layout.h) D = op(A) op(B) + beta D, A and B float32 in memory
+  // (rounded to bf16 first in bf16 precision), D float32; bias (m) fused when not null.
   void gemm(const GemmShape& shape, const float* A, const float* B, float* D, float beta,
             const float* bias);
   const cublasLtMatmulAlgo_t* find_algorithm(const GemmShape& shape, bool bias, const void* A,

@@ -1,11 +1,11 @@
-// The CUDA backend's device memory: one cudaMalloc at start-up, carved by first fit into
-// 256-byte-aligned blocks, so no training step ever calls the CUDA allocator (whose cudaFree
-// synchronizes the whole device). Freed blocks merge with free neighbours.
+// The CUDA backend's device memory: one cudaMalloc at start-up, carved into 256-byte-aligned
+// blocks by a BlockAllocator, so no training step ever calls the CUDA allocator (whose cudaFree
+// synchronizes the whole device).
 #pragma once
 
 #include <cstddef>
-#include <map>
-#include <unordered_map>
+
+#include "framework/block_allocator.h"
 
 namespace gpt::cuda {
 
@@ -16,23 +16,22 @@ class DeviceArena {
   DeviceArena(const DeviceArena&) = delete;
   DeviceArena& operator=(const DeviceArena&) = delete;
 
-  // Throws a one-line input error naming --gpu-memory-gb when the arena is exhausted.
+  // Null for zero bytes; throws a one-line input error naming --gpu-memory-gb when the arena is
+  // exhausted.
   void* allocate(size_t bytes);
-  void release(void* ptr);
+  void release(void* ptr);  // null is ignored
 
   bool contains(const void* ptr) const {
     const char* p = static_cast<const char*>(ptr);
-    return p >= base_ && p < base_ + capacity_;
+    return p >= base_ && p < base_ + blocks_.capacity();
   }
-  size_t capacity() const { return capacity_; }
-  size_t in_use() const { return in_use_; }
-  size_t peak() const { return peak_; }
+  size_t capacity() const { return blocks_.capacity(); }
+  size_t in_use() const { return blocks_.in_use(); }
+  size_t peak() const { return blocks_.peak(); }
 
  private:
+  BlockAllocator blocks_;
   char* base_ = nullptr;
-  size_t capacity_ = 0, in_use_ = 0, peak_ = 0;
-  std::map<size_t, size_t> free_;                // offset -> size, ordered for merging
-  std::unordered_map<void*, size_t> allocated_;  // pointer -> size
 };
 
 }  // namespace gpt::cuda

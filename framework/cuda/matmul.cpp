@@ -1,7 +1,6 @@
-// CudaBackend's matrix products through cuBLASLt. Row-major X (r, c) is column-major X^T, so
-// out (N,OC) = inp . W^T is D (OC x N) = W-buffer^T . inp-buffer in cuBLASLt's terms, and the
-// two backward products follow the same way (shapes below). Float32 accumulation always; in bf16
-// precision both operands are first rounded to bfloat16 into arena scratch, and D stays float32.
+// CudaBackend's matrix products through cuBLASLt, in the column-major shapes of gemm_layout.h.
+// Float32 accumulation always; in bf16 precision both operands are first rounded to bfloat16
+// into arena scratch, and D stays float32.
 #include <algorithm>
 #include <cstdint>
 
@@ -38,21 +37,18 @@ struct MatmulDescriptors {
 
 void CudaBackend::matmul_forward(float* out, const float* inp, const float* weight,
                                  const float* bias, int64_t N, int64_t IC, int64_t OC) {
-  // D (OC x N) = op_T(W-buffer: IC x OC) . inp-buffer (IC x N)
-  gemm({true, false, OC, N, IC, IC, IC, OC}, weight, inp, out, 0.0f, bias);
+  gemm(linear_forward_gemm(N, IC, OC), weight, inp, out, 0.0f, bias);
 }
 
 void CudaBackend::matmul_backward_input(float* dinp, const float* dout, const float* weight,
                                         int64_t N, int64_t IC, int64_t OC, bool accumulate) {
-  // D (IC x N) = W-buffer (IC x OC) . dout-buffer (OC x N)
-  gemm({false, false, IC, N, OC, IC, OC, IC}, weight, dout, dinp, accumulate ? 1.0f : 0.0f,
+  gemm(linear_backward_input_gemm(N, IC, OC), weight, dout, dinp, accumulate ? 1.0f : 0.0f,
        nullptr);
 }
 
 void CudaBackend::matmul_backward_weight(float* dweight, float* dbias, const float* dout,
                                          const float* inp, int64_t N, int64_t IC, int64_t OC) {
-  // dW^T: D (IC x OC) += inp-buffer (IC x N) . op_T(dout-buffer: OC x N)
-  gemm({false, true, IC, OC, N, IC, OC, IC}, inp, dout, dweight, 1.0f, nullptr);
+  gemm(linear_backward_weight_gemm(N, IC, OC), inp, dout, dweight, 1.0f, nullptr);
   if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
 }
 
@@ -60,7 +56,7 @@ namespace {
 
 // The descriptors of one product: cheap host objects, built per call so the cache holds only the
 // chosen algorithm.
-void describe(MatmulDescriptors& desc, const CudaBackend::GemmShape& s, cudaDataType_t operand_type,
+void describe(MatmulDescriptors& desc, const GemmShape& s, cudaDataType_t operand_type,
               const float* bias) {
   GPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -144,9 +140,7 @@ void CudaBackend::gemm(const GemmShape& s, const float* A, const float* B, float
   const void* a = A;
   const void* b = B;
   if (bf16) {
-    // Column-major stored extents: ld x (columns of the stored matrix).
-    const int64_t a_elements = s.lda * (s.transpose_a ? s.m : s.k);
-    const int64_t b_elements = s.ldb * (s.transpose_b ? s.k : s.n);
+    const int64_t a_elements = gemm_a_elements(s), b_elements = gemm_b_elements(s);
     auto* a16 = static_cast<__nv_bfloat16*>(
         operand_a_.get(arena_, stream_, sizeof(__nv_bfloat16) * static_cast<size_t>(a_elements)));
     auto* b16 = static_cast<__nv_bfloat16*>(
