@@ -8,7 +8,7 @@
 
 namespace gpt::cpu {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   explicit CpuBackend(int threads);
   DeviceKind kind() const override { return DeviceKind::kCpu; }
