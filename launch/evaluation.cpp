@@ -52,7 +52,7 @@ EvalResult evaluate(Runtime& rt, const TokenDataset& data, int64_t max_windows) 
     adapters.back().begin(&batch, nullptr);
     pointers.push_back(&adapters.back());
   }
-  PipelineExecutor(grid.pp(), rt.backend(), chunks).run(forwards, pointers, true);
+  PipelineExecutor(grid.pp(), chunks).run(forwards, pointers, true);
   double loss_sum = 0.0;
   for (const GptChunk& chunk : adapters)
     if (chunk.has_head()) loss_sum += chunk.loss_sum();

@@ -94,7 +94,7 @@ int generate_main(int argc, char** argv) {
   GptChunk chunk(rt.stage(), 1, 1);
   chunk.begin(&batch, nullptr);
   std::vector<PipelineChunk*> chunks{&chunk};
-  PipelineExecutor executor(grid.pp(), rt.backend(), 1);
+  PipelineExecutor executor(grid.pp(), 1);
   const int sampler = grid.rank_of(0, 0, pp - 1);
   const CounterRng rng(seed, "generate");
   std::string generated;

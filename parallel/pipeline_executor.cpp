@@ -44,12 +44,8 @@ class Pool {
 
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(Communicator& pp, Backend& backend, int virtual_stages)
-    : pp_(pp),
-      backend_(backend),
-      pp_size_(pp.size()),
-      stage_(pp.rank()),
-      virtual_stages_(virtual_stages) {}
+PipelineExecutor::PipelineExecutor(Communicator& pp, int virtual_stages)
+    : pp_(pp), pp_size_(pp.size()), stage_(pp.rank()), virtual_stages_(virtual_stages) {}
 
 int PipelineExecutor::tag(int microbatch, int receiving_virtual_stage, bool gradient) const {
   // MPI guarantees tags up to 32767; Open MPI allows 2^31 - 1, far more than a step needs.
@@ -118,7 +114,6 @@ PipelineStats PipelineExecutor::run(const Schedule& schedule,
       if (vs > 0) receive(chunk.input_activation(slot), n, vs - 1, tag(a.microbatch, vs, false));
       chunk.forward(slot, a.microbatch);
       if (vs < last_vs) {
-        backend_.synchronize();
         slots[a.chunk].attach_send(slot,
                                    pp_.isend(chunk.output_activation(slot), n, stage_of(vs + 1),
                                              tag(a.microbatch, vs + 1, false)));
@@ -143,7 +138,6 @@ PipelineStats PipelineExecutor::run(const Schedule& schedule,
     if (vs < last_vs) receive(chunk.output_grad(gs), n, vs + 1, tag(a.microbatch, vs, true));
     chunk.backward_input(slot, gs, a.microbatch);
     if (vs > 0) {
-      backend_.synchronize();
       grad_sets[a.chunk].attach_send(gs, pp_.isend(chunk.input_grad(gs), n, stage_of(vs - 1),
                                                    tag(a.microbatch, vs - 1, true)));
     }

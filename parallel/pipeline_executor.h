@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "framework/backend.h"
 #include "parallel/communicator.h"
 #include "parallel/pipeline_schedule.h"
 
@@ -60,8 +59,9 @@ struct PipelineStats {
 
 class PipelineExecutor {
  public:
-  // pp: the pipeline group (its rank is the stage); backend: synchronised before transfers.
-  PipelineExecutor(Communicator& pp, Backend& backend, int virtual_stages);
+  // pp: the pipeline group (its rank is the stage). A send needs no synchronisation first: a
+  // communicator orders its transfers after the work already issued (communicator.h).
+  PipelineExecutor(Communicator& pp, int virtual_stages);
 
   // Runs this stage's list. chunks[c] is model chunk c (virtual stage c * pp + stage).
   // forward_only skips every backward action (evaluation).
@@ -84,7 +84,6 @@ class PipelineExecutor {
   int stage_of(int virtual_stage) const { return virtual_stage % pp_size_; }
 
   Communicator& pp_;
-  Backend& backend_;
   int pp_size_, stage_, virtual_stages_;
   bool recording_ = false;
   int step_ = 0;
