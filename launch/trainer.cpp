@@ -214,9 +214,12 @@ int Trainer::run() {
     return 0;
   }
   const int64_t tokens_per_step = options_.global_batch_size * rt_.model().seq_len;
+  const bool gpu = rt_.backend().kind() == DeviceKind::kCuda;
   GPT_LOG0("training " << rt_.model().num_parameters(true) << " parameters, " << rt_.layout()
-                       << ", " << tokens_per_step << " tokens per step, steps " << state_.step + 1
-                       << ".." << options_.steps);
+                       << " on " << rt_.backend().name()
+                       << (gpu ? ", device buffers over " + rt_.transport() : std::string()) << ", "
+                       << tokens_per_step << " tokens per step, steps " << state_.step + 1 << ".."
+                       << options_.steps);
   bool saved_last = false;
   // --trace records steps 2..4 of the run (the first is warm-up); a one-step run records it.
   const int64_t first_step = state_.step + 1;

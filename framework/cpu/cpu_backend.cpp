@@ -24,7 +24,7 @@ CpuBackend::CpuBackend(int threads) : threads_(threads) {
 }
 
 std::string CpuBackend::name() const {
-  return GPT_MSG("cpu (" << threads_ << " threads)");
+  return GPT_MSG("cpu (" << threads_ << (threads_ == 1 ? " thread)" : " threads)"));
 }
 
 void* CpuBackend::allocate(size_t bytes) {
