@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/cuda/cuda_check.h"
 #include "framework/logging.h"
 #include "framework/timer.h"
 #include "layers/gpt_stage.h"
@@ -86,23 +87,6 @@ ModelConfig gpt2_124m() {
   return cfg;
 }
 
-#define BENCH_CUDA(call)                                                                  \
-  do {                                                                                    \
-    cudaError_t rc_ = (call);                                                             \
-    if (rc_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "bench_gpu: %s failed: %s\n", #call, cudaGetErrorString(rc_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-#define BENCH_CUBLAS(call)                                                                     \
-  do {                                                                                         \
-    cublasStatus_t rc_ = (call);                                                               \
-    if (rc_ != CUBLAS_STATUS_SUCCESS) {                                                        \
-      std::fprintf(stderr, "bench_gpu: %s failed: status %d\n", #call, static_cast<int>(rc_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
-
 // ---------------------------------------------------------------------------------------------
 // (a) the bf16 GEMM peak: D (m,n) fp32 = op(A)^T (m,k) . B (k,n), A and B bf16, fp32 accumulation,
 // column-major "TN" (what out = inp . W^T of nn.Linear weights becomes); the best of the
@@ -123,39 +107,39 @@ void fill_random_bf16(uint16_t* dst, size_t n, uint32_t seed) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (auto& x : host) x = to_bf16(dist(rng));
   for (size_t off = 0; off < n; off += block)
-    BENCH_CUDA(cudaMemcpy(dst + off, host.data(), sizeof(uint16_t) * std::min(block, n - off),
-                          cudaMemcpyHostToDevice));
+    GPT_CUDA_CHECK(cudaMemcpy(dst + off, host.data(), sizeof(uint16_t) * std::min(block, n - off),
+                              cudaMemcpyHostToDevice));
 }
 
-struct GemmShape {
+struct GemmCase {
   std::string name;
   int64_t m, n, k;
 };
 
 struct GemmResult {
-  GemmShape shape;
+  GemmCase shape;
   double tflops = 0.0;
   int algorithms = 0;
 };
 
 class GemmBench {
  public:
-  explicit GemmBench(const std::vector<GemmShape>& shapes) {
+  explicit GemmBench(const std::vector<GemmCase>& shapes) {
     size_t a = 0, b = 0, d = 0;
     for (const auto& s : shapes) {
       a = std::max<size_t>(a, s.m * s.k);
       b = std::max<size_t>(b, s.k * s.n);
       d = std::max<size_t>(d, s.m * s.n);
     }
-    BENCH_CUBLAS(cublasLtCreate(&lt_));
-    BENCH_CUDA(cudaMalloc(&a_, sizeof(uint16_t) * a));
-    BENCH_CUDA(cudaMalloc(&b_, sizeof(uint16_t) * b));
-    BENCH_CUDA(cudaMalloc(&d_, sizeof(float) * d));
-    BENCH_CUDA(cudaMalloc(&workspace_, kWorkspace));
+    GPT_CUBLAS_CHECK(cublasLtCreate(&lt_));
+    GPT_CUDA_CHECK(cudaMalloc(&a_, sizeof(uint16_t) * a));
+    GPT_CUDA_CHECK(cudaMalloc(&b_, sizeof(uint16_t) * b));
+    GPT_CUDA_CHECK(cudaMalloc(&d_, sizeof(float) * d));
+    GPT_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspace));
     fill_random_bf16(a_, a, 1);
     fill_random_bf16(b_, b, 2);
-    BENCH_CUDA(cudaEventCreate(&start_));
-    BENCH_CUDA(cudaEventCreate(&stop_));
+    GPT_CUDA_CHECK(cudaEventCreate(&start_));
+    GPT_CUDA_CHECK(cudaEventCreate(&stop_));
   }
   ~GemmBench() {
     cudaEventDestroy(start_);
@@ -169,26 +153,26 @@ class GemmBench {
   GemmBench(const GemmBench&) = delete;
   GemmBench& operator=(const GemmBench&) = delete;
 
-  GemmResult run(const GemmShape& s, int reps) {
+  GemmResult run(const GemmCase& s, int reps) {
     cublasLtMatmulDesc_t op;
-    BENCH_CUBLAS(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    GPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-    BENCH_CUBLAS(
+    GPT_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
-    BENCH_CUBLAS(
+    GPT_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
     cublasLtMatrixLayout_t la, lb, ld;
-    BENCH_CUBLAS(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, s.k, s.m, s.k));
-    BENCH_CUBLAS(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, s.k, s.n, s.k));
-    BENCH_CUBLAS(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, s.m, s.n, s.m));
+    GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, s.k, s.m, s.k));
+    GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, s.k, s.n, s.k));
+    GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, s.m, s.n, s.m));
     cublasLtMatmulPreference_t pref;
-    BENCH_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-    BENCH_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+    GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace, sizeof kWorkspace));
     cublasLtMatmulHeuristicResult_t heuristics[kAlgorithms];
     int found = 0;
-    BENCH_CUBLAS(cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, ld, ld, pref, kAlgorithms,
-                                                heuristics, &found));
+    GPT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, ld, ld, pref, kAlgorithms,
+                                                    heuristics, &found));
     const float alpha = 1.0f, beta = 0.0f;
     double best_ms = 1e30;
     for (int i = 0; i < found; ++i) {
@@ -198,12 +182,12 @@ class GemmBench {
       };
       if (gemm() != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; an algorithm may refuse
       for (int r = 0; r < reps; ++r) {
-        BENCH_CUDA(cudaEventRecord(start_));
-        BENCH_CUBLAS(gemm());
-        BENCH_CUDA(cudaEventRecord(stop_));
-        BENCH_CUDA(cudaEventSynchronize(stop_));
+        GPT_CUDA_CHECK(cudaEventRecord(start_));
+        GPT_CUBLAS_CHECK(gemm());
+        GPT_CUDA_CHECK(cudaEventRecord(stop_));
+        GPT_CUDA_CHECK(cudaEventSynchronize(stop_));
         float ms = 0.0f;
-        BENCH_CUDA(cudaEventElapsedTime(&ms, start_, stop_));
+        GPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
         best_ms = std::min(best_ms, static_cast<double>(ms));
       }
     }
@@ -232,7 +216,7 @@ class GemmBench {
 // The 8192^3 product and the model's own largest: the forward products of the LM head, c_fc,
 // the MLP's c_proj and c_attn at `tokens` rows (m = out features, k = in features), and the LM
 // head's weight gradient (k = tokens).
-std::vector<GemmShape> gemm_shapes(const ModelConfig& cfg, int64_t tokens) {
+std::vector<GemmCase> gemm_shapes(const ModelConfig& cfg, int64_t tokens) {
   const int64_t C = cfg.d_model, V = cfg.padded_vocab(1);
   return {{"square 8192^3", 8192, 8192, 8192},      {"lm_head forward", V, tokens, C},
           {"lm_head weight grad", V, C, tokens},    {"mlp c_fc forward", 4 * C, tokens, C},
@@ -324,7 +308,7 @@ TrainResult train(const Args& args) {
 }  // namespace
 }  // namespace gpt
 
-int main(int argc, char** argv) {
+static int run_bench(int argc, char** argv) {
   using namespace gpt;
   const Args args = parse_args(argc, argv);
   int devices = 0;
@@ -335,7 +319,7 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   log::set_quiet(true);
   cudaDeviceProp prop{};
-  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  GPT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   int runtime = 0, driver = 0;
   cudaRuntimeGetVersion(&runtime);
   cudaDriverGetVersion(&driver);
@@ -372,9 +356,9 @@ int main(int argc, char** argv) {
   double peak_measured = 0.0;
   if (args.gemm) {
     const int64_t tokens = (tr.ok ? tr.micro_batch : args.micro_batch) * cfg.seq_len;
-    const std::vector<GemmShape> shapes = gemm_shapes(cfg, tokens);
+    const std::vector<GemmCase> shapes = gemm_shapes(cfg, tokens);
     GemmBench bench(shapes);
-    for (const GemmShape& s : shapes) {
+    for (const GemmCase& s : shapes) {
       gemms.push_back(bench.run(s, args.gemm_reps));
       const GemmResult& g = gemms.back();
       peak_measured = std::max(peak_measured, g.tflops);
@@ -411,4 +395,13 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   MPI_Finalize();
   return args.train && !tr.ok ? 1 : 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run_bench(argc, argv);
+  } catch (const std::exception& e) {  // a failed CUDA or cuBLASLt call, with its call and line
+    std::fprintf(stderr, "bench_gpu: %s\n", e.what());
+    return 1;
+  }
 }
