@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project builds and tests with. Idempotent and quiet when all
-# is present; run as root (or with sudo available) on Debian 12.
+# is present; run as root (or with sudo available) on Debian 12. ocl-icd-opencl-dev is only a
+# recommendation of libdnnl-dev, but Debian's dnnl-config.cmake cannot be found without it.
 set -euo pipefail
 packages=(cmake g++ make pkg-config libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
-          libdnnl-dev libboost-program-options-dev libgtest-dev python3-torch python3-h5py)
+          libdnnl-dev ocl-icd-opencl-dev libboost-program-options-dev libgtest-dev python3-torch
+          python3-h5py)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
