@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "framework/cuda/cuda_check.h"
+#include "framework/cuda/grid_stride.cuh"
 #include "framework/cuda/kernels.h"
 
 namespace gpt::cuda {
@@ -11,22 +12,6 @@ namespace gpt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;  // enough to fill any GPU; grid-stride loops do the rest
-
-unsigned grid_for(int64_t work) {
-  return static_cast<unsigned>(std::min((work + kThreads - 1) / kThreads, kMaxBlocks));
-}
-
-bool aligned(const void* p, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
-__device__ int64_t first_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ int64_t grid_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
 
 struct GeluForward {
   __device__ float operator()(float x) const { return gelu_tanh(x); }
@@ -73,11 +58,11 @@ __global__ void binary_kernel4(float4* out, const float4* a, const float4* b, in
 template <typename Op>
 void launch_unary(cudaStream_t stream, float* out, const float* inp, int64_t n, Op op) {
   if (n <= 0) return;
-  if (n % 4 == 0 && aligned(out, 16) && aligned(inp, 16)) {
-    unary_kernel4<<<grid_for(n / 4), kThreads, 0, stream>>>(
+  if (n % 4 == 0 && is_aligned(out, 16) && is_aligned(inp, 16)) {
+    unary_kernel4<<<grid_for(n / 4, kThreads), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(inp), n / 4, op);
   } else {
-    unary_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp, n, op);
+    unary_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, inp, n, op);
   }
   GPT_CUDA_CHECK_LAUNCH();
 }
@@ -86,12 +71,12 @@ template <typename Op>
 void launch_binary(cudaStream_t stream, float* out, const float* a, const float* b, int64_t n,
                    Op op) {
   if (n <= 0) return;
-  if (n % 4 == 0 && aligned(out, 16) && aligned(a, 16) && aligned(b, 16)) {
-    binary_kernel4<<<grid_for(n / 4), kThreads, 0, stream>>>(
+  if (n % 4 == 0 && is_aligned(out, 16) && is_aligned(a, 16) && is_aligned(b, 16)) {
+    binary_kernel4<<<grid_for(n / 4, kThreads), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(a),
         reinterpret_cast<const float4*>(b), n / 4, op);
   } else {
-    binary_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n, op);
+    binary_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, a, b, n, op);
   }
   GPT_CUDA_CHECK_LAUNCH();
 }
@@ -130,11 +115,11 @@ __global__ void add_bias_kernel4(float4* out, const float4* bias, int64_t n4, in
 
 void convert_to_bf16(cudaStream_t stream, __nv_bfloat16* out, const float* inp, int64_t n) {
   if (n <= 0) return;
-  if (n % 4 == 0 && aligned(out, 4) && aligned(inp, 16)) {
-    convert_to_bf16_kernel4<<<grid_for(n / 4), kThreads, 0, stream>>>(
+  if (n % 4 == 0 && is_aligned(out, 4) && is_aligned(inp, 16)) {
+    convert_to_bf16_kernel4<<<grid_for(n / 4, kThreads), kThreads, 0, stream>>>(
         reinterpret_cast<__nv_bfloat162*>(out), reinterpret_cast<const float4*>(inp), n / 4);
   } else {
-    convert_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp, n);
+    convert_to_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, inp, n);
   }
   GPT_CUDA_CHECK_LAUNCH();
 }
@@ -165,11 +150,11 @@ void add_bias(cudaStream_t stream, float* out, const float* bias, int64_t N, int
   const int64_t n = N * C;
   if (n <= 0) return;
   // C % 4 == 0 keeps every float4 of a row inside one row and its bias aligned.
-  if (C % 4 == 0 && aligned(out, 16) && aligned(bias, 16)) {
-    add_bias_kernel4<<<grid_for(n / 4), kThreads, 0, stream>>>(
+  if (C % 4 == 0 && is_aligned(out, 16) && is_aligned(bias, 16)) {
+    add_bias_kernel4<<<grid_for(n / 4, kThreads), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(bias), n / 4, C / 4);
   } else {
-    add_bias_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, bias, n, C);
+    add_bias_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, bias, n, C);
   }
   GPT_CUDA_CHECK_LAUNCH();
 }

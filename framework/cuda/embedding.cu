@@ -9,6 +9,7 @@
 
 #include "framework/check.h"
 #include "framework/cuda/cuda_check.h"
+#include "framework/cuda/grid_stride.cuh"
 #include "framework/cuda/kernels.h"
 
 namespace gpt::cuda {
@@ -16,17 +17,8 @@ namespace gpt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;  // enough to fill any GPU; grid-stride loops do the rest
-constexpr int kBackwardThreads = 128;    // channels per block in the token backward
+constexpr int kBackwardThreads = 128;  // channels per block in the token backward
 constexpr size_t kScratchAlign = 256;
-
-unsigned grid_for(int64_t work) {
-  return static_cast<unsigned>(std::min((work + kThreads - 1) / kThreads, kMaxBlocks));
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
 
 size_t align_up(size_t bytes) {
   return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
@@ -35,13 +27,6 @@ size_t align_up(size_t bytes) {
 // Bytes of one of the four sort arrays (keys in/out, rows in/out), padded so each starts aligned.
 size_t sort_array_bytes(int64_t N) {
   return align_up(sizeof(uint32_t) * static_cast<size_t>(N));
-}
-
-__device__ int64_t first_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ int64_t grid_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
 __device__ bool is_local(int64_t local_row, int64_t V_local) {
@@ -135,13 +120,13 @@ void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, c
             "embedding_forward with N=" << N << " C=" << C << " V_local=" << V_local);
   const int64_t n = N * C;
   if (n == 0) return;
-  if (C % 4 == 0 && aligned16(out) && aligned16(wte)) {
-    embedding_forward_kernel4<<<grid_for(n / 4), kThreads, 0, stream>>>(
+  if (C % 4 == 0 && is_aligned(out, 16) && is_aligned(wte, 16)) {
+    embedding_forward_kernel4<<<grid_for(n / 4, kThreads), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(out), tokens, reinterpret_cast<const float4*>(wte), n / 4, C / 4,
         vocab_start, V_local);
   } else {
-    embedding_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, tokens, wte, n, C,
-                                                                   vocab_start, V_local);
+    embedding_forward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, tokens, wte, n, C,
+                                                                             vocab_start, V_local);
   }
   GPT_CUDA_CHECK_LAUNCH();
 }
@@ -173,8 +158,8 @@ void embedding_backward(cudaStream_t stream, float* dwte, const float* dout, con
   void* cub_temp = base + 4 * array_bytes;
   size_t cub_bytes = embedding_backward_scratch_bytes(N) - 4 * array_bytes;
 
-  embedding_sort_keys_kernel<<<grid_for(N), kThreads, 0, stream>>>(keys_in, rows_in, tokens, N,
-                                                                   vocab_start, V_local);
+  embedding_sort_keys_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(
+      keys_in, rows_in, tokens, N, vocab_start, V_local);
   GPT_CUDA_CHECK_LAUNCH();
   // Keys lie in [0, V_local]: sort only the bits that can differ.
   int end_bit = 1;
@@ -204,11 +189,11 @@ void position_embedding_backward(cudaStream_t stream, float* dwpe, const float* 
             "position_embedding_backward with B=" << B << " T=" << T << " C=" << C);
   const int64_t TC = T * C;
   if (B == 0) return;
-  if (TC % 4 == 0 && aligned16(dwpe) && aligned16(dout)) {
-    position_backward_kernel4<<<grid_for(TC / 4), kThreads, 0, stream>>>(
+  if (TC % 4 == 0 && is_aligned(dwpe, 16) && is_aligned(dout, 16)) {
+    position_backward_kernel4<<<grid_for(TC / 4, kThreads), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(dwpe), reinterpret_cast<const float4*>(dout), B, TC / 4);
   } else {
-    position_backward_kernel<<<grid_for(TC), kThreads, 0, stream>>>(dwpe, dout, B, TC);
+    position_backward_kernel<<<grid_for(TC, kThreads), kThreads, 0, stream>>>(dwpe, dout, B, TC);
   }
   GPT_CUDA_CHECK_LAUNCH();
 }
