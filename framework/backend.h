@@ -159,7 +159,7 @@ struct CudaBackendOptions {
   int device = 0;
   Precision precision = Precision::kBf16;
   bool deterministic = false;  // fixed cuBLASLt algorithms without split-K reductions
-  size_t arena_bytes = 0;      // device memory reserved at start-up for every allocation
+  size_t arena_bytes = 0;      // device memory reserved at start-up; 0 = 90% of what is free
 };
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
 // Devices this process sees (0 when the build has no CUDA or the driver finds none).

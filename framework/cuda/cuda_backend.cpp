@@ -12,9 +12,13 @@ namespace gpt {
 namespace cuda {
 namespace {
 // The device must be current before the arena's cudaMalloc, i.e. inside the member initializers.
+// 0 bytes asks for 90% of the free memory: the rest is for the CUDA context, cuBLASLt and NCCL.
 size_t on_device(int device, size_t bytes) {
   GPT_CUDA_CHECK(cudaSetDevice(device));
-  return bytes;
+  if (bytes > 0) return bytes;
+  size_t free_bytes = 0, total_bytes = 0;
+  GPT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<size_t>(0.9 * static_cast<double>(free_bytes));
 }
 }  // namespace
 
