@@ -260,6 +260,24 @@ class BadInputTest(Fixtures):
         self.check("train", ["--device", "cpu", "--precision", "bf16"], ["--precision bf16"],
                    self.OPTION_RANKS)
 
+    def test_gpu_comm_choice(self):
+        self.check("train", ["--gpu-comm", "bogus"], ["--gpu-comm", "bogus"], self.OPTION_RANKS)
+
+    def test_gpu_memory_negative(self):
+        self.check("train", ["--gpu-memory-gb", "-1"], ["--gpu-memory-gb"], self.OPTION_RANKS)
+
+    def test_device_cuda_without_a_gpu(self):
+        # "no CUDA device is visible", or "this build has no CUDA backend" without nvcc.
+        probe = h.run("train", BASE + ["--device", "cuda", "--steps", "0", "--checkpoint-dir",
+                                       self.path_in("cuda_probe")])
+        if probe.returncode == 0:
+            self.skipTest("a GPU is visible: --device cuda is no error here")
+        self.check("train", ["--device", "cuda"], ["--device cuda"], self.OPTION_RANKS)
+
+    def test_tools_check_the_device_options(self):
+        self.check("eval", ["--gpu-comm", "bogus", "--checkpoint", "x.h5"], ["--gpu-comm"])
+        self.check("generate", ["--precision", "fp64", "--checkpoint", "x.h5"], ["--precision"])
+
     def test_config_missing_file(self):
         path = self.files["config_missing"]
         self.check("train", ["--config", path], ["--config", path], (1, 2))
