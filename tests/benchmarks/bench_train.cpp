@@ -12,9 +12,7 @@
 
 #include "framework/cpu/cpu_backend.h"
 #include "framework/timer.h"
-#include "layers/gpt_stage.h"
-#include "optimizers/optimizer.h"
-#include "parallel/communicator.h"
+#include "tests/benchmarks/single_rank_model.h"
 
 namespace gpt {
 namespace {
@@ -47,28 +45,12 @@ Result run(int threads, int steps) {
   const ModelConfig cfg = bench_model();
   const int64_t B = 8, N = B * cfg.seq_len;
   std::unique_ptr<Backend> backend = make_cpu_backend(threads);
-  std::unique_ptr<Communicator> self = make_mpi_communicator(MPI_COMM_SELF, "tp");
-  TensorParallel tp(*self, *backend);
-  ParameterStore store(*backend);
-  GptStage stage(store, tp, cfg, StageSpec{0, cfg.n_layer, true, true, false}, B, 1, 1);
-  store.allocate();
-  store.initialize(1);
-  std::unique_ptr<Optimizer> adamw = make_optimizer("adamw", store, OptimizerOptions{});
-  std::mt19937 rng(1);
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(cfg.vocab_size - 1));
-  std::vector<int32_t> tokens(N), targets(N);
-  for (int64_t i = 0; i < N; ++i) tokens[i] = token(rng), targets[i] = token(rng);
-  auto step = [&] {
-    store.zero_grads();
-    stage.forward(0, tokens.data(), targets.data());
-    stage.backward(0, 0, 1.0f / static_cast<float>(N));
-    adamw->step(store, 1e-4);
-  };
-  step();  // warm-up: first-touch of every buffer
+  SingleRankModel model(*backend, cfg, B, static_cast<int32_t>(cfg.vocab_size - 1));
+  model.step();  // warm-up: first-touch of every buffer
   double best = 1e30;
   for (int s = 0; s < steps; ++s) {
     const double t0 = now_seconds();
-    step();
+    model.step();
     best = std::min(best, now_seconds() - t0);
   }
   Result r;
