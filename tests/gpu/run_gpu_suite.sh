@@ -6,7 +6,7 @@
 # Keeps going after a failure so the table always comes last; exits 1 when anything failed.
 # REPORT_DIR receives configure.log, build.log, ctest.log, LastTest.log, bench_gpu.log,
 # bench_torch_gpu.log and summary.md (7 files). Environment:
-#   GPT_GPU_SUITE_BUDGET  seconds for the whole script (default 470, under the 8 minutes asked; each step is cut to fit)
+#   GPT_GPU_SUITE_BUDGET  seconds for the whole script (default 470: under 8 minutes; steps are cut to fit)
 #   GPT_GPU_SETUP         a file sourced first (e.g. to put carried MPI/HDF5/oneDNN on the paths;
 #                         default tests/gpu/unpack_deps.sh when a carried .devdeps/ is there)
 #   GPT_GPU_BUILD_DIR     the build folder (default build-gpu)
