@@ -109,9 +109,24 @@ class Timeout(AssertionError):
     pass
 
 
+# Programs with --device: a run that does not name one is a CPU run, also on a machine with a
+# GPU, where --device auto would take it (the gpu tests name their device).
+DEVICE_PROGRAMS = ("train", "eval", "generate")
+
+
+def on_cpu_unless_named(program, args):
+    """args as strings, with --device cpu added where the program takes a device and args name
+    none (and do not ask for --help)."""
+    args = [str(a) for a in args]
+    names_device = any(a == "--device" or a.startswith("--device=") for a in args)
+    if program in DEVICE_PROGRAMS and not names_device and "--help" not in args:
+        args += ["--device", "cpu"]
+    return args
+
+
 def command(program, args, np=1):
     """The command line: the program alone at np=1 (an MPI singleton), mpiexec -n np otherwise."""
-    cmd = [binary(program)] + [str(a) for a in args]
+    cmd = [binary(program)] + on_cpu_unless_named(program, args)
     if np and np > 1:
         cmd = [MPIEXEC] + MPIEXEC_FLAGS + ["-n", str(np)] + cmd
     return cmd

@@ -46,7 +46,8 @@ def run_ranks(program, args, np, timeout=60):
     """Runs program at np ranks through mpiexec, each rank wrapped to report its exit status."""
     cmd = ([h.MPIEXEC] + h.MPIEXEC_FLAGS
            + ["--mca", "orte_abort_on_non_zero_status", "0", "-n", str(np)]
-           + ["/bin/sh", "-c", RANK_WRAPPER, h.binary(program)] + [str(a) for a in args])
+           + ["/bin/sh", "-c", RANK_WRAPPER, h.binary(program)]
+           + h.on_cpu_unless_named(program, args))
     return _run_raw(cmd, timeout)
 
 

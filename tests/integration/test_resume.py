@@ -301,8 +301,9 @@ class ResumeTest(h.TempDirTest):
         wrapper = 'echo $$ > "$GPT_PID_DIR/pid.$OMPI_COMM_WORLD_RANK"; exec "$0" "$@"'
         cmd = ([h.MPIEXEC] + h.MPIEXEC_FLAGS + ["-x", "GPT_PID_DIR", "-n", "2",
                                                 "/bin/sh", "-c", wrapper, h.binary("train")]
-               + h.with_tiny(run + ["--steps", steps, "--checkpoint-dir", ck,
-                                    "--metrics", metrics]))
+               + h.on_cpu_unless_named("train", h.with_tiny(run + ["--steps", steps,
+                                                                   "--checkpoint-dir", ck,
+                                                                   "--metrics", metrics])))
         env = dict(os.environ, GPT_PID_DIR=self.tmp)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True, env=env)

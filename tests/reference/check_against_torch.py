@@ -96,7 +96,7 @@ def main():
               "--d-model", "32", "--seq-len", "16", "--global-batch-size", "8",
               "--micro-batch-size", "4", "--optimizer", args.optimizer, "--lr", "1e-2",
               "--min-lr", "1e-3", "--warmup-steps", "2", "--grad-clip", "1.0", "--eval-every",
-              "0", "--seed", "7", "--threads", "1"]
+              "0", "--seed", "7", "--threads", "1", "--device", "cpu"]
     launcher = args.mpiexec.split() + ["-n", str(args.np)] if args.mpiexec else []
     init_dir, run_dir = os.path.join(work, "init"), os.path.join(work, "run")
     metrics = os.path.join(work, "metrics.jsonl")
