@@ -269,27 +269,14 @@ class ResumeTest(h.TempDirTest):
             h.kill_group(proc)
             proc.communicate()
             raise
-        why = f"\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-3000:]}"
-        self.assertEqual(proc.returncode, STOP_EXIT_CODE, "exit code after SIGTERM" + why)
-        reached = max(m["step"] for m in h.step_lines(h.read_metrics(metrics)))
-        self.assertLess(reached, steps, why)
-        self.assertEqual(h.step_files(ck), [f"step-{reached:08d}.h5"], why)
+        reached = self.assert_stopped(proc.returncode, out, err, metrics, ck, steps,
+                                      "exit code after SIGTERM")
         self.assertEqual(h.read_latest(ck), f"step-{reached:08d}.h5")
         attrs = h.load_checkpoint_attrs(h.checkpoint_file(ck, reached))
         self.assertEqual(int(attrs["complete"]), 1)
         self.assertEqual(int(attrs["step"]), reached)
 
-        # Resume to the end, and compare with the run that never stopped (same --steps).
-        h.train(run + ["--steps", steps, "--resume", "auto", "--checkpoint-dir", ck,
-                       "--metrics", metrics], timeout=90)
-        ref_ck, ref_metrics = self.path("ref"), self.path("ref.jsonl")
-        h.train(run + ["--steps", steps, "--checkpoint-dir", ref_ck, "--metrics", ref_metrics],
-                timeout=90)
-        got, ref = h.read_metrics(metrics), h.read_metrics(ref_metrics)
-        self.assertEqual(sorted(h.by_step(got, "loss")), list(range(1, steps + 1)))
-        self.assert_same_steps(got, ref, range(1, steps + 1))
-        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, steps),
-                                       h.checkpoint_file(ref_ck, steps))
+        self.assert_resume_continues_exactly(run, steps, ck, metrics, np=1)
 
     def test_sigusr1_to_one_rank_stops_all(self):
         """At dp 2, SIGUSR1 (what Slurm sends before a time limit) to rank 1 alone: the ranks
@@ -323,16 +310,29 @@ class ResumeTest(h.TempDirTest):
             h.kill_group(proc)
             proc.communicate()
             raise
+        self.assert_stopped(proc.returncode, out, err, metrics, ck, steps, "mpiexec's exit code")
+        self.assert_resume_continues_exactly(run, steps, ck, metrics, np=2)
+
+    # ---- helpers of the stop tests
+
+    def assert_stopped(self, returncode, out, err, metrics, ck, steps, what):
+        """A stopped run: exit code 3, before its last step, with exactly the checkpoint of the
+        step it reached. Returns that step."""
         why = f"\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-3000:]}"
-        self.assertEqual(proc.returncode, STOP_EXIT_CODE, "mpiexec's exit code" + why)
+        self.assertEqual(returncode, STOP_EXIT_CODE, what + why)
         reached = max(m["step"] for m in h.step_lines(h.read_metrics(metrics)))
         self.assertLess(reached, steps, why)
         self.assertEqual(h.step_files(ck), [f"step-{reached:08d}.h5"], why)
+        return reached
+
+    def assert_resume_continues_exactly(self, run, steps, ck, metrics, np):
+        """Resumes the stopped run to the end and compares it with the run that never stopped
+        (same --steps): every step's metrics and the final checkpoint, bit for bit."""
         h.train(run + ["--steps", steps, "--resume", "auto", "--checkpoint-dir", ck,
-                       "--metrics", metrics], np=2, timeout=90)
+                       "--metrics", metrics], np=np, timeout=90)
         ref_ck, ref_metrics = self.path("ref"), self.path("ref.jsonl")
         h.train(run + ["--steps", steps, "--checkpoint-dir", ref_ck, "--metrics", ref_metrics],
-                np=2, timeout=90)
+                np=np, timeout=90)
         got, ref = h.read_metrics(metrics), h.read_metrics(ref_metrics)
         self.assertEqual(sorted(h.by_step(got, "loss")), list(range(1, steps + 1)))
         self.assert_same_steps(got, ref, range(1, steps + 1))
