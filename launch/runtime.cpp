@@ -31,6 +31,7 @@ std::pair<int, int> node_position(MPI_Comm world) {
 }
 
 // How many ranks of this node drive the same GPU as this one (1 = it has the GPU alone).
+// Collective over world (an all-gather among the ranks of each node).
 int ranks_sharing_device(MPI_Comm world, const std::string& uuid) {
   MPI_Comm node;
   GPT_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
@@ -51,15 +52,16 @@ int ranks_sharing_device(MPI_Comm world, const std::string& uuid) {
 // The CUDA backend on this rank's GPU: device = local rank, or 0 where each rank sees a single
 // device (CUDA_VISIBLE_DEVICES per rank, Slurm --gpus-per-task) or all ranks share one. Local
 // checks are agreed before each collective, so a node without GPUs fails every rank cleanly.
-// *sharing: ranks of this node on the same GPU.
-std::unique_ptr<Backend> make_gpu_backend(MPI_Comm world, const ExecutionOptions& o, int* sharing) {
+// node: this rank's (local rank, ranks on the node); *sharing: ranks of this node on its GPU.
+std::unique_ptr<Backend> make_gpu_backend(MPI_Comm world, std::pair<int, int> node,
+                                          const ExecutionOptions& o, int* sharing) {
   CudaBackendOptions co;
   co.precision = o.precision == "fp32" ? Precision::kFp32 : Precision::kBf16;
   co.deterministic = o.deterministic;
   if (GPT_WITH_CUDA == 0) return make_cuda_backend(co);  // says the build has no CUDA backend
   std::string uuid;
   agree_on_failure(world, [&] {
-    const auto [local_rank, local_size] = node_position(world);
+    const auto [local_rank, local_size] = node;
     const int visible = cuda_device_count();
     GPT_INPUT_CHECK(visible > 0, "--device cuda: no CUDA device is visible");
     GPT_INPUT_CHECK(visible == 1 || visible >= local_size,
@@ -102,10 +104,10 @@ StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages,
 
 Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& options)
     : cfg_(cfg), options_(options) {
-  const int node_ranks = node_position(world).second;
+  const std::pair<int, int> node = node_position(world);
   threads_ = options.execution.threads > 0
                  ? options.execution.threads
-                 : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / node_ranks);
+                 : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / node.second);
   // Every rank takes the same branch: "auto" depends on a device count that is the same on every
   // node of a job (and a node without GPUs fails below, on all ranks through agreement).
   int every_rank_has_gpu = cuda_device_count() > 0 ? 1 : 0;
@@ -121,7 +123,7 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
     backend_ = make_cpu_backend(threads_);
   } else {
     int sharing = 1;
-    backend_ = make_gpu_backend(world, options.execution, &sharing);
+    backend_ = make_gpu_backend(world, node, options.execution, &sharing);
     // Ranks must agree on the transport: one rank sharing its GPU moves the whole job to MPI.
     int shared_anywhere = sharing > 1 ? 1 : 0;
     GPT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &shared_anywhere, 1, MPI_INT, MPI_MAX, world));
