@@ -9,13 +9,14 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <memory>
 #include <tuple>
 #include <vector>
 
 #include "framework/backend.h"
-#include "framework/gemm_layout.h"
 #include "framework/cuda/device_arena.h"
 #include "framework/cuda/kernels.h"
+#include "framework/gemm_layout.h"
 
 namespace gpt::cuda {
 
@@ -130,8 +131,22 @@ class CudaBackend final : public Backend {
   // (rounded to bf16 first in bf16 precision), D float32; bias (m) fused when not null.
   void gemm(const GemmShape& shape, const float* A, const float* B, float* D, float beta,
             const float* bias);
-  const cublasLtMatmulAlgo_t* find_algorithm(const GemmShape& shape, bool bias, const void* A,
-                                             const void* B, const void* D);
+  // The descriptors and the algorithm of one product: shape, pointer alignments and the bias
+  // epilogue (with its pointer's alignment).
+  // Built and chosen once, so every later call of the shape runs the same kernel
+  // (--deterministic relies on it) without rebuilding descriptors. Defined in matmul.cpp.
+  struct GemmPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algorithm{};
+    GemmPlan() = default;
+    GemmPlan(const GemmPlan&) = delete;
+    GemmPlan& operator=(const GemmPlan&) = delete;
+    ~GemmPlan();
+  };
+  // Null when cuBLASLt has no algorithm for the product (remembered too).
+  const GemmPlan* plan_for(const GemmShape& shape, const float* bias, const void* A, const void* B,
+                           const void* D);
   const UpdateBlock* update_blocks(std::span<const ParameterRun> runs, int64_t* n_blocks);
   double reduce_to_host(bool squares, const float* x, int64_t n);
 
@@ -143,11 +158,9 @@ class CudaBackend final : public Backend {
   GrowingBuffer scratch_, operand_a_, operand_b_, update_table_;
   double* device_result_ = nullptr;  // one double in the arena for sum() and sum_squares()
   double* host_result_ = nullptr;    // pinned, so its copy is a true asynchronous transfer
-  // The algorithm chosen for each product shape, pointer alignments and epilogue: chosen once,
-  // so every later call of the shape runs the same kernel (--deterministic relies on it).
   using GemmKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,
-                             int, int, int>;
-  std::map<GemmKey, cublasLtMatmulAlgo_t> algorithms_;
+                             int, int, int, int>;
+  std::map<GemmKey, std::unique_ptr<GemmPlan>> plans_;
   std::vector<ParameterRun> table_runs_;  // the runs update_table_ was built for
   int64_t table_blocks_ = 0;
 };

@@ -19,20 +19,6 @@ int alignment_of(const void* ptr) {
   return alignment;
 }
 
-// Owners for the descriptor handles of one product, destroyed on every path out.
-struct MatmulDescriptors {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulPreference_t preference = nullptr;
-  ~MatmulDescriptors() {
-    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
-    if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
-    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
-    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
-    if (op != nullptr) cublasLtMatmulDescDestroy(op);
-  }
-};
-
 }  // namespace
 
 void CudaBackend::matmul_forward(float* out, const float* inp, const float* weight,
@@ -52,24 +38,51 @@ void CudaBackend::matmul_backward_weight(float* dweight, float* dbias, const flo
   if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
 }
 
+CudaBackend::GemmPlan::~GemmPlan() {
+  // No checks: plans are destroyed with the backend, possibly while an error unwinds.
+  if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
+  if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
+  if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
+  if (op != nullptr) cublasLtMatmulDescDestroy(op);
+}
+
 namespace {
 
-// The descriptors of one product: cheap host objects, built per call so the cache holds only the
-// chosen algorithm.
-void describe(MatmulDescriptors& desc, const GemmShape& s, cudaDataType_t operand_type,
-              const float* bias) {
-  GPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+// The preference of one heuristic query, destroyed on every path out.
+struct Preference {
+  cublasLtMatmulPreference_t handle = nullptr;
+  ~Preference() {
+    if (handle != nullptr) cublasLtMatmulPreferenceDestroy(handle);
+  }
+};
+
+}  // namespace
+
+const CudaBackend::GemmPlan* CudaBackend::plan_for(const GemmShape& s, const float* bias,
+                                                   const void* A, const void* B, const void* D) {
+  const int align_a = alignment_of(A), align_b = alignment_of(B), align_d = alignment_of(D);
+  const int align_bias = bias != nullptr ? alignment_of(bias) : 0;
+  const GemmKey key{s.transpose_a, s.transpose_b,   s.m,     s.n,     s.k,     s.lda,     s.ldb,
+                    s.ldd,         bias != nullptr, align_a, align_b, align_d, align_bias};
+  auto found = plans_.find(key);
+  if (found != plans_.end()) return found->second.get();
+
+  auto plan = std::make_unique<GemmPlan>();
+  const cudaDataType_t operand_type =
+      options_.precision == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
+  GPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   GPT_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   GPT_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   if (bias != nullptr) {
+    // This call's pointer for the heuristic; each later call sets its own (same alignment).
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+    GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                     &epilogue, sizeof(epilogue)));
-    GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+    GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                     &bias, sizeof(bias)));
   }
   // Stored shapes: op_a(A) is m x k, op_b(B) is k x n.
@@ -77,55 +90,43 @@ void describe(MatmulDescriptors& desc, const GemmShape& s, cudaDataType_t operan
   const auto cols_a = static_cast<uint64_t>(s.transpose_a ? s.m : s.k);
   const auto rows_b = static_cast<uint64_t>(s.transpose_b ? s.n : s.k);
   const auto cols_b = static_cast<uint64_t>(s.transpose_b ? s.k : s.n);
-  GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.a, operand_type, rows_a, cols_a, s.lda));
-  GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.b, operand_type, rows_b, cols_b, s.ldb));
-  GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.d, CUDA_R_32F, static_cast<uint64_t>(s.m),
+  GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, operand_type, rows_a, cols_a, s.lda));
+  GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, operand_type, rows_b, cols_b, s.ldb));
+  GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_32F, static_cast<uint64_t>(s.m),
                                               static_cast<uint64_t>(s.n), s.ldd));
-}
 
-}  // namespace
-
-const cublasLtMatmulAlgo_t* CudaBackend::find_algorithm(const GemmShape& s, bool bias,
-                                                        const void* A, const void* B,
-                                                        const void* D) {
-  const int align_a = alignment_of(A), align_b = alignment_of(B), align_d = alignment_of(D);
-  const GemmKey key{s.transpose_a, s.transpose_b, s.m,  s.n,     s.k,     s.lda,
-                    s.ldb,         s.ldd,         bias, align_a, align_b, align_d};
-  auto found = algorithms_.find(key);
-  if (found != algorithms_.end()) return &found->second;
-
-  const cudaDataType_t operand_type =
-      options_.precision == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
-  MatmulDescriptors desc;
-  // Any non-null bias pointer: the heuristic looks at the epilogue, not at the address.
-  describe(desc, s, operand_type, bias ? static_cast<const float*>(D) : nullptr);
-  GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&desc.preference));
+  Preference preference;
+  GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.handle));
   const uint64_t workspace = kGemmWorkspaceBytes;
   GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      desc.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+      preference.handle, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
   const uint32_t alignments[4] = {static_cast<uint32_t>(align_a), static_cast<uint32_t>(align_b),
                                   static_cast<uint32_t>(align_d), static_cast<uint32_t>(align_d)};
   const cublasLtMatmulPreferenceAttributes_t alignment_attributes[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
   for (int i = 0; i < 4; ++i) {
-    GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.preference, alignment_attributes[i],
-                                                          &alignments[i], sizeof(alignments[i])));
+    GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        preference.handle, alignment_attributes[i], &alignments[i], sizeof(alignments[i])));
   }
   if (options_.deterministic) {
     // Split-K kernels that add their partial products in place may do so in any order.
     const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
     GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        desc.preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction,
+        preference.handle, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction,
         sizeof(no_reduction)));
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found_count = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      lt_, desc.op, desc.a, desc.b, desc.d, desc.d, desc.preference, 1, &result, &found_count);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || found_count == 0) return nullptr;
-  GPT_CUBLAS_CHECK(status);
-  return &algorithms_.emplace(key, result.algo).first->second;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(lt_, plan->op, plan->a, plan->b, plan->d, plan->d,
+                                     preference.handle, 1, &result, &found_count);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || found_count == 0) plan.reset();
+  if (plan) {
+    GPT_CUBLAS_CHECK(status);
+    plan->algorithm = result.algo;
+  }
+  return plans_.emplace(key, std::move(plan)).first->second.get();
 }
 
 void CudaBackend::gemm(const GemmShape& s, const float* A, const float* B, float* D, float beta,
@@ -136,10 +137,9 @@ void CudaBackend::gemm(const GemmShape& s, const float* A, const float* B, float
     if (bias != nullptr) add_bias(D, bias, s.n, s.m);
     return;
   }
-  const bool bf16 = options_.precision == Precision::kBf16;
   const void* a = A;
   const void* b = B;
-  if (bf16) {
+  if (options_.precision == Precision::kBf16) {
     const int64_t a_elements = gemm_a_elements(s), b_elements = gemm_b_elements(s);
     auto* a16 = static_cast<__nv_bfloat16*>(
         operand_a_.get(arena_, stream_, sizeof(__nv_bfloat16) * static_cast<size_t>(a_elements)));
@@ -150,22 +150,23 @@ void CudaBackend::gemm(const GemmShape& s, const float* A, const float* B, float
     a = a16;
     b = b16;
   }
-  const cublasLtMatmulAlgo_t* algorithm = find_algorithm(s, bias != nullptr, a, b, D);
-  const float* fused_bias = bias;
-  if (algorithm == nullptr && bias != nullptr) {
+  const GemmPlan* plan = plan_for(s, bias, a, b, D);
+  const bool fused_bias = plan != nullptr && bias != nullptr;
+  if (plan == nullptr && bias != nullptr) {
     // No kernel fuses the bias at this shape and alignment: the plain product, then our kernel.
-    fused_bias = nullptr;
-    algorithm = find_algorithm(s, false, a, b, D);
+    plan = plan_for(s, nullptr, a, b, D);
   }
-  GPT_CHECK(algorithm != nullptr, "cuBLASLt has no algorithm for a " << s.m << " x " << s.n << " x "
-                                                                     << s.k << " product");
-  MatmulDescriptors desc;
-  describe(desc, s, bf16 ? CUDA_R_16BF : CUDA_R_32F, fused_bias);
+  GPT_CHECK(plan != nullptr, "cuBLASLt has no algorithm for a " << s.m << " x " << s.n << " x "
+                                                                << s.k << " product");
+  if (fused_bias) {
+    GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                    &bias, sizeof(bias)));
+  }
   const float alpha = 1.0f;
-  GPT_CUBLAS_CHECK(cublasLtMatmul(lt_, desc.op, &alpha, a, desc.a, b, desc.b, &beta, D, desc.d, D,
-                                  desc.d, algorithm, gemm_workspace_, kGemmWorkspaceBytes,
-                                  stream_));
-  if (bias != nullptr && fused_bias == nullptr) add_bias(D, bias, s.n, s.m);
+  GPT_CUBLAS_CHECK(cublasLtMatmul(lt_, plan->op, &alpha, a, plan->a, b, plan->b, &beta, D, plan->d,
+                                  D, plan->d, &plan->algorithm, gemm_workspace_,
+                                  kGemmWorkspaceBytes, stream_));
+  if (bias != nullptr && !fused_bias) add_bias(D, bias, s.n, s.m);
 }
 
 }  // namespace gpt::cuda
