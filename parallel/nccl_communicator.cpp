@@ -158,11 +158,11 @@ class NcclCommunicator final : public Communicator {
     count_bytes(count * kFloat);
     after_compute();
     GPT_NCCL_CHECK(ncclGroupStart());
-    issue_held_sends();
+    const int64_t issued = issue_held_sends();
     GPT_NCCL_CHECK(ncclRecv(buf, elements(count), ncclFloat, peer, comm_, stream_));
     GPT_NCCL_CHECK(ncclGroupEnd());
     std::shared_ptr<Event> done = end();
-    register_sends(done);
+    register_sends(done, issued);
     return std::make_unique<NcclRequest>(*this, done, -1);
   }
   std::unique_ptr<Request> iall_reduce(float* buf, int64_t count, ReduceOp op) override {
@@ -222,26 +222,26 @@ class NcclCommunicator final : public Communicator {
     return done;
   }
   // Inside an open group: each held send after the compute work that produced its data.
-  void issue_held_sends() {
-    if (held_sends_.empty()) return;
+  // Returns how many were issued (register_sends numbers them once the group's event exists).
+  int64_t issue_held_sends() {
+    const auto issued = static_cast<int64_t>(held_sends_.size());
     for (const HeldSend& s : held_sends_)
       GPT_CUDA_CHECK(cudaStreamWaitEvent(stream_, s.ready->event, 0));
     for (const HeldSend& s : held_sends_)
       GPT_NCCL_CHECK(ncclSend(s.buf, elements(s.count), ncclFloat, s.peer, comm_, stream_));
-    pending_sequences_ = static_cast<int64_t>(held_sends_.size());
     held_sends_.clear();
+    return issued;
   }
   void flush_sends() {
     if (held_sends_.empty()) return;
     GPT_NCCL_CHECK(ncclGroupStart());
-    issue_held_sends();
+    const int64_t issued = issue_held_sends();
     GPT_NCCL_CHECK(ncclGroupEnd());
-    register_sends(end());
+    register_sends(end(), issued);
   }
-  void register_sends(const std::shared_ptr<Event>& done) {
-    for (int64_t i = 0; i < pending_sequences_; ++i) send_done_[sends_issued_ + i] = done;
-    sends_issued_ += pending_sequences_;
-    pending_sequences_ = 0;
+  void register_sends(const std::shared_ptr<Event>& done, int64_t issued) {
+    for (int64_t i = 0; i < issued; ++i) send_done_[sends_issued_ + i] = done;
+    sends_issued_ += issued;
   }
 
   std::unique_ptr<Communicator> mpi_;
@@ -251,7 +251,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   Event ready_;
   std::vector<HeldSend> held_sends_;
-  int64_t sends_issued_ = 0, pending_sequences_ = 0;
+  int64_t sends_issued_ = 0;
   std::map<int64_t, std::shared_ptr<Event>> send_done_;  // issued sends not yet waited for
 };
 
