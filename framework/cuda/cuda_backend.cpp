@@ -269,7 +269,7 @@ const UpdateBlock* CudaBackend::update_blocks(std::span<const ParameterRun> runs
     table_blocks_ = static_cast<int64_t>(blocks.size());
   }
   *n_blocks = table_blocks_;
-  return static_cast<const UpdateBlock*>(update_table_.get(arena_, stream_, 0));
+  return static_cast<const UpdateBlock*>(update_table_.data());
 }
 
 void CudaBackend::adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,

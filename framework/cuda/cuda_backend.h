@@ -26,6 +26,7 @@ namespace gpt::cuda {
 class GrowingBuffer {
  public:
   void* get(DeviceArena& arena, cudaStream_t stream, size_t bytes);
+  void* data() const { return ptr_; }  // what the last get() returned
   void release(DeviceArena& arena);
 
  private:
