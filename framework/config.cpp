@@ -1,7 +1,8 @@
-// ModelConfig arithmetic and validation.
+// ModelConfig arithmetic, validation and its JSON form.
 #include "framework/config.h"
 
 #include "framework/check.h"
+#include "framework/json.h"
 
 namespace gpt {
 
@@ -34,10 +35,23 @@ void ModelConfig::validate() const {
   GPT_INPUT_CHECK(vocab_size >= 2, "vocabulary size must be at least 2 (got " << vocab_size << ")");
 }
 
-std::string ModelConfig::to_json() const {
-  return GPT_MSG("{\"n_layer\": " << n_layer << ", \"n_head\": " << n_head
-                                  << ", \"d_model\": " << d_model << ", \"seq_len\": " << seq_len
-                                  << ", \"vocab_size\": " << vocab_size << "}");
+void to_json(Json& json, const ModelConfig& m) {
+  json["n_layer"] = m.n_layer;
+  json["n_head"] = m.n_head;
+  json["d_model"] = m.d_model;
+  json["seq_len"] = m.seq_len;
+  json["vocab_size"] = m.vocab_size;
+}
+
+ModelConfig model_config_from_json(const Json& json, const std::string& what) {
+  ModelConfig m;
+  m.n_layer = json_field<int64_t>(json, "n_layer", what);
+  m.n_head = json_field<int64_t>(json, "n_head", what);
+  m.d_model = json_field<int64_t>(json, "d_model", what);
+  m.seq_len = json_field<int64_t>(json, "seq_len", what);
+  m.vocab_size = json_field<int64_t>(json, "vocab_size", what);
+  m.validate();
+  return m;
 }
 
 }  // namespace gpt

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace gpt {
 
 struct ModelConfig {
@@ -24,7 +26,12 @@ struct ModelConfig {
   // 6 N + 12 L T C per token (DESIGN.md), N without wpe.
   double flops_per_token() const;
   void validate() const;  // throws a one-line gpt::Error naming the bad field
-  std::string to_json() const;
 };
+
+// The model's five fields as JSON (n_layer, n_head, d_model, seq_len, vocab_size): the one place
+// they are named for files (the checkpoint's config attribute). from_json validates and names
+// `what` (the file) in its errors.
+void to_json(nlohmann::ordered_json& json, const ModelConfig& model);
+ModelConfig model_config_from_json(const nlohmann::ordered_json& json, const std::string& what);
 
 }  // namespace gpt

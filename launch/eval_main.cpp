@@ -19,39 +19,34 @@ namespace {
 
 int eval_main(int argc, char** argv) {
   MPI_Comm world = MPI_COMM_WORLD;
-  int world_size = 1, rank = 0;
-  MPI_Comm_size(world, &world_size);
-  MPI_Comm_rank(world, &rank);
+  const int world_size = comm_size(world);
   std::string checkpoint, data;
   int64_t windows = 64, micro_batch = 8;
   int tp = 1, pp = 1;
   po::options_description desc("eval: mean loss and perplexity of a checkpoint");
-  desc.add_options()("help,h", "print this help")(
-      "checkpoint", po::value(&checkpoint)->default_value(""), "checkpoint file (.h5)")(
-      "data", po::value(&data)->default_value(""),
-      "token data set; empty = the built-in validation split (for built-in runs)")(
-      "eval-windows", po::value(&windows)->default_value(windows), "the first K windows")(
-      "micro-batch-size", po::value(&micro_batch)->default_value(micro_batch),
-      "sequences per forward")("tp", po::value(&tp)->default_value(tp),
-                               "tensor-parallel size; dp = ranks / (tp x pp)")(
-      "pp", po::value(&pp)->default_value(pp), "pipeline stages (layers split evenly)");
+  auto add = desc.add_options();
+  add("help,h", "print this help");
+  add("config", po::value<std::string>(), "INI-style file of name = value options");
+  add("checkpoint", po::value(&checkpoint)->default_value(""), "checkpoint file (.h5)");
+  add("data", po::value(&data)->default_value(""),
+      "token data set; empty = the built-in validation split (for built-in runs)");
+  add("eval-windows", po::value(&windows)->default_value(windows), "the first K windows");
+  add("micro-batch-size", po::value(&micro_batch)->default_value(micro_batch),
+      "sequences per forward");
+  add("tp", po::value(&tp)->default_value(tp), "tensor-parallel size; dp = ranks / (tp x pp)");
+  add("pp", po::value(&pp)->default_value(pp), "pipeline stages (layers split evenly)");
   ExecutionOptions execution;
   add_execution_options(desc, execution);
-  bool help = false;
-  agree_on_failure(world, [&] {
-    help = parse_tool_options(argc, argv, desc);
-    validate_execution_options(execution);
-    GPT_INPUT_CHECK(help || !checkpoint.empty(), "--checkpoint is required");
-    GPT_INPUT_CHECK(windows >= 1, "--eval-windows must be at least 1");
-    GPT_INPUT_CHECK(micro_batch >= 1, "--micro-batch-size must be at least 1");
-    GPT_INPUT_CHECK(
-        tp >= 1 && pp >= 1 && world_size % (tp * pp) == 0,
-        "--tp " << tp << " x --pp " << pp << " does not divide the " << world_size << " ranks");
-  });
-  if (help) {
-    if (rank == 0) std::cout << desc << "\n";
+  if (!parse_options(world, argc, argv, desc, nullptr, [&] {
+        validate_execution_options(execution);
+        GPT_INPUT_CHECK(!checkpoint.empty(), "--checkpoint is required");
+        GPT_INPUT_CHECK(windows >= 1, "--eval-windows must be at least 1");
+        GPT_INPUT_CHECK(micro_batch >= 1, "--micro-batch-size must be at least 1");
+        GPT_INPUT_CHECK(
+            tp >= 1 && pp >= 1 && world_size % (tp * pp) == 0,
+            "--tp " << tp << " x --pp " << pp << " does not divide the " << world_size << " ranks");
+      }))
     return 0;
-  }
   RuntimeOptions ro;
   ro.grid.shape = {tp, world_size / (tp * pp), pp};
   ro.execution = execution;

@@ -56,9 +56,7 @@ EvalResult evaluate(Runtime& rt, const TokenDataset& data, int64_t max_windows) 
   double loss_sum = 0.0;
   for (const GptChunk& chunk : adapters)
     if (chunk.has_head()) loss_sum += chunk.loss_sum();
-  // Sum over dp ranks, and over stages (only the last contributes), once per rank.
-  if (grid.tp_rank() != 0) loss_sum = 0.0;  // tp ranks hold the same loss: count it once
-  grid.world().all_reduce(&loss_sum, 1, ReduceOp::kSum);
+  loss_sum = grid.sum_tp_replicated(loss_sum);  // over dp ranks and stages (the last has it)
   result.tokens = result.windows * T;
   result.loss = result.tokens > 0 ? loss_sum / static_cast<double>(result.tokens) : 0.0;
   return result;

@@ -44,21 +44,16 @@ int generate_main(int argc, char** argv) {
       "pp", po::value(&pp)->default_value(pp), "pipeline stages; the ranks / pp are tp ranks");
   ExecutionOptions execution;
   add_execution_options(desc, execution);
-  bool help = false;
-  agree_on_failure(world, [&] {
-    help = parse_tool_options(argc, argv, desc);
-    validate_execution_options(execution);
-    GPT_INPUT_CHECK(help || !checkpoint.empty(), "--checkpoint is required");
-    GPT_INPUT_CHECK(max_new_tokens >= 0, "--max-new-tokens must be at least 0");
-    GPT_INPUT_CHECK(temperature >= 0.0, "--temperature must be at least 0");
-    GPT_INPUT_CHECK(top_k >= 0, "--top-k must be at least 0");
-    GPT_INPUT_CHECK(pp >= 1 && world_size % pp == 0,
-                    "--pp " << pp << " does not divide the " << world_size << " ranks");
-  });
-  if (help) {
-    if (rank == 0) std::cout << desc << "\n";
+  if (!parse_options(world, argc, argv, desc, nullptr, [&] {
+        validate_execution_options(execution);
+        GPT_INPUT_CHECK(!checkpoint.empty(), "--checkpoint is required");
+        GPT_INPUT_CHECK(max_new_tokens >= 0, "--max-new-tokens must be at least 0");
+        GPT_INPUT_CHECK(temperature >= 0.0, "--temperature must be at least 0");
+        GPT_INPUT_CHECK(top_k >= 0, "--top-k must be at least 0");
+        GPT_INPUT_CHECK(pp >= 1 && world_size % pp == 0,
+                        "--pp " << pp << " does not divide the " << world_size << " ranks");
+      }))
     return 0;
-  }
   // Generation runs one sequence: every rank is a tp rank of one of the pp stages.
   const int tp = world_size / pp;
   RuntimeOptions ro;

@@ -5,8 +5,11 @@
 #include <boost/program_options.hpp>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <utility>
 
 #include "framework/check.h"
+#include "optimizers/lr_schedule.h"
 
 namespace po = boost::program_options;
 
@@ -18,93 +21,201 @@ std::string short_text(double value) {
   return GPT_MSG(value);
 }
 
-po::options_description describe(TrainOptions& o) {
+// ---- enum-valued options: each type's names, read by the parser and by --help
+
+template <typename E>
+using Choices = std::vector<std::pair<E, std::string>>;
+
+Choices<OptimizerKind> choices(OptimizerKind*) {
+  Choices<OptimizerKind> out;
+  for (OptimizerKind k : kOptimizerKinds) out.emplace_back(k, optimizer_name(k));
+  return out;
+}
+Choices<DataOrder> choices(DataOrder*) {
+  Choices<DataOrder> out;
+  for (DataOrder k : kDataOrders) out.emplace_back(k, data_order_name(k));
+  return out;
+}
+Choices<DeviceKind> choices(DeviceKind*) {
+  return {{DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"}};
+}
+Choices<Precision> choices(Precision*) {
+  return {{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}};
+}
+Choices<DeviceTransport> choices(DeviceTransport*) {
+  return {{DeviceTransport::kNccl, transport_name(DeviceTransport::kNccl)},
+          {DeviceTransport::kHostStagedMpi, transport_name(DeviceTransport::kHostStagedMpi)}};
+}
+
+// "a | b | c", with "auto" first for options where it means "let the program decide".
+template <typename E>
+std::string choice_list(bool with_auto) {
+  std::string list = with_auto ? "auto" : "";
+  for (const auto& [kind, name] : choices(static_cast<E*>(nullptr)))
+    list += (list.empty() ? "" : " | ") + name;
+  return list;
+}
+
+template <typename E>
+std::string name_of(E value) {
+  for (const auto& [kind, name] : choices(static_cast<E*>(nullptr)))
+    if (kind == value) return name;
+  return "?";
+}
+
+// Boost's error for a value outside the choices; Boost fills in the option's name.
+class ChoiceError : public po::error_with_option_name {
+ public:
+  ChoiceError(const std::string& value, const std::string& list)
+      : po::error_with_option_name("%canonical_option% must be one of " + list +
+                                   " (got '%value%')") {
+    set_substitute("value", value);
+  }
+};
+
+}  // namespace
+
+// Boost.Program_options finds these by argument-dependent lookup: every enum option is parsed
+// here, once, from its names; "auto" is the empty optional.
+template <typename E>
+void validate(boost::any& out, const std::vector<std::string>& values, E*, int) {
+  const std::string& text = po::validators::get_single_string(values);
+  for (const auto& [kind, name] : choices(static_cast<E*>(nullptr))) {
+    if (text == name) {
+      out = kind;
+      return;
+    }
+  }
+  throw ChoiceError(text, choice_list<E>(false));
+}
+
+template <typename E>
+void validate(boost::any& out, const std::vector<std::string>& values, std::optional<E>*, int) {
+  const std::string& text = po::validators::get_single_string(values);
+  if (text == "auto") {
+    out = std::optional<E>();
+    return;
+  }
+  for (const auto& [kind, name] : choices(static_cast<E*>(nullptr))) {
+    if (text == name) {
+      out = std::optional<E>(kind);
+      return;
+    }
+  }
+  throw ChoiceError(text, choice_list<E>(true));
+}
+
+namespace {
+
+// An enum option bound to `target`, its default shown by name.
+template <typename E>
+po::typed_value<E>* choice(E* target) {
+  return po::value(target)->default_value(*target, name_of(*target));
+}
+template <typename E>
+po::typed_value<std::optional<E>>* choice(std::optional<E>* target) {
+  return po::value(target)->default_value(*target, *target ? name_of(**target) : "auto");
+}
+
+}  // namespace
+
+po::options_description train_options_description(TrainOptions& o) {
   po::options_description layout("Layout");
-  layout.add_options()("tp", po::value(&o.tp)->default_value(o.tp),
-                       "tensor-parallel size (ranks of one node)")(
-      "pp", po::value(&o.pp)->default_value(o.pp), "pipeline-parallel size (stages)")(
-      "dp", po::value(&o.dp)->default_value(o.dp), "data-parallel size; 0 = world / (tp * pp)")(
-      "schedule", po::value(&o.schedule)->default_value(o.schedule),
-      "pipeline schedule: 1f1b | gpipe | interleaved | zb-h1")(
-      "virtual-stages", po::value(&o.virtual_stages)->default_value(o.virtual_stages),
-      "model chunks per stage (interleaved 1F1B)")(
-      "layers-per-stage", po::value(&o.layers_per_stage)->default_value(""),
-      "comma-separated layers of each stage, e.g. 3,5 (default: an even split)")(
-      "ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node),
-      "simulated node size for the tp placement rule; 0 = detect")(
-      "allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
-      "allow a tp group to span nodes")(
-      "dp-bucket-size", po::value(&o.dp_bucket_elements)->default_value(o.dp_bucket_elements),
-      "gradient elements per dp all-reduce bucket")(
-      "sequence-parallel", po::bool_switch(&o.sequence_parallel),
+  auto add = layout.add_options();
+  add("tp", po::value(&o.tp)->default_value(o.tp), "tensor-parallel size (ranks of one node)");
+  add("pp", po::value(&o.pp)->default_value(o.pp), "pipeline-parallel size (stages)");
+  add("dp", po::value(&o.dp)->default_value(o.dp), "data-parallel size; 0 = world / (tp * pp)");
+  add("schedule", po::value(&o.schedule)->default_value(o.schedule),
+      "pipeline schedule: 1f1b | gpipe | interleaved | zb-h1");
+  add("virtual-stages", po::value(&o.virtual_stages)->default_value(o.virtual_stages),
+      "model chunks per stage (interleaved 1F1B)");
+  add("layers-per-stage", po::value(&o.layers_per_stage)->default_value(""),
+      "comma-separated layers of each stage, e.g. 3,5 (default: an even split)");
+  add("ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node),
+      "simulated node size for the tp placement rule; 0 = detect");
+  add("allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
+      "allow a tp group to span nodes");
+  add("dp-bucket-size", po::value(&o.dp_bucket_elements)->default_value(o.dp_bucket_elements),
+      "gradient elements per dp all-reduce bucket");
+  add("sequence-parallel", po::bool_switch(&o.sequence_parallel),
       "split LayerNorm and residual regions along the sequence over the tp ranks (the sequence "
-      "length must be a multiple of tp)")(
-      "micro-batch-size", po::value(&o.micro_batch_size)->default_value(o.micro_batch_size),
-      "sequences per microbatch")(
-      "global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),
+      "length must be a multiple of tp)");
+  add("micro-batch-size", po::value(&o.micro_batch_size)->default_value(o.micro_batch_size),
+      "sequences per microbatch");
+  add("global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),
       "sequences per optimizer step, over all dp ranks");
+
   po::options_description model("Model (GPT-2)");
-  model.add_options()(
-      "model", po::value(&o.model_preset)->default_value(""),
-      "preset: tiny | small | gpt2 | gpt2-medium (the shape options below override it)")(
-      "n-layer", po::value(&o.model.n_layer)->default_value(o.model.n_layer), "transformer blocks")(
-      "n-head", po::value(&o.model.n_head)->default_value(o.model.n_head), "attention heads")(
-      "d-model", po::value(&o.model.d_model)->default_value(o.model.d_model), "model width")(
-      "seq-len", po::value(&o.model.seq_len)->default_value(o.model.seq_len),
+  add = model.add_options();
+  add("model", po::value(&o.model_preset)->default_value(""),
+      "preset: tiny | small | gpt2 | gpt2-medium (the shape options below override it)");
+  add("n-layer", po::value(&o.model.n_layer)->default_value(o.model.n_layer),
+      "transformer blocks");
+  add("n-head", po::value(&o.model.n_head)->default_value(o.model.n_head), "attention heads");
+  add("d-model", po::value(&o.model.d_model)->default_value(o.model.d_model), "model width");
+  add("seq-len", po::value(&o.model.seq_len)->default_value(o.model.seq_len),
       "sequence length (and learned positions)");
+
   po::options_description data("Data");
-  data.add_options()(
-      "data", po::value(&o.data)->default_value(""),
-      "training tokens (HDF5, see prepare-data); empty = the built-in arithmetic corpus")(
-      "val-data", po::value(&o.val_data)->default_value(""),
-      "validation tokens; empty = the built-in held-out split when --data is empty")(
-      "data-order", po::value(&o.data_order)->default_value(o.data_order), "random | sequential")(
-      "eval-every", po::value(&o.eval_every)->default_value(o.eval_every),
-      "validation every N steps (0 = never)")(
-      "eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows),
+  add = data.add_options();
+  add("data", po::value(&o.data)->default_value(""),
+      "training tokens (HDF5, see prepare-data); empty = the built-in arithmetic corpus");
+  add("val-data", po::value(&o.val_data)->default_value(""),
+      "validation tokens; empty = the built-in held-out split when --data is empty");
+  add("data-order", choice(&o.data_order), ("sample order: " + choice_list<DataOrder>(false)).c_str());
+  add("eval-every", po::value(&o.eval_every)->default_value(o.eval_every),
+      "validation every N steps (0 = never)");
+  add("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows),
       "validation windows (the first K of the file)");
+
   po::options_description optim("Optimization");
-  optim.add_options()("steps", po::value(&o.steps)->default_value(o.steps),
-                      "total optimizer steps of the run")(
-      "optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "adamw | sgd")(
-      "lr", po::value(&o.lr)->default_value(o.lr, short_text(o.lr)), "peak learning rate")(
-      "min-lr", po::value(&o.min_lr)->default_value(o.min_lr, short_text(o.min_lr)),
-      "final learning rate (cosine)")("warmup-steps",
-                                      po::value(&o.warmup_steps)->default_value(o.warmup_steps),
-                                      "linear warm-up steps")(
-      "weight-decay",
+  add = optim.add_options();
+  add("steps", po::value(&o.steps)->default_value(o.steps), "total optimizer steps of the run");
+  add("optimizer", choice(&o.optimizer), ("optimizer: " + choice_list<OptimizerKind>(false)).c_str());
+  add("lr", po::value(&o.lr)->default_value(o.lr, short_text(o.lr)), "peak learning rate");
+  add("min-lr", po::value(&o.min_lr)->default_value(o.min_lr, short_text(o.min_lr)),
+      "final learning rate (cosine)");
+  add("warmup-steps", po::value(&o.warmup_steps)->default_value(o.warmup_steps),
+      "linear warm-up steps");
+  add("weight-decay",
       po::value(&o.weight_decay)->default_value(o.weight_decay, short_text(o.weight_decay)),
-      "decoupled (AdamW) or L2 (SGD) weight decay on weights and embeddings")(
-      "beta1", po::value(&o.beta1)->default_value(o.beta1, short_text(o.beta1)), "AdamW beta1")(
-      "beta2", po::value(&o.beta2)->default_value(o.beta2, short_text(o.beta2)), "AdamW beta2")(
-      "eps", po::value(&o.eps)->default_value(o.eps, short_text(o.eps)), "AdamW epsilon")(
-      "momentum", po::value(&o.momentum)->default_value(o.momentum, short_text(o.momentum)),
-      "SGD momentum")("grad-clip",
-                      po::value(&o.grad_clip)->default_value(o.grad_clip, short_text(o.grad_clip)),
-                      "global gradient-norm clip (0 = off)")(
-      "seed", po::value(&o.seed)->default_value(o.seed), "seed of init and data order");
+      "decoupled (AdamW) or L2 (SGD) weight decay on weights and embeddings");
+  add("beta1", po::value(&o.beta1)->default_value(o.beta1, short_text(o.beta1)), "AdamW beta1");
+  add("beta2", po::value(&o.beta2)->default_value(o.beta2, short_text(o.beta2)), "AdamW beta2");
+  add("eps", po::value(&o.eps)->default_value(o.eps, short_text(o.eps)), "AdamW epsilon");
+  add("momentum", po::value(&o.momentum)->default_value(o.momentum, short_text(o.momentum)),
+      "SGD momentum");
+  add("grad-clip", po::value(&o.grad_clip)->default_value(o.grad_clip, short_text(o.grad_clip)),
+      "global gradient-norm clip (0 = off)");
+  add("seed", po::value(&o.seed)->default_value(o.seed), "seed of init and data order");
+
   po::options_description run("Execution and output");
   add_execution_options(run, o.execution);
-  run.add_options()("checkpoint-dir", po::value(&o.checkpoint_dir)->default_value(o.checkpoint_dir),
-                    "where checkpoints go")("save-every",
-                                            po::value(&o.save_every)->default_value(o.save_every),
-                                            "checkpoint every N steps (0 = only at the end)")(
-      "keep-last", po::value(&o.keep_last)->default_value(o.keep_last),
-      "keep only the newest N checkpoints (0 = keep all)")(
-      "resume", po::value(&o.resume)->default_value(""), "checkpoint FILE, or auto")(
-      "init-from", po::value(&o.init_from)->default_value(""),
-      "load weights only from a checkpoint (fine-tuning)")(
-      "metrics", po::value(&o.metrics)->default_value(""), "JSON-lines metrics file")(
-      "trace", po::value(&o.trace)->default_value(""),
+  add = run.add_options();
+  add("checkpoint-dir", po::value(&o.checkpoint_dir)->default_value(o.checkpoint_dir),
+      "where checkpoints go");
+  add("save-every", po::value(&o.save_every)->default_value(o.save_every),
+      "checkpoint every N steps (0 = only at the end)");
+  add("keep-last", po::value(&o.keep_last)->default_value(o.keep_last),
+      "keep only the newest N checkpoints (0 = keep all)");
+  add("resume", po::value(&o.resume)->default_value(""), "checkpoint FILE, or auto");
+  add("init-from", po::value(&o.init_from)->default_value(""),
+      "load weights only from a checkpoint (fine-tuning)");
+  add("metrics", po::value(&o.metrics)->default_value(""), "JSON-lines metrics file");
+  add("trace", po::value(&o.trace)->default_value(""),
       "write one merged Chrome trace FILE of steps 2..4: every rank's actions and pipeline "
-      "waits (scripts/trace_to_svg.py draws it)")(
-      "log-every", po::value(&o.log_every)->default_value(o.log_every), "log every N steps");
+      "waits (scripts/trace_to_svg.py draws it)");
+  add("log-every", po::value(&o.log_every)->default_value(o.log_every), "log every N steps");
+
   po::options_description all("train: GPT-2 training on a tp x dp x pp grid of MPI ranks");
-  all.add_options()("help,h", "print this help")("config", po::value<std::string>(),
-                                                 "INI-style file of name = value options");
+  add = all.add_options();
+  add("help,h", "print this help");
+  add("config", po::value<std::string>(), "INI-style file of name = value options");
   all.add(layout).add(model).add(data).add(optim).add(run);
   return all;
 }
+
+namespace {
 
 void check_choice(const std::string& option, const std::string& value,
                   std::initializer_list<const char*> choices) {
@@ -116,7 +227,7 @@ void check_choice(const std::string& option, const std::string& value,
   fail_input("--" + option + " must be one of " + list + " (got '" + value + "')");
 }
 
-void validate(const TrainOptions& o) {
+void check_train_options(const TrainOptions& o) {
   o.model.validate();
   GPT_INPUT_CHECK(o.tp >= 1, "--tp must be at least 1 (got " << o.tp << ")");
   GPT_INPUT_CHECK(o.pp >= 1, "--pp must be at least 1 (got " << o.pp << ")");
@@ -142,23 +253,19 @@ void validate(const TrainOptions& o) {
                   "--micro-batch-size must be at least 1 (got " << o.micro_batch_size << ")");
   GPT_INPUT_CHECK(o.global_batch_size >= 1,
                   "--global-batch-size must be at least 1 (got " << o.global_batch_size << ")");
-  check_choice("data-order", o.data_order, {"random", "sequential"});
   GPT_INPUT_CHECK(o.eval_every >= 0, "--eval-every must be at least 0");
   GPT_INPUT_CHECK(o.eval_windows >= 1, "--eval-windows must be at least 1");
   GPT_INPUT_CHECK(!(o.val_data.empty() == false && o.data.empty()),
                   "--val-data needs --data (the built-in corpus has its own held-out split)");
-  GPT_INPUT_CHECK(o.steps >= 0, "--steps must be at least 0 (got " << o.steps << ")");
-  check_choice("optimizer", o.optimizer, {"adamw", "sgd"});
-  GPT_INPUT_CHECK(o.lr > 0, "--lr must be positive (got " << o.lr << ")");
-  GPT_INPUT_CHECK(o.min_lr >= 0 && o.min_lr <= o.lr,
-                  "--min-lr must be in [0, --lr] (got " << o.min_lr << ")");
-  GPT_INPUT_CHECK(o.warmup_steps >= 0, "--warmup-steps must be at least 0");
-  GPT_INPUT_CHECK(o.weight_decay >= 0, "--weight-decay must be at least 0");
-  GPT_INPUT_CHECK(o.beta1 >= 0 && o.beta1 < 1, "--beta1 must be in [0, 1) (got " << o.beta1 << ")");
-  GPT_INPUT_CHECK(o.beta2 >= 0 && o.beta2 < 1, "--beta2 must be in [0, 1) (got " << o.beta2 << ")");
-  GPT_INPUT_CHECK(o.eps > 0, "--eps must be positive (got " << o.eps << ")");
-  GPT_INPUT_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum must be in [0, 1)");
-  GPT_INPUT_CHECK(o.grad_clip >= 0, "--grad-clip must be at least 0 (0 = off)");
+  // The optimizer's and the schedule's own rules (optimizers/), one per hyper-parameter.
+  LrSchedule{o.lr, o.min_lr, o.warmup_steps, o.steps}.validate();
+  for (const auto& [key, value] : {std::pair<const char*, double>{"weight_decay", o.weight_decay},
+                                   {"beta1", o.beta1},
+                                   {"beta2", o.beta2},
+                                   {"eps", o.eps},
+                                   {"momentum", o.momentum},
+                                   {"grad_clip", o.grad_clip}})
+    check_hyperparameter(key, value);
   validate_execution_options(o.execution);
   GPT_INPUT_CHECK(o.save_every >= 0, "--save-every must be at least 0");
   GPT_INPUT_CHECK(o.keep_last >= 0, "--keep-last must be at least 0");
@@ -171,25 +278,26 @@ void validate(const TrainOptions& o) {
 }  // namespace
 
 void add_execution_options(po::options_description& desc, ExecutionOptions& o) {
-  desc.add_options()("device", po::value(&o.device)->default_value(o.device),
-                     "auto | cpu | cuda (auto: cuda when every rank sees a GPU)")(
-      "precision", po::value(&o.precision)->default_value(o.precision),
-      "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)")(
-      "deterministic", po::bool_switch(&o.deterministic),
-      "GPU runs repeat bit for bit (fixed cuBLASLt algorithms without split-K reductions)")(
-      "gpu-comm", po::value(&o.gpu_comm)->default_value(o.gpu_comm),
-      "auto | nccl | mpi: how device buffers move between ranks (auto: mpi over host staging "
-      "when ranks share a GPU, else nccl)")(
-      "gpu-memory-gb", po::value(&o.gpu_memory_gb)->default_value(o.gpu_memory_gb),
+  auto add = desc.add_options();
+  add("device", choice(&o.device),
+      (choice_list<DeviceKind>(true) + " (auto: cuda when every rank sees a GPU)").c_str());
+  add("precision", choice(&o.precision),
+      (choice_list<Precision>(true) + " (auto: bf16 on cuda, fp32 on cpu)").c_str());
+  add("deterministic", po::bool_switch(&o.deterministic),
+      "GPU runs repeat bit for bit (fixed cuBLASLt algorithms without split-K reductions)");
+  add("gpu-comm", choice(&o.gpu_comm),
+      (choice_list<DeviceTransport>(true) +
+       ": how device buffers move between ranks (auto: mpi over host staging when ranks share "
+       "a GPU, else nccl)")
+          .c_str());
+  add("gpu-memory-gb", po::value(&o.gpu_memory_gb)->default_value(o.gpu_memory_gb),
       "device memory reserved per rank at start-up (0 = 90% of the free memory, split among "
-      "ranks sharing the GPU)")("threads", po::value(&o.threads)->default_value(o.threads),
-                                "CPU threads per rank; 0 = this node's cores / its ranks");
+      "ranks sharing the GPU)");
+  add("threads", po::value(&o.threads)->default_value(o.threads),
+      "CPU threads per rank; 0 = this node's cores / its ranks");
 }
 
 void validate_execution_options(const ExecutionOptions& o) {
-  check_choice("device", o.device, {"auto", "cpu", "cuda"});
-  check_choice("precision", o.precision, {"auto", "fp32", "bf16"});
-  check_choice("gpu-comm", o.gpu_comm, {"auto", "nccl", "mpi"});
   GPT_INPUT_CHECK(o.gpu_memory_gb >= 0, "--gpu-memory-gb must be at least 0 (0 = auto)");
   GPT_INPUT_CHECK(o.threads >= 0, "--threads must be at least 0");
 }
@@ -237,42 +345,7 @@ ModelConfig model_preset(const std::string& name) {
   return m;
 }
 
-std::optional<TrainOptions> parse_train_options(int argc, char** argv, bool print_help) {
-  TrainOptions o;
-  po::options_description desc = describe(o);
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      if (print_help) std::cout << desc << "\n";
-      return std::nullopt;
-    }
-    if (vm.count("config")) {
-      const std::string path = vm["config"].as<std::string>();
-      std::ifstream in(path);
-      GPT_INPUT_CHECK(in.good(), "--config " << path << ": cannot open the file");
-      try {
-        po::store(po::parse_config_file(in, desc), vm);  // the command line, stored first, wins
-      } catch (const po::error& e) {
-        fail_input("--config " + path + ": " + e.what());
-      }
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    fail_input(e.what());
-  }
-  for (const auto& [name, value] : vm)
-    if (!value.defaulted()) o.given.insert(name);
-  if (!o.model_preset.empty()) {
-    ModelConfig preset = model_preset(o.model_preset);
-    if (!o.was_given("n-layer")) o.model.n_layer = preset.n_layer;
-    if (!o.was_given("n-head")) o.model.n_head = preset.n_head;
-    if (!o.was_given("d-model")) o.model.d_model = preset.d_model;
-    if (!o.was_given("seq-len")) o.model.seq_len = preset.seq_len;
-  }
-  validate(o);
-  return o;
-}
+namespace {
 
 void validate_layout(const TrainOptions& o, int world_size) {
   GPT_INPUT_CHECK(world_size % (o.tp * o.pp) == 0, "--tp " << o.tp << " x --pp " << o.pp
@@ -285,6 +358,20 @@ void validate_layout(const TrainOptions& o, int world_size) {
   GPT_INPUT_CHECK(o.global_batch_size % (dp * o.micro_batch_size) == 0,
                   "--global-batch-size " << o.global_batch_size << " is not a multiple of dp " << dp
                                          << " x --micro-batch-size " << o.micro_batch_size);
+}
+
+}  // namespace
+
+void finish_train_options(TrainOptions& o, int world_size) {
+  if (!o.model_preset.empty()) {
+    const ModelConfig preset = model_preset(o.model_preset);
+    if (!o.was_given("n-layer")) o.model.n_layer = preset.n_layer;
+    if (!o.was_given("n-head")) o.model.n_head = preset.n_head;
+    if (!o.was_given("d-model")) o.model.d_model = preset.d_model;
+    if (!o.was_given("seq-len")) o.model.seq_len = preset.seq_len;
+  }
+  check_train_options(o);
+  validate_layout(o, world_size);
 }
 
 }  // namespace gpt

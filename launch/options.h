@@ -1,7 +1,7 @@
-// The train program's options (DESIGN.md "Programs": the names are a contract), parsed with
-// Boost.Program_options from the command line and an optional INI-style --config file (the
-// command line wins), then validated: every rule an option breaks gives a one-line gpt::Error
-// naming the option. Validation is deterministic, so every rank fails alike without talking.
+// The train program's options (DESIGN.md "Programs": the names are a contract), typed at this
+// boundary: enum-valued options (--optimizer, --data-order, --device, ...) are parsed from their
+// names here and travel as enums. Every rule an option breaks gives a one-line gpt::Error naming
+// the option; the checks are deterministic, so every rank fails alike.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,9 @@
 #include <boost/program_options.hpp>
 
 #include "framework/config.h"
+#include "framework/io/dataset.h"
 #include "launch/runtime.h"
+#include "optimizers/optimizer.h"
 
 namespace gpt {
 
@@ -34,11 +36,11 @@ struct TrainOptions {
   ModelConfig model{4, 4, 128, 48, 256};  // vocab_size comes from the data set
   // data
   std::string data, val_data;
-  std::string data_order = "random";
+  DataOrder data_order = DataOrder::kRandom;
   int64_t eval_every = 100, eval_windows = 64;
   // optimisation
   int64_t steps = 1200;
-  std::string optimizer = "adamw";
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
   double lr = 3e-3, min_lr = 3e-4;
   int64_t warmup_steps = 50;
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, momentum = 0.9;
@@ -58,10 +60,12 @@ struct TrainOptions {
   bool was_given(const std::string& name) const { return given.count(name) > 0; }
 };
 
-// Parses and validates. Returns nullopt after printing --help (rank 0 prints). Layout rules that
-// need the world size (tp * pp * dp == world) are checked by validate_layout.
-std::optional<TrainOptions> parse_train_options(int argc, char** argv, bool print_help);
-void validate_layout(const TrainOptions& options, int world_size);
+// train's options, bound to the fields of `options` (parse_options in program.h fills them and
+// the `given` set).
+boost::program_options::options_description train_options_description(TrainOptions& options);
+// After parsing: applies --model's preset to the shape options not given, then checks every rule;
+// the layout's (tp * pp * dp == world, batch divisibility) need the job's size.
+void finish_train_options(TrainOptions& options, int world_size);
 
 // --layers-per-stage as numbers (empty when not given); validated by parse_train_options.
 std::vector<int64_t> parse_layers_per_stage(const TrainOptions& options);

@@ -1,48 +1,55 @@
-// run_program and agree_on_failure (see program.h).
+// run_program and parse_options (see program.h).
 #include "launch/program.h"
 
-#include <cstdlib>
-#include <vector>
+#include <fstream>
+#include <iostream>
 
 #include "framework/logging.h"
 
 namespace gpt {
+namespace {
 
-bool parse_tool_options(int argc, char** argv,
-                        const boost::program_options::options_description& desc) {
-  namespace po = boost::program_options;
+namespace po = boost::program_options;
+
+// Boost's parse of the command line and the config file; false when --help was asked for.
+bool parse_command_line(int argc, char** argv, const po::options_description& desc,
+                        std::set<std::string>* given) {
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("help")) return false;
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      GPT_INPUT_CHECK(in.good(), "--config " << path << ": cannot open the file");
+      try {
+        po::store(po::parse_config_file(in, desc), vm);  // the command line, stored first, wins
+      } catch (const po::error& e) {
+        fail_input("--config " + path + ": " + e.what());
+      }
+    }
     po::notify(vm);
   } catch (const po::error& e) {
     fail_input(e.what());
   }
-  return vm.count("help") > 0;
+  if (given != nullptr) {
+    for (const auto& [name, value] : vm)
+      if (!value.defaulted()) given->insert(name);
+  }
+  return true;
 }
 
-void agree_on_failure(MPI_Comm comm, const std::function<void()>& step) {
-  std::string message;
-  try {
-    step();
-  } catch (const std::exception& e) {
-    message = e.what();
-    if (message.empty()) message = "unknown error";
-  }
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  // The lowest failing rank speaks for all: its message is broadcast to every rank.
-  int failing = message.empty() ? size : rank;
-  int first_failing = size;
-  GPT_MPI_CHECK(MPI_Allreduce(&failing, &first_failing, 1, MPI_INT, MPI_MIN, comm));
-  if (first_failing == size) return;
-  int length = static_cast<int>(message.size());
-  GPT_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first_failing, comm));
-  std::vector<char> text(static_cast<size_t>(length));
-  if (rank == first_failing) text.assign(message.begin(), message.end());
-  GPT_MPI_CHECK(MPI_Bcast(text.data(), length, MPI_CHAR, first_failing, comm));
-  throw AgreedError(std::string(text.begin(), text.end()));
+}  // namespace
+
+bool parse_options(MPI_Comm world, int argc, char** argv, const po::options_description& desc,
+                   std::set<std::string>* given, const std::function<void()>& check) {
+  bool help = false;
+  agree_on_failure(world, [&] {
+    help = !parse_command_line(argc, argv, desc, given);
+    if (!help) check();
+  });
+  if (help && comm_rank(world) == 0) std::cout << desc << "\n";
+  return !help;
 }
 
 int run_program(int argc, char** argv, const std::function<int(int, char**)>& body) {

@@ -3,68 +3,87 @@
 
 #include "framework/check.h"
 #include "framework/logging.h"
-#include "launch/json.h"
+#include "framework/json.h"
 
 namespace gpt {
+
 std::string run_config_json(const TrainOptions& o, const ModelConfig& m) {
-  JsonObject j;
-  j.add("n_layer", m.n_layer).add("n_head", m.n_head).add("d_model", m.d_model);
-  j.add("seq_len", m.seq_len).add("vocab_size", m.vocab_size);
-  j.add("seed", o.seed).add("data", o.data).add("val_data", o.val_data);
-  j.add("data_order", o.data_order).add("global_batch_size", o.global_batch_size);
-  j.add("micro_batch_size", o.micro_batch_size).add("steps", o.steps);
-  j.add("optimizer", o.optimizer).add("lr", o.lr).add("min_lr", o.min_lr);
-  j.add("warmup_steps", o.warmup_steps).add("weight_decay", o.weight_decay);
-  j.add("beta1", o.beta1).add("beta2", o.beta2).add("eps", o.eps).add("momentum", o.momentum);
-  j.add("grad_clip", o.grad_clip);
-  return j.str();
+  Json j = m;
+  j["seed"] = o.seed;
+  j["data"] = o.data;
+  j["val_data"] = o.val_data;
+  j["data_order"] = data_order_name(o.data_order);
+  j["global_batch_size"] = o.global_batch_size;
+  j["micro_batch_size"] = o.micro_batch_size;
+  j["steps"] = o.steps;
+  j["optimizer"] = optimizer_name(o.optimizer);
+  j["lr"] = o.lr;
+  j["min_lr"] = o.min_lr;
+  j["warmup_steps"] = o.warmup_steps;
+  j["weight_decay"] = o.weight_decay;
+  j["beta1"] = o.beta1;
+  j["beta2"] = o.beta2;
+  j["eps"] = o.eps;
+  j["momentum"] = o.momentum;
+  j["grad_clip"] = o.grad_clip;
+  return j.dump();
 }
+
+namespace {
+
+// A stored enum option back from its name; a name this program does not know is an error.
+template <typename E, size_t N>
+E stored_choice(const Json& cfg, const char* key, const E (&kinds)[N], const char* (*name)(E),
+                const std::string& what) {
+  const std::string text = json_field<std::string>(cfg, key, what);
+  for (E kind : kinds)
+    if (text == name(kind)) return kind;
+  fail_input(GPT_MSG(what << ": unknown " << key << " '" << text << "'"));
+}
+
+}  // namespace
 
 void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint, bool resuming) {
   const std::string file = checkpoint.path();
-  const auto cfg = parse_flat_json(checkpoint.meta().config_json, file + ": attribute config");
-  auto field = [&](const std::string& key) -> const std::string& {
-    auto it = cfg.find(key);
-    GPT_INPUT_CHECK(it != cfg.end(), file << ": attribute config has no '" << key << "'");
-    return it->second;
-  };
+  const std::string what = file + ": attribute config";
+  const Json cfg = parse_json_object(checkpoint.meta().config_json, what);
   // Model shape, seed and data set come from the file; a conflicting option is an error.
-  auto take_int = [&](const char* option, const char* key, int64_t& target) {
-    const int64_t value = std::stoll(field(key));
+  const ModelConfig stored = model_config_from_json(cfg, what);
+  auto take_shape = [&](const char* option, const char* key, int64_t value, int64_t& target) {
     GPT_INPUT_CHECK(!o.was_given(option) || target == value,
                     "--" << option << " " << target << " conflicts with the checkpoint " << file
                          << " (" << key << " = " << value << ")");
     target = value;
   };
-  take_int("n-layer", "n_layer", o.model.n_layer);
-  take_int("n-head", "n_head", o.model.n_head);
-  take_int("d-model", "d_model", o.model.d_model);
-  take_int("seq-len", "seq_len", o.model.seq_len);
-  o.model.vocab_size = std::stoll(field("vocab_size"));
+  take_shape("n-layer", "n_layer", stored.n_layer, o.model.n_layer);
+  take_shape("n-head", "n_head", stored.n_head, o.model.n_head);
+  take_shape("d-model", "d_model", stored.d_model, o.model.d_model);
+  take_shape("seq-len", "seq_len", stored.seq_len, o.model.seq_len);
+  o.model.vocab_size = stored.vocab_size;
   const uint64_t seed = checkpoint.meta().seed;
   GPT_INPUT_CHECK(
       !o.was_given("seed") || o.seed == seed,
       "--seed " << o.seed << " conflicts with the checkpoint " << file << " (seed " << seed << ")");
   o.seed = seed;
-  if (resuming) {  // fine-tuning (--init-from) may train on other data
-    const std::string& data = field("data");
-    GPT_INPUT_CHECK(!o.was_given("data") || o.data == data,
-                    "--data " << o.data << " conflicts with the checkpoint " << file
-                              << " (trained on " << (data.empty() ? "the built-in corpus" : data)
-                              << ")");
-    o.data = data;
-    if (!o.was_given("val-data")) o.val_data = field("val_data");
-    if (!o.was_given("data-order")) o.data_order = field("data_order");
-  }
-  if (!resuming) return;
+  if (!resuming) return;  // fine-tuning (--init-from) may train on other data and optimizers
+  const std::string data = json_field<std::string>(cfg, "data", what);
+  GPT_INPUT_CHECK(!o.was_given("data") || o.data == data,
+                  "--data " << o.data << " conflicts with the checkpoint " << file << " (trained on "
+                            << (data.empty() ? "the built-in corpus" : data) << ")");
+  o.data = data;
+  if (!o.was_given("val-data")) o.val_data = json_field<std::string>(cfg, "val_data", what);
+  if (!o.was_given("data-order"))
+    o.data_order = stored_choice(cfg, "data_order", kDataOrders, data_order_name, what);
   // Optimizer options: the file's, unless given again.
-  const std::string& optimizer = field("optimizer");
+  const OptimizerKind optimizer =
+      stored_choice(cfg, "optimizer", kOptimizerKinds, optimizer_name, what);
   GPT_INPUT_CHECK(!o.was_given("optimizer") || o.optimizer == optimizer,
-                  "--optimizer " << o.optimizer << " conflicts with the checkpoint " << file
-                                 << " (its optimizer state is " << optimizer << ")");
+                  "--optimizer " << optimizer_name(o.optimizer) << " conflicts with the checkpoint "
+                                 << file << " (its optimizer state is "
+                                 << optimizer_name(optimizer) << ")");
   o.optimizer = optimizer;
   auto take_real = [&](const char* option, const char* key, double& target) {
-    const double value = std::stod(field(key));
+    const double value = json_field<double>(cfg, key, what);
     if (o.was_given(option) && target != value) {
       GPT_LOG0("--" << option << " " << target << " overrides the checkpoint's " << value);
       return;

@@ -5,27 +5,19 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "framework/backend.h"
 #include "framework/config.h"
 #include "framework/parameter.h"
+#include "launch/device_setup.h"
 #include "layers/gpt_stage.h"
 #include "parallel/process_grid.h"
 #include "parallel/tensor_parallel.h"
 
 namespace gpt {
-
-// Where and how the model runs: the options every program shares (add_execution_options).
-struct ExecutionOptions {
-  std::string device = "auto";     // auto | cpu | cuda (auto: cuda when every rank sees a GPU)
-  std::string precision = "auto";  // auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)
-  bool deterministic = false;      // GPU: fixed algorithms, bit-for-bit repeatable
-  std::string gpu_comm = "auto";   // auto | nccl | mpi (host-staged)
-  double gpu_memory_gb = 0;        // device arena per rank; 0 = 90% of free / ranks sharing
-  int threads = 0;                 // CPU threads per rank; 0 = node cores / ranks on the node
-};
 
 struct RuntimeOptions {
   GridOptions grid;
@@ -57,15 +49,15 @@ class Runtime {
   const ModelConfig& model() const { return cfg_; }
   const RuntimeOptions& options() const { return options_; }
   int threads() const { return threads_; }
-  // "nccl" or "mpi" on CUDA (how device buffers move between ranks), "mpi" on the CPU.
-  const std::string& transport() const { return transport_; }
+  // How device buffers move between ranks on CUDA; none on the CPU.
+  std::optional<DeviceTransport> transport() const { return transport_; }
   std::string layout() const;  // "tp=2 dp=1 pp=1"
 
  private:
   ModelConfig cfg_;
   RuntimeOptions options_;
   int threads_ = 1;
-  std::string transport_ = "mpi";
+  std::optional<DeviceTransport> transport_;
   // The grid is declared after the backend so it is destroyed first: its NCCL communicators
   // use the backend's stream.
   std::unique_ptr<Backend> backend_;

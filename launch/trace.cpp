@@ -9,7 +9,9 @@
 
 #include <mpi.h>
 
+#include "framework/agreement.h"
 #include "framework/check.h"
+#include "framework/json.h"
 #include "framework/timer.h"
 
 namespace gpt {
@@ -52,15 +54,6 @@ std::string action_name(int kind, int microbatch, int chunk, int virtual_stages)
   return name;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 void check_trace_path(const std::string& path) {
@@ -86,8 +79,8 @@ std::vector<double> measure_clock_offsets(ProcessGrid& grid, int rounds) {
       for (int i = 0; i < rounds; ++i) {
         double remote = 0.0;
         const double t0 = now_seconds();
-        MPI_Send(&t0, 1, MPI_DOUBLE, r, kPingTag, comm);
-        MPI_Recv(&remote, 1, MPI_DOUBLE, r, kPongTag, comm, MPI_STATUS_IGNORE);
+        GPT_MPI_CHECK(MPI_Send(&t0, 1, MPI_DOUBLE, r, kPingTag, comm));
+        GPT_MPI_CHECK(MPI_Recv(&remote, 1, MPI_DOUBLE, r, kPongTag, comm, MPI_STATUS_IGNORE));
         const double t1 = now_seconds();
         if (t1 - t0 < best_rtt) {
           best_rtt = t1 - t0;
@@ -97,14 +90,87 @@ std::vector<double> measure_clock_offsets(ProcessGrid& grid, int rounds) {
     } else if (rank == r) {
       for (int i = 0; i < rounds; ++i) {
         double ping = 0.0;
-        MPI_Recv(&ping, 1, MPI_DOUBLE, 0, kPingTag, comm, MPI_STATUS_IGNORE);
+        GPT_MPI_CHECK(MPI_Recv(&ping, 1, MPI_DOUBLE, 0, kPingTag, comm, MPI_STATUS_IGNORE));
         const double now = now_seconds();
-        MPI_Send(&now, 1, MPI_DOUBLE, 0, kPongTag, comm);
+        GPT_MPI_CHECK(MPI_Send(&now, 1, MPI_DOUBLE, 0, kPongTag, comm));
       }
     }
   }
   return offsets;
 }
+
+namespace {
+
+// Rank 0's merged trace of every rank's events (`all`: kFields doubles an event, rank r's at
+// [displs[r], displs[r] + counts[r])), each rank's clock moved onto rank 0's by its offset.
+Json chrome_trace(ProcessGrid& grid, const std::vector<double>& all, const std::vector<int>& counts,
+                  const std::vector<int>& displs, const std::vector<double>& offsets,
+                  int virtual_stages, const std::string& schedule_name) {
+  const GridShape& shape = grid.shape();
+  const int size = shape.world();
+  // Rank 0's clock: remote time t maps to t - offset; times count from the first event.
+  double first = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < size; ++r)
+    for (int i = displs[static_cast<size_t>(r)];
+         i < displs[static_cast<size_t>(r)] + counts[static_cast<size_t>(r)]; i += kFields)
+      first = std::min(first, all[static_cast<size_t>(i + 4)] - offsets[static_cast<size_t>(r)]);
+  if (all.empty()) first = 0.0;
+  Json events = Json::array();
+  events.push_back({{"ph", "M"},
+                    {"pid", 0},
+                    {"name", "process_name"},
+                    {"args", {{"name", "train (" + schedule_name + ")"}}}});
+  for (int r = 0; r < size; ++r) {
+    const GridCoordinates c = shape.coordinates_of(r);
+    const std::string name = GPT_MSG("rank " << r << " (tp " << c.tp_rank << ", dp " << c.dp_rank
+                                             << ", pp " << c.stage << ")");
+    events.push_back(
+        {{"ph", "M"}, {"pid", 0}, {"tid", r}, {"name", "thread_name"}, {"args", {{"name", name}}}});
+    events.push_back({{"ph", "M"},
+                      {"pid", 0},
+                      {"tid", r},
+                      {"name", "thread_sort_index"},
+                      {"args", {{"sort_index", r}}}});
+  }
+  for (int r = 0; r < size; ++r) {
+    const double offset = offsets[static_cast<size_t>(r)];
+    const int begin = displs[static_cast<size_t>(r)];
+    const int end = begin + counts[static_cast<size_t>(r)];
+    for (int i = begin; i < end; i += kFields) {
+      const double* e = &all[static_cast<size_t>(i)];
+      const int kind = static_cast<int>(e[0]), mb = static_cast<int>(e[1]),
+                chunk = static_cast<int>(e[2]), step = static_cast<int>(e[3]);
+      Json args = {{"microbatch", mb}, {"chunk", chunk}, {"step", step}};
+      if (kind == TraceEvent::kWait && i + kFields < end) {
+        // The recorded wait precedes its action: the next event of this rank.
+        const double* next = &all[static_cast<size_t>(i + kFields)];
+        args["for"] = action_name(static_cast<int>(next[0]), static_cast<int>(next[1]),
+                                  static_cast<int>(next[2]), virtual_stages);
+      }
+      if (kind == TraceEvent::kBackwardInput) args["part"] = "input";
+      events.push_back(
+          {{"ph", "X"},
+           {"pid", 0},
+           {"tid", r},
+           {"name",
+            kind == TraceEvent::kWait ? "wait" : action_name(kind, mb, chunk, virtual_stages)},
+           {"cat", kind_category(kind)},
+           {"ts", 1e6 * (e[4] - offset - first)},
+           {"dur", 1e6 * (e[5] - e[4])},
+           {"args", std::move(args)}});
+    }
+  }
+  return {{"displayTimeUnit", "ms"},
+          {"otherData",
+           {{"schedule", schedule_name},
+            {"virtual_stages", virtual_stages},
+            {"tp", shape.tp},
+            {"dp", shape.dp},
+            {"pp", shape.pp}}},
+          {"traceEvents", std::move(events)}};
+}
+
+}  // namespace
 
 int64_t write_trace(const std::string& path, ProcessGrid& grid,
                     const std::vector<TraceEvent>& events, int virtual_stages,
@@ -122,7 +188,7 @@ int64_t write_trace(const std::string& path, ProcessGrid& grid,
   }
   const int count = static_cast<int>(packed.size());
   std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
-  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm);
+  GPT_MPI_CHECK(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
   int total = 0;
   if (rank == 0) {
     for (int r = 0; r < size; ++r) {
@@ -131,81 +197,21 @@ int64_t write_trace(const std::string& path, ProcessGrid& grid,
     }
   }
   std::vector<double> all(rank == 0 ? static_cast<size_t>(total) : 0);
-  MPI_Gatherv(packed.data(), count, MPI_DOUBLE, all.data(), counts.data(), displs.data(),
-              MPI_DOUBLE, 0, comm);
+  GPT_MPI_CHECK(MPI_Gatherv(packed.data(), count, MPI_DOUBLE, all.data(), counts.data(),
+                            displs.data(), MPI_DOUBLE, 0, comm));
 
   // Everyone learns whether rank 0 could write, so a failure ends every rank alike.
-  int ok = 1;
-  if (rank == 0) {
+  agree_on_failure(comm, [&] {
+    if (rank != 0) return;
+    const std::string text =
+        chrome_trace(grid, all, counts, displs, offsets, virtual_stages, schedule_name).dump();
     std::FILE* f = std::fopen(path.c_str(), "w");
-    ok = f != nullptr ? 1 : 0;
-    if (f != nullptr) {
-      // Rank 0's clock: remote time t maps to t - offset.
-      double first = std::numeric_limits<double>::infinity();
-      for (int r = 0; r < size; ++r)
-        for (int i = displs[static_cast<size_t>(r)];
-             i < displs[static_cast<size_t>(r)] + counts[static_cast<size_t>(r)]; i += kFields)
-          first =
-              std::min(first, all[static_cast<size_t>(i + 4)] - offsets[static_cast<size_t>(r)]);
-      if (total == 0) first = 0.0;
-      std::fprintf(
-          f,
-          "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"schedule\":\"%s\",\"virtual_stages\":%d,"
-          "\"tp\":%d,\"dp\":%d,\"pp\":%d},\n\"traceEvents\":[\n",
-          json_escape(schedule_name).c_str(), virtual_stages, grid.shape().tp, grid.shape().dp,
-          grid.shape().pp);
-      std::fprintf(
-          f,
-          "{\"ph\":\"M\",\"pid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"train (%s)\"}}",
-          json_escape(schedule_name).c_str());
-      const GridShape& shape = grid.shape();
-      for (int r = 0; r < size; ++r) {
-        const int t = r % shape.tp, d = (r / shape.tp) % shape.dp, s = r / (shape.tp * shape.dp);
-        std::fprintf(f,
-                     ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"name\":\"thread_name\","
-                     "\"args\":{\"name\":\"rank %d (tp %d, dp %d, pp %d)\"}}"
-                     ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"name\":\"thread_sort_index\","
-                     "\"args\":{\"sort_index\":%d}}",
-                     r, r, t, d, s, r, r);
-      }
-      for (int r = 0; r < size; ++r) {
-        const double offset = offsets[static_cast<size_t>(r)];
-        const int begin = displs[static_cast<size_t>(r)];
-        const int end = begin + counts[static_cast<size_t>(r)];
-        for (int i = begin; i < end; i += kFields) {
-          const double* e = &all[static_cast<size_t>(i)];
-          const int kind = static_cast<int>(e[0]), mb = static_cast<int>(e[1]),
-                    chunk = static_cast<int>(e[2]), step = static_cast<int>(e[3]);
-          const double ts = 1e6 * (e[4] - offset - first), dur = 1e6 * (e[5] - e[4]);
-          std::string name =
-              kind == TraceEvent::kWait ? "wait" : action_name(kind, mb, chunk, virtual_stages);
-          std::string extra;
-          if (kind == TraceEvent::kWait && i + kFields < end) {
-            // The recorded wait precedes its action: the next event of this rank.
-            const double* next = &all[static_cast<size_t>(i + kFields)];
-            extra = ",\"for\":\"" +
-                    action_name(static_cast<int>(next[0]), static_cast<int>(next[1]),
-                                static_cast<int>(next[2]), virtual_stages) +
-                    "\"";
-          }
-          if (kind == TraceEvent::kBackwardInput) extra += ",\"part\":\"input\"";
-          std::fprintf(f,
-                       ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"name\":\"%s\",\"cat\":\"%s\","
-                       "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"microbatch\":%d,\"chunk\":%d,"
-                       "\"step\":%d%s}}",
-                       r, name.c_str(), kind_category(kind), ts, dur, mb, chunk, step,
-                       extra.c_str());
-        }
-      }
-      std::fprintf(f, "\n]}\n");
-      ok = std::fclose(f) == 0 ? 1 : 0;
-    }
-  }
-  MPI_Bcast(&ok, 1, MPI_INT, 0, comm);
-  GPT_INPUT_CHECK(ok == 1, "--trace " << path << ": cannot write the file");
-  long long total_events = 0;
-  if (rank == 0) total_events = total / kFields;
-  MPI_Bcast(&total_events, 1, MPI_LONG_LONG, 0, comm);
+    GPT_INPUT_CHECK(f != nullptr, "--trace " << path << ": cannot write the file");
+    const bool written = std::fputs((text + "\n").c_str(), f) >= 0;
+    GPT_INPUT_CHECK(std::fclose(f) == 0 && written, "--trace " << path << ": cannot write the file");
+  });
+  long long total_events = rank == 0 ? total / kFields : 0;
+  GPT_MPI_CHECK(MPI_Bcast(&total_events, 1, MPI_LONG_LONG, 0, comm));
   return total_events;
 }
 

@@ -23,17 +23,9 @@ int train_main(int argc, char** argv) {
   MPI_Comm_size(world, &world_size);
   MPI_Comm_rank(world, &rank);
   TrainOptions options;
-  bool help = false;
-  agree_on_failure(world, [&] {
-    std::optional<TrainOptions> parsed = parse_train_options(argc, argv, rank == 0);
-    if (!parsed) {
-      help = true;
-      return;
-    }
-    options = *parsed;
-    validate_layout(options, world_size);
-  });
-  if (help) return 0;
+  if (!parse_options(world, argc, argv, train_options_description(options), &options.given,
+                     [&] { finish_train_options(options, world_size); }))
+    return 0;
 
   std::unique_ptr<CheckpointReader> checkpoint;
   TokenDataset train, validation;

@@ -8,10 +8,10 @@
 
 #include "framework/check.h"
 #include "framework/io/checkpoint.h"
+#include "framework/json.h"
 #include "framework/logging.h"
 #include "framework/timer.h"
 #include "launch/evaluation.h"
-#include "launch/json.h"
 #include "launch/signals.h"
 #include "launch/trace.h"
 #include "optimizers/grad_clip.h"
@@ -20,10 +20,6 @@ namespace gpt {
 namespace {
 
 constexpr int kMaxConsecutiveSkips = 5;
-
-DataOrder data_order(const std::string& name) {
-  return name == "sequential" ? DataOrder::kSequential : DataOrder::kRandom;
-}
 
 }  // namespace
 
@@ -57,7 +53,6 @@ StepStats Trainer::train_step() {
   const int dp = grid.shape().dp;
   const int64_t per_rank = G / dp, microbatches = per_rank / B;
   const int64_t windows = train_.num_windows(T);
-  const DataOrder order = data_order(options_.data_order);
 
   StepStats stats;
   stats.step = state_.step + 1;
@@ -72,7 +67,7 @@ StepStats Trainer::train_step() {
   std::vector<int32_t> tokens(static_cast<size_t>(microbatches * B * T)), targets(tokens.size());
   const int64_t first_sample = state_.consumed_samples + grid.dp_rank() * per_rank;
   for (int64_t i = 0; i < microbatches * B; ++i) {
-    const int64_t window = sample_window(first_sample + i, windows, order, options_.seed);
+    const int64_t window = sample_window(first_sample + i, windows, options_.data_order, options_.seed);
     read_window(train_, window, T, tokens.data() + i * T, targets.data() + i * T);
   }
   MicrobatchData data{
@@ -98,10 +93,7 @@ StepStats Trainer::train_step() {
     ScopedTimer timer(stats.pp_wait_s, &rt_.backend());
     embedding->all_reduce(wte->grad, wte->numel(), ReduceOp::kSum);
   }
-  // The step's loss: tp ranks agree, so count tp rank 0's; only the last stage has one.
-  if (grid.tp_rank() != 0) loss_sum = 0.0;
-  grid.world().all_reduce(&loss_sum, 1, ReduceOp::kSum);
-  stats.loss = loss_sum / static_cast<double>(G * T);
+  stats.loss = grid.sum_tp_replicated(loss_sum) / static_cast<double>(G * T);
 
   stats.grad_norm = global_grad_norm(store, grid);
   stats.lr = lr_schedule_.at(stats.step);
@@ -135,13 +127,23 @@ void Trainer::log_step(const StepStats& s) {
   const double tokens = static_cast<double>(options_.global_batch_size * rt_.model().seq_len);
   const double tokens_per_s = tokens / s.step_time_s;
   const double gflops = rt_.model().flops_per_token() * tokens_per_s / 1e9;
-  JsonObject line;
-  line.add("step", s.step).add("loss", s.loss).add("lr", s.lr).add("grad_norm", s.grad_norm);
-  line.add("tokens_per_s", tokens_per_s).add("gflops", gflops).add("step_time_s", s.step_time_s);
-  line.add("compute_s", s.compute_s).add("tp_comm_s", s.tp_comm_s).add("dp_comm_s", s.dp_comm_s);
-  line.add("pp_wait_s", s.pp_wait_s).add("tp_bytes", s.tp_bytes).add("dp_bytes", s.dp_bytes);
-  line.add("pp_bytes", s.pp_bytes).add("peak_caches", s.peak_caches).add("skipped", s.skipped);
-  metrics_.write(line.str());
+  const Json line = {{"step", s.step},
+                     {"loss", s.loss},
+                     {"lr", s.lr},
+                     {"grad_norm", s.grad_norm},
+                     {"tokens_per_s", tokens_per_s},
+                     {"gflops", gflops},
+                     {"step_time_s", s.step_time_s},
+                     {"compute_s", s.compute_s},
+                     {"tp_comm_s", s.tp_comm_s},
+                     {"dp_comm_s", s.dp_comm_s},
+                     {"pp_wait_s", s.pp_wait_s},
+                     {"tp_bytes", s.tp_bytes},
+                     {"dp_bytes", s.dp_bytes},
+                     {"pp_bytes", s.pp_bytes},
+                     {"peak_caches", s.peak_caches},
+                     {"skipped", s.skipped}};
+  metrics_.write(line.dump());
   if (s.step % options_.log_every != 0 && s.step != options_.steps) return;
   auto megabytes = [](int64_t bytes) { return static_cast<double>(bytes) / 1e6; };
   char text[400];
@@ -165,7 +167,7 @@ void Trainer::run_validation() {
                 static_cast<long long>(state_.step), r.loss, std::exp(r.loss),
                 static_cast<long long>(r.windows));
   log::info0(text);
-  metrics_.write(JsonObject().add("step", state_.step).add("val_loss", r.loss).str());
+  metrics_.write(Json{{"step", state_.step}, {"val_loss", r.loss}}.dump());
 }
 
 std::string Trainer::save_checkpoint() {
@@ -214,10 +216,10 @@ int Trainer::run() {
     return 0;
   }
   const int64_t tokens_per_step = options_.global_batch_size * rt_.model().seq_len;
-  const bool gpu = rt_.backend().kind() == DeviceKind::kCuda;
   GPT_LOG0("training " << rt_.model().num_parameters(true) << " parameters, " << rt_.layout()
                        << " on " << rt_.backend().name()
-                       << (gpu ? ", device buffers over " + rt_.transport() : std::string()) << ", "
+                       << (rt_.transport() ? std::string(", device buffers over ") + transport_name(*rt_.transport())
+                                           : std::string()) << ", "
                        << tokens_per_step << " tokens per step, steps " << state_.step + 1 << ".."
                        << options_.steps);
   bool saved_last = false;

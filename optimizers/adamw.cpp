@@ -23,21 +23,14 @@ std::vector<std::pair<std::string, double>> AdamW::hyperparameters() const {
 }
 
 void AdamW::set_hyperparameter(const std::string& name, double value) {
-  GPT_INPUT_CHECK(std::isfinite(value), "adamw " << name << " must be finite, got " << value);
-  if (name == "beta1" || name == "beta2") {
-    GPT_INPUT_CHECK(value >= 0.0 && value < 1.0,
-                    "adamw " << name << " (--" << name << ") must be in [0, 1), got " << value);
-    (name == "beta1" ? beta1_ : beta2_) = value;
-  } else if (name == "eps") {
-    GPT_INPUT_CHECK(value >= 0.0, "adamw eps (--eps) must be >= 0, got " << value);
-    eps_ = value;
-  } else if (name == "weight_decay") {
-    GPT_INPUT_CHECK(value >= 0.0,
-                    "adamw weight_decay (--weight-decay) must be >= 0, got " << value);
-    weight_decay_ = value;
-  } else {
-    fail_input(GPT_MSG("adamw has no hyper-parameter '" << name << "'"));
-  }
+  double* target = name == "beta1"          ? &beta1_
+                   : name == "beta2"        ? &beta2_
+                   : name == "eps"          ? &eps_
+                   : name == "weight_decay" ? &weight_decay_
+                                            : nullptr;
+  GPT_INPUT_CHECK(target != nullptr, "adamw has no hyper-parameter '" << name << "'");
+  check_hyperparameter(name, value);
+  *target = value;
 }
 
 void AdamW::step(ParameterStore& store, double lr) {

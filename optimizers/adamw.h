@@ -13,11 +13,11 @@ class AdamW final : public Optimizer {
   // set_hyperparameter).
   AdamW(ParameterStore& store, double beta1, double beta2, double eps, double weight_decay);
 
-  std::string type() const override { return "adamw"; }
+  OptimizerKind kind() const override { return OptimizerKind::kAdamW; }
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   // beta1, beta2, eps, weight_decay
   std::vector<std::pair<std::string, double>> hyperparameters() const override;
-  // beta1 and beta2 in [0, 1), eps and weight_decay >= 0 (torch's rules).
+  // Checked by check_hyperparameter (optimizer.h).
   void set_hyperparameter(const std::string& name, double value) override;
   void step(ParameterStore& store, double lr) override;
 

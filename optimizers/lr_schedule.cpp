@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "framework/check.h"
+#include "optimizers/optimizer.h"
 
 namespace gpt {
 
@@ -25,12 +26,12 @@ double LrSchedule::at(int64_t step) const {
 }
 
 void LrSchedule::validate() const {
-  GPT_INPUT_CHECK(std::isfinite(lr) && lr >= 0.0, "--lr must be a non-negative number, got " << lr);
-  GPT_INPUT_CHECK(std::isfinite(min_lr) && min_lr >= 0.0,
-                  "--min-lr must be a non-negative number, got " << min_lr);
+  check_hyperparameter("lr", lr);
+  check_hyperparameter("min_lr", min_lr);
   GPT_INPUT_CHECK(min_lr <= lr, "--min-lr " << min_lr << " exceeds --lr " << lr);
-  GPT_INPUT_CHECK(warmup_steps >= 0, "--warmup-steps must be >= 0, got " << warmup_steps);
-  GPT_INPUT_CHECK(total_steps >= 0, "--steps must be >= 0, got " << total_steps);
+  GPT_INPUT_CHECK(warmup_steps >= 0,
+                  "--warmup-steps must be at least 0 (got " << warmup_steps << ")");
+  GPT_INPUT_CHECK(total_steps >= 0, "--steps must be at least 0 (got " << total_steps << ")");
 }
 
 }  // namespace gpt

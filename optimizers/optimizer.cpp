@@ -1,6 +1,7 @@
 // The shared part of the optimizers: the parameter runs, step bookkeeping and the factory.
 #include "optimizers/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "framework/check.h"
@@ -36,13 +37,31 @@ void Optimizer::begin_step(const ParameterStore& store, double lr) {
   ++step_count_;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const std::string& type, ParameterStore& store,
+std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind, ParameterStore& store,
                                           const OptimizerOptions& options) {
-  if (type == "adamw")
-    return std::make_unique<AdamW>(store, options.beta1, options.beta2, options.eps,
-                                   options.weight_decay);
-  if (type == "sgd") return std::make_unique<Sgd>(store, options.momentum, options.weight_decay);
-  fail_input(GPT_MSG("--optimizer must be adamw or sgd, got '" << type << "'"));
+  if (kind == OptimizerKind::kSgd)
+    return std::make_unique<Sgd>(store, options.momentum, options.weight_decay);
+  return std::make_unique<AdamW>(store, options.beta1, options.beta2, options.eps,
+                                 options.weight_decay);
+}
+
+const char* optimizer_name(OptimizerKind kind) {
+  return kind == OptimizerKind::kSgd ? "sgd" : "adamw";
+}
+
+void check_hyperparameter(const std::string& key, double value) {
+  std::string option = "--" + key;
+  std::replace(option.begin(), option.end(), '_', '-');
+  GPT_INPUT_CHECK(std::isfinite(value), option << " must be a finite number (got " << value << ")");
+  if (key == "lr" || key == "eps") {
+    GPT_INPUT_CHECK(value > 0, option << " must be positive (got " << value << ")");
+  } else if (key == "min_lr" || key == "weight_decay" || key == "grad_clip") {
+    GPT_INPUT_CHECK(value >= 0, option << " must be at least 0 (got " << value << ")");
+  } else if (key == "beta1" || key == "beta2" || key == "momentum") {
+    GPT_INPUT_CHECK(value >= 0 && value < 1, option << " must be in [0, 1) (got " << value << ")");
+  } else {
+    GPT_CHECK(false, "no rule for the hyper-parameter '" << key << "'");
+  }
 }
 
 }  // namespace gpt

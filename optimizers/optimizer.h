@@ -16,6 +16,17 @@
 
 namespace gpt {
 
+enum class OptimizerKind { kAdamW, kSgd };
+inline constexpr OptimizerKind kOptimizerKinds[] = {OptimizerKind::kAdamW, OptimizerKind::kSgd};
+const char* optimizer_name(OptimizerKind kind);  // "adamw", "sgd": options, checkpoints, logs
+
+// The one rule of each hyper-parameter, by its checkpoint key ("lr", "min_lr", "beta1", "beta2",
+// "eps", "weight_decay", "momentum", "grad_clip"): every value finite; lr and eps > 0; min_lr,
+// weight_decay and grad_clip >= 0; beta1, beta2 and momentum in [0, 1). The options, the
+// learning-rate schedule and the optimizers' set_hyperparameter (construction, checkpoints,
+// overrides on resume) all check through it. Throws a one-line gpt::Error naming the option.
+void check_hyperparameter(const std::string& key, double value);
+
 // The store's parameters as runs of one weight decay flag (ParameterRun, framework/backend.h).
 // Registration order keeps a layer's weight and bias apart, so a GPT block gives a handful of
 // runs; one backend call updates them all.
@@ -27,7 +38,8 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  virtual std::string type() const = 0;                      // "adamw", "sgd"
+  virtual OptimizerKind kind() const = 0;
+  std::string type() const { return optimizer_name(kind()); }
   virtual std::vector<std::string> state_names() const = 0;  // store states it owns
   // Everything but the learning rate (which is per step), in a fixed order, for checkpoints
   // and logs.
@@ -64,9 +76,8 @@ struct OptimizerOptions {
   double momentum = 0.9;
 };
 
-// "adamw" or "sgd"; adds the optimizer's zero-filled states to `store` (allocated, none of them
-// present yet). Another type throws a one-line gpt::Error naming it.
-std::unique_ptr<Optimizer> make_optimizer(const std::string& type, ParameterStore& store,
+// Adds the optimizer's zero-filled states to `store` (allocated, none of them present yet).
+std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind, ParameterStore& store,
                                           const OptimizerOptions& options);
 
 }  // namespace gpt

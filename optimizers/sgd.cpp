@@ -18,16 +18,12 @@ std::vector<std::pair<std::string, double>> Sgd::hyperparameters() const {
 }
 
 void Sgd::set_hyperparameter(const std::string& name, double value) {
-  GPT_INPUT_CHECK(std::isfinite(value), "sgd " << name << " must be finite, got " << value);
-  if (name == "momentum") {
-    GPT_INPUT_CHECK(value >= 0.0, "sgd momentum (--momentum) must be >= 0, got " << value);
-    momentum_ = value;
-  } else if (name == "weight_decay") {
-    GPT_INPUT_CHECK(value >= 0.0, "sgd weight_decay (--weight-decay) must be >= 0, got " << value);
-    weight_decay_ = value;
-  } else {
-    fail_input(GPT_MSG("sgd has no hyper-parameter '" << name << "'"));
-  }
+  double* target = name == "momentum"       ? &momentum_
+                   : name == "weight_decay" ? &weight_decay_
+                                            : nullptr;
+  GPT_INPUT_CHECK(target != nullptr, "sgd has no hyper-parameter '" << name << "'");
+  check_hyperparameter(name, value);
+  *target = value;
 }
 
 void Sgd::step(ParameterStore& store, double lr) {

@@ -13,11 +13,11 @@ class Sgd final : public Optimizer {
   // Adds the zero-filled state to `store` (allocated). Invalid values throw.
   Sgd(ParameterStore& store, double momentum, double weight_decay);
 
-  std::string type() const override { return "sgd"; }
+  OptimizerKind kind() const override { return OptimizerKind::kSgd; }
   std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
   // momentum, weight_decay
   std::vector<std::pair<std::string, double>> hyperparameters() const override;
-  // momentum and weight_decay >= 0.
+  // Checked by check_hyperparameter (optimizer.h).
   void set_hyperparameter(const std::string& name, double value) override;
   // The first step of a fresh optimizer copies the gradient into the buffer (torch's lazy
   // initialisation); after set_step_count(n > 0) the loaded buffer is used.

@@ -95,9 +95,10 @@ ProcessGrid::ProcessGrid(MPI_Comm world, const GridOptions& options) : shape_(op
   GPT_INPUT_CHECK(options.ranks_per_node >= 0,
                   "ranks per node " << options.ranks_per_node << " must not be negative");
 
-  tp_rank_ = global_rank_ % tp;
-  dp_rank_ = global_rank_ / tp % dp;
-  stage_ = global_rank_ / (tp * dp);
+  const GridCoordinates me = shape_.coordinates_of(global_rank_);
+  tp_rank_ = me.tp_rank;
+  dp_rank_ = me.dp_rank;
+  stage_ = me.stage;
 
   const std::vector<int> node =
       node_of_every_rank(world, global_rank_, world_size, options.ranks_per_node);
@@ -126,7 +127,13 @@ int ProcessGrid::rank_of(int tp_rank, int dp_rank, int stage) const {
             "grid point (tp " << tp_rank << ", dp " << dp_rank << ", stage " << stage
                               << ") outside the grid " << shape_.tp << " x " << shape_.dp << " x "
                               << shape_.pp);
-  return tp_rank + shape_.tp * (dp_rank + shape_.dp * stage);
+  return shape_.rank_of({tp_rank, dp_rank, stage});
+}
+
+double ProcessGrid::sum_tp_replicated(double value) {
+  double sum = tp_rank_ == 0 ? value : 0.0;
+  world_->all_reduce(&sum, 1, ReduceOp::kSum);
+  return sum;
 }
 
 void ProcessGrid::use_device_communicators(Backend& backend, DeviceTransport transport) {

@@ -16,11 +16,22 @@
 
 namespace gpt {
 
+struct GridCoordinates {
+  int tp_rank = 0, dp_rank = 0, stage = 0;
+};
+
 struct GridShape {
   int tp = 1;
   int dp = 1;
   int pp = 1;
   int world() const { return tp * dp * pp; }
+  // The grid order, both ways: the one place the rank formula lives.
+  GridCoordinates coordinates_of(int rank) const {
+    return {rank % tp, rank / tp % dp, rank / (tp * dp)};
+  }
+  int rank_of(const GridCoordinates& c) const {
+    return c.tp_rank + tp * (c.dp_rank + dp * c.stage);
+  }
 };
 
 struct GridOptions {
@@ -54,6 +65,10 @@ class ProcessGrid {
   Communicator& dp() { return *dp_; }
   Communicator& pp() { return *pp_; }
   Communicator& world() { return *world_; }
+  // Collective over world: the sum over dp replicas and stages of a value that the tp ranks of a
+  // group hold alike (the last stage's token losses), counted once per tp group.
+  double sum_tp_replicated(double value);
+
   // First and last stage at this rank's (tp, dp) coordinates; null on the other stages and
   // when pp == 1 (the two copies of wte are then one).
   Communicator* embedding() { return embedding_.get(); }

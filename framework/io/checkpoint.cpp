@@ -19,6 +19,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "framework/agreement.h"
 #include "framework/check.h"
 #include "framework/logging.h"
 
@@ -26,45 +27,6 @@ namespace gpt {
 namespace {
 
 namespace fs = std::filesystem;
-
-int comm_rank(MPI_Comm comm) {
-  int rank = 0;
-  GPT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  return rank;
-}
-
-int comm_size(MPI_Comm comm) {
-  int size = 1;
-  GPT_MPI_CHECK(MPI_Comm_size(comm, &size));
-  return size;
-}
-
-// Every rank passes its own error ("" for none). If any rank has one, the lowest such rank's
-// message is thrown as gpt::Error on all ranks.
-void agree_or_throw(MPI_Comm comm, const std::string& local_error) {
-  const int rank = comm_rank(comm), size = comm_size(comm);
-  int mine = local_error.empty() ? size : rank, first = size;
-  GPT_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
-  if (first == size) return;
-  std::string message = local_error;
-  int length = static_cast<int>(message.size());
-  GPT_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first, comm));
-  message.resize(static_cast<size_t>(length));
-  GPT_MPI_CHECK(MPI_Bcast(message.data(), length, MPI_CHAR, first, comm));
-  throw Error(message);
-}
-
-// Runs fn and returns the message of what it threw ("" when it did not).
-template <typename Fn>
-std::string capture_error(Fn&& fn) {
-  try {
-    fn();
-    return "";
-  } catch (const std::exception& e) {
-    std::string message = e.what();
-    return message.empty() ? "unknown error" : message;
-  }
-}
 
 // ---- phase 2: the catalogue of datasets
 
@@ -153,29 +115,27 @@ Catalogue gather_catalogue(MPI_Comm comm, const std::string& local) {
 
 // ---- phase 1: local checks
 
-std::string check_local(const ParameterStore& store, const WriteOwner& owner,
-                        const OptimizerMeta* optimizer) {
-  std::ostringstream problems;
+void check_local(const ParameterStore& store, const WriteOwner& owner,
+                 const OptimizerMeta* optimizer) {
   if (optimizer != nullptr) {
+    const auto& names = store.state_names();
     for (const std::string& s : optimizer->state_names) {
-      const auto& names = store.state_names();
-      if (std::find(names.begin(), names.end(), s) == names.end())
-        return "checkpoint: optimizer state " + s + " is not in the parameter store";
+      GPT_CHECK(std::find(names.begin(), names.end(), s) != names.end(),
+                "checkpoint: optimizer state " << s << " is not in the parameter store");
     }
   }
   for (const Parameter& p : store.params()) {
     if (!owner(p)) continue;
-    if (p.value == nullptr) return "checkpoint: parameter " + p.name + " is not allocated";
+    GPT_CHECK(p.value != nullptr, "checkpoint: parameter " << p.name << " is not allocated");
     for (const Slab& s : p.slabs) {
       bool ok = s.start.size() == p.shape.size() && s.count.size() == p.shape.size() &&
                 s.local_offset >= 0 && s.local_offset + s.numel() <= p.local_numel;
       for (size_t d = 0; ok && d < p.shape.size(); ++d)
         ok = s.start[d] >= 0 && s.count[d] >= 0 && s.start[d] + s.count[d] <= p.shape[d];
-      if (!ok)
-        return "checkpoint: parameter " + p.name + " has a slab outside its shape or storage";
+      GPT_CHECK(ok, "checkpoint: parameter " << p.name
+                                             << " has a slab outside its shape or storage");
     }
   }
-  return "";
 }
 
 // ---- phase 3: the collective write
@@ -427,9 +387,10 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
   // Not a step-*.h5 name, so an interrupted write is never taken for a checkpoint.
   const std::string temp = final_path + ".tmp";
 
-  std::string error = check_local(store, owner, optimizer);
-  if (root && error.empty()) {
-    error = capture_error([&] {
+  try {
+    agree_on_failure(comm, [&] {
+      check_local(store, owner, optimizer);
+      if (!root) return;
       std::error_code ec;
       fs::create_directories(dir, ec);
       GPT_INPUT_CHECK(fs::is_directory(dir),
@@ -439,19 +400,17 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
       std::ofstream probe(temp, std::ios::trunc);
       GPT_INPUT_CHECK(probe.good(), "cannot write in checkpoint directory " << dir);
     });
-  }
-  try {
-    agree_or_throw(comm, error);
     const Catalogue catalogue = gather_catalogue(comm, describe_local(store, owner));
-    error =
-        capture_error([&] { write_collective(temp, catalogue, optimizer, store, owner, comm); });
-    agree_or_throw(comm, error);
-    if (root) {
-      error = capture_error(
-          [&] { finish_on_rank0(temp, final_path, dir, catalogue, meta, optimizer, keep_last); });
-      if (!error.empty()) error = "writing checkpoint " + final_path + " failed: " + error;
-    }
-    agree_or_throw(comm, error);
+    agree_on_failure(comm,
+                     [&] { write_collective(temp, catalogue, optimizer, store, owner, comm); });
+    agree_on_failure(comm, [&] {
+      if (!root) return;
+      try {
+        finish_on_rank0(temp, final_path, dir, catalogue, meta, optimizer, keep_last);
+      } catch (const std::exception& e) {
+        fail_input("writing checkpoint " + final_path + " failed: " + e.what());
+      }
+    });
   } catch (const Error&) {
     std::error_code ec;
     if (root) fs::remove(temp, ec);  // nothing half-written stays behind

@@ -134,6 +134,10 @@ void check_dataset_fits(const TokenDataset& data, int64_t seq_len) {
                                                 << " (one window needs " << seq_len + 1 << ")");
 }
 
+const char* data_order_name(DataOrder order) {
+  return order == DataOrder::kSequential ? "sequential" : "random";
+}
+
 int64_t sample_window(int64_t sample, int64_t num_windows, DataOrder order, uint64_t seed) {
   GPT_CHECK(num_windows > 0, "sample_window with no windows");
   GPT_CHECK(sample >= 0, "negative sample index " << sample);

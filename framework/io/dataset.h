@@ -35,6 +35,8 @@ void write_token_dataset(const std::string& path, const TokenDataset& dataset);
 void check_dataset_fits(const TokenDataset& dataset, int64_t seq_len);
 
 enum class DataOrder { kSequential, kRandom };
+inline constexpr DataOrder kDataOrders[] = {DataOrder::kRandom, DataOrder::kSequential};
+const char* data_order_name(DataOrder order);  // "sequential", "random" (--data-order)
 
 // The window of global sample j: j mod W (sequential) or CounterRng(seed, "data-order").bits(j)
 // mod W (random).

@@ -26,7 +26,7 @@ struct SingleRankModel {
         targets(tokens.size()) {
     store.allocate();
     store.initialize(1);
-    adamw = make_optimizer("adamw", store, OptimizerOptions{});
+    adamw = make_optimizer(OptimizerKind::kAdamW, store, OptimizerOptions{});
     std::mt19937 rng(1);
     std::uniform_int_distribution<int32_t> token(0, max_token);
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = token(rng), targets[i] = token(rng);
