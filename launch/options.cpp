@@ -117,9 +117,7 @@ po::typed_value<std::optional<E>>* choice(std::optional<E>* target) {
   return po::value(target)->default_value(*target, *target ? name_of(**target) : "auto");
 }
 
-}  // namespace
-
-po::options_description train_options_description(TrainOptions& o) {
+po::options_description layout_options(TrainOptions& o) {
   po::options_description layout("Layout");
   auto add = layout.add_options();
   add("tp", po::value(&o.tp)->default_value(o.tp), "tensor-parallel size (ranks of one node)");
@@ -144,34 +142,44 @@ po::options_description train_options_description(TrainOptions& o) {
       "sequences per microbatch");
   add("global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),
       "sequences per optimizer step, over all dp ranks");
+  return layout;
+}
 
+po::options_description model_options(TrainOptions& o) {
   po::options_description model("Model (GPT-2)");
-  add = model.add_options();
+  auto add = model.add_options();
   add("model", po::value(&o.model_preset)->default_value(""),
       "preset: tiny | small | gpt2 | gpt2-medium (the shape options below override it)");
-  add("n-layer", po::value(&o.model.n_layer)->default_value(o.model.n_layer),
-      "transformer blocks");
+  add("n-layer", po::value(&o.model.n_layer)->default_value(o.model.n_layer), "transformer blocks");
   add("n-head", po::value(&o.model.n_head)->default_value(o.model.n_head), "attention heads");
   add("d-model", po::value(&o.model.d_model)->default_value(o.model.d_model), "model width");
   add("seq-len", po::value(&o.model.seq_len)->default_value(o.model.seq_len),
       "sequence length (and learned positions)");
+  return model;
+}
 
+po::options_description data_options(TrainOptions& o) {
   po::options_description data("Data");
-  add = data.add_options();
+  auto add = data.add_options();
   add("data", po::value(&o.data)->default_value(""),
       "training tokens (HDF5, see prepare-data); empty = the built-in arithmetic corpus");
   add("val-data", po::value(&o.val_data)->default_value(""),
       "validation tokens; empty = the built-in held-out split when --data is empty");
-  add("data-order", choice(&o.data_order), ("sample order: " + choice_list<DataOrder>(false)).c_str());
+  add("data-order", choice(&o.data_order),
+      ("sample order: " + choice_list<DataOrder>(false)).c_str());
   add("eval-every", po::value(&o.eval_every)->default_value(o.eval_every),
       "validation every N steps (0 = never)");
   add("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows),
       "validation windows (the first K of the file)");
+  return data;
+}
 
+po::options_description optimization_options(TrainOptions& o) {
   po::options_description optim("Optimization");
-  add = optim.add_options();
+  auto add = optim.add_options();
   add("steps", po::value(&o.steps)->default_value(o.steps), "total optimizer steps of the run");
-  add("optimizer", choice(&o.optimizer), ("optimizer: " + choice_list<OptimizerKind>(false)).c_str());
+  add("optimizer", choice(&o.optimizer),
+      ("optimizer: " + choice_list<OptimizerKind>(false)).c_str());
   add("lr", po::value(&o.lr)->default_value(o.lr, short_text(o.lr)), "peak learning rate");
   add("min-lr", po::value(&o.min_lr)->default_value(o.min_lr, short_text(o.min_lr)),
       "final learning rate (cosine)");
@@ -188,10 +196,13 @@ po::options_description train_options_description(TrainOptions& o) {
   add("grad-clip", po::value(&o.grad_clip)->default_value(o.grad_clip, short_text(o.grad_clip)),
       "global gradient-norm clip (0 = off)");
   add("seed", po::value(&o.seed)->default_value(o.seed), "seed of init and data order");
+  return optim;
+}
 
+po::options_description output_options(TrainOptions& o) {
   po::options_description run("Execution and output");
   add_execution_options(run, o.execution);
-  add = run.add_options();
+  auto add = run.add_options();
   add("checkpoint-dir", po::value(&o.checkpoint_dir)->default_value(o.checkpoint_dir),
       "where checkpoints go");
   add("save-every", po::value(&o.save_every)->default_value(o.save_every),
@@ -206,12 +217,18 @@ po::options_description train_options_description(TrainOptions& o) {
       "write one merged Chrome trace FILE of steps 2..4: every rank's actions and pipeline "
       "waits (scripts/trace_to_svg.py draws it)");
   add("log-every", po::value(&o.log_every)->default_value(o.log_every), "log every N steps");
+  return run;
+}
 
+}  // namespace
+
+po::options_description train_options_description(TrainOptions& o) {
   po::options_description all("train: GPT-2 training on a tp x dp x pp grid of MPI ranks");
-  add = all.add_options();
+  auto add = all.add_options();
   add("help,h", "print this help");
   add("config", po::value<std::string>(), "INI-style file of name = value options");
-  all.add(layout).add(model).add(data).add(optim).add(run);
+  all.add(layout_options(o)).add(model_options(o)).add(data_options(o));
+  all.add(optimization_options(o)).add(output_options(o));
   return all;
 }
 

@@ -53,15 +53,14 @@ bool parse_options(MPI_Comm world, int argc, char** argv, const po::options_desc
 }
 
 int run_program(int argc, char** argv, const std::function<int(int, char**)>& body) {
+  // A failed MPI_Init ends the process under MPI's default handler: there is nothing to agree on.
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  const int rank = comm_rank(MPI_COMM_WORLD), world = comm_size(MPI_COMM_WORLD);
   log::set_rank(rank, world);
   int code = 0;
   try {
+    GPT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     code = body(argc, argv);
   } catch (const AgreedError& e) {
     if (rank == 0) log::error(e.what());

@@ -94,7 +94,7 @@ class MpiRequest final : public Request {
       }
       if (expected_[i] < 0 || status.MPI_SOURCE == MPI_PROC_NULL) continue;
       int got = 0;
-      MPI_Get_count(&status, MPI_FLOAT, &got);
+      GPT_MPI_CHECK(MPI_Get_count(&status, MPI_FLOAT, &got));
       if (got != expected_[i] && mismatch.empty())
         mismatch = GPT_MSG(what_ << ": expected " << expected_[i] << " floats, got " << got);
     }
