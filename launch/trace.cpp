@@ -20,36 +20,28 @@ namespace {
 constexpr int kFields = 6;  // kind, microbatch, chunk, step, start, end
 constexpr int kPingTag = 7301, kPongTag = 7302;
 
-const char* kind_letter(int kind) {
-  switch (kind) {
-    case TraceEvent::kForward:
-      return "F";
-    case TraceEvent::kBackward:
-    case TraceEvent::kBackwardInput:
-      return "B";
-    case TraceEvent::kBackwardWeight:
-      return "W";
-    default:
-      return "wait";
-  }
-}
+// How an event kind is shown: its letter in the event's name and its category.
+struct KindText {
+  const char* letter;
+  const char* category;
+};
 
-const char* kind_category(int kind) {
+KindText kind_text(int kind) {
   switch (kind) {
     case TraceEvent::kForward:
-      return "forward";
+      return {"F", "forward"};
     case TraceEvent::kBackward:
     case TraceEvent::kBackwardInput:
-      return "backward";
+      return {"B", "backward"};
     case TraceEvent::kBackwardWeight:
-      return "weight";
+      return {"W", "weight"};
     default:
-      return "wait";
+      return {"wait", "wait"};
   }
 }
 
 std::string action_name(int kind, int microbatch, int chunk, int virtual_stages) {
-  std::string name = std::string(kind_letter(kind)) + std::to_string(microbatch);
+  std::string name = std::string(kind_text(kind).letter) + std::to_string(microbatch);
   if (virtual_stages > 1) name += ".c" + std::to_string(chunk);
   return name;
 }
@@ -154,7 +146,7 @@ Json chrome_trace(ProcessGrid& grid, const std::vector<double>& all, const std::
            {"tid", r},
            {"name",
             kind == TraceEvent::kWait ? "wait" : action_name(kind, mb, chunk, virtual_stages)},
-           {"cat", kind_category(kind)},
+           {"cat", kind_text(kind).category},
            {"ts", 1e6 * (e[4] - offset - first)},
            {"dur", 1e6 * (e[5] - e[4])},
            {"args", std::move(args)}});

@@ -21,6 +21,7 @@
 
 #include "framework/backend.h"
 #include "framework/check.h"
+#include "tests/test_util.h"
 #include "framework/io/checkpoint.h"
 #include "framework/io/crc32.h"
 #include "framework/io/hdf5_util.h"
@@ -31,17 +32,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using gpt::Slab;
+using gpt::expect_error;
+using gpt::world_rank;
+using gpt::world_size;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 // One directory shared by all ranks (rank 0 creates it), removed at the end.
 class SharedTempDir {
@@ -271,20 +265,6 @@ std::string write_test_checkpoint(const std::string& dir, int64_t step, bool wit
                                model->owner(), MPI_COMM_WORLD, keep_last);
 }
 
-// Expects fn to throw gpt::Error whose one-line message contains every part.
-template <typename Fn>
-void expect_error(Fn&& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown; expected one mentioning " << parts.front();
-  } catch (const gpt::Error& e) {
-    const std::string message = e.what();
-    if (std::getenv("GPT_SHOW_ERRORS") != nullptr) std::printf("error seen: %s\n", e.what());
-    for (const std::string& part : parts)
-      EXPECT_NE(message.find(part), std::string::npos) << "message: " << message;
-    EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
-  }
-}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

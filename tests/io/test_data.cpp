@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "framework/check.h"
+#include "tests/test_util.h"
 #include "framework/io/crc32.h"
 #include "framework/io/dataset.h"
 #include "framework/io/hdf5_util.h"
@@ -23,6 +24,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using gpt::expect_error;
 using gpt::h5::Handle;
 
 // A fresh directory per test, removed afterwards.
@@ -43,20 +45,6 @@ class TempDir {
   fs::path path_;
 };
 
-// Expects fn to throw gpt::Error whose message contains every one of `parts`.
-template <typename Fn>
-void expect_error(Fn&& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown; expected one mentioning " << parts.front();
-  } catch (const gpt::Error& e) {
-    const std::string message = e.what();
-    if (std::getenv("GPT_SHOW_ERRORS") != nullptr) std::printf("error seen: %s\n", e.what());
-    for (const std::string& part : parts)
-      EXPECT_NE(message.find(part), std::string::npos) << "message: " << message;
-    EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
-  }
-}
 
 uint32_t crc32_bitwise(const unsigned char* p, size_t n) {
   uint32_t c = 0xFFFFFFFFu;

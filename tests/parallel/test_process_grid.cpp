@@ -8,22 +8,12 @@
 #include <vector>
 
 #include "framework/check.h"
+#include "tests/test_util.h"
 #include "parallel/process_grid.h"
 
 namespace gpt {
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 // The global ranks of a group's members, in the group's rank order.
 std::vector<int> members(Communicator& comm) {
