@@ -38,6 +38,26 @@ TINY = ["--model", "tiny", "--global-batch-size", "8", "--micro-batch-size", "4"
 
 DEFAULT_TIMEOUT = 60
 
+# The equivalence tests' model and data (test_layouts.py, test_pipeline.py): a batch every layout
+# there splits (dp 4 x micro-batch 2 divides 16), and the random data order, which checks that
+# every layout takes the same samples; with their tolerances against the serial run.
+EQUIVALENCE_MODEL = [
+    "--n-layer", "2", "--n-head", "4", "--d-model", "32", "--seq-len", "16",
+    "--global-batch-size", "16", "--micro-batch-size", "2", "--threads", "1",
+    "--eval-every", "0", "--data-order", "random", "--seed", "2024",
+    "--lr", "0.01", "--min-lr", "0.001", "--warmup-steps", "2"]
+CURVE_REL = 1e-5   # losses and gradient norms, relative
+STATE_REL = 1e-4   # checkpoint tensors, relative by tensor norm
+
+
+def with_options(model, **replace):
+    """An option list with some values replaced: with_options(MODEL, n_layer=8)."""
+    out = list(model)
+    for key, value in replace.items():
+        name = "--" + key.replace("_", "-")
+        out[out.index(name) + 1] = str(value)
+    return out
+
 
 def init():
     """Parses --bin/--mpiexec/--mpiexec-flags and leaves the rest for unittest."""

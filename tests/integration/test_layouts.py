@@ -28,16 +28,11 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import gpt_harness as h  # noqa: E402
 
-# The tiny model with a batch every layout here splits (dp 4 x micro-batch 2 divides 16); the
-# random data order checks that every layout takes the same samples.
-MODEL = ["--n-layer", "2", "--n-head", "4", "--d-model", "32", "--seq-len", "16",
-         "--global-batch-size", "16", "--micro-batch-size", "2", "--threads", "1",
-         "--eval-every", "0", "--data-order", "random", "--seed", "2024",
-         "--lr", "0.01", "--min-lr", "0.001", "--warmup-steps", "2"]
+MODEL = h.EQUIVALENCE_MODEL
 STEPS = 6
 SAVE_AT = 3
-CURVE_REL = 1e-5   # losses and gradient norms
-STATE_REL = 1e-4   # checkpoint tensors, by norm
+CURVE_REL = h.CURVE_REL
+STATE_REL = h.STATE_REL
 RUN_TIMEOUT = 60
 
 # name: (ranks, layout options)

@@ -32,28 +32,16 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import gpt_harness as h  # noqa: E402
 
-MODEL = ["--n-layer", "4", "--n-head", "4", "--d-model", "32", "--seq-len", "16",
-         "--global-batch-size", "16", "--micro-batch-size", "2", "--threads", "1",
-         "--eval-every", "0", "--data-order", "random", "--seed", "2024",
-         "--lr", "0.01", "--min-lr", "0.001", "--warmup-steps", "2"]
+MODEL = h.with_options(h.EQUIVALENCE_MODEL, n_layer=4)
 GLOBAL_BATCH, MICRO_BATCH = 16, 2
 STEPS = 6
 SAVE_AT = 3
 EVAL_EVERY = ["--eval-every", "3", "--eval-windows", "16"]
-CURVE_REL = 1e-5   # losses and gradient norms
-STATE_REL = 1e-4   # checkpoint tensors, by norm
+CURVE_REL = h.CURVE_REL
+STATE_REL = h.STATE_REL
 EVAL_REL = 1e-6    # eval of one checkpoint in another layout
 RUN_TIMEOUT = 60
 SP = "--sequence-parallel"
-
-
-def with_options(model, **replace):
-    """MODEL with some option values replaced: with_options(MODEL, n_layer=8)."""
-    out = list(model)
-    for key, value in replace.items():
-        name = "--" + key.replace("_", "-")
-        out[out.index(name) + 1] = str(value)
-    return out
 
 
 def merged(model, options):
@@ -134,7 +122,7 @@ class PipelineTest(h.TempDirTest, h.WorstDifferences):
             folder = os.path.join(cls._ref.name, f"L{layers}")
             ck, metrics = os.path.join(folder, "ck"), os.path.join(folder, "m.jsonl")
             os.makedirs(folder)
-            h.train(merged(with_options(MODEL, n_layer=layers), extra) +
+            h.train(merged(h.with_options(MODEL, n_layer=layers), extra) +
                     ["--steps", STEPS, "--save-every", SAVE_AT, "--checkpoint-dir", ck,
                      "--metrics", metrics], timeout=RUN_TIMEOUT)
             cls.refs[layers] = {"metrics": h.read_metrics(metrics), "ck": ck,
@@ -157,7 +145,7 @@ class PipelineTest(h.TempDirTest, h.WorstDifferences):
             folder = os.path.join(self._runs.name, name)
             ck, metrics = os.path.join(folder, "ck"), os.path.join(folder, "m.jsonl")
             os.makedirs(folder, exist_ok=True)
-            h.train(merged(with_options(MODEL, n_layer=layers), options) +
+            h.train(merged(h.with_options(MODEL, n_layer=layers), options) +
                     ["--steps", STEPS, "--save-every", SAVE_AT, "--checkpoint-dir", ck,
                      "--metrics", metrics], np=np, timeout=RUN_TIMEOUT)
             type(self).runs[name] = (h.read_metrics(metrics), ck)
@@ -278,7 +266,7 @@ class PipelineTest(h.TempDirTest, h.WorstDifferences):
         np, layers, options, _ = LAYOUTS[name]
         metrics_full, src_dir = self.run_layout(name)
         ck, metrics = self.path("ck"), self.path("m.jsonl")
-        h.train(merged(with_options(MODEL, n_layer=layers), options) +
+        h.train(merged(h.with_options(MODEL, n_layer=layers), options) +
                 ["--steps", STEPS, "--resume", h.checkpoint_file(src_dir, SAVE_AT),
                  "--checkpoint-dir", ck, "--metrics", metrics], np=np, timeout=RUN_TIMEOUT)
         got = h.read_metrics(metrics)
@@ -323,7 +311,7 @@ class PipelineTest(h.TempDirTest, h.WorstDifferences):
     # ---- 5. invalid pipeline settings
 
     def test_e_n_layer_not_multiple_of_pp(self):
-        self.expect_error(2, with_options(MODEL, n_layer=3) + pipe(2, "1f1b"), "--n-layer")
+        self.expect_error(2, h.with_options(MODEL, n_layer=3) + pipe(2, "1f1b"), "--n-layer")
 
     def test_e_interleaved_one_virtual_stage(self):
         self.expect_error(2, MODEL + pipe(2, "interleaved") + ["--virtual-stages", "1"],
@@ -331,19 +319,19 @@ class PipelineTest(h.TempDirTest, h.WorstDifferences):
 
     def test_e_interleaved_microbatches_not_multiple_of_pp(self):
         # 6 / (1 x 2) = 3 microbatches at pp 2
-        self.expect_error(2, with_options(MODEL, global_batch_size=6) +
+        self.expect_error(2, h.with_options(MODEL, global_batch_size=6) +
                           pipe(2, "interleaved", v=2), "--schedule")
 
     def test_e_zbh1_fewer_microbatches_than_pp(self):
         # 2 / (1 x 2) = 1 microbatch at pp 2
-        self.expect_error(2, with_options(MODEL, global_batch_size=2) + pipe(2, "zb-h1"),
+        self.expect_error(2, h.with_options(MODEL, global_batch_size=2) + pipe(2, "zb-h1"),
                           "--schedule")
 
     def test_e_virtual_stages_without_interleaved(self):
         self.expect_error(2, MODEL + pipe(2, "1f1b", v=2), "--virtual-stages")
 
     def test_e_n_layer_not_multiple_of_pp_times_v(self):
-        self.expect_error(2, with_options(MODEL, n_layer=6) + pipe(2, "interleaved", v=2),
+        self.expect_error(2, h.with_options(MODEL, n_layer=6) + pipe(2, "interleaved", v=2),
                           "--n-layer")
 
 
