@@ -15,10 +15,10 @@ Usage: bench_parallel.py [--skip 2] --n-layer L --d-model H --seq-len S --global
 """
 
 import argparse
-import json
 import re
-import statistics
 import sys
+
+from bench_metrics import median, median_share, timed_steps
 
 VOCAB = 256  # the built-in corpus and every byte-level data set
 
@@ -65,13 +65,9 @@ def main():
     rows = []
     for spec in a.runs:
         name, path = spec.split("=", 1)
-        with open(path) as f:
-            steps = [m for m in map(json.loads, filter(str.strip, f)) if "loss" in m]
-        used = [m for m in steps if m["step"] > a.skip]
-        if not used:
-            sys.exit(f"{path}: no step lines after step {a.skip}")
-        med = lambda key: statistics.median(m[key] for m in used)  # noqa: E731
-        share = lambda key: statistics.median(m[key] / m["step_time_s"] for m in used)  # noqa
+        used = timed_steps(path, a.skip)
+        med = lambda key: median(used, key)  # noqa: E731
+        share = lambda key: median_share(used, key)  # noqa: E731
         tp, dp = parse_layout(name)
         rows.append(dict(name=name, tp=tp, dp=dp, steps=len(used), tok=med("tokens_per_s"),
                          step=med("step_time_s"), tp_share=share("tp_comm_s"),

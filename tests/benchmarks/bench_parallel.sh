@@ -28,16 +28,9 @@ model=(--n-layer 4 --n-head 8 --d-model 512 --seq-len 256 --global-batch-size 16
 # shellcheck disable=SC2206
 extra=(${GPT_BENCH_EXTRA:-})
 
-max_load=${GPT_BENCH_MAX_LOAD:-1.5}
-tries=${GPT_BENCH_WAIT_TRIES:-20}
-load_ok() { awk -v max="$max_load" '{ exit !($1 < max) }' /proc/loadavg; }
-for ((i = 0; i < tries; ++i)); do
-  load_ok && break
-  echo "bench_parallel: load $(cut -d' ' -f1-3 /proc/loadavg) >= $max_load; waiting 15 s" >&2
-  sleep 15
-done
-load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-load_ok || echo "bench_parallel: WARNING: running at load $load_before (>= $max_load)" >&2
+# shellcheck source=bench_common.sh
+source "$(dirname "$0")/bench_common.sh"
+wait_for_quiet_machine bench_parallel
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpt-bench-parallel-XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -30,6 +30,8 @@ import os
 import statistics
 import sys
 
+from bench_metrics import median, median_share, timed_steps
+
 
 def theoretical_bubble(name, p, m, v):
     if name in ("gpipe", "1f1b"):
@@ -152,13 +154,9 @@ def main():
         name, path = spec.split("=", 1)
         schedule, m, policy = name.rsplit("_", 2)
         m = int(m.lstrip("m"))
-        with open(path) as f:
-            steps = [x for x in map(json.loads, filter(str.strip, f)) if "loss" in x]
-        used = [x for x in steps if x["step"] > a.skip]
-        if not used:
-            sys.exit(f"{path}: no step lines after step {a.skip}")
-        med = lambda key: statistics.median(x[key] for x in used)  # noqa: E731
-        wait = statistics.median(x["pp_wait_s"] / x["step_time_s"] for x in used)
+        used = timed_steps(path, a.skip)
+        med = lambda key: median(used, key)  # noqa: E731
+        wait = median_share(used, "pp_wait_s")
         load, cpu = "-", "-"
         load_path = os.path.splitext(path)[0] + ".load"
         if os.path.exists(load_path):

@@ -45,17 +45,10 @@ extra=(${GPT_BENCH_EXTRA:-})
 read -r -a ms <<< "${GPT_BENCH_MS:-1 2 4 8 16}"
 read -r -a schedules <<< "${GPT_BENCH_SCHEDULES:-gpipe 1f1b interleaved zb-h1}"
 
-max_load=${GPT_BENCH_MAX_LOAD:-1.5}
-tries=${GPT_BENCH_WAIT_TRIES:-20}
 load1() { cut -d' ' -f1 /proc/loadavg; }
-load_ok() { awk -v max="$max_load" '{ exit !($1 < max) }' /proc/loadavg; }
-for ((i = 0; i < tries; ++i)); do
-  load_ok && break
-  echo "bench_pipeline: load $(cut -d' ' -f1-3 /proc/loadavg) >= $max_load; waiting 15 s" >&2
-  sleep 15
-done
-load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-load_ok || echo "bench_pipeline: WARNING: running at load $load_before (>= $max_load)" >&2
+# shellcheck source=bench_common.sh
+source "$(dirname "$0")/bench_common.sh"
+wait_for_quiet_machine bench_pipeline
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpt-bench-pipeline-XXXXXX")
 [[ -n ${GPT_BENCH_KEEP:-} ]] && echo "bench_pipeline: keeping $work" >&2 || trap 'rm -rf "$work"' EXIT
