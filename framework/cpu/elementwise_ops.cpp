@@ -1,6 +1,6 @@
-// Residual-stream and bias kernels on the CPU: add, accumulate, scale, add_bias and the bias
-// gradient. The column sums split the work over blocks of columns, so each column is summed by
-// one thread in row order: the result does not depend on the thread count.
+// Residual-stream and bias kernels on the CPU: accumulate, scale, add_bias and the bias gradient.
+// The column sums split the work over blocks of columns, so each column is summed by one thread
+// in row order: the result does not depend on the thread count.
 #include <algorithm>
 
 #include "framework/check.h"
@@ -12,11 +12,6 @@ namespace {
 constexpr int64_t kColumnBlock = 64;      // columns per task in the column sums
 constexpr int64_t kElementChunk = 16384;  // elements per task in the flat loops
 }  // namespace
-
-void CpuBackend::add(float* out, const float* a, const float* b, int64_t n) {
-#pragma omp parallel for simd schedule(static, kElementChunk) num_threads(threads_)
-  for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
-}
 
 void CpuBackend::accumulate(float* y, const float* x, int64_t n) {
 #pragma omp parallel for simd schedule(static, kElementChunk) num_threads(threads_)
