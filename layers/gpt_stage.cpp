@@ -122,4 +122,16 @@ double GptStage::loss_sum(int slot, int64_t valid_rows) {
   return backend_.sum(caches_[slot].head.losses.data(), sequences * mb_.T);
 }
 
+std::vector<float> GptStage::gather_last_logits(int slot, int64_t row) {
+  GPT_CHECK(head_ != nullptr, "only the last stage has logits");
+  GPT_CHECK(row >= 0 && row < rows(), "logits row " << row << " of " << rows());
+  std::vector<float> local(static_cast<size_t>(vocab_.count));
+  std::vector<float> gathered(static_cast<size_t>(vocab_.count * tp_.size()));
+  backend_.copy_to_host(local.data(), local_logits(slot) + row * vocab_.count,
+                        sizeof(float) * local.size());
+  tp_.comm().all_gather(local.data(), gathered.data(), vocab_.count);  // host buffers: MPI
+  gathered.resize(static_cast<size_t>(cfg_.vocab_size));               // drop the padding columns
+  return gathered;
+}
+
 }  // namespace gpt

@@ -76,6 +76,9 @@ class GptStage {
   // default), and this tp rank's logits (N, Vp/tp).
   double loss_sum(int slot, int64_t valid_rows = -1);
   const float* local_logits(int slot) { return caches_[slot].head.logits.data(); }
+  // Last stage: the logits of token row `row` of `slot` (0 <= row < N) over the real vocabulary
+  // (V floats, padding dropped), gathered over tp into host memory on every tp rank.
+  std::vector<float> gather_last_logits(int slot, int64_t row);
   VocabShard vocab() const { return vocab_; }
 
  private:
