@@ -95,9 +95,8 @@ class Backend {
                                   int64_t NH, int64_t HS) = 0;
 
   // ---- residual stream and biases
-  virtual void add(float* out, const float* a, const float* b, int64_t n) = 0;  // out = a + b
-  virtual void accumulate(float* y, const float* x, int64_t n) = 0;             // y += x
-  virtual void scale(float* x, float factor, int64_t n) = 0;                    // x *= factor
+  virtual void accumulate(float* y, const float* x, int64_t n) = 0;  // y += x
+  virtual void scale(float* x, float factor, int64_t n) = 0;         // x *= factor
   // out (N,C) += bias (C) on every row; bias_backward: dbias (C) += column sums of dout (N,C)
   virtual void add_bias(float* out, const float* bias, int64_t N, int64_t C) = 0;
   virtual void bias_backward(float* dbias, const float* dout, int64_t N, int64_t C) = 0;

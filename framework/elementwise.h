@@ -1,6 +1,7 @@
 // Per-element formulas shared by the CPU and CUDA backends (DESIGN.md "Backends"): GELU with the
-// tanh approximation, LayerNorm's epsilon, the AdamW and SGD updates of one element. Written once
-// as inline functions usable on host and device, so both backends compute the same math.
+// tanh approximation, LayerNorm's normalisation and gradients, the AdamW and SGD updates of one
+// element. Written once as inline functions usable on host and device, so both backends compute
+// the same math; the row and column reductions around them stay in the backends.
 #pragma once
 
 #include <cmath>
@@ -61,6 +62,31 @@ GPT_HOST_DEVICE inline float gelu_tanh_grad(float x) {
   float t = fast_tanhf(inner);
   float sech2 = 1.0f - t * t;
   return 0.5f * (1.0f + t) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
+}
+
+// LayerNorm (biased variance) of one element of a row with statistics mean and rstd =
+// 1/sqrt(var + kLayerNormEps): the normalised input xhat = (x - mean) * rstd, and the output
+// xhat * weight + bias.
+GPT_HOST_DEVICE inline float layernorm_xhat(float x, float mean, float rstd) {
+  return (x - mean) * rstd;
+}
+
+GPT_HOST_DEVICE inline float layernorm_output(float x, float mean, float rstd, float weight,
+                                              float bias) {
+  return layernorm_xhat(x, mean, rstd) * weight + bias;
+}
+
+// LayerNorm's backward from the output gradient dy of one element: the gradient of xhat,
+// dxhat = dy * weight (dweight += dy * xhat and dbias += dy are plain column sums) ...
+GPT_HOST_DEVICE inline float layernorm_dxhat(float dy, float weight) {
+  return dy * weight;
+}
+
+// ... and the input gradient rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), given the
+// two means over the row's C elements.
+GPT_HOST_DEVICE inline float layernorm_dinp(float dxhat, float xhat, float rstd, float mean_dxhat,
+                                            float mean_dxhat_xhat) {
+  return rstd * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
 }
 
 // One AdamW step's scalars, derived in double from (lr, betas, eps, wd, step t) the way

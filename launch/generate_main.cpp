@@ -76,10 +76,7 @@ int generate_main(int argc, char** argv) {
   const int64_t T = cfg.seq_len;
   ProcessGrid& grid = rt.grid();
   GptStage& head_stage = *rt.chunks().back();
-  const VocabShard shard = head_stage.vocab();
   std::vector<int32_t> window(static_cast<size_t>(T)), targets(static_cast<size_t>(T), 0);
-  std::vector<float> local(static_cast<size_t>(shard.count));
-  std::vector<float> gathered(static_cast<size_t>(shard.count * tp));
   // One forward through every stage per token; the last stage samples and tells everyone.
   Schedule forward;
   forward.name = "forward-only";
@@ -101,14 +98,10 @@ int generate_main(int argc, char** argv) {
     executor.run(forward, chunks, true);
     int32_t next = 0;
     if (grid.is_last_stage()) {
-      rt.backend().copy_to_host(local.data(), head_stage.local_logits(0) + (used - 1) * shard.count,
-                                sizeof(float) * local.size());
-      grid.tp().all_gather(local.data(), gathered.data(), shard.count);
-      gathered.resize(static_cast<size_t>(cfg.vocab_size));  // drop the padding columns
+      const std::vector<float> logits = head_stage.gather_last_logits(0, used - 1);
       const double uniform =
           static_cast<double>(rng.bits(static_cast<uint64_t>(i)) >> 11) * 0x1p-53;
-      next = static_cast<int32_t>(sample_token(gathered, temperature, top_k, uniform));
-      gathered.resize(static_cast<size_t>(shard.count * tp));
+      next = static_cast<int32_t>(sample_token(logits, temperature, top_k, uniform));
     }
     grid.world().broadcast_bytes(&next, sizeof(next), sampler);
     sequence.push_back(next);

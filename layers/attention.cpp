@@ -1,46 +1,67 @@
 // Attention sublayer (see attention.h).
 #include "layers/attention.h"
 
-#include <cmath>
-
 #include "framework/check.h"
 
 namespace gpt {
 
 Attention::Attention(ParameterStore& store, TensorParallel& tp, const std::string& name,
-                     const ModelConfig& cfg)
+                     const ModelConfig& cfg, const MicroBatchShape& mb, LayerScratch& scratch)
     : backend_(store.backend()),
+      mb_(mb),
+      scratch_(scratch),
       local_heads_(cfg.n_head / tp.size()),
       head_dim_(cfg.head_dim()),
-      c_attn_(store, tp, name + ".c_attn", cfg.d_model, 3 * cfg.d_model, LinearSplit::kColumn,
-              0.02f, 3),
-      c_proj_(store, tp, name + ".c_proj", cfg.d_model, cfg.d_model, LinearSplit::kRow,
-              0.02f / std::sqrt(2.0f * static_cast<float>(cfg.n_layer))) {
+      c_attn_(store, tp,
+              {.name = name + ".c_attn",
+               .in_features = cfg.d_model,
+               .out_features = 3 * cfg.d_model,
+               .init_std = kLinearInitStd},
+              mb, scratch, 3),
+      c_proj_(store, tp,
+              {.name = name + ".c_proj",
+               .in_features = cfg.d_model,
+               .out_features = cfg.d_model,
+               .init_std = residual_projection_init_std(cfg.n_layer)},
+              mb, scratch) {
   GPT_CHECK(cfg.n_head % tp.size() == 0, "tp does not divide the heads");
 }
 
-void Attention::forward(float* out, const float* inp, float* inp_full, float* partial,
-                        const AttentionCache& cache, int64_t B, int64_t T) {
-  const int64_t N = B * T;
-  c_attn_.forward(cache.qkv, inp, N, inp_full);
-  backend_.attention_forward(cache.atty, cache.att, cache.qkv, B, T, local_heads_, head_dim_);
-  c_proj_.forward(out, cache.atty, N, partial);
+AttentionCache Attention::make_cache() const {
+  Backend& be = backend_;
+  const int64_t local_channels = local_heads_ * head_dim_;
+  return {.c_attn = c_attn_.make_cache(),
+          .qkv = {be, mb_.N * 3 * local_channels},
+          .att = {be, be.attention_cache_floats(mb_.B, local_heads_, mb_.T)},
+          .atty = {be, mb_.N * local_channels},
+          .c_proj = c_proj_.make_cache()};
 }
 
-void Attention::backward_input(float* dinp, float* dqkv, float* datty, float* datt,
-                               const float* dout, float* dout_full, float* partial,
-                               const AttentionCache& cache, int64_t B, int64_t T) {
-  const int64_t N = B * T;
-  c_proj_.backward_input(datty, dout, N, dout_full);
-  backend_.attention_backward(dqkv, datt, datty, cache.atty, cache.qkv, cache.att, B, T,
-                              local_heads_, head_dim_);
-  c_attn_.backward_input(dinp, dqkv, N, partial);
+AttentionGrads Attention::make_grads() const {
+  return {.c_proj = c_proj_.make_grads(),
+          .dqkv = {backend_, mb_.N * 3 * local_heads_ * head_dim_},
+          .c_attn = c_attn_.make_grads()};
 }
 
-void Attention::backward_weight(const float* dout_full, const float* dqkv, const float* inp_full,
-                                const AttentionCache& cache, int64_t N) {
-  c_proj_.backward_weight(dout_full, cache.atty, N);
-  c_attn_.backward_weight(dqkv, inp_full, N);
+void Attention::forward(float* out, const float* inp, AttentionCache& c) {
+  c_attn_.forward(c.qkv.data(), inp, c.c_attn);
+  backend_.attention_forward(c.atty.data(), c.att.data(), c.qkv.data(), mb_.B, mb_.T, local_heads_,
+                             head_dim_);
+  c_proj_.forward(out, c.atty.data(), c.c_proj);
+}
+
+void Attention::backward_input(float* dinp, const float* dout, const AttentionCache& c,
+                               AttentionGrads& g) {
+  float* datty = scratch_.d_atty.data();
+  c_proj_.backward_input(datty, dout, c.c_proj, g.c_proj);
+  backend_.attention_backward(g.dqkv.data(), scratch_.d_att.data(), datty, c.atty.data(),
+                              c.qkv.data(), c.att.data(), mb_.B, mb_.T, local_heads_, head_dim_);
+  c_attn_.backward_input(dinp, g.dqkv.data(), c.c_attn, g.c_attn);
+}
+
+void Attention::backward_weight(const AttentionCache& c, const AttentionGrads& g) {
+  c_proj_.backward_weight(c.c_proj, g.c_proj);
+  c_attn_.backward_weight(c.c_attn, g.c_attn);
 }
 
 }  // namespace gpt

@@ -6,44 +6,46 @@
 #include <string>
 
 #include "framework/config.h"
-#include "layers/linear.h"
+#include "layers/column_parallel_linear.h"
+#include "layers/row_parallel_linear.h"
 
 namespace gpt {
 
-// What the backward reads, one per in-flight microbatch.
 struct AttentionCache {
-  float* qkv;   // (N, 3*C/tp)  c_attn output: [q | k | v] of the local heads
-  float* att;   // the backend's attention cache (attention_cache_floats)
-  float* atty;  // (N, C/tp) attention output before c_proj
+  ColumnParallelLinearCache c_attn;  // its input, all N rows
+  DeviceArray<float> qkv;            // (N,3C/tp) c_attn's output: [q | k | v] of the local heads
+  DeviceArray<float> att;            // the backend's attention cache (attention_cache_floats)
+  DeviceArray<float> atty;           // (N,C/tp) attention output, c_proj's input
+  RowParallelLinearCache c_proj;
+};
+
+struct AttentionGrads {
+  RowParallelLinearGrads c_proj;  // the output gradient, all N rows
+  DeviceArray<float> dqkv;        // (N,3C/tp) c_attn's output gradient
+  ColumnParallelLinearGrads c_attn;
 };
 
 class Attention {
  public:
   Attention(ParameterStore& store, TensorParallel& tp, const std::string& name,
-            const ModelConfig& cfg);
-  int64_t local_heads() const { return local_heads_; }
-  int64_t local_channels() const { return local_heads_ * head_dim_; }
+            const ModelConfig& cfg, const MicroBatchShape& mb, LayerScratch& scratch);
+  AttentionCache make_cache() const;
+  AttentionGrads make_grads() const;
 
-  // out = c_proj(attention(c_attn(inp))), reduced over tp. Without sequence parallelism inp and
-  // out are (N,C); with it they hold this rank's rows, inp_full (N,C) receives the gathered
-  // input and partial (N,C) is scratch (see Linear).
-  void forward(float* out, const float* inp, float* inp_full, float* partial,
-               const AttentionCache& cache, int64_t B, int64_t T);
-  // dqkv (N,3C/tp) keeps c_attn's output gradient for the weight half; dinp is written, reduced
-  // over tp. datty (N,C/tp), datt (attention scratch) and partial (N,C) are scratch; with sequence
-  // parallelism dout holds this rank's rows and dout_full (N,C) receives them all.
-  void backward_input(float* dinp, float* dqkv, float* datty, float* datt, const float* dout,
-                      float* dout_full, float* partial, const AttentionCache& cache, int64_t B,
-                      int64_t T);
-  // From the full-row dout and inp (what backward_input and forward left in dout_full and
-  // inp_full with sequence parallelism).
-  void backward_weight(const float* dout_full, const float* dqkv, const float* inp_full,
-                       const AttentionCache& cache, int64_t N);
+  // out (Nl,C) = c_proj(attention(c_attn(inp (Nl,C)))), reduced over tp.
+  void forward(float* out, const float* inp, AttentionCache& cache);
+  // dinp (Nl,C) = the input gradient of dout (Nl,C), reduced over tp.
+  void backward_input(float* dinp, const float* dout, const AttentionCache& cache,
+                      AttentionGrads& grads);
+  void backward_weight(const AttentionCache& cache, const AttentionGrads& grads);
 
  private:
   Backend& backend_;
+  MicroBatchShape mb_;
+  LayerScratch& scratch_;
   int64_t local_heads_, head_dim_;
-  Linear c_attn_, c_proj_;
+  ColumnParallelLinear c_attn_;
+  RowParallelLinear c_proj_;
 };
 
 }  // namespace gpt

@@ -27,11 +27,12 @@ Parameter& add_token_embedding(ParameterStore& store, const ModelConfig& cfg, in
 }
 
 Embedding::Embedding(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg,
-                     Parameter& wte)
+                     Parameter& wte, const MicroBatchShape& mb, LayerScratch& scratch)
     : backend_(store.backend()),
       tp_(tp),
       C_(cfg.d_model),
-      T_(cfg.seq_len),
+      mb_(mb),
+      scratch_(scratch),
       shard_(vocab_shard(cfg, tp.rank(), tp.size())),
       wte_(wte) {
   ParameterSpec spec{};
@@ -46,29 +47,31 @@ Embedding::Embedding(ParameterStore& store, TensorParallel& tp, const ModelConfi
   wpe_ = &store.add(std::move(spec));
 }
 
-void Embedding::forward(float* out, const int32_t* tokens, int64_t B, float* full) {
-  const int64_t N = B * T_;
+void Embedding::forward(float* out, const int32_t* tokens, EmbeddingCache& cache) {
+  cache.tokens = tokens;
+  const int64_t N = mb_.N;
   if (!tp_.sequence_parallel()) {
     backend_.embedding_forward(out, tokens, wte_.value, N, C_, shard_.start, shard_.count);
     tp_.reduce_from_tp_region(out, N * C_);
-    backend_.position_embedding_forward(out, wpe_->value, B, T_, C_);
+    backend_.position_embedding_forward(out, wpe_->value, mb_.B, mb_.T, C_);
     return;
   }
   // Each token's row is nonzero on exactly one rank, so tp rank 0 adding wpe before the
   // reduce-scatter gives the same sums as adding it after.
+  float* full = scratch_.partial.data();
   backend_.embedding_forward(full, tokens, wte_.value, N, C_, shard_.start, shard_.count);
-  if (tp_.rank() == 0) backend_.position_embedding_forward(full, wpe_->value, B, T_, C_);
-  tp_.reduce_scatter_rows(out, full, tp_.local_rows(N), C_);
+  if (tp_.rank() == 0) backend_.position_embedding_forward(full, wpe_->value, mb_.B, mb_.T, C_);
+  tp_.reduce_scatter_rows(out, full, mb_.Nl, C_);
 }
 
-void Embedding::backward_weight(const float* dout, const int32_t* tokens, int64_t B, float* full) {
-  const int64_t N = B * T_;
+void Embedding::backward_weight(const EmbeddingCache& cache, const EmbeddingGrads& grads) {
+  const float* dout = grads.dout;
   if (tp_.sequence_parallel()) {  // every vocabulary shard needs every token's gradient
-    tp_.gather_rows(full, dout, tp_.local_rows(N), C_);
-    dout = full;
+    tp_.gather_rows(scratch_.partial.data(), dout, mb_.Nl, C_);
+    dout = scratch_.partial.data();
   }
-  backend_.embedding_backward(wte_.grad, dout, tokens, N, C_, shard_.start, shard_.count);
-  backend_.position_embedding_backward(wpe_->grad, dout, B, T_, C_);
+  backend_.embedding_backward(wte_.grad, dout, cache.tokens, mb_.N, C_, shard_.start, shard_.count);
+  backend_.position_embedding_backward(wpe_->grad, dout, mb_.B, mb_.T, C_);
 }
 
 }  // namespace gpt

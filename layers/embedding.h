@@ -10,7 +10,7 @@
 
 #include "framework/config.h"
 #include "framework/parameter.h"
-#include "parallel/tensor_parallel.h"
+#include "layers/layer_scratch.h"
 
 namespace gpt {
 
@@ -26,19 +26,32 @@ struct VocabShard {
 };
 VocabShard vocab_shard(const ModelConfig& cfg, int tp_rank, int tp_size);
 
+// What the weight gradient reads: the tokens (there is no input gradient to pass on).
+struct EmbeddingCache {
+  const int32_t* tokens = nullptr;  // (N) forward's tokens in backend memory (the caller's buffer)
+};
+
+struct EmbeddingGrads {
+  const float* dout = nullptr;  // (Nl,C) the output gradient (the caller's buffer)
+};
+
 class Embedding {
  public:
-  Embedding(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, Parameter& wte);
-  // out = wte[tokens] + wpe[positions] for tokens (B*T) in backend memory: (B*T, C), or this
-  // rank's rows with sequence parallelism (reduce-scattered; full (B*T, C) is then scratch).
-  void forward(float* out, const int32_t* tokens, int64_t B, float* full);
-  // dwte, dwpe += from dout, the gradient of the output (rows as forward's out; full scratch).
-  void backward_weight(const float* dout, const int32_t* tokens, int64_t B, float* full);
+  Embedding(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, Parameter& wte,
+            const MicroBatchShape& mb, LayerScratch& scratch);
+
+  // out (Nl,C) = wte[tokens] + wpe[positions] for tokens (N): all rows, or this rank's rows of
+  // the sum with sequence parallelism (reduce-scattered).
+  void forward(float* out, const int32_t* tokens, EmbeddingCache& cache);
+  // dwte, dwpe += from grads.dout.
+  void backward_weight(const EmbeddingCache& cache, const EmbeddingGrads& grads);
 
  private:
   Backend& backend_;
   TensorParallel& tp_;
-  int64_t C_, T_;
+  int64_t C_;
+  MicroBatchShape mb_;
+  LayerScratch& scratch_;
   VocabShard shard_;
   Parameter& wte_;
   Parameter* wpe_;

@@ -13,8 +13,9 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
       store_(store),
       cfg_(cfg),
       spec_(spec),
-      B_(micro_batch),
-      vocab_(vocab_shard(cfg, tp.rank(), tp.size())) {
+      mb_(micro_batch_shape(tp, micro_batch, cfg.seq_len)),
+      vocab_(vocab_shard(cfg, tp.rank(), tp.size())),
+      scratch_(make_layer_scratch(backend_, cfg, tp, mb_)) {
   GPT_CHECK(spec.n_layers >= 1, "a stage needs at least one layer");
   GPT_CHECK(num_caches >= 1 && num_grad_sets >= 1, "a stage needs a cache and a gradient set");
   // Registration order is the flat buffers' order.
@@ -23,44 +24,45 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
   if (spec.has_embedding) {
     embedding_params_.first = registered();
     wte = &add_token_embedding(store, cfg, tp.rank(), tp.size(), false);
-    embedding_ = std::make_unique<Embedding>(store, tp, cfg, *wte);
+    embedding_ = std::make_unique<Embedding>(store, tp, cfg, *wte, mb_, scratch_);
     embedding_params_.end = registered();
   }
   for (int64_t l = 0; l < spec.n_layers; ++l) {
     const size_t first = registered();
-    blocks_.push_back(std::make_unique<TransformerBlock>(store, tp, spec.first_layer + l, cfg));
+    blocks_.push_back(
+        std::make_unique<TransformerBlock>(store, tp, spec.first_layer + l, cfg, mb_, scratch_));
     block_params_.push_back({first, registered()});
   }
   if (spec.has_head) {
     head_params_.first = registered();
     if (wte == nullptr)
       wte = &add_token_embedding(store, cfg, tp.rank(), tp.size(), spec.tied_copy);
-    head_ = std::make_unique<LmHead>(store, tp, cfg, *wte);
+    head_ = std::make_unique<LmHead>(store, tp, cfg, *wte, mb_, scratch_);
     head_params_.end = registered();
   }
 
-  const int64_t N = rows(), Nl = local_rows(), C = cfg.d_model;
-  for (int i = 0; i < num_caches; ++i) {
-    Cache c;
-    for (int64_t l = 0; l <= spec.n_layers; ++l) c.acts.emplace_back(backend_, Nl * C);
-    for (auto& block : blocks_) c.blocks.push_back(block->make_cache(B_));
-    if (head_) c.head = head_->make_cache(B_);
-    c.tokens = DeviceArray<int32_t>(backend_, N);
-    c.targets = DeviceArray<int32_t>(backend_, N);
-    caches_.push_back(std::move(c));
-  }
-  for (int i = 0; i < num_grad_sets; ++i) {
-    GradSet g;
-    for (auto& block : blocks_) g.blocks.push_back(block->make_grads(B_));
-    if (head_) g.head = head_->make_grads(B_);
-    g.d_input = DeviceArray<float>(backend_, Nl * C);
-    grad_sets_.push_back(std::move(g));
-  }
-  scratch_ = blocks_.front()->make_scratch(B_);
+  for (int i = 0; i < num_caches; ++i) caches_.push_back(make_cache());
+  for (int i = 0; i < num_grad_sets; ++i) grad_sets_.push_back(make_grad_set());
 }
 
-float* GptStage::output_grad(int grad_set) {
-  return grad_sets_[grad_set].blocks.back().d_out.data();
+GptStage::Cache GptStage::make_cache() const {
+  Cache c;
+  for (int64_t l = 0; l <= spec_.n_layers; ++l)
+    c.acts.emplace_back(backend_, mb_.Nl * cfg_.d_model);
+  c.tokens = DeviceArray<int32_t>(backend_, mb_.N);
+  c.targets = DeviceArray<int32_t>(backend_, mb_.N);
+  for (auto& block : blocks_) c.blocks.push_back(block->make_cache());
+  if (head_) c.head = head_->make_cache();
+  return c;
+}
+
+GptStage::GradSet GptStage::make_grad_set() const {
+  GradSet g;
+  for (int64_t l = 0; l <= spec_.n_layers; ++l)
+    g.d_acts.emplace_back(backend_, mb_.Nl * cfg_.d_model);
+  for (auto& block : blocks_) g.blocks.push_back(block->make_grads());
+  if (head_) g.head = head_->make_grads();
+  return g;
 }
 
 void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) {
@@ -69,45 +71,42 @@ void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) 
   if (embedding_) {
     GPT_CHECK(tokens != nullptr, "the first stage needs input tokens");
     backend_.copy_from_host(c.tokens.data(), tokens, token_bytes);
-    embedding_->forward(c.acts[0].data(), c.tokens.data(), B_, scratch_.partial.data());
+    embedding_->forward(c.acts[0].data(), c.tokens.data(), c.embedding);
   }
   for (size_t l = 0; l < blocks_.size(); ++l)
-    blocks_[l]->forward(c.acts[l + 1].data(), c.acts[l].data(), c.blocks[l], scratch_, B_);
+    blocks_[l]->forward(c.acts[l + 1].data(), c.acts[l].data(), c.blocks[l]);
   if (head_) {
     GPT_CHECK(targets != nullptr, "the last stage needs targets");
     backend_.copy_from_host(c.targets.data(), targets, token_bytes);
-    head_->forward(c.acts.back().data(), c.targets.data(), c.head, scratch_.ln_local.data(), B_);
+    head_->forward(c.acts.back().data(), c.targets.data(), c.head);
   }
 }
 
 void GptStage::backward_input(int slot, int grad_set, float loss_scale) {
   Cache& c = caches_[slot];
   GradSet& g = grad_sets_[grad_set];
-  if (head_)
-    head_->backward_input(g.blocks.back().d_out.data(), c.acts.back().data(), c.targets.data(),
-                          c.head, g.head, loss_scale, scratch_.partial.data(), B_);
-  for (size_t l = blocks_.size(); l-- > 0;) {
-    float* dinp = l > 0 ? g.blocks[l - 1].d_out.data() : g.d_input.data();
-    blocks_[l]->backward_input(dinp, c.acts[l].data(), c.blocks[l], g.blocks[l], scratch_, B_);
-  }
+  if (head_) head_->backward_input(g.d_acts.back().data(), loss_scale, c.head, g.head);
+  for (size_t l = blocks_.size(); l-- > 0;)
+    blocks_[l]->backward_input(g.d_acts[l].data(), g.d_acts[l + 1].data(), c.blocks[l],
+                               g.blocks[l]);
 }
 
 void GptStage::backward_weight(int slot, int grad_set) {
-  Cache& c = caches_[slot];
-  GradSet& g = grad_sets_[grad_set];
+  const Cache& c = caches_[slot];
+  const GradSet& g = grad_sets_[grad_set];
   auto ready = [this](const ParamRange& r) {
     if (weight_ready_ && r.end > r.first) weight_ready_(r.first, r.end);
   };
   if (head_) {
-    head_->backward_weight(c.acts.back().data(), c.head, g.head, B_);
+    head_->backward_weight(c.head, g.head);
     ready(head_params_);  // with pp = 1 wte is the embedding's: final only after it
   }
   for (size_t l = blocks_.size(); l-- > 0;) {
-    blocks_[l]->backward_weight(c.acts[l].data(), c.blocks[l], g.blocks[l], B_);
+    blocks_[l]->backward_weight(c.blocks[l], g.blocks[l]);
     ready(block_params_[l]);
   }
   if (embedding_) {
-    embedding_->backward_weight(g.d_input.data(), c.tokens.data(), B_, scratch_.partial.data());
+    embedding_->backward_weight(c.embedding, {.dout = g.d_acts.front().data()});
     ready(embedding_params_);
   }
 }
@@ -119,8 +118,20 @@ void GptStage::reduce_sequence_parallel_grads() {
 
 double GptStage::loss_sum(int slot, int64_t valid_rows) {
   GPT_CHECK(head_ != nullptr, "only the last stage has a loss");
-  const int64_t sequences = valid_rows < 0 ? B_ : valid_rows;
-  return backend_.sum(caches_[slot].head.losses.data(), sequences * cfg_.seq_len);
+  const int64_t sequences = valid_rows < 0 ? mb_.B : valid_rows;
+  return backend_.sum(caches_[slot].head.losses.data(), sequences * mb_.T);
+}
+
+std::vector<float> GptStage::gather_last_logits(int slot, int64_t row) {
+  GPT_CHECK(head_ != nullptr, "only the last stage has logits");
+  GPT_CHECK(row >= 0 && row < rows(), "logits row " << row << " of " << rows());
+  std::vector<float> local(static_cast<size_t>(vocab_.count));
+  std::vector<float> gathered(static_cast<size_t>(vocab_.count * tp_.size()));
+  backend_.copy_to_host(local.data(), local_logits(slot) + row * vocab_.count,
+                        sizeof(float) * local.size());
+  tp_.comm().all_gather(local.data(), gathered.data(), vocab_.count);  // host buffers: MPI
+  gathered.resize(static_cast<size_t>(cfg_.vocab_size));               // drop the padding columns
+  return gathered;
 }
 
 }  // namespace gpt

@@ -1,9 +1,10 @@
 // One pipeline stage of GPT-2: [embedding] + blocks [first_layer, first_layer + n_layers) +
 // [ln_f, head, loss]. With pp = 1 it is the whole model. It owns its layers (their parameters
 // live in the ParameterStore), `num_caches` forward caches (one per microbatch in flight: the
-// schedule decides how many) and `num_grad_sets` gradient sets (what weight halves still read).
-// Activations: acts[l] is the input of local block l, acts[n_layers] the stage output; each is
-// (Nl, C): all N = B*T rows, or this rank's N/tp rows with sequence parallelism.
+// schedule decides how many) and `num_grad_sets` gradient sets (what weight halves still read),
+// and the scratch its layers share. Activations: acts[l] is the input of local block l,
+// acts[n_layers] the stage output; each is (Nl, C): all N = B*T rows, or this rank's N/tp rows
+// with sequence parallelism. A gradient set holds their gradients d_acts alike.
 #pragma once
 
 #include <functional>
@@ -32,12 +33,14 @@ class GptStage {
  public:
   GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, const StageSpec& spec,
            int64_t micro_batch, int num_caches, int num_grad_sets);
+  GptStage(const GptStage&) = delete;  // its layers keep references to its scratch
+  GptStage& operator=(const GptStage&) = delete;
 
   const StageSpec& spec() const { return spec_; }
   const ModelConfig& model() const { return cfg_; }
-  int64_t micro_batch() const { return B_; }
-  int64_t rows() const { return B_ * cfg_.seq_len; }             // N = B*T
-  int64_t local_rows() const { return tp_.local_rows(rows()); }  // Nl
+  int64_t micro_batch() const { return mb_.B; }
+  int64_t rows() const { return mb_.N; }         // N = B*T
+  int64_t local_rows() const { return mb_.Nl; }  // Nl
 
   // Forward of one microbatch into cache `slot`. tokens (first stage) and targets (last stage)
   // are host arrays of N tokens; the others may be null. A non-first stage must have received
@@ -53,10 +56,11 @@ class GptStage {
     backward_weight(slot, grad_set);
   }
 
-  float* input_activation(int slot) { return caches_[slot].acts.front().data(); }  // (Nl,C)
-  float* output_activation(int slot) { return caches_[slot].acts.back().data(); }  // (Nl,C)
-  float* output_grad(int grad_set);                                                // (Nl,C)
-  float* input_grad(int grad_set) { return grad_sets_[grad_set].d_input.data(); }  // (Nl,C)
+  // (Nl,C) each: the stage's input and output in cache `slot`, their gradients in `grad_set`.
+  float* input_activation(int slot) { return caches_[slot].acts.front().data(); }
+  float* output_activation(int slot) { return caches_[slot].acts.back().data(); }
+  float* output_grad(int grad_set) { return grad_sets_[grad_set].d_acts.back().data(); }
+  float* input_grad(int grad_set) { return grad_sets_[grad_set].d_acts.front().data(); }
 
   // Called from backward_weight with the registration-index range [first, end) of each layer's
   // parameters as soon as their gradients are final for this backward (the dp buckets'
@@ -72,34 +76,41 @@ class GptStage {
   // default), and this tp rank's logits (N, Vp/tp).
   double loss_sum(int slot, int64_t valid_rows = -1);
   const float* local_logits(int slot) { return caches_[slot].head.logits.data(); }
+  // Last stage: the logits of token row `row` of `slot` (0 <= row < N) over the real vocabulary
+  // (V floats, padding dropped), gathered over tp into host memory on every tp rank.
+  std::vector<float> gather_last_logits(int slot, int64_t row);
   VocabShard vocab() const { return vocab_; }
 
  private:
   struct Cache {
-    std::vector<DeviceArray<float>> acts;  // n_layers + 1 of (N,C)
+    std::vector<DeviceArray<float>> acts;  // n_layers + 1 of (Nl,C)
+    DeviceArray<int32_t> tokens;           // (N)
+    DeviceArray<int32_t> targets;          // (N)
+    EmbeddingCache embedding;
     std::vector<BlockCache> blocks;
     HeadCache head;
-    DeviceArray<int32_t> tokens, targets;  // (N) each
   };
   struct GradSet {
+    std::vector<DeviceArray<float>> d_acts;  // n_layers + 1 of (Nl,C): the gradients of acts
     std::vector<BlockGrads> blocks;
     HeadGrads head;
-    DeviceArray<float> d_input;  // (Nl,C) gradient of the stage input
   };
+  Cache make_cache() const;
+  GradSet make_grad_set() const;
 
   Backend& backend_;
   TensorParallel& tp_;
   ParameterStore& store_;
   ModelConfig cfg_;
   StageSpec spec_;
-  int64_t B_;
+  MicroBatchShape mb_;
   VocabShard vocab_;
+  LayerScratch scratch_;  // shared by every layer below
   std::unique_ptr<Embedding> embedding_;
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;
   std::unique_ptr<LmHead> head_;
   std::vector<Cache> caches_;
   std::vector<GradSet> grad_sets_;
-  BlockScratch scratch_;
   // Registration-index ranges of each layer's parameters.
   struct ParamRange {
     size_t first = 0, end = 0;

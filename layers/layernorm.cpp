@@ -3,9 +3,9 @@
 
 namespace gpt {
 
-LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int64_t C,
-                     bool sequence_parallel, int tp_size)
-    : backend_(store.backend()), C_(C), row_split_(sequence_parallel ? tp_size : 1) {
+LayerNorm::LayerNorm(ParameterStore& store, TensorParallel& tp, const std::string& name, int64_t C,
+                     const MicroBatchShape& mb)
+    : backend_(store.backend()), C_(C), rows_(mb.Nl) {
   ParameterSpec w{}, b{};
   w.name = name + ".weight";
   w.init = InitKind::kOnes;
@@ -16,25 +16,32 @@ LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int64_t C,
     p->local_numel = C;
     p->slabs = {{{0}, {C}, 0}};
     p->tp_replicated = true;
-    p->tp_partial_grad = sequence_parallel;
+    p->tp_partial_grad = tp.sequence_parallel();
   }
   weight_ = &store.add(std::move(w));
   bias_ = &store.add(std::move(b));
 }
 
-void LayerNorm::forward(float* out, const LayerNormCache& cache, const float* inp, int64_t N) {
-  backend_.layernorm_forward(out, cache.mean, cache.rstd, inp, weight_->value, bias_->value, N, C_);
+LayerNormCache LayerNorm::make_cache() const {
+  return {.mean = {backend_, rows_}, .rstd = {backend_, rows_}};
 }
 
-void LayerNorm::backward_input(float* dinp, const float* dout, const float* inp,
-                               const LayerNormCache& cache, int64_t N) {
-  backend_.layernorm_backward_input(dinp, dout, inp, weight_->value, cache.mean, cache.rstd, N, C_);
+void LayerNorm::forward(float* out, const float* inp, LayerNormCache& c) {
+  c.inp = inp;
+  backend_.layernorm_forward(out, c.mean.data(), c.rstd.data(), inp, weight_->value, bias_->value,
+                             rows_, C_);
 }
 
-void LayerNorm::backward_weight(const float* dout, const float* inp, const LayerNormCache& cache,
-                                int64_t N) {
-  backend_.layernorm_backward_weight(weight_->grad, bias_->grad, dout, inp, cache.mean, cache.rstd,
-                                     N, C_);
+void LayerNorm::backward_input(float* dinp, const float* dout, const LayerNormCache& c,
+                               LayerNormGrads& g) {
+  g.dout = dout;
+  backend_.layernorm_backward_input(dinp, dout, c.inp, weight_->value, c.mean.data(), c.rstd.data(),
+                                    rows_, C_);
+}
+
+void LayerNorm::backward_weight(const LayerNormCache& c, const LayerNormGrads& g) {
+  backend_.layernorm_backward_weight(weight_->grad, bias_->grad, g.dout, c.inp, c.mean.data(),
+                                     c.rstd.data(), rows_, C_);
 }
 
 }  // namespace gpt

@@ -1,37 +1,44 @@
 // LayerNorm over d_model (eps 1e-5), weight 1 and bias 0 at init, replicated on every tp rank.
-// The cache holds the per-row mean and reciprocal standard deviation for the backward. With
-// sequence parallelism it sees this rank's rows only, so its parameter gradients are partial
-// sums that the trainer adds up over tp (ParameterSpec::tp_partial_grad).
+// It runs on the Nl rows of this rank's residual stream: all N, or N/tp with sequence
+// parallelism, where its parameter gradients are partial sums that the trainer adds up over tp
+// (ParameterSpec::tp_partial_grad).
 #pragma once
 
 #include <string>
 
+#include "framework/device_array.h"
 #include "framework/parameter.h"
+#include "layers/micro_batch_shape.h"
 
 namespace gpt {
 
 struct LayerNormCache {
-  float* mean;  // (N)
-  float* rstd;  // (N)
+  const float* inp = nullptr;  // (Nl,C) the input (the caller's buffer)
+  DeviceArray<float> mean;     // (Nl)
+  DeviceArray<float> rstd;     // (Nl) 1/sqrt(var + eps)
+};
+
+struct LayerNormGrads {
+  const float* dout = nullptr;  // (Nl,C) the output gradient (the caller's buffer)
 };
 
 class LayerNorm {
  public:
-  LayerNorm(ParameterStore& store, const std::string& name, int64_t C,
-            bool sequence_parallel = false, int tp_size = 1);
-  // Rows this LayerNorm sees out of the N = B*T of a microbatch.
-  int64_t local_rows(int64_t N) const { return N / row_split_; }
-  // out (N,C) = LN(inp)
-  void forward(float* out, const LayerNormCache& cache, const float* inp, int64_t N);
-  // dinp (N,C) += the input gradient of dout
-  void backward_input(float* dinp, const float* dout, const float* inp, const LayerNormCache& cache,
-                      int64_t N);
-  void backward_weight(const float* dout, const float* inp, const LayerNormCache& cache, int64_t N);
+  LayerNorm(ParameterStore& store, TensorParallel& tp, const std::string& name, int64_t C,
+            const MicroBatchShape& mb);
+  LayerNormCache make_cache() const;
+  LayerNormGrads make_grads() const { return {}; }
+
+  // out (Nl,C) = LN(inp (Nl,C))
+  void forward(float* out, const float* inp, LayerNormCache& cache);
+  // dinp (Nl,C) += the input gradient of dout (Nl,C): LayerNorm inputs are residual streams.
+  void backward_input(float* dinp, const float* dout, const LayerNormCache& cache,
+                      LayerNormGrads& grads);
+  void backward_weight(const LayerNormCache& cache, const LayerNormGrads& grads);
 
  private:
   Backend& backend_;
-  int64_t C_;
-  int64_t row_split_;
+  int64_t C_, rows_;
   Parameter* weight_;
   Parameter* bias_;
 };

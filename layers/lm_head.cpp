@@ -3,32 +3,39 @@
 
 namespace gpt {
 
-LmHead::LmHead(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, Parameter& wte)
+LmHead::LmHead(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, Parameter& wte,
+               const MicroBatchShape& mb, LayerScratch& scratch)
     : backend_(store.backend()),
       tp_(tp),
       C_(cfg.d_model),
-      T_(cfg.seq_len),
+      mb_(mb),
+      scratch_(scratch),
       shard_(vocab_shard(cfg, tp.rank(), tp.size())),
-      ln_f_(store, "ln_f", cfg.d_model, tp.sequence_parallel(), tp.size()),
+      ln_f_(store, tp, "ln_f", cfg.d_model, mb),
       wte_(wte),
       sp_(tp.sequence_parallel()) {}
 
-HeadCache LmHead::make_cache(int64_t B) const {
+HeadCache LmHead::make_cache() const {
   Backend& be = backend_;
-  const int64_t N = B * T_;
-  return HeadCache{{be, N * C_}, {be, N}, {be, N}, {be, N * shard_.count},
-                   {be, N},      {be, N}, {be, N}, {be, N}};
+  const int64_t N = mb_.N;
+  return {.ln_f = ln_f_.make_cache(),
+          .lnf_out = {be, N * C_},
+          .logits = {be, N * shard_.count},
+          .row_max = {be, N},
+          .row_sumexp = {be, N},
+          .target_logit = {be, N},
+          .losses = {be, N}};
 }
 
-HeadGrads LmHead::make_grads(int64_t B) const {
-  return HeadGrads{{backend_, B * T_ * C_}};
+HeadGrads LmHead::make_grads() const {
+  return {.d_lnf_out = {backend_, mb_.Nl * C_}, .ln_f = ln_f_.make_grads()};
 }
 
-void LmHead::forward(const float* inp, const int32_t* targets, HeadCache& c, float* ln_local,
-                     int64_t B) {
-  const int64_t N = B * T_, Nl = ln_f_.local_rows(N), V_local = shard_.count;
-  ln_f_.forward(sp_ ? ln_local : c.lnf_out.data(), {c.lnf_mean.data(), c.lnf_rstd.data()}, inp, Nl);
-  if (sp_) tp_.gather_rows(c.lnf_out.data(), ln_local, Nl, C_);  // the head sees every row
+void LmHead::forward(const float* inp, const int32_t* targets, HeadCache& c) {
+  const int64_t N = mb_.N, V_local = shard_.count;
+  c.targets = targets;
+  ln_f_.forward(sp_ ? scratch_.ln_local.data() : c.lnf_out.data(), inp, c.ln_f);
+  if (sp_) tp_.gather_rows(c.lnf_out.data(), scratch_.ln_local.data(), mb_.Nl, C_);  // all rows
   backend_.matmul_forward(c.logits.data(), c.lnf_out.data(), wte_.value, nullptr, N, C_, V_local);
   // Vocabulary-parallel cross-entropy: three row statistics, each reduced over tp.
   backend_.xent_row_max(c.row_max.data(), c.logits.data(), N, V_local, shard_.valid);
@@ -43,31 +50,29 @@ void LmHead::forward(const float* inp, const int32_t* targets, HeadCache& c, flo
                      N);
 }
 
-void LmHead::backward_input(float* dinp, const float* inp, const int32_t* targets, HeadCache& c,
-                            HeadGrads& g, float loss_scale, float* partial, int64_t B) {
-  const int64_t N = B * T_, Nl = ln_f_.local_rows(N), V_local = shard_.count;
-  backend_.xent_backward(c.logits.data(), c.row_max.data(), c.row_sumexp.data(), targets, N,
+void LmHead::backward_input(float* dinp, float loss_scale, HeadCache& c, HeadGrads& g) {
+  const int64_t N = mb_.N, V_local = shard_.count;
+  backend_.xent_backward(c.logits.data(), c.row_max.data(), c.row_sumexp.data(), c.targets, N,
                          V_local, shard_.valid, shard_.start, loss_scale);
   // ln_f's output gradient is partial over the vocabulary shards: summed over tp (and, with
   // sequence parallelism, scattered back to this rank's rows).
   if (sp_) {
+    float* partial = scratch_.partial.data();
     backend_.matmul_backward_input(partial, c.logits.data(), wte_.value, N, C_, V_local, false);
-    tp_.reduce_scatter_rows(g.d_lnf_out.data(), partial, Nl, C_);
+    tp_.reduce_scatter_rows(g.d_lnf_out.data(), partial, mb_.Nl, C_);
   } else {
     backend_.matmul_backward_input(g.d_lnf_out.data(), c.logits.data(), wte_.value, N, C_, V_local,
                                    false);
     tp_.copy_to_tp_region_backward(g.d_lnf_out.data(), N * C_);
   }
-  backend_.fill_zero(dinp, Nl * C_);
-  ln_f_.backward_input(dinp, g.d_lnf_out.data(), inp, {c.lnf_mean.data(), c.lnf_rstd.data()}, Nl);
+  backend_.fill_zero(dinp, mb_.Nl * C_);
+  ln_f_.backward_input(dinp, g.d_lnf_out.data(), c.ln_f, g.ln_f);
 }
 
-void LmHead::backward_weight(const float* inp, HeadCache& c, HeadGrads& g, int64_t B) {
-  const int64_t N = B * T_;
-  backend_.matmul_backward_weight(wte_.grad, nullptr, c.logits.data(), c.lnf_out.data(), N, C_,
+void LmHead::backward_weight(const HeadCache& c, const HeadGrads& g) {
+  backend_.matmul_backward_weight(wte_.grad, nullptr, c.logits.data(), c.lnf_out.data(), mb_.N, C_,
                                   shard_.count);
-  ln_f_.backward_weight(g.d_lnf_out.data(), inp, {c.lnf_mean.data(), c.lnf_rstd.data()},
-                        ln_f_.local_rows(N));
+  ln_f_.backward_weight(c.ln_f, g.ln_f);
 }
 
 }  // namespace gpt

@@ -1,7 +1,8 @@
 // The last stage's head: ln_f, logits against the tied wte (vocabulary-parallel: each tp rank
 // computes its Vp/tp columns; full logits are never gathered), and the vocabulary-parallel
 // softmax cross-entropy (row max, sum of exponentials and target logit reduced across tp).
-// The backward turns the cached logits into their gradient in place.
+// Its "output" is the per-token losses and its output gradient the loss scale; the backward
+// turns the cached logits into their gradient in place. Caches and grads as transformer_block.h.
 #pragma once
 
 #include "framework/config.h"
@@ -11,37 +12,41 @@
 
 namespace gpt {
 
-// Nl = the rows of this rank's residual stream: N, or N/tp with sequence parallelism.
 struct HeadCache {
-  DeviceArray<float> lnf_out, lnf_mean, lnf_rstd;  // (N,C) all rows, (Nl), (Nl)
-  DeviceArray<float> logits;                       // (N, Vp/tp); dlogits after backward_input
-  DeviceArray<float> row_max, row_sumexp, target_logit, losses;  // (N) each
+  LayerNormCache ln_f;               // its input is the head's
+  DeviceArray<float> lnf_out;        // (N,C) ln_f's output, all N rows
+  const int32_t* targets = nullptr;  // (N) forward's targets (the caller's buffer)
+  DeviceArray<float> logits;         // (N,Vp/tp); dlogits after backward_input
+  DeviceArray<float> row_max;        // (N) max logit over the whole vocabulary
+  DeviceArray<float> row_sumexp;     // (N) sum of exp(logit - row_max)
+  DeviceArray<float> target_logit;   // (N)
+  DeviceArray<float> losses;         // (N) per-token cross-entropy
 };
 
 struct HeadGrads {
-  DeviceArray<float> d_lnf_out;  // (Nl,C)
+  DeviceArray<float> d_lnf_out;  // (Nl,C) ln_f's output gradient
+  LayerNormGrads ln_f;
 };
 
 class LmHead {
  public:
-  LmHead(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, Parameter& wte);
-  HeadCache make_cache(int64_t B) const;
-  HeadGrads make_grads(int64_t B) const;
+  LmHead(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, Parameter& wte,
+         const MicroBatchShape& mb, LayerScratch& scratch);
+  HeadCache make_cache() const;
+  HeadGrads make_grads() const;
 
   // Per-token losses into cache.losses (N) for inp (Nl,C) and targets (N) in backend memory.
-  // With sequence parallelism ln_local (Nl,C) is scratch for ln_f's rows before the gather.
-  void forward(const float* inp, const int32_t* targets, HeadCache& cache, float* ln_local,
-               int64_t B);
-  // dinp (Nl,C) = gradient of loss_scale * sum of the token losses; partial (N,C) is scratch
-  // with sequence parallelism.
-  void backward_input(float* dinp, const float* inp, const int32_t* targets, HeadCache& cache,
-                      HeadGrads& grads, float loss_scale, float* partial, int64_t B);
-  void backward_weight(const float* inp, HeadCache& cache, HeadGrads& grads, int64_t B);
+  void forward(const float* inp, const int32_t* targets, HeadCache& cache);
+  // dinp (Nl,C) = the gradient of loss_scale * (sum of the token losses).
+  void backward_input(float* dinp, float loss_scale, HeadCache& cache, HeadGrads& grads);
+  void backward_weight(const HeadCache& cache, const HeadGrads& grads);
 
  private:
   Backend& backend_;
   TensorParallel& tp_;
-  int64_t C_, T_;
+  int64_t C_;
+  MicroBatchShape mb_;
+  LayerScratch& scratch_;
   VocabShard shard_;
   LayerNorm ln_f_;
   Parameter& wte_;

@@ -1,34 +1,56 @@
 // MLP sublayer (see mlp.h).
 #include "layers/mlp.h"
 
-#include <cmath>
-
 namespace gpt {
 
-Mlp::Mlp(ParameterStore& store, TensorParallel& tp, const std::string& name, const ModelConfig& cfg)
+Mlp::Mlp(ParameterStore& store, TensorParallel& tp, const std::string& name, const ModelConfig& cfg,
+         const MicroBatchShape& mb, LayerScratch& scratch)
     : backend_(store.backend()),
-      c_fc_(store, tp, name + ".c_fc", cfg.d_model, cfg.ffn_dim(), LinearSplit::kColumn, 0.02f),
-      c_proj_(store, tp, name + ".c_proj", cfg.ffn_dim(), cfg.d_model, LinearSplit::kRow,
-              0.02f / std::sqrt(2.0f * static_cast<float>(cfg.n_layer))) {}
+      mb_(mb),
+      scratch_(scratch),
+      c_fc_(store, tp,
+            {.name = name + ".c_fc",
+             .in_features = cfg.d_model,
+             .out_features = cfg.ffn_dim(),
+             .init_std = kLinearInitStd},
+            mb, scratch),
+      c_proj_(store, tp,
+              {.name = name + ".c_proj",
+               .in_features = cfg.ffn_dim(),
+               .out_features = cfg.d_model,
+               .init_std = residual_projection_init_std(cfg.n_layer)},
+              mb, scratch) {}
 
-void Mlp::forward(float* out, const float* inp, float* inp_full, float* partial,
-                  const MlpCache& cache, int64_t N) {
-  c_fc_.forward(cache.fc_pre, inp, N, inp_full);
-  backend_.gelu_forward(cache.fc_act, cache.fc_pre, N * local_ffn());
-  c_proj_.forward(out, cache.fc_act, N, partial);
+MlpCache Mlp::make_cache() const {
+  const int64_t n = mb_.N * c_fc_.local_out();
+  return {.c_fc = c_fc_.make_cache(),
+          .fc_pre = {backend_, n},
+          .fc_act = {backend_, n},
+          .c_proj = c_proj_.make_cache()};
 }
 
-void Mlp::backward_input(float* dinp, float* dfc_pre, float* dfc_act, const float* dout,
-                         float* dout_full, float* partial, const MlpCache& cache, int64_t N) {
-  c_proj_.backward_input(dfc_act, dout, N, dout_full);
-  backend_.gelu_backward(dfc_pre, dfc_act, cache.fc_pre, N * local_ffn());
-  c_fc_.backward_input(dinp, dfc_pre, N, partial);
+MlpGrads Mlp::make_grads() const {
+  return {.c_proj = c_proj_.make_grads(),
+          .dfc_pre = {backend_, mb_.N * c_fc_.local_out()},
+          .c_fc = c_fc_.make_grads()};
 }
 
-void Mlp::backward_weight(const float* dout_full, const float* dfc_pre, const float* inp_full,
-                          const MlpCache& cache, int64_t N) {
-  c_proj_.backward_weight(dout_full, cache.fc_act, N);
-  c_fc_.backward_weight(dfc_pre, inp_full, N);
+void Mlp::forward(float* out, const float* inp, MlpCache& c) {
+  c_fc_.forward(c.fc_pre.data(), inp, c.c_fc);
+  backend_.gelu_forward(c.fc_act.data(), c.fc_pre.data(), c.fc_pre.size());
+  c_proj_.forward(out, c.fc_act.data(), c.c_proj);
+}
+
+void Mlp::backward_input(float* dinp, const float* dout, const MlpCache& c, MlpGrads& g) {
+  float* dfc_act = scratch_.d_fc_act.data();
+  c_proj_.backward_input(dfc_act, dout, c.c_proj, g.c_proj);
+  backend_.gelu_backward(g.dfc_pre.data(), dfc_act, c.fc_pre.data(), c.fc_pre.size());
+  c_fc_.backward_input(dinp, g.dfc_pre.data(), c.c_fc, g.c_fc);
+}
+
+void Mlp::backward_weight(const MlpCache& c, const MlpGrads& g) {
+  c_proj_.backward_weight(c.c_proj, g.c_proj);
+  c_fc_.backward_weight(c.c_fc, g.c_fc);
 }
 
 }  // namespace gpt

@@ -5,33 +5,43 @@
 #include <string>
 
 #include "framework/config.h"
-#include "layers/linear.h"
+#include "layers/column_parallel_linear.h"
+#include "layers/row_parallel_linear.h"
 
 namespace gpt {
 
 struct MlpCache {
-  float* fc_pre;  // (N, 4C/tp) c_fc output
-  float* fc_act;  // (N, 4C/tp) GELU of it
+  ColumnParallelLinearCache c_fc;  // its input, all N rows
+  DeviceArray<float> fc_pre;       // (N,4C/tp) c_fc's output
+  DeviceArray<float> fc_act;       // (N,4C/tp) GELU of it, c_proj's input
+  RowParallelLinearCache c_proj;
+};
+
+struct MlpGrads {
+  RowParallelLinearGrads c_proj;  // the output gradient, all N rows
+  DeviceArray<float> dfc_pre;     // (N,4C/tp) c_fc's output gradient
+  ColumnParallelLinearGrads c_fc;
 };
 
 class Mlp {
  public:
-  Mlp(ParameterStore& store, TensorParallel& tp, const std::string& name, const ModelConfig& cfg);
-  int64_t local_ffn() const { return c_fc_.local_out(); }
+  Mlp(ParameterStore& store, TensorParallel& tp, const std::string& name, const ModelConfig& cfg,
+      const MicroBatchShape& mb, LayerScratch& scratch);
+  MlpCache make_cache() const;
+  MlpGrads make_grads() const;
 
-  // Buffers as Attention's: with sequence parallelism inp, out, dout and dinp hold this rank's
-  // rows, inp_full and dout_full receive all rows, partial (N,C) is scratch.
-  void forward(float* out, const float* inp, float* inp_full, float* partial, const MlpCache& cache,
-               int64_t N);
-  // dfc_pre (N,4C/tp) is kept for the weight half; dfc_act (N,4C/tp) is scratch; dinp written.
-  void backward_input(float* dinp, float* dfc_pre, float* dfc_act, const float* dout,
-                      float* dout_full, float* partial, const MlpCache& cache, int64_t N);
-  void backward_weight(const float* dout_full, const float* dfc_pre, const float* inp_full,
-                       const MlpCache& cache, int64_t N);
+  // out (Nl,C) = c_proj(gelu(c_fc(inp (Nl,C)))), reduced over tp.
+  void forward(float* out, const float* inp, MlpCache& cache);
+  // dinp (Nl,C) = the input gradient of dout (Nl,C), reduced over tp.
+  void backward_input(float* dinp, const float* dout, const MlpCache& cache, MlpGrads& grads);
+  void backward_weight(const MlpCache& cache, const MlpGrads& grads);
 
  private:
   Backend& backend_;
-  Linear c_fc_, c_proj_;
+  MicroBatchShape mb_;
+  LayerScratch& scratch_;
+  ColumnParallelLinear c_fc_;
+  RowParallelLinear c_proj_;
 };
 
 }  // namespace gpt

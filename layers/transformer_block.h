@@ -1,69 +1,74 @@
-// One pre-LayerNorm GPT-2 block: x1 = x + attn(ln_1(x)); y = x1 + mlp(ln_2(x1)).
-// BlockCache is what the backward reads (one per in-flight microbatch); BlockGrads is what the
-// weight half reads after the input half (the output gradients of every linear and LayerNorm),
-// so a zero-bubble schedule can run the two halves apart. Sizes: N = B*T rows, C = d_model,
-// Nl = the rows of the LayerNorm and residual regions on this rank: N, or N/tp with sequence
-// parallelism, where the block's input, output and residual stream hold this rank's Nl rows.
+// One pre-LayerNorm GPT-2 block: x1 = x + attn(ln_1(x)); y = x1 + mlp(ln_2(x1)), on the Nl rows
+// of this rank's residual stream (N = B*T, or N/tp with sequence parallelism). This header also
+// states the contract every layer follows.
 #pragma once
 
 #include <string>
 
-#include "framework/device_array.h"
 #include "layers/attention.h"
 #include "layers/layernorm.h"
 #include "layers/mlp.h"
 
 namespace gpt {
 
+// The layer contract, shared by LayerNorm, the two linears, Attention, Mlp and this block (the
+// embedding and the head follow it with the shapes their work needs):
+//
+//   forward(out, inp, cache)                  out from inp; fills cache
+//   backward_input(dinp, dout, cache, grads)  dinp from dout; fills grads
+//   backward_weight(cache, grads)             parameter gradients +=
+//
+// - A layer is built for one microbatch shape (MicroBatchShape), so the calls take no sizes.
+// - Its cache (make_cache(), one per in-flight microbatch) is what its backward reads: the
+//   buffers forward writes and a pointer to the input forward read, which the caller keeps alive
+//   until the backward. Running forward on that input again rebuilds a dropped cache (activation
+//   recomputation); a block's input is cache.ln_1.inp.
+// - Its grads (make_grads()) are what the weight half reads after the input half: output
+//   gradients, recorded by backward_input, so a zero-bubble schedule can run the halves apart.
+// - Scratch that no call outlives is shared by every layer of a stage (LayerScratch) and handed
+//   over at construction; caches and grads never point into it.
+
 struct BlockCache {
-  DeviceArray<float> ln1_mean, ln1_rstd;  // (Nl) each
-  DeviceArray<float> ln1_out;             // (N,C) c_attn's input, all rows
-  DeviceArray<float> qkv, att, atty;      // (N,3C/tp), attention cache, (N,C/tp)
-  DeviceArray<float> res_mid;             // (Nl,C) x + attn
-  DeviceArray<float> ln2_mean, ln2_rstd;  // (Nl) each
-  DeviceArray<float> ln2_out;             // (N,C) c_fc's input, all rows
-  DeviceArray<float> fc_pre, fc_act;      // (N,4C/tp) each
+  LayerNormCache ln_1;         // its input is the block's
+  DeviceArray<float> ln1_out;  // (N,C) c_attn's input; without sequence parallelism only (with it,
+                               // ln_1 writes scratch and c_attn's cache keeps the gathered rows)
+  AttentionCache attn;
+  DeviceArray<float> res_mid;  // (Nl,C) x1 = x + attn
+  LayerNormCache ln_2;
+  DeviceArray<float> ln2_out;  // (N,C) c_fc's input; likewise
+  MlpCache mlp;
 };
 
 struct BlockGrads {
-  DeviceArray<float> d_out;                 // (Nl,C) gradient of the block output (the caller's)
-  DeviceArray<float> d_res_mid;             // (Nl,C) gradient of x + attn
-  DeviceArray<float> d_ln1_out, d_ln2_out;  // (Nl,C)
-  DeviceArray<float> d_qkv;                 // (N,3C/tp)
-  DeviceArray<float> d_fc_pre;              // (N,4C/tp)
-  DeviceArray<float> d_out_full, d_res_mid_full;  // (N,C) all rows; sequence parallel only
-};
-
-// Scratch shared by every layer of a stage: read only inside one call.
-struct BlockScratch {
-  DeviceArray<float> d_atty;    // (N,C/tp)
-  DeviceArray<float> d_att;     // attention scratch (attention_scratch_floats)
-  DeviceArray<float> d_fc_act;  // (N,4C/tp)
-  DeviceArray<float> partial;   // (N,C) partial sums before a reduce-scatter; sequence parallel
-  DeviceArray<float> ln_local;  // (Nl,C) a LayerNorm output before its all-gather; likewise
+  MlpGrads mlp;
+  DeviceArray<float> d_ln2_out;  // (Nl,C)
+  LayerNormGrads ln_2;
+  DeviceArray<float> d_res_mid;  // (Nl,C) gradient of x1
+  AttentionGrads attn;
+  DeviceArray<float> d_ln1_out;  // (Nl,C)
+  LayerNormGrads ln_1;
 };
 
 class TransformerBlock {
  public:
-  TransformerBlock(ParameterStore& store, TensorParallel& tp, int64_t layer,
-                   const ModelConfig& cfg);
+  TransformerBlock(ParameterStore& store, TensorParallel& tp, int64_t layer, const ModelConfig& cfg,
+                   const MicroBatchShape& mb, LayerScratch& scratch);
+  BlockCache make_cache() const;
+  BlockGrads make_grads() const;
 
-  BlockCache make_cache(int64_t B) const;
-  BlockGrads make_grads(int64_t B) const;
-  BlockScratch make_scratch(int64_t B) const;
-
-  // out (Nl,C) = block(inp (Nl,C)); inp must stay untouched until the backward.
-  void forward(float* out, const float* inp, BlockCache& cache, BlockScratch& scratch, int64_t B);
-  // From grads.d_out, writes dinp (Nl,C) and the rest of grads.
-  void backward_input(float* dinp, const float* inp, BlockCache& cache, BlockGrads& grads,
-                      BlockScratch& scratch, int64_t B);
-  // Parameter gradients += from grads (filled by backward_input of the same microbatch).
-  void backward_weight(const float* inp, BlockCache& cache, BlockGrads& grads, int64_t B);
+  // out (Nl,C) = block(inp (Nl,C)).
+  void forward(float* out, const float* inp, BlockCache& cache);
+  // dinp (Nl,C) = the input gradient of dout (Nl,C); fills grads for the weight half.
+  void backward_input(float* dinp, const float* dout, const BlockCache& cache, BlockGrads& grads);
+  // Parameter gradients += from cache and grads (filled by backward_input of the same microbatch).
+  void backward_weight(const BlockCache& cache, const BlockGrads& grads);
 
  private:
   Backend& backend_;
   bool sp_;
-  int64_t C_, T_;
+  int64_t C_;
+  MicroBatchShape mb_;
+  LayerScratch& scratch_;
   LayerNorm ln_1_;
   Attention attn_;
   LayerNorm ln_2_;

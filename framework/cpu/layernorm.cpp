@@ -36,7 +36,7 @@ void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const f
     const float rs = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(kLayerNormEps)));
     float* y = out + n * C;
 #pragma omp simd
-    for (int64_t c = 0; c < C; c++) y[c] = (x[c] - mf) * rs * weight[c] + bias[c];
+    for (int64_t c = 0; c < C; c++) y[c] = layernorm_output(x[c], mf, rs, weight[c], bias[c]);
     mean[n] = mf;
     rstd[n] = rs;
   }
@@ -56,8 +56,8 @@ void CpuBackend::layernorm_backward_input(float* dinp, const float* dout, const 
     double s_dxhat_xhat = 0.0;
 #pragma omp simd reduction(+ : s_dxhat, s_dxhat_xhat)
     for (int64_t c = 0; c < C; c++) {
-      const float xhat = (x[c] - m) * rs;
-      const float dxhat = dy[c] * weight[c];
+      const float xhat = layernorm_xhat(x[c], m, rs);
+      const float dxhat = layernorm_dxhat(dy[c], weight[c]);
       s_dxhat += dxhat;
       s_dxhat_xhat += dxhat * xhat;
     }
@@ -66,9 +66,9 @@ void CpuBackend::layernorm_backward_input(float* dinp, const float* dout, const 
     float* dx = dinp + n * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; c++) {
-      const float xhat = (x[c] - m) * rs;
-      const float dxhat = dy[c] * weight[c];
-      dx[c] += rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
+      const float xhat = layernorm_xhat(x[c], m, rs);
+      const float dxhat = layernorm_dxhat(dy[c], weight[c]);
+      dx[c] += layernorm_dinp(dxhat, xhat, rs, mean_dxhat, mean_dxhat_xhat);
     }
   }
 }
@@ -91,7 +91,7 @@ void CpuBackend::layernorm_backward_weight(float* dweight, float* dbias, const f
       const float rs = rstd[n];
 #pragma omp simd
       for (int64_t c = 0; c < width; c++) {
-        acc_w[c] += dy[c] * ((x[c] - m) * rs);
+        acc_w[c] += dy[c] * layernorm_xhat(x[c], m, rs);
         acc_b[c] += dy[c];
       }
     }

@@ -1,7 +1,10 @@
-// Whole-buffer reductions on the CPU (loss sums, gradient norms). The buffer is cut into a fixed
-// number of contiguous chunks, each summed in double, and the chunk sums are added in order: the
-// result is accurate and bit-identical whatever the thread count (OpenMP's reduction clause
-// combines partial sums in arrival order, which is not).
+// Reductions on the CPU, as the CUDA backend's reductions.cu: the column sums of the bias
+// gradient and whole-buffer sums (loss sums, gradient norms). Both sum in double in a fixed order,
+// so results are bit-identical whatever the thread count: a column is summed by one thread in row
+// order; a buffer is cut into a fixed number of contiguous chunks whose sums are added in order
+// (OpenMP's reduction clause combines partial sums in arrival order, which is not fixed).
+#include <algorithm>
+
 #include "framework/check.h"
 #include "framework/cpu/cpu_backend.h"
 
@@ -9,7 +12,8 @@ namespace gpt::cpu {
 
 namespace {
 
-constexpr int64_t kChunks = 256;
+constexpr int64_t kColumnBlock = 64;  // columns per task in the column sums
+constexpr int64_t kChunks = 256;      // chunks of a whole-buffer sum
 
 template <typename Term>
 double chunked_sum(const float* x, int64_t n, int threads, Term term) {
@@ -31,6 +35,24 @@ double chunked_sum(const float* x, int64_t n, int threads, Term term) {
 }
 
 }  // namespace
+
+void CpuBackend::bias_backward(float* dbias, const float* dout, int64_t N, int64_t C) {
+  GPT_CHECK(N >= 0 && C >= 0, "bias_backward with N=" << N << " C=" << C);
+  const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
+  // Double accumulators: N (= B*T) rows of gradients summed in float would lose digits.
+#pragma omp parallel for schedule(static) num_threads(threads_)
+  for (int64_t blk = 0; blk < blocks; blk++) {
+    const int64_t c0 = blk * kColumnBlock;
+    const int64_t width = std::min(kColumnBlock, C - c0);
+    double acc[kColumnBlock] = {};
+    for (int64_t n = 0; n < N; n++) {
+      const float* row = dout + n * C + c0;
+#pragma omp simd
+      for (int64_t c = 0; c < width; c++) acc[c] += row[c];
+    }
+    for (int64_t c = 0; c < width; c++) dbias[c0 + c] = static_cast<float>(dbias[c0 + c] + acc[c]);
+  }
+}
 
 double CpuBackend::sum(const float* x, int64_t n) {
   return chunked_sum(x, n, threads_, [](double v) { return v; });

@@ -136,10 +136,6 @@ void CudaBackend::gelu_backward(float* dinp, const float* dout, const float* inp
   cuda::gelu_backward(stream_, dinp, dout, inp, n);
 }
 
-void CudaBackend::add(float* out, const float* a, const float* b, int64_t n) {
-  cuda::add(stream_, out, a, b, n);
-}
-
 void CudaBackend::accumulate(float* y, const float* x, int64_t n) {
   cuda::accumulate(stream_, y, x, n);
 }

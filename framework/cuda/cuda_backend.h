@@ -90,7 +90,6 @@ class CudaBackend final : public Backend {
                           const float* qkv, const float* att, int64_t B, int64_t T, int64_t NH,
                           int64_t HS) override;
 
-  void add(float* out, const float* a, const float* b, int64_t n) override;
   void accumulate(float* y, const float* x, int64_t n) override;
   void scale(float* x, float factor, int64_t n) override;
   void add_bias(float* out, const float* bias, int64_t N, int64_t C) override;

@@ -1,4 +1,4 @@
-// Flat elementwise kernels of the CUDA backend: bf16 conversion, GELU forward and backward, add,
+// Flat elementwise kernels of the CUDA backend: bf16 conversion, GELU forward and backward,
 // accumulate, scale, add_bias. float4 accesses when the size and pointers allow, else scalar.
 #include <algorithm>
 #include <cstdint>
@@ -132,10 +132,6 @@ void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n) 
 void gelu_backward(cudaStream_t stream, float* dinp, const float* dout, const float* inp,
                    int64_t n) {
   launch_binary(stream, dinp, dout, inp, n, GeluBackward{});
-}
-
-void add(cudaStream_t stream, float* out, const float* a, const float* b, int64_t n) {
-  launch_binary(stream, out, a, b, n, Add{});
 }
 
 void accumulate(cudaStream_t stream, float* y, const float* x, int64_t n) {

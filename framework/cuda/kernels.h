@@ -23,7 +23,6 @@ void convert_to_bf16(cudaStream_t stream, __nv_bfloat16* out, const float* inp, 
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n);
 void gelu_backward(cudaStream_t stream, float* dinp, const float* dout, const float* inp,
                    int64_t n);
-void add(cudaStream_t stream, float* out, const float* a, const float* b, int64_t n);
 void accumulate(cudaStream_t stream, float* y, const float* x, int64_t n);
 void scale(cudaStream_t stream, float* x, float factor, int64_t n);
 void add_bias(cudaStream_t stream, float* out, const float* bias, int64_t N, int64_t C);

@@ -40,7 +40,7 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
   const float mf = static_cast<float>(m);
   const float rs = static_cast<float>(1.0 / sqrt(var + static_cast<double>(kLayerNormEps)));
   float* y = out + n * C;
-  for (int64_t c = lane; c < C; c += 32) y[c] = (x[c] - mf) * rs * weight[c] + bias[c];
+  for (int64_t c = lane; c < C; c += 32) y[c] = layernorm_output(x[c], mf, rs, weight[c], bias[c]);
   if (lane == 0) {
     mean[n] = mf;
     rstd[n] = rs;
@@ -60,8 +60,8 @@ __global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, 
   double s_dxhat = 0.0;
   double s_dxhat_xhat = 0.0;
   for (int64_t c = lane; c < C; c += 32) {
-    const float xhat = (x[c] - m) * rs;
-    const float dxhat = dy[c] * weight[c];
+    const float xhat = layernorm_xhat(x[c], m, rs);
+    const float dxhat = layernorm_dxhat(dy[c], weight[c]);
     s_dxhat += dxhat;
     s_dxhat_xhat += dxhat * xhat;  // float product, as on the CPU
   }
@@ -69,9 +69,9 @@ __global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, 
   const float mean_dxhat_xhat = static_cast<float>(warp_sum(s_dxhat_xhat) / static_cast<double>(C));
   float* dx = dinp + n * C;
   for (int64_t c = lane; c < C; c += 32) {
-    const float xhat = (x[c] - m) * rs;
-    const float dxhat = dy[c] * weight[c];
-    dx[c] += rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
+    const float xhat = layernorm_xhat(x[c], m, rs);
+    const float dxhat = layernorm_dxhat(dy[c], weight[c]);
+    dx[c] += layernorm_dinp(dxhat, xhat, rs, mean_dxhat, mean_dxhat_xhat);
   }
 }
 
@@ -90,7 +90,7 @@ __global__ void layernorm_weight_partials_kernel(double* partial_w, double* part
   double acc_b = 0.0;
   for (int64_t n = begin; n < end; n++) {
     const float dy = dout[n * C + c];
-    acc_w += dy * ((inp[n * C + c] - mean[n]) * rstd[n]);
+    acc_w += dy * layernorm_xhat(inp[n * C + c], mean[n], rstd[n]);
     acc_b += dy;
   }
   partial_w[blockIdx.y * C + c] = acc_w;

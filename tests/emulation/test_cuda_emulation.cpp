@@ -205,13 +205,6 @@ void CudaEmulation::check_elementwise() {
         EXPECT_TRUE(Close(dinp.read(), want, 1e-6, norm(a))) << "gelu_backward against the CPU";
       }
       {
-        Floats out(nan, mis_out), da(a, mis_in), db(b);
-        gc::add(nullptr, out.get(), da.get(), db.get(), n);
-        Vec want(a.size());
-        cpu.add(want.data(), a.data(), b.data(), n);
-        EXPECT_TRUE(Same(out.read(), want)) << "add";
-      }
-      {
         Floats y(y0, mis_out), x(a, mis_in);
         gc::accumulate(nullptr, y.get(), x.get(), n);
         Vec want = y0;

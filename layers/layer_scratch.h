@@ -1,0 +1,24 @@
+// Scratch shared by every layer of a stage: buffers read only inside the call that wrote them, so
+// one copy serves all blocks, the embedding and the head, and every microbatch. The stage owns it
+// and hands it to each layer at construction; nothing in it outlives a call, so caches and
+// gradient sets never point into it.
+#pragma once
+
+#include "framework/config.h"
+#include "framework/device_array.h"
+#include "layers/micro_batch_shape.h"
+
+namespace gpt {
+
+struct LayerScratch {
+  DeviceArray<float> d_atty;    // (N,C/tp) attention output gradient
+  DeviceArray<float> d_att;     // the backend's attention scratch (attention_scratch_floats)
+  DeviceArray<float> d_fc_act;  // (N,4C/tp) GELU output gradient
+  DeviceArray<float> partial;   // (N,C) partial sums before a reduce-scatter; sequence parallel
+  DeviceArray<float> ln_local;  // (Nl,C) a LayerNorm's rows before their all-gather; likewise
+};
+
+LayerScratch make_layer_scratch(Backend& backend, const ModelConfig& cfg, const TensorParallel& tp,
+                                const MicroBatchShape& mb);
+
+}  // namespace gpt

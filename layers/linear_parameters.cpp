@@ -1,0 +1,30 @@
+// Registration of a linear layer's weight and bias (see linear_parameters.h).
+#include "layers/linear_parameters.h"
+
+#include <cmath>
+
+namespace gpt {
+
+float residual_projection_init_std(int64_t n_layer) {
+  return kLinearInitStd / std::sqrt(2.0f * static_cast<float>(n_layer));
+}
+
+LinearParameters add_linear_parameters(ParameterStore& store, const LinearSpec& spec,
+                                       LinearShard shard) {
+  Parameter& weight = store.add({.name = spec.name + ".weight",
+                                 .shape = {spec.out_features, spec.in_features},
+                                 .local_numel = shard.local_out * shard.local_in,
+                                 .slabs = std::move(shard.weight_slabs),
+                                 .init = InitKind::kNormal,
+                                 .init_std = spec.init_std,
+                                 .weight_decay = true});
+  Parameter& bias = store.add({.name = spec.name + ".bias",
+                               .shape = {spec.out_features},
+                               .local_numel = shard.local_out,
+                               .slabs = std::move(shard.bias_slabs),
+                               .init = InitKind::kZeros,
+                               .tp_replicated = shard.bias_replicated});
+  return {&weight, &bias};
+}
+
+}  // namespace gpt

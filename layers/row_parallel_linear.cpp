@@ -1,0 +1,61 @@
+// RowParallelLinear: forward and the two backward halves (see row_parallel_linear.h).
+#include "layers/row_parallel_linear.h"
+
+#include "framework/check.h"
+
+namespace gpt {
+
+RowParallelLinear::RowParallelLinear(ParameterStore& store, TensorParallel& tp,
+                                     const LinearSpec& spec, const MicroBatchShape& mb,
+                                     LayerScratch& scratch)
+    : backend_(store.backend()), tp_(tp), mb_(mb), scratch_(scratch), out_(spec.out_features) {
+  const ShardRange cols = shard_range(spec.in_features, tp.rank(), tp.size());
+  local_in_ = cols.count;
+  params_ = add_linear_parameters(
+      store, spec,
+      {.local_in = cols.count,
+       .local_out = out_,
+       .weight_slabs = {{{0, cols.start}, {out_, cols.count}, 0}},
+       .bias_slabs = {{{0}, {out_}, 0}},
+       .bias_replicated = true});  // added after the reduction: the same on every tp rank
+  GPT_CHECK(!tp.sequence_parallel() || scratch.partial.size() >= mb.N * out_,
+            spec.name << ": the scratch for partial outputs is too small");
+}
+
+RowParallelLinearGrads RowParallelLinear::make_grads() const {
+  return {.gathered = {backend_, tp_.sequence_parallel() ? mb_.N * out_ : 0}};
+}
+
+void RowParallelLinear::forward(float* out, const float* inp, RowParallelLinearCache& c) {
+  c.inp = inp;
+  const float* weight = params_.weight->value;
+  if (tp_.sequence_parallel()) {  // partial sums of all rows, reduce-scattered to this rank's rows
+    float* partial = scratch_.partial.data();
+    backend_.matmul_forward(partial, inp, weight, nullptr, mb_.N, local_in_, out_);
+    tp_.reduce_scatter_rows(out, partial, mb_.Nl, out_);
+  } else {
+    backend_.matmul_forward(out, inp, weight, nullptr, mb_.N, local_in_, out_);
+    tp_.reduce_from_tp_region(out, mb_.N * out_);
+  }
+  backend_.add_bias(out, params_.bias->value, mb_.Nl, out_);
+}
+
+void RowParallelLinear::backward_input(float* dinp, const float* dout,
+                                       const RowParallelLinearCache& /*cache*/,
+                                       RowParallelLinearGrads& g) {
+  g.dout = dout;
+  if (tp_.sequence_parallel()) {  // all-gather the output-gradient rows (forward: reduce-scatter)
+    tp_.gather_rows(g.gathered.data(), dout, mb_.Nl, out_);
+    g.dout = g.gathered.data();
+  }
+  backend_.matmul_backward_input(dinp, g.dout, params_.weight->value, mb_.N, local_in_, out_,
+                                 false);
+}
+
+void RowParallelLinear::backward_weight(const RowParallelLinearCache& c,
+                                        const RowParallelLinearGrads& g) {
+  backend_.matmul_backward_weight(params_.weight->grad, params_.bias->grad, g.dout, c.inp, mb_.N,
+                                  local_in_, out_);
+}
+
+}  // namespace gpt
