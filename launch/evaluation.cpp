@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "framework/check.h"
-#include "launch/pipeline_chunk.h"
+#include "layers/gpt_chunk.h"
 #include "parallel/pipeline_executor.h"
 
 namespace gpt {

@@ -10,9 +10,9 @@
 #include "framework/rng.h"
 #include "launch/checkpoint_model.h"
 #include "launch/options.h"
-#include "launch/pipeline_chunk.h"
 #include "launch/program.h"
 #include "launch/sampling.h"
+#include "layers/gpt_chunk.h"
 #include "parallel/pipeline_executor.h"
 
 namespace po = boost::program_options;
