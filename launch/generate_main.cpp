@@ -86,10 +86,7 @@ int generate_main(int argc, char** argv) {
   std::vector<float> local(static_cast<size_t>(shard.count));
   std::vector<float> gathered(static_cast<size_t>(shard.count * tp));
   // One forward through every stage per token; the last stage samples and tells everyone.
-  Schedule forward;
-  forward.name = "forward-only";
-  forward.pp = pp;
-  forward.stages.assign(static_cast<size_t>(pp), std::vector<Action>{{ActionKind::kForward, 0, 0}});
+  const Schedule forward = make_forward_only_schedule(pp, 1, 1);
   MicrobatchData batch{window.data(), targets.data(), 1, 1.0f, {}};
   GptChunk chunk(rt.stage(), 1, 1);
   chunk.begin(&batch, nullptr);
@@ -103,7 +100,7 @@ int generate_main(int argc, char** argv) {
     const int64_t n = static_cast<int64_t>(sequence.size()), used = std::min(n, T);
     std::fill(window.begin(), window.end(), 0);
     std::copy(sequence.end() - used, sequence.end(), window.begin());
-    executor.run(forward, chunks, true);
+    executor.run(forward, chunks);
     int32_t next = 0;
     if (grid.is_last_stage()) {
       rt.backend().copy_to_host(local.data(), head_stage.local_logits(0) + (used - 1) * shard.count,

@@ -176,50 +176,24 @@ std::vector<CallRecord> expected_calls(const std::vector<Action>& list) {
   return calls;
 }
 
-// Per (stage, chunk): the most caches and gradient sets held at once, walked from the list
-// (a cache from F to B or W, or through F alone when forward-only; a set from B or B-input to
-// the end of B or to W).
-struct Peaks {
-  int caches = 0, sets = 0;
-};
-Peaks walked_peaks(const std::vector<Action>& list, int chunk, bool forward_only) {
-  Peaks peaks;
-  int caches = 0, sets = 0;
-  for (const Action& a : list) {
-    if (a.chunk != chunk) continue;
-    if (a.kind == ActionKind::kForward) {
-      peaks.caches = std::max(peaks.caches, ++caches);
-      if (forward_only) --caches;
-    } else if (a.kind == ActionKind::kBackwardWeight) {
-      --caches, --sets;
-    } else {
-      peaks.sets = std::max(peaks.sets, ++sets);
-      if (a.kind == ActionKind::kBackward) --caches, --sets;
-    }
-  }
-  return peaks;
-}
-
 // Collective over MPI_COMM_WORLD: runs this rank's list of `s` on fake chunks allocated with the
-// walked counts for this stage and checks the calls, the holdings and their peaks.
-void run_on_fake_chunks(const Schedule& s, bool forward_only) {
-  SCOPED_TRACE(s.name + " pp " + std::to_string(s.pp) + " m " + std::to_string(s.microbatches) +
-               " v " + std::to_string(s.virtual_stages));
+// schedule's counts for this stage and checks the calls, the holdings and their peaks.
+void run_on_fake_chunks(const Schedule& s) {
+  SCOPED_TRACE(std::string(schedule_name(s.kind)) + " pp " + std::to_string(s.pp) + " m " +
+               std::to_string(s.microbatches) + " v " + std::to_string(s.virtual_stages));
   std::unique_ptr<Communicator> pp = make_mpi_communicator(MPI_COMM_WORLD, "pp");
   const int stage = pp->rank(), v = s.virtual_stages;
-  const std::vector<Action>& list = s.stages[static_cast<size_t>(stage)];
   std::vector<CallRecord> log;
   std::deque<FakeChunk> chunks;
   std::vector<PipelineChunk*> pointers;
   for (int c = 0; c < v; ++c) {
-    const Peaks peaks = walked_peaks(list, c, forward_only);
-    chunks.emplace_back(c, virtual_stage(s.pp, stage, c), s.pp * v - 1, peaks.caches, peaks.sets,
-                        forward_only, log);
+    chunks.emplace_back(c, virtual_stage(s.pp, stage, c), s.pp * v - 1, s.cache_slots(stage, c),
+                        s.grad_sets(stage, c), s.kind == ScheduleKind::kForwardOnly, log);
     pointers.push_back(&chunks.back());
   }
-  const PipelineStats stats = PipelineExecutor(*pp, v).run(s, pointers, forward_only);
+  const PipelineStats stats = PipelineExecutor(*pp, v).run(s, pointers);
 
-  const std::vector<CallRecord> want = expected_calls(list);
+  const std::vector<CallRecord> want = expected_calls(s.stages[static_cast<size_t>(stage)]);
   ASSERT_EQ(log.size(), want.size()) << "stage " << stage << " made " << log.size()
                                      << " chunk calls for a list of " << want.size();
   for (size_t i = 0; i < want.size(); ++i)
@@ -229,27 +203,11 @@ void run_on_fake_chunks(const Schedule& s, bool forward_only) {
     const FakeChunk& chunk = chunks[static_cast<size_t>(c)];
     EXPECT_EQ(chunk.slots().held(), 0) << "stage " << stage << " chunk " << c;
     EXPECT_EQ(chunk.sets().held(), 0) << "stage " << stage << " chunk " << c;
-    // Allocated (the fake's size) = the most held at once.
-    EXPECT_EQ(chunk.slots().peak(), chunk.num_caches()) << "stage " << stage << " chunk " << c;
-    EXPECT_EQ(chunk.sets().peak(), chunk.num_grad_sets()) << "stage " << stage << " chunk " << c;
+    // The most held at once = stated = allocated (the fake's size).
+    EXPECT_EQ(chunk.slots().peak(), s.cache_slots(stage, c)) << "stage " << stage << " chunk " << c;
+    EXPECT_EQ(chunk.sets().peak(), s.grad_sets(stage, c)) << "stage " << stage << " chunk " << c;
   }
-  if (!forward_only) {
-    EXPECT_EQ(stats.peak_caches, s.stated_caches[static_cast<size_t>(stage)]) << "stage " << stage;
-  }
-}
-
-// What evaluation runs: forwards only, microbatch by microbatch through every chunk.
-Schedule forward_only_schedule(int pp, int m, int v) {
-  Schedule s;
-  s.name = "forward-only";
-  s.pp = pp;
-  s.microbatches = m;
-  s.virtual_stages = v;
-  s.stages.assign(static_cast<size_t>(pp), {});
-  for (auto& list : s.stages)
-    for (int mb = 0; mb < m; ++mb)
-      for (int c = 0; c < v; ++c) list.push_back({ActionKind::kForward, mb, c});
-  return s;
+  EXPECT_EQ(stats.peak_caches, s.stated_caches[static_cast<size_t>(stage)]) << "stage " << stage;
 }
 
 int world_size() {
@@ -261,9 +219,9 @@ int world_size() {
 constexpr int kMaxMicrobatches = 9;
 
 TEST(PipelineExecutor, GpipeAnd1f1b) {
-  for (const char* name : {"gpipe", "1f1b"})
+  for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::k1f1b})
     for (int m = 1; m <= kMaxMicrobatches; ++m)
-      run_on_fake_chunks(make_schedule(name, world_size(), m, 1), false);
+      run_on_fake_chunks(make_schedule(kind, world_size(), m, 1));
 }
 
 TEST(PipelineExecutor, Interleaved) {
@@ -271,32 +229,32 @@ TEST(PipelineExecutor, Interleaved) {
   if (pp < 2) GTEST_SKIP() << "interleaved needs 2 stages";
   for (int v : {2, 3})
     for (int m = pp; m <= 2 * pp + 4; m += pp)
-      run_on_fake_chunks(make_schedule("interleaved", pp, m, v), false);
+      run_on_fake_chunks(make_schedule(ScheduleKind::kInterleaved, pp, m, v));
 }
 
 TEST(PipelineExecutor, ZbH1) {
   const int pp = world_size();
   for (int m = pp; m <= kMaxMicrobatches; ++m)
-    run_on_fake_chunks(make_schedule("zb-h1", pp, m, 1), false);
+    run_on_fake_chunks(make_schedule(ScheduleKind::kZbH1, pp, m, 1));
 }
 
 // Odd stages take their forwards in reverse order, so they receive activations in another order
 // than their senders post them: only the tags can match each message to its microbatch.
 TEST(PipelineExecutor, TagsMatchReceivesPostedOutOfOrder) {
   for (int m = 2; m <= 4; ++m) {
-    Schedule s = make_schedule("gpipe", world_size(), m, 1);
+    Schedule s = make_schedule(ScheduleKind::kGpipe, world_size(), m, 1);
     for (size_t stage = 1; stage < s.stages.size(); stage += 2) {
       auto& list = s.stages[stage];
       std::reverse(list.begin(), list.begin() + m);  // gpipe: the m forwards come first
     }
-    run_on_fake_chunks(s, false);
+    check_schedule(s);  // still valid, with the same counts
+    run_on_fake_chunks(s);
   }
 }
 
 TEST(PipelineExecutor, ForwardOnly) {
   for (int v : {1, 2, 3})
-    for (int m = 1; m <= 5; ++m)
-      run_on_fake_chunks(forward_only_schedule(world_size(), m, v), true);
+    for (int m = 1; m <= 5; ++m) run_on_fake_chunks(make_forward_only_schedule(world_size(), m, v));
 }
 
 }  // namespace
