@@ -36,12 +36,11 @@ EvalResult evaluate(Runtime& rt, const TokenDataset& data, int64_t max_windows) 
     batch.valid_sequences.push_back(valid);
   }
   const Schedule forwards = make_forward_only_schedule(pp, microbatches, chunks);
-  std::deque<GptChunk> adapters;
+  std::deque<GptChunk> adapters = rt.pipeline_chunks();
   std::vector<PipelineChunk*> pointers;
-  for (auto& stage : rt.chunks()) {
-    adapters.emplace_back(*stage, 1, 1);
-    adapters.back().begin(&batch, nullptr);
-    pointers.push_back(&adapters.back());
+  for (GptChunk& adapter : adapters) {
+    adapter.begin(&batch, nullptr);
+    pointers.push_back(&adapter);
   }
   PipelineExecutor(grid.pp(), chunks).run(forwards, pointers);
   double loss_sum = 0.0;

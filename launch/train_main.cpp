@@ -100,12 +100,9 @@ int train_main(int argc, char** argv) {
         static_cast<int>(options.global_batch_size / (dp * options.micro_batch_size));
     schedule = make_schedule(schedule_kind(options.schedule), options.pp, microbatches,
                              options.virtual_stages);
-    const int stage = rank / (options.tp * dp);
     ro.virtual_stages = options.virtual_stages;
     ro.layers_per_stage = parse_layers_per_stage(options);
-    ro.num_caches = schedule.stated_caches[static_cast<size_t>(stage)];
-    const bool split_backward = options.schedule == "zb-h1";
-    ro.num_grad_sets = split_backward ? ro.num_caches : 1;
+    ro.schedule = schedule;
     rt = std::make_unique<Runtime>(world, options.model, ro);
     OptimizerOptions oo{options.beta1, options.beta2, options.eps, options.weight_decay,
                         options.momentum};

@@ -42,9 +42,8 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
       dp_buckets_(rt.store(), rt.grid().dp(), options.dp_bucket_elements),
       schedule_(std::move(schedule)),
       theoretical_bubble_(simulate(schedule_, ActionCosts{}).bubble_fraction),
-      executor_(rt.grid().pp(), options.virtual_stages) {
-  const RuntimeOptions& ro = rt.options();
-  for (auto& stage : rt.chunks()) chunks_.emplace_back(*stage, ro.num_caches, ro.num_grad_sets);
+      executor_(rt.grid().pp(), options.virtual_stages),
+      chunks_(rt.pipeline_chunks()) {
   for (GptChunk& chunk : chunks_) chunk_pointers_.push_back(&chunk);
 }
 
