@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "framework/check.h"
-#include "launch/pipeline_chunk.h"
+#include "layers/gpt_chunk.h"
 #include "parallel/pipeline_executor.h"
 
 namespace gpt {
@@ -35,24 +35,14 @@ EvalResult evaluate(Runtime& rt, const TokenDataset& data, int64_t max_windows) 
     }
     batch.valid_sequences.push_back(valid);
   }
-  // Forwards only, microbatch by microbatch through every chunk: one cache per chunk suffices.
-  Schedule forwards;
-  forwards.name = "forward-only";
-  forwards.pp = pp;
-  forwards.microbatches = microbatches;
-  forwards.virtual_stages = chunks;
-  forwards.stages.assign(static_cast<size_t>(pp), {});
-  for (auto& list : forwards.stages)
-    for (int m = 0; m < microbatches; ++m)
-      for (int c = 0; c < chunks; ++c) list.push_back({ActionKind::kForward, m, c});
-  std::deque<GptChunk> adapters;
+  const Schedule forwards = make_forward_only_schedule(pp, microbatches, chunks);
+  std::deque<GptChunk> adapters = rt.pipeline_chunks();
   std::vector<PipelineChunk*> pointers;
-  for (auto& stage : rt.chunks()) {
-    adapters.emplace_back(*stage, 1, 1);
-    adapters.back().begin(&batch, nullptr);
-    pointers.push_back(&adapters.back());
+  for (GptChunk& adapter : adapters) {
+    adapter.begin(&batch, nullptr);
+    pointers.push_back(&adapter);
   }
-  PipelineExecutor(grid.pp(), chunks).run(forwards, pointers, true);
+  PipelineExecutor(grid.pp(), chunks).run(forwards, pointers);
   double loss_sum = 0.0;
   for (const GptChunk& chunk : adapters)
     if (chunk.has_head()) loss_sum += chunk.loss_sum();

@@ -10,9 +10,9 @@
 #include "framework/rng.h"
 #include "launch/checkpoint_model.h"
 #include "launch/options.h"
-#include "launch/pipeline_chunk.h"
 #include "launch/program.h"
 #include "launch/sampling.h"
+#include "layers/gpt_chunk.h"
 #include "parallel/pipeline_executor.h"
 
 namespace po = boost::program_options;
@@ -78,10 +78,7 @@ int generate_main(int argc, char** argv) {
   GptStage& head_stage = *rt.chunks().back();
   std::vector<int32_t> window(static_cast<size_t>(T)), targets(static_cast<size_t>(T), 0);
   // One forward through every stage per token; the last stage samples and tells everyone.
-  Schedule forward;
-  forward.name = "forward-only";
-  forward.pp = pp;
-  forward.stages.assign(static_cast<size_t>(pp), std::vector<Action>{{ActionKind::kForward, 0, 0}});
+  const Schedule forward = make_forward_only_schedule(pp, 1, 1);
   MicrobatchData batch{window.data(), targets.data(), 1, 1.0f, {}};
   GptChunk chunk(rt.stage(), 1, 1);
   chunk.begin(&batch, nullptr);
@@ -95,7 +92,7 @@ int generate_main(int argc, char** argv) {
     const int64_t n = static_cast<int64_t>(sequence.size()), used = std::min(n, T);
     std::fill(window.begin(), window.end(), 0);
     std::copy(sequence.end() - used, sequence.end(), window.begin());
-    executor.run(forward, chunks, true);
+    executor.run(forward, chunks);
     int32_t next = 0;
     if (grid.is_last_stage()) {
       const std::vector<float> logits = head_stage.gather_last_logits(0, used - 1);

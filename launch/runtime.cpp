@@ -35,13 +35,26 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
   if (transport_) grid_->use_device_communicators(*backend_, *transport_);
   tp_ = std::make_unique<TensorParallel>(grid_->tp(), *backend_, options.sequence_parallel);
   store_ = std::make_unique<ParameterStore>(*backend_);
+  const std::optional<Schedule>& schedule = options.schedule;
+  GPT_CHECK(!schedule || (schedule->pp == grid_->shape().pp &&
+                          schedule->virtual_stages == options.virtual_stages),
+            "the schedule's pp and virtual stages differ from the runtime's");
   for (int chunk = 0; chunk < options.virtual_stages; ++chunk) {
     const StageSpec spec = virtual_stage_spec(cfg, grid_->shape().pp, options.virtual_stages,
                                               grid_->stage(), chunk, options.layers_per_stage);
+    num_caches_.push_back(schedule ? schedule->cache_slots(grid_->stage(), chunk) : 1);
+    num_grad_sets_.push_back(schedule ? schedule->grad_sets(grid_->stage(), chunk) : 1);
     chunks_.push_back(std::make_unique<GptStage>(*store_, *tp_, cfg, spec, options.micro_batch,
-                                                 options.num_caches, options.num_grad_sets));
+                                                 num_caches_.back(), num_grad_sets_.back()));
   }
   store_->allocate();
+}
+
+std::deque<GptChunk> Runtime::pipeline_chunks() {
+  std::deque<GptChunk> adapters;
+  for (size_t c = 0; c < chunks_.size(); ++c)
+    adapters.emplace_back(*chunks_[c], num_caches_[c], num_grad_sets_[c]);
+  return adapters;
 }
 
 std::string Runtime::layout() const {

@@ -4,6 +4,7 @@
 // model shape and the layout. Shared by train, eval and generate.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,7 +14,9 @@
 #include "framework/config.h"
 #include "framework/parameter.h"
 #include "launch/device_setup.h"
+#include "layers/gpt_chunk.h"
 #include "layers/gpt_stage.h"
+#include "parallel/pipeline_schedule.h"
 #include "parallel/process_grid.h"
 #include "parallel/tensor_parallel.h"
 
@@ -26,8 +29,9 @@ struct RuntimeOptions {
   bool sequence_parallel = false;
   int virtual_stages = 1;                 // model chunks per stage (interleaved schedules)
   std::vector<int64_t> layers_per_stage;  // empty: an even split
-  int num_caches = 1;                     // per chunk: forward caches the schedule holds at once
-  int num_grad_sets = 1;  // per chunk: gradient sets (backward halves run apart need more)
+  // The step's schedule: each chunk gets the caches and gradient sets it states for that chunk
+  // of this rank's stage. None: one of each, what the forward-only runs of eval and generate use.
+  std::optional<Schedule> schedule;
 };
 
 // Balanced split of the layers over the pp * v virtual stages: virtual stage vs = chunk * pp +
@@ -46,6 +50,8 @@ class Runtime {
   ParameterStore& store() { return *store_; }
   GptStage& stage() { return *chunks_.front(); }  // chunk 0: the stage itself when v = 1
   std::vector<std::unique_ptr<GptStage>>& chunks() { return chunks_; }
+  // The chunks as the pipeline executor drives them, each with the buffer counts it was built with.
+  std::deque<GptChunk> pipeline_chunks();
   const ModelConfig& model() const { return cfg_; }
   const RuntimeOptions& options() const { return options_; }
   int threads() const { return threads_; }
@@ -65,6 +71,7 @@ class Runtime {
   std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<ParameterStore> store_;
   std::vector<std::unique_ptr<GptStage>> chunks_;
+  std::vector<int> num_caches_, num_grad_sets_;  // per chunk
 };
 
 }  // namespace gpt

@@ -17,6 +17,15 @@
 namespace gpt {
 namespace {
 
+// --schedule's value (options.cpp has checked it) as the schedule it names.
+ScheduleKind schedule_kind(const std::string& name) {
+  for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::k1f1b, ScheduleKind::kInterleaved,
+                            ScheduleKind::kZbH1}) {
+    if (name == schedule_name(kind)) return kind;
+  }
+  fail_input("--schedule " + name + " is not one of gpipe, 1f1b, interleaved, zb-h1");
+}
+
 int train_main(int argc, char** argv) {
   MPI_Comm world = MPI_COMM_WORLD;
   int world_size = 1, rank = 0;
@@ -81,13 +90,11 @@ int train_main(int argc, char** argv) {
     const int dp = world_size / (options.tp * options.pp);
     const int microbatches =
         static_cast<int>(options.global_batch_size / (dp * options.micro_batch_size));
-    schedule = make_schedule(options.schedule, options.pp, microbatches, options.virtual_stages);
-    const int stage = rank / (options.tp * dp);
+    schedule = make_schedule(schedule_kind(options.schedule), options.pp, microbatches,
+                             options.virtual_stages);
     ro.virtual_stages = options.virtual_stages;
     ro.layers_per_stage = parse_layers_per_stage(options);
-    ro.num_caches = schedule.stated_caches[static_cast<size_t>(stage)];
-    const bool split_backward = options.schedule == "zb-h1";
-    ro.num_grad_sets = split_backward ? ro.num_caches : 1;
+    ro.schedule = schedule;
     rt = std::make_unique<Runtime>(world, options.model, ro);
     OptimizerOptions oo{options.beta1, options.beta2, options.eps, options.weight_decay,
                         options.momentum};

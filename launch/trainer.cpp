@@ -38,9 +38,8 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
       dp_buckets_(rt.store(), rt.grid().dp(), options.dp_bucket_elements),
       schedule_(std::move(schedule)),
       theoretical_bubble_(simulate(schedule_, ActionCosts{}).bubble_fraction),
-      executor_(rt.grid().pp(), options.virtual_stages) {
-  const RuntimeOptions& ro = rt.options();
-  for (auto& stage : rt.chunks()) chunks_.emplace_back(*stage, ro.num_caches, ro.num_grad_sets);
+      executor_(rt.grid().pp(), options.virtual_stages),
+      chunks_(rt.pipeline_chunks()) {
   for (GptChunk& chunk : chunks_) chunk_pointers_.push_back(&chunk);
 }
 
@@ -76,7 +75,7 @@ StepStats Trainer::train_step() {
   // Each chunk's final weight passes hand its finished parameters to the dp buckets.
   auto ready = [this](size_t first, size_t end) { dp_buckets_.mark_ready(first, end); };
   for (GptChunk& chunk : chunks_) chunk.begin(&data, ready);
-  const PipelineStats pipeline = executor_.run(schedule_, chunk_pointers_, false);
+  const PipelineStats pipeline = executor_.run(schedule_, chunk_pointers_);
   stats.pp_wait_s = pipeline.wait_s;
   stats.peak_caches = pipeline.peak_caches;
   double loss_sum = 0.0;
@@ -200,7 +199,7 @@ void Trainer::write_trace_if_asked() {
   if (options_.trace.empty()) return;
   executor_.set_recording(false);
   const int64_t n = write_trace(options_.trace, rt_.grid(), executor_.events(),
-                                options_.virtual_stages, schedule_.name);
+                                options_.virtual_stages, schedule_name(schedule_.kind));
   executor_.clear_events();
   log::info0("wrote trace " + options_.trace + " (" + std::to_string(n) + " events)");
 }

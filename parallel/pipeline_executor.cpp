@@ -2,6 +2,10 @@
 #include "parallel/pipeline_executor.h"
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "framework/check.h"
 #include "framework/timer.h"
@@ -16,8 +20,8 @@ class Pool {
     for (int i = size - 1; i >= 0; --i) free_.push_back(i);
   }
   int take(const char* what) {
-    GPT_CHECK(!free_.empty(), "the schedule holds more " << what << " than were allocated ("
-                                                         << sends_.size() << ")");
+    GPT_CHECK(!free_.empty(),
+              "the schedule holds more " << what << " than it states (" << sends_.size() << ")");
     const int i = free_.back();
     free_.pop_back();
     if (sends_[i]) sends_[i]->wait();  // the buffer is about to be overwritten
@@ -57,104 +61,152 @@ int PipelineExecutor::tag(int microbatch, int receiving_virtual_stage, bool grad
   return static_cast<int>(t);
 }
 
-PipelineStats PipelineExecutor::run(const Schedule& schedule,
-                                    const std::vector<PipelineChunk*>& chunks, bool forward_only) {
-  GPT_CHECK(schedule.pp == pp_size_ && static_cast<int>(chunks.size()) == virtual_stages_,
-            "schedule for pp " << schedule.pp << " run on a pipeline of " << pp_size_);
-  GPT_CHECK(pp_.matches_by_tag() || transfers_match_in_order(schedule),
-            "the " << schedule.name << " schedule posts transfers between some pair of stages in "
-                   << "different orders on the two sides, which a transport without tags (NCCL) "
-                   << "would mismatch");
-  const int last_vs = pp_size_ * virtual_stages_ - 1;
+// One run() on this stage: per chunk, its pools (sized as the schedule states for it), which
+// slot and set each (microbatch, chunk) holds, and the statistics.
+struct PipelineExecutor::RunState {
+  std::vector<PipelineChunk*> chunks;
   std::vector<Pool> slots, grad_sets;
-  for (PipelineChunk* c : chunks) {
-    slots.emplace_back(c->num_caches());
-    grad_sets.emplace_back(c->num_grad_sets());
-  }
   std::map<std::pair<int, int>, int> slot_of, grad_set_of;  // (microbatch, chunk) -> index
+  bool forward_only = false;                                // release each slot after its F
   PipelineStats stats;
-  const Action* current = nullptr;  // the action being run (recording only)
-  auto record = [&](int kind, const Action& a, double start, double end) {
-    events_.push_back(TraceEvent{kind, a.microbatch, a.chunk, step_, start, end});
-  };
-  auto receive = [&](float* buf, int64_t count, int peer_vs, int t) {
-    const double start = now_seconds();
-    pp_.recv(buf, count, stage_of(peer_vs), t);
-    const double end = now_seconds();
-    stats.wait_s += end - start;
-    if (recording_) record(TraceEvent::kWait, *current, start, end);
-  };
-  // Records the action from after its receive (if any) to its end: the wait is its own event.
-  struct ActionScope {
-    PipelineExecutor* self;
-    const Action* action;
-    double start;
-    size_t wait_index;
-    decltype(record)* rec;
-    ~ActionScope() {
-      if (!self || !self->recording_) return;
-      // The action's compute starts where its receive wait ended.
-      double s = start;
-      if (self->events_.size() > wait_index) s = self->events_.back().end;
-      (*rec)(static_cast<int>(action->kind), *action, s, now_seconds());
-    }
-  };
+  const Action* current = nullptr;  // the action being run, for the wait events
+};
+
+void PipelineExecutor::check_chunks(const Schedule& schedule,
+                                    const std::vector<PipelineChunk*>& chunks) const {
+  GPT_CHECK(schedule.pp == pp_size_ && schedule.virtual_stages == virtual_stages_ &&
+                static_cast<int>(chunks.size()) == virtual_stages_,
+            "schedule for pp " << schedule.pp << " and " << schedule.virtual_stages
+                               << " virtual stages run on a pipeline of " << pp_size_ << " with "
+                               << chunks.size() << " chunks per stage");
+  GPT_CHECK(pp_.matches_by_tag() || transfers_match_in_order(schedule),
+            "the " << schedule_name(schedule.kind)
+                   << " schedule posts transfers between some pair of stages in different orders "
+                   << "on the two sides, which a transport without tags (NCCL) would mismatch");
+  for (int c = 0; c < virtual_stages_; ++c) {
+    const PipelineChunk& chunk = *chunks[static_cast<size_t>(c)];
+    GPT_CHECK(chunk.num_caches() >= schedule.cache_slots(stage_, c) &&
+                  chunk.num_grad_sets() >= schedule.grad_sets(stage_, c),
+              "chunk " << c << " of stage " << stage_ << " has " << chunk.num_caches()
+                       << " caches and " << chunk.num_grad_sets() << " gradient sets; the "
+                       << schedule_name(schedule.kind) << " schedule holds "
+                       << schedule.cache_slots(stage_, c) << " and "
+                       << schedule.grad_sets(stage_, c));
+  }
+}
+
+PipelineStats PipelineExecutor::run(const Schedule& schedule,
+                                    const std::vector<PipelineChunk*>& chunks) {
+  check_chunks(schedule, chunks);
+  // The pools take the schedule's counts, not the chunks' (which may hold more, as a training
+  // stage does when it also evaluates): a run then never uses more than the schedule states,
+  // and check_schedule proved the statement enough.
+  RunState run;
+  run.chunks = chunks;
+  run.forward_only = schedule.kind == ScheduleKind::kForwardOnly;
+  for (int c = 0; c < virtual_stages_; ++c) {
+    run.slots.emplace_back(schedule.cache_slots(stage_, c));
+    run.grad_sets.emplace_back(schedule.grad_sets(stage_, c));
+  }
   for (const Action& a : schedule.stages[static_cast<size_t>(stage_)]) {
-    if (forward_only && a.kind != ActionKind::kForward) continue;
-    current = &a;
-    ActionScope scope{recording_ ? this : nullptr, &a, recording_ ? now_seconds() : 0.0,
-                      events_.size(), &record};
-    PipelineChunk& chunk = *chunks[static_cast<size_t>(a.chunk)];
-    const int vs = virtual_stage(pp_size_, stage_, a.chunk);
-    const int64_t n = chunk.boundary_elements();
-    const auto key = std::make_pair(a.microbatch, a.chunk);
-    if (a.kind == ActionKind::kForward) {
-      const int slot = slots[a.chunk].take("forward caches");
-      slot_of[key] = slot;
-      if (vs > 0) receive(chunk.input_activation(slot), n, vs - 1, tag(a.microbatch, vs, false));
-      chunk.forward(slot, a.microbatch);
-      if (vs < last_vs) {
-        slots[a.chunk].attach_send(slot,
-                                   pp_.isend(chunk.output_activation(slot), n, stage_of(vs + 1),
-                                             tag(a.microbatch, vs + 1, false)));
-      }
-      int in_use = 0;
-      for (const Pool& p : slots) in_use += p.in_use();
-      stats.peak_caches = std::max(stats.peak_caches, in_use);
-      if (forward_only) slots[a.chunk].release(slot_of.at(key)), slot_of.erase(key);
-      continue;
+    run.current = &a;
+    const double start = recording_ ? now_seconds() : 0.0;
+    const size_t events_before = events_.size();
+    switch (a.kind) {
+      case ActionKind::kForward:
+        run_forward(run, a);
+        break;
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+        run_backward_input(run, a);
+        break;
+      case ActionKind::kBackwardWeight:
+        run_weight(run, a);
+        break;
     }
-    const int slot = slot_of.at(key);
-    if (a.kind == ActionKind::kBackwardWeight) {
-      const int gs = grad_set_of.at(key);
-      chunk.backward_weight(slot, gs, a.microbatch);
-      grad_sets[a.chunk].release(gs);
-      slots[a.chunk].release(slot);
-      grad_set_of.erase(key);
-      slot_of.erase(key);
-      continue;
-    }
-    const int gs = grad_sets[a.chunk].take("gradient sets");
-    if (vs < last_vs) receive(chunk.output_grad(gs), n, vs + 1, tag(a.microbatch, vs, true));
-    chunk.backward_input(slot, gs, a.microbatch);
-    if (vs > 0) {
-      grad_sets[a.chunk].attach_send(gs, pp_.isend(chunk.input_grad(gs), n, stage_of(vs - 1),
-                                                   tag(a.microbatch, vs - 1, true)));
-    }
-    if (a.kind == ActionKind::kBackward) {
-      chunk.backward_weight(slot, gs, a.microbatch);
-      grad_sets[a.chunk].release(gs);
-      slots[a.chunk].release(slot);
-      slot_of.erase(key);
-    } else {
-      grad_set_of[key] = gs;
+    if (recording_) {
+      // The action's compute starts where its receive wait (its own event) ended.
+      const double compute_start = events_.size() > events_before ? events_.back().end : start;
+      record(static_cast<int>(a.kind), a, compute_start, now_seconds());
     }
   }
-  for (Pool& p : slots) p.wait_all();
-  for (Pool& p : grad_sets) p.wait_all();
-  GPT_CHECK(grad_set_of.empty() && (forward_only || slot_of.empty()),
+  for (Pool& p : run.slots) p.wait_all();
+  for (Pool& p : run.grad_sets) p.wait_all();
+  GPT_CHECK(run.grad_set_of.empty() && run.slot_of.empty(),
             "the schedule left weight passes or caches pending at its end");
-  return stats;
+  return run.stats;
+}
+
+void PipelineExecutor::run_forward(RunState& run, const Action& a) {
+  PipelineChunk& chunk = *run.chunks[static_cast<size_t>(a.chunk)];
+  Pool& slots = run.slots[static_cast<size_t>(a.chunk)];
+  const int vs = virtual_stage(pp_size_, stage_, a.chunk);
+  const int64_t n = chunk.boundary_elements();
+  const int slot = slots.take("forward caches");
+  if (vs > 0) receive(run, chunk.input_activation(slot), n, vs - 1, tag(a.microbatch, vs, false));
+  chunk.forward(slot, a.microbatch);
+  if (vs < pp_size_ * virtual_stages_ - 1) {
+    slots.attach_send(slot, pp_.isend(chunk.output_activation(slot), n, stage_of(vs + 1),
+                                      tag(a.microbatch, vs + 1, false)));
+  }
+  int in_use = 0;
+  for (const Pool& p : run.slots) in_use += p.in_use();
+  run.stats.peak_caches = std::max(run.stats.peak_caches, in_use);
+  if (run.forward_only) {
+    slots.release(slot);
+  } else {
+    run.slot_of[{a.microbatch, a.chunk}] = slot;
+  }
+}
+
+void PipelineExecutor::run_backward_input(RunState& run, const Action& a) {
+  PipelineChunk& chunk = *run.chunks[static_cast<size_t>(a.chunk)];
+  Pool& grad_sets = run.grad_sets[static_cast<size_t>(a.chunk)];
+  const int vs = virtual_stage(pp_size_, stage_, a.chunk);
+  const int64_t n = chunk.boundary_elements();
+  const int slot = run.slot_of.at({a.microbatch, a.chunk});
+  const int gs = grad_sets.take("gradient sets");
+  if (vs < pp_size_ * virtual_stages_ - 1) {
+    receive(run, chunk.output_grad(gs), n, vs + 1, tag(a.microbatch, vs, true));
+  }
+  chunk.backward_input(slot, gs, a.microbatch);
+  if (vs > 0) {
+    grad_sets.attach_send(
+        gs, pp_.isend(chunk.input_grad(gs), n, stage_of(vs - 1), tag(a.microbatch, vs - 1, true)));
+  }
+  if (a.kind == ActionKind::kBackward) {
+    finish_backward(run, a, slot, gs);
+  } else {
+    run.grad_set_of[{a.microbatch, a.chunk}] = gs;
+  }
+}
+
+void PipelineExecutor::run_weight(RunState& run, const Action& a) {
+  const std::pair<int, int> key{a.microbatch, a.chunk};
+  const int gs = run.grad_set_of.at(key);
+  run.grad_set_of.erase(key);
+  finish_backward(run, a, run.slot_of.at(key), gs);
+}
+
+// The weight half, after which the microbatch's cache and gradient set are free.
+void PipelineExecutor::finish_backward(RunState& run, const Action& a, int slot, int grad_set) {
+  const size_t c = static_cast<size_t>(a.chunk);
+  run.chunks[c]->backward_weight(slot, grad_set, a.microbatch);
+  run.grad_sets[c].release(grad_set);
+  run.slots[c].release(slot);
+  run.slot_of.erase({a.microbatch, a.chunk});
+}
+
+void PipelineExecutor::receive(RunState& run, float* buf, int64_t count, int peer_vs, int tag) {
+  const double start = now_seconds();
+  pp_.recv(buf, count, stage_of(peer_vs), tag);
+  const double end = now_seconds();
+  run.stats.wait_s += end - start;
+  if (recording_) record(TraceEvent::kWait, *run.current, start, end);
+}
+
+void PipelineExecutor::record(int kind, const Action& a, double start, double end) {
+  events_.push_back(TraceEvent{kind, a.microbatch, a.chunk, step_, start, end});
 }
 
 }  // namespace gpt

@@ -5,13 +5,12 @@
 // Sends are non-blocking and completed before their buffer is reused, so a rank only ever waits
 // for inputs (the schedule checker proves the lists never stall that way). Each message's tag
 // names (microbatch, receiving virtual stage, activation or gradient), so nothing can match the
-// wrong buffer. Cache slots and gradient sets are taken at F / B and released after W.
+// wrong buffer. Cache slots are taken at F and gradient sets at B (or B-input), both released at
+// the end of B (or at W), and a forward-only schedule's slot right after its F; each chunk's pools
+// are as large as the schedule states for it.
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <memory>
-#include <utility>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -24,8 +23,8 @@ class PipelineChunk {
  public:
   virtual ~PipelineChunk() = default;
   virtual int64_t boundary_elements() const = 0;  // floats of one activation or its gradient
-  virtual int num_caches() const = 0;
-  virtual int num_grad_sets() const = 0;
+  virtual int num_caches() const = 0;             // cache slots allocated: 0..num_caches()-1
+  virtual int num_grad_sets() const = 0;          // gradient sets allocated
   virtual float* input_activation(int slot) = 0;
   virtual float* output_activation(int slot) = 0;
   virtual float* output_grad(int grad_set) = 0;
@@ -63,10 +62,9 @@ class PipelineExecutor {
   // communicator orders its transfers after the work already issued (communicator.h).
   PipelineExecutor(Communicator& pp, int virtual_stages);
 
-  // Runs this stage's list. chunks[c] is model chunk c (virtual stage c * pp + stage).
-  // forward_only skips every backward action (evaluation).
-  PipelineStats run(const Schedule& schedule, const std::vector<PipelineChunk*>& chunks,
-                    bool forward_only);
+  // Runs this stage's list. chunks[c] is model chunk c (virtual stage c * pp + stage) and holds
+  // at least the schedule's cache_slots and grad_sets for it.
+  PipelineStats run(const Schedule& schedule, const std::vector<PipelineChunk*>& chunks);
 
   // Recording of actions and receive waits (off by default; when off, nothing is timed or
   // stored beyond what run() already does). Events accumulate over runs until clear_events().
@@ -77,9 +75,15 @@ class PipelineExecutor {
   void clear_events() { events_.clear(); }
 
  private:
-  struct Pending {
-    std::unique_ptr<Request> request;
-  };
+  struct RunState;  // one run's pools, holdings and statistics (pipeline_executor.cpp)
+  void check_chunks(const Schedule& schedule, const std::vector<PipelineChunk*>& chunks) const;
+  void run_forward(RunState& run, const Action& a);
+  void run_backward_input(RunState& run, const Action& a);  // and the weight half for a whole B
+  void run_weight(RunState& run, const Action& a);
+  void finish_backward(RunState& run, const Action& a, int slot, int grad_set);
+  // Blocking receive from the stage of peer_vs, timed as pipeline wait.
+  void receive(RunState& run, float* buf, int64_t count, int peer_vs, int tag);
+  void record(int kind, const Action& a, double start, double end);
   int tag(int microbatch, int receiving_virtual_stage, bool gradient) const;
   int stage_of(int virtual_stage) const { return virtual_stage % pp_size_; }
 

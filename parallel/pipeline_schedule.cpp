@@ -1,6 +1,7 @@
-// The pipeline schedules (GPipe, 1F1B, interleaved 1F1B, ZB-H1) built as per-stage action lists,
-// the checker that proves them, and the cost replay. The replay is the one engine behind both the
-// deadlock proof and the timeline, so what the checker accepts is exactly what simulate() can run.
+// The pipeline schedules (GPipe, 1F1B, interleaved 1F1B, ZB-H1, forward-only) built as per-stage
+// action lists with their stated counts, the checker that proves them, and the cost replay. The
+// replay is the one engine behind both the deadlock proof and the timeline, so what the checker
+// accepts is exactly what simulate() can run.
 #include "parallel/pipeline_schedule.h"
 
 #include <algorithm>
@@ -17,23 +18,21 @@ namespace gpt {
 namespace {
 
 std::string settings_text(const Schedule& s) {
-  return GPT_MSG("schedule " << s.name << " (pp " << s.pp << ", " << s.microbatches
+  return GPT_MSG("schedule " << schedule_name(s.kind) << " (pp " << s.pp << ", " << s.microbatches
                              << " microbatches, " << s.virtual_stages << " virtual stages)");
 }
 
-void check_settings(const std::string& name, int pp, int m, int v) {
-  GPT_INPUT_CHECK(name == "gpipe" || name == "1f1b" || name == "interleaved" || name == "zb-h1",
-                  "--schedule " << name << " is not one of gpipe, 1f1b, interleaved, zb-h1");
+void check_settings(ScheduleKind kind, int pp, int m, int v) {
   GPT_INPUT_CHECK(pp >= 1, "--pp must be at least 1 (got " << pp << ")");
   GPT_INPUT_CHECK(m >= 1,
                   "the microbatches (global batch / (dp x micro batch)) must be at least 1"
                   " (got "
                       << m << ")");
   GPT_INPUT_CHECK(v >= 1, "--virtual-stages must be at least 1 (got " << v << ")");
-  if (name != "interleaved") {
+  if (kind != ScheduleKind::kInterleaved && kind != ScheduleKind::kForwardOnly) {
     GPT_INPUT_CHECK(v == 1, "--virtual-stages " << v << " needs --schedule interleaved");
   }
-  if (name == "interleaved") {
+  if (kind == ScheduleKind::kInterleaved) {
     GPT_INPUT_CHECK(pp >= 2, "--schedule interleaved needs --pp of at least 2 (got " << pp << ")");
     GPT_INPUT_CHECK(
         v >= 2, "--schedule interleaved needs --virtual-stages of at least 2 (got " << v << ")");
@@ -44,7 +43,7 @@ void check_settings(const std::string& name, int pp, int m, int v) {
                     "(dp x micro batch)) "
                         << m << " to be a multiple of --pp " << pp);
   }
-  if (name == "zb-h1") {
+  if (kind == ScheduleKind::kZbH1) {
     GPT_INPUT_CHECK(m >= pp, "--schedule zb-h1 needs at least --pp microbatches (got "
                                  << m << " for --pp " << pp << ")");
   }
@@ -71,7 +70,7 @@ void build_gpipe(Schedule& s) {
     for (int mb = 0; mb < m; ++mb) list.push_back(forward(mb));
     // Newest first: the last stage can start on the microbatch it just finished.
     for (int mb = m - 1; mb >= 0; --mb) list.push_back(backward(mb));
-    s.stated_caches[stage] = m;
+    s.stated_caches[stage] = s.stated_chunk_caches[stage][0] = m;
   }
 }
 
@@ -88,8 +87,20 @@ void build_1f1b(Schedule& s) {
       list.push_back(backward(i));
     }
     for (int mb = m - warmup; mb < m; ++mb) list.push_back(backward(mb));
-    s.stated_caches[stage] = std::min(s.pp - stage, m);
+    s.stated_caches[stage] = s.stated_chunk_caches[stage][0] = std::min(s.pp - stage, m);
   }
+}
+
+// Chunk c's caches on stage s of interleaved 1F1B. The k-th forward of a stage is (mb, c) with
+// k = group * v*pp + c*pp + mb % pp, and the backward of (mb, c) is its (k + (v-1-2c)*pp)-th; at
+// steady step i the stage has run the forwards up to warmup + i and the backwards before i, so the
+// chunk-c caches held are chunk c's forwards among L = warmup + 1 + (v-1-2c)*pp consecutive
+// forward indices, L = 2(pp-s-1) + 1 + 2(v-1-c)*pp. Chunk c has a run of pp forwards every v*pp
+// indices: at most floor(L / (v pp)) * pp + min(pp, L mod v pp) of them in such a window, and
+// never more than its m (all of them when the warmup takes every forward).
+int interleaved_chunk_caches(int pp, int v, int m, int stage, int chunk) {
+  const int window = 2 * (pp - stage - 1) + 1 + 2 * (v - 1 - chunk) * pp, period = v * pp;
+  return std::min(m, window / period * pp + std::min(pp, window % period));
 }
 
 // Interleaved 1F1B: each stage holds v chunks, so a microbatch crosses the ring v times and the
@@ -116,6 +127,10 @@ void build_interleaved(Schedule& s) {
     for (int k = total - warmup; k < total; ++k) list.push_back(backward_at(k));
     // The warmup caches plus the steady state's forward taken before its backward frees one.
     s.stated_caches[stage] = std::min(warmup + 1, total);
+    for (int chunk = 0; chunk < v; ++chunk) {
+      s.stated_chunk_caches[stage][chunk] =
+          interleaved_chunk_caches(pp, v, s.microbatches, stage, chunk);
+    }
   }
 }
 
@@ -124,7 +139,8 @@ void build_interleaved(Schedule& s) {
 // up exactly when the drain would leave it idle (s+1 of them after its last B-input, matching the
 // s+1 steps its last gradient needs to reach stage 0 and that stage's final W). Caches held until
 // W: the 1F1B count pp-s plus the s deferred W's, so pp on every stage, the 1F1B peak of stage 0
-// (the paper's equal-memory claim). Held until B-input: pp-s, as 1F1B.
+// (the paper's equal-memory claim). Held until B-input: pp-s, as 1F1B. Gradient sets, held from
+// B-input to W: the s deferred W's and the one whose B-input just ran.
 void build_zb_h1(Schedule& s) {
   const int m = s.microbatches;
   for (int stage = 0; stage < s.pp; ++stage) {
@@ -143,8 +159,20 @@ void build_zb_h1(Schedule& s) {
     }
     for (int mb = m - warmup; mb < m; ++mb) backward_step(mb);
     while (weights_done < m) list.push_back(backward_weight(weights_done++));
-    s.stated_caches[stage] = std::min(s.pp, m);
+    s.stated_caches[stage] = s.stated_chunk_caches[stage][0] = std::min(s.pp, m);
     s.stated_b_caches[stage] = std::min(s.pp - stage, m);
+    s.stated_chunk_grad_sets[stage][0] = stage + 1;
+  }
+}
+
+// Microbatch by microbatch through every chunk; a forward's cache is free again once it ran.
+void build_forward_only(Schedule& s) {
+  for (int stage = 0; stage < s.pp; ++stage) {
+    auto& list = s.stages[stage];
+    for (int mb = 0; mb < s.microbatches; ++mb)
+      for (int chunk = 0; chunk < s.virtual_stages; ++chunk) list.push_back(forward(mb, chunk));
+    s.stated_caches[stage] = 1;
+    s.stated_chunk_caches[stage].assign(s.virtual_stages, 1);
   }
 }
 
@@ -169,30 +197,42 @@ void check_shape(const Schedule& s) {
   }
 }
 
-struct CachePeaks {
+// What the lists hold at most, counted in list order: a stage runs its list in order, so timing
+// cannot change these peaks. Laid out as Schedule's stated counts.
+struct Peaks {
   std::vector<int> caches, b_caches;
+  std::vector<std::vector<int>> chunk_caches, chunk_grad_sets;
 };
 
-// Counted in list order: a stage runs its list in order, so timing cannot change these peaks.
-CachePeaks count_caches(const Schedule& s) {
-  CachePeaks peaks{std::vector<int>(s.pp, 0), std::vector<int>(s.pp, 0)};
+Peaks count_peaks(const Schedule& s) {
+  const auto per_chunk = [&] {
+    return std::vector<std::vector<int>>(s.pp, std::vector<int>(s.virtual_stages, 0));
+  };
+  Peaks peaks{std::vector<int>(s.pp, 0), std::vector<int>(s.pp, 0), per_chunk(), per_chunk()};
+  const auto take = [](int& held, int& peak) { peak = std::max(peak, ++held); };
   for (int stage = 0; stage < s.pp; ++stage) {
     int held = 0, b_held = 0;
+    std::vector<int> chunk_held(s.virtual_stages, 0), sets_held(s.virtual_stages, 0);
     for (const Action& a : s.stages[stage]) {
+      int& chunk = chunk_held[a.chunk];
+      int& sets = sets_held[a.chunk];
       switch (a.kind) {
         case ActionKind::kForward:
-          peaks.caches[stage] = std::max(peaks.caches[stage], ++held);
-          peaks.b_caches[stage] = std::max(peaks.b_caches[stage], ++b_held);
+          take(held, peaks.caches[stage]);
+          take(b_held, peaks.b_caches[stage]);
+          take(chunk, peaks.chunk_caches[stage][a.chunk]);
+          if (s.kind == ScheduleKind::kForwardOnly) --held, --b_held, --chunk;
           break;
         case ActionKind::kBackward:
-          --held;
-          --b_held;
+          take(sets, peaks.chunk_grad_sets[stage][a.chunk]);
+          --sets, --held, --b_held, --chunk;
           break;
         case ActionKind::kBackwardInput:
+          take(sets, peaks.chunk_grad_sets[stage][a.chunk]);
           --b_held;
           break;
         case ActionKind::kBackwardWeight:
-          --held;
+          --sets, --held, --chunk;
           break;
       }
     }
@@ -329,9 +369,9 @@ class Replay {
   std::vector<TimedAction> placed_;
 };
 
-// Each (microbatch, chunk) of a stage: one F, and one B or one B-input plus one W; and the
-// same-stage order (F before its backward, B-input before W), which the replay would only report
-// as a stall.
+// Each (microbatch, chunk) of a stage: one F, and one B, or one B-input plus one W where the
+// schedule splits its backwards, or nothing more in a forward-only schedule; and the same-stage
+// order (F before its backward, B-input before W), which the replay would only report as a stall.
 void check_actions(const Schedule& s) {
   const size_t per_stage = static_cast<size_t>(s.virtual_stages) * s.microbatches;
   for (int stage = 0; stage < s.pp; ++stage) {
@@ -358,9 +398,17 @@ void check_actions(const Schedule& s) {
         GPT_INPUT_CHECK(has(ActionKind::kForward), where << "no F(" << what << ")");
         const bool full = has(ActionKind::kBackward);
         const bool split = has(ActionKind::kBackwardInput) || has(ActionKind::kBackwardWeight);
+        if (s.kind == ScheduleKind::kForwardOnly) {
+          GPT_INPUT_CHECK(!full && !split, where << "a backward for " << what);
+          continue;
+        }
         GPT_INPUT_CHECK(!(full && split),
                         where << "both B and B-input/W for " << what << "; use one or the other");
         GPT_INPUT_CHECK(full || split, where << "no backward for " << what);
+        GPT_INPUT_CHECK(split == s.splits_backward(),
+                        where << (split ? "B-input/W" : "B") << " for " << what << ", but "
+                              << schedule_name(s.kind)
+                              << (split ? " runs whole backwards" : " splits its backwards"));
         if (split) {
           GPT_INPUT_CHECK(has(ActionKind::kBackwardInput),
                           where << "W but no B-input for " << what);
@@ -398,60 +446,119 @@ std::string describe(const Action& action) {
   return GPT_MSG(kind << "(mb " << action.microbatch << ", chunk " << action.chunk << ")");
 }
 
-Schedule make_schedule(const std::string& name, int pp, int microbatches, int virtual_stages) {
-  check_settings(name, pp, microbatches, virtual_stages);
+const char* schedule_name(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kGpipe:
+      return "gpipe";
+    case ScheduleKind::k1f1b:
+      return "1f1b";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
+    case ScheduleKind::kZbH1:
+      return "zb-h1";
+    case ScheduleKind::kForwardOnly:
+      return "forward-only";
+  }
+  return "?";
+}
+
+int Schedule::cache_slots(int stage, int chunk) const {
+  GPT_CHECK(stage >= 0 && stage < pp && chunk >= 0 && chunk < virtual_stages,
+            "no chunk " << chunk << " on stage " << stage << " of " << settings_text(*this));
+  return stated_chunk_caches[stage][chunk];
+}
+
+int Schedule::grad_sets(int stage, int chunk) const {
+  GPT_CHECK(stage >= 0 && stage < pp && chunk >= 0 && chunk < virtual_stages,
+            "no chunk " << chunk << " on stage " << stage << " of " << settings_text(*this));
+  return stated_chunk_grad_sets[stage][chunk];
+}
+
+Schedule make_schedule(ScheduleKind kind, int pp, int microbatches, int virtual_stages) {
+  check_settings(kind, pp, microbatches, virtual_stages);
   Schedule s;
-  s.name = name;
+  s.kind = kind;
   s.pp = pp;
   s.microbatches = microbatches;
   s.virtual_stages = virtual_stages;
   s.stages.resize(pp);
   s.stated_caches.assign(pp, 0);
   s.stated_b_caches.assign(pp, 0);
-  if (name == "gpipe") build_gpipe(s);
-  if (name == "1f1b") build_1f1b(s);
-  if (name == "interleaved") build_interleaved(s);
-  if (name == "zb-h1") {
-    build_zb_h1(s);
-  } else {
-    s.stated_b_caches = s.stated_caches;  // without a split the whole cache goes at B
+  s.stated_chunk_caches.assign(pp, std::vector<int>(virtual_stages, 0));
+  // A whole B takes a gradient set and gives it back at its end: one per chunk. ZB-H1 states
+  // its own; forward-only takes none.
+  const int whole_backward_sets = kind == ScheduleKind::kForwardOnly ? 0 : 1;
+  s.stated_chunk_grad_sets.assign(pp, std::vector<int>(virtual_stages, whole_backward_sets));
+  switch (kind) {
+    case ScheduleKind::kGpipe:
+      build_gpipe(s);
+      break;
+    case ScheduleKind::k1f1b:
+      build_1f1b(s);
+      break;
+    case ScheduleKind::kInterleaved:
+      build_interleaved(s);
+      break;
+    case ScheduleKind::kZbH1:
+      build_zb_h1(s);
+      break;
+    case ScheduleKind::kForwardOnly:
+      build_forward_only(s);
+      break;
   }
+  // Without a split the whole cache goes at B (or, forward-only, right after F).
+  if (!s.splits_backward()) s.stated_b_caches = s.stated_caches;
   check_schedule(s);  // cheap, and turns a construction bug into an error instead of a hang
   return s;
 }
 
+Schedule make_forward_only_schedule(int pp, int microbatches, int virtual_stages) {
+  return make_schedule(ScheduleKind::kForwardOnly, pp, microbatches, virtual_stages);
+}
+
 void check_schedule(const Schedule& s) {
   check_shape(s);
+  const auto per_chunk = [&](const std::vector<std::vector<int>>& counts) {
+    return counts.size() == static_cast<size_t>(s.pp) &&
+           std::all_of(counts.begin(), counts.end(), [&](const std::vector<int>& stage) {
+             return stage.size() == static_cast<size_t>(s.virtual_stages);
+           });
+  };
   GPT_INPUT_CHECK(s.stated_caches.size() == static_cast<size_t>(s.pp) &&
-                      s.stated_b_caches.size() == static_cast<size_t>(s.pp),
-                  settings_text(s) << ": states caches for " << s.stated_caches.size() << " and "
-                                   << s.stated_b_caches.size() << " stages, not " << s.pp);
+                      s.stated_b_caches.size() == static_cast<size_t>(s.pp) &&
+                      per_chunk(s.stated_chunk_caches) && per_chunk(s.stated_chunk_grad_sets),
+                  settings_text(s) << ": states counts for another number of stages or chunks");
   check_actions(s);
   Replay replay(s, ActionCosts{});
   GPT_INPUT_CHECK(replay.run(), replay.stall_report());
-  const CachePeaks peaks = count_caches(s);
+  const Peaks peaks = count_peaks(s);
   for (int stage = 0; stage < s.pp; ++stage) {
+    const std::string where = GPT_MSG(settings_text(s) << ": stage " << stage);
     GPT_INPUT_CHECK(peaks.caches[stage] == s.stated_caches[stage],
-                    settings_text(s)
-                        << ": stage " << stage << " holds up to " << peaks.caches[stage]
-                        << " forward caches, stated " << s.stated_caches[stage]);
+                    where << " holds up to " << peaks.caches[stage] << " forward caches, stated "
+                          << s.stated_caches[stage]);
     GPT_INPUT_CHECK(peaks.b_caches[stage] == s.stated_b_caches[stage],
-                    settings_text(s)
-                        << ": stage " << stage << " holds up to " << peaks.b_caches[stage]
-                        << " forward caches before their B, stated " << s.stated_b_caches[stage]);
+                    where << " holds up to " << peaks.b_caches[stage]
+                          << " forward caches before their B, stated " << s.stated_b_caches[stage]);
+    for (int chunk = 0; chunk < s.virtual_stages; ++chunk) {
+      const int caches = peaks.chunk_caches[stage][chunk];
+      const int sets = peaks.chunk_grad_sets[stage][chunk];
+      GPT_INPUT_CHECK(caches == s.cache_slots(stage, chunk),
+                      where << " chunk " << chunk << " holds up to " << caches
+                            << " forward caches, stated " << s.cache_slots(stage, chunk));
+      GPT_INPUT_CHECK(sets == s.grad_sets(stage, chunk),
+                      where << " chunk " << chunk << " holds up to " << sets
+                            << " gradient sets, stated " << s.grad_sets(stage, chunk));
+    }
   }
 }
-
-namespace {
-
-// One message the executor posts: (microbatch, receiving virtual stage, gradient?).
-using Message = std::tuple<int, int, bool>;
 
 // Per ordered pair (from, to): the messages `from` sends in its list order, and those `to`
 // receives from `from` in its list order. The rules mirror PipelineExecutor::run: F receives
 // its input from vs - 1 and sends its output to vs + 1; B (or B-input) receives its output
 // gradient from vs + 1 and sends its input gradient to vs - 1; W moves nothing.
-bool orders_match(const Schedule& s, bool forward_only) {
+bool transfers_match_in_order(const Schedule& s) {
+  using Message = std::tuple<int, int, bool>;  // (microbatch, receiving virtual stage, gradient?)
   const int last_vs = s.pp * s.virtual_stages - 1;
   std::map<std::pair<int, int>, std::vector<Message>> sent, received;
   for (int stage = 0; stage < s.pp; ++stage) {
@@ -460,19 +567,13 @@ bool orders_match(const Schedule& s, bool forward_only) {
       if (a.kind == ActionKind::kForward) {
         if (vs > 0) received[{(vs - 1) % s.pp, stage}].emplace_back(a.microbatch, vs, false);
         if (vs < last_vs) sent[{stage, (vs + 1) % s.pp}].emplace_back(a.microbatch, vs + 1, false);
-      } else if (!forward_only && a.kind != ActionKind::kBackwardWeight) {
+      } else if (a.kind != ActionKind::kBackwardWeight) {
         if (vs < last_vs) received[{(vs + 1) % s.pp, stage}].emplace_back(a.microbatch, vs, true);
         if (vs > 0) sent[{stage, (vs - 1) % s.pp}].emplace_back(a.microbatch, vs - 1, true);
       }
     }
   }
   return sent == received;
-}
-
-}  // namespace
-
-bool transfers_match_in_order(const Schedule& s) {
-  return orders_match(s, false) && orders_match(s, true);
 }
 
 Timeline simulate(const Schedule& s, const ActionCosts& costs) {
@@ -488,19 +589,31 @@ Timeline simulate(const Schedule& s, const ActionCosts& costs) {
   }
   const double capacity = s.pp * t.makespan;
   t.bubble_fraction = capacity > 0 ? (capacity - busy) / capacity : 0;
-  t.peak_caches = count_caches(s).caches;
+  t.peak_caches = count_peaks(s).caches;
   return t;
 }
 
-double theoretical_bubble(const std::string& name, int pp, int m, int v) {
-  check_settings(name, pp, m, v);
+double theoretical_bubble(ScheduleKind kind, int pp, int m, int v) {
+  check_settings(kind, pp, m, v);
   const double fill = pp - 1;
   // The fill and drain last pp-1 action slots; the steady work is m microbatches of F+B, v*m
   // chunk-sized ones for interleaved, and 3m single passes for ZB-H1 where W fills the drain.
-  double work = m;
-  if (name == "interleaved") work = static_cast<double>(v) * m;
-  if (name == "zb-h1") work = 3.0 * m;
-  return fill / (work + fill);
+  switch (kind) {
+    case ScheduleKind::kGpipe:
+    case ScheduleKind::k1f1b:
+      return fill / (m + fill);
+    case ScheduleKind::kInterleaved:
+      return fill / (static_cast<double>(v) * m + fill);
+    case ScheduleKind::kZbH1:
+      return fill / (3.0 * m + fill);
+    case ScheduleKind::kForwardOnly: {
+      // Stage 0 starts a microbatch (v-1)*pp + 1 steps after the previous one, which had to go
+      // round the ring to its last chunk there first; the last one then takes v*pp steps.
+      const double makespan = static_cast<double>(v) * pp + (m - 1.0) * ((v - 1.0) * pp + 1);
+      return 1 - static_cast<double>(v) * m / makespan;
+    }
+  }
+  return 0;
 }
 
 }  // namespace gpt

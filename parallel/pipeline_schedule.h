@@ -1,8 +1,9 @@
 // Pipeline schedules as data (DESIGN.md "Pipeline schedules are data"): GPipe, 1F1B, interleaved
-// 1F1B and ZB-H1 as one ordered action list per stage, a checker that proves a list set valid
-// (each action once, dependencies satisfiable, no deadlock, the stated cache count), and a replay
-// with per-action costs that gives the timeline and bubble the planner and tests rely on.
-// No MPI and no model here: the executor runs a list, and the transfers follow from the actions.
+// 1F1B, ZB-H1 and forward-only as one ordered action list per stage, with the cache and gradient
+// set counts each (stage, chunk) holds; a checker that proves a list set valid (each action once,
+// dependencies satisfiable, no deadlock, the stated counts); and a replay with per-action costs
+// that gives the timeline and bubble the planner and tests rely on. No MPI and no model here:
+// the executor runs a list, and the transfers follow from the actions.
 #pragma once
 
 #include <string>
@@ -21,24 +22,47 @@ struct Action {
   bool operator==(const Action&) const = default;
 };
 
+enum class ScheduleKind { kGpipe, k1f1b, kInterleaved, kZbH1, kForwardOnly };
+
+// "gpipe", "1f1b", "interleaved", "zb-h1" (the --schedule names) and "forward-only", for
+// messages and traces.
+const char* schedule_name(ScheduleKind kind);
+
+// A schedule and the facts about it that its users size memory by. check_schedule proves every
+// stated count equal to what the lists hold. A cache is held from its F until its B, or until its
+// W when the backward is split (W still reads the layer inputs that F saved), or only through its
+// F in a forward-only schedule; a gradient set from its B (or B-input) until the end of that B
+// (or until its W).
 struct Schedule {
-  std::string name;  // "gpipe" | "1f1b" | "interleaved" | "zb-h1"
+  ScheduleKind kind = ScheduleKind::k1f1b;
   int pp = 1, microbatches = 1, virtual_stages = 1;
   std::vector<std::vector<Action>> stages;  // one ordered action list per stage
-  // Per stage: the most forward caches held at once. A cache is held from its F until its B, or
-  // until its W where the backward is split (W still reads the layer inputs that F saved).
+  // [stage][chunk]: the most caches, and gradient sets, chunk `chunk` of `stage` holds at once.
+  // Each chunk owns its buffers (its layers differ), so these are what each allocates.
+  std::vector<std::vector<int>> stated_chunk_caches, stated_chunk_grad_sets;
+  // Per stage, all chunks together: the most forward caches held at once. At most the sum over
+  // the chunks, and less for interleaved, whose chunks peak at different times.
   std::vector<int> stated_caches;
   // Per stage: the most forwards whose B (or B-input) has not run yet. Equal to stated_caches
   // except for ZB-H1, where after B-input a cache only keeps what its W reads, so this is the
   // bound on the larger part of the activation memory.
   std::vector<int> stated_b_caches;
+
+  int cache_slots(int stage, int chunk) const;
+  int grad_sets(int stage, int chunk) const;
+  // Whether backwards run as B-input and W apart (ZB-H1) rather than as one B.
+  bool splits_backward() const { return kind == ScheduleKind::kZbH1; }
 };
 
-// Builds the named schedule. Throws a one-line gpt::Error naming the option for invalid settings:
-// unknown name, --virtual-stages above 1 without interleaved, interleaved with --pp below 2, fewer
-// than 2 virtual stages or microbatches not a multiple of --pp, zb-h1 with fewer than --pp
-// microbatches. GPipe and 1F1B take any microbatch count m >= 1.
-Schedule make_schedule(const std::string& name, int pp, int microbatches, int virtual_stages);
+// Builds a schedule. Throws a one-line gpt::Error naming the option for invalid settings:
+// --virtual-stages above 1 without interleaved, interleaved with --pp below 2, fewer than 2
+// virtual stages or microbatches not a multiple of --pp, zb-h1 with fewer than --pp
+// microbatches. GPipe and 1F1B take any microbatch count m >= 1, forward-only any v >= 1.
+Schedule make_schedule(ScheduleKind kind, int pp, int microbatches, int virtual_stages);
+
+// Forwards only (evaluation, generation), microbatch by microbatch through every chunk: each
+// F's cache is released right after it, so each chunk needs one.
+Schedule make_forward_only_schedule(int pp, int microbatches, int virtual_stages);
 
 // Megatron's interleaving: chunk c of stage s holds model part c*pp + s of the v*pp parts.
 inline int virtual_stage(int pp, int stage, int chunk) {
@@ -49,17 +73,17 @@ inline int virtual_stage(int pp, int stage, int chunk) {
 std::string describe(const Action& action);
 
 // Proves a schedule valid or throws gpt::Error saying why: every (microbatch, virtual stage) has
-// exactly one F and one B (or one B-input and one W, never mixed) on the stage that owns it;
-// F(mb, vs) runs after F(mb, vs-1), B(mb, vs) after B(mb, vs+1) and F(mb, vs), W after its
-// B-input; running the lists with non-blocking sends (an action waits only for its inputs)
-// never stalls; the peak caches per stage equal stated_caches and stated_b_caches.
+// exactly one F and one B, or one B-input and one W when the schedule splits its backwards, or
+// no backward when it is forward-only, on the stage that owns it; F(mb, vs) runs after
+// F(mb, vs-1), B(mb, vs) after B(mb, vs+1) and F(mb, vs), W after its B-input; running the lists
+// with non-blocking sends (an action waits only for its inputs) never stalls; the peaks equal
+// every stated count.
 void check_schedule(const Schedule& s);
 
 // Whether each ordered pair of stages exchanges its messages in the same order on both sides: the
 // k-th activation or gradient stage a sends to stage b (in a's list order, as the executor posts
 // them) is the k-th that b receives from a (in b's order). MPI's tags make any order work; a
-// transport without tags (NCCL) matches messages in issue order and needs this, for the whole
-// step and for the forward-only runs of eval and generate.
+// transport without tags (NCCL) matches messages in issue order and needs this.
 bool transfers_match_in_order(const Schedule& s);
 
 // Full backward costs backward_input + backward_weight; comm is the p2p latency added to every
@@ -86,8 +110,9 @@ struct Timeline {
 Timeline simulate(const Schedule& s, const ActionCosts& costs);
 
 // The bubble share of a step with F, B and W costing the same: (p-1)/(m+p-1) for GPipe and 1F1B,
-// (p-1)/(v*m+p-1) for interleaved, (p-1)/(3m+p-1) for ZB-H1. Throws for settings
-// make_schedule refuses.
-double theoretical_bubble(const std::string& name, int pp, int m, int v);
+// (p-1)/(v*m+p-1) for interleaved, (p-1)/(3m+p-1) for ZB-H1, and for forward-only
+// 1 - v*m / (v*p + (m-1)*((v-1)*p + 1)) (each microbatch leaves the first stage's chunk 0 only
+// after its previous one came back round the ring). Throws for settings make_schedule refuses.
+double theoretical_bubble(ScheduleKind kind, int pp, int m, int v);
 
 }  // namespace gpt

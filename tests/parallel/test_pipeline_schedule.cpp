@@ -1,7 +1,8 @@
 // Pipeline schedules without MPI or a model: every valid (schedule, pp, microbatches, v) up to
 // pp 8, 16 microbatches and 4 virtual stages passes the checker; unit-cost replays reach the
-// closed-form bubbles; peaks match what each schedule states; and the checker rejects lists
-// broken on purpose (missing, duplicated, mixed, deadlocking, misstated).
+// closed-form bubbles; peaks, per stage and per (stage, chunk), match what each schedule states;
+// and the checker rejects lists broken on purpose (missing, duplicated, mixed, deadlocking,
+// misstated).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,15 +15,22 @@
 namespace gpt {
 namespace {
 
-std::vector<std::string> schedule_names() {
-  return {"gpipe", "1f1b", "interleaved", "zb-h1"};
+// The training schedules (forward-only has its own test).
+std::vector<ScheduleKind> training_kinds() {
+  return {ScheduleKind::kGpipe, ScheduleKind::k1f1b, ScheduleKind::kInterleaved,
+          ScheduleKind::kZbH1};
+}
+
+std::string settings(ScheduleKind kind, int pp, int m, int v) {
+  return std::string(schedule_name(kind)) + " pp " + std::to_string(pp) + " m " +
+         std::to_string(m) + " v " + std::to_string(v);
 }
 
 // The rules of make_schedule, restated independently so that the sweep tests both sides.
-bool valid_settings(const std::string& name, int pp, int m, int v) {
-  if (name == "interleaved") return pp >= 2 && v >= 2 && m % pp == 0;
+bool valid_settings(ScheduleKind kind, int pp, int m, int v) {
+  if (kind == ScheduleKind::kInterleaved) return pp >= 2 && v >= 2 && m % pp == 0;
   if (v != 1) return false;
-  return name != "zb-h1" || m >= pp;
+  return kind != ScheduleKind::kZbH1 || m >= pp;
 }
 
 // The message a call throws, or "" if it does not throw.
@@ -59,26 +67,39 @@ Action bwd_weight(int mb) {
 
 TEST(PipelineSchedule, EveryValidSettingPassesTheChecker) {
   int valid = 0;
-  for (const std::string& name : schedule_names()) {
+  for (ScheduleKind kind : training_kinds()) {
     for (int pp = 1; pp <= 8; ++pp) {
       for (int m = 1; m <= 16; ++m) {
         for (int v = 1; v <= 4; ++v) {
-          SCOPED_TRACE(name + " pp " + std::to_string(pp) + " m " + std::to_string(m) + " v " +
-                       std::to_string(v));
-          if (!valid_settings(name, pp, m, v)) {
-            EXPECT_THROW(make_schedule(name, pp, m, v), Error);
+          SCOPED_TRACE(settings(kind, pp, m, v));
+          if (!valid_settings(kind, pp, m, v)) {
+            EXPECT_THROW(make_schedule(kind, pp, m, v), Error);
             continue;
           }
           ++valid;
-          const Schedule s = make_schedule(name, pp, m, v);
-          EXPECT_EQ(s.name, name);
+          const Schedule s = make_schedule(kind, pp, m, v);
+          EXPECT_EQ(s.kind, kind);
+          EXPECT_EQ(s.splits_backward(), kind == ScheduleKind::kZbH1);
           ASSERT_EQ(s.stages.size(), static_cast<size_t>(pp));
           EXPECT_NO_THROW(check_schedule(s));
           // What the NCCL transport relies on (it has no tags).
           EXPECT_TRUE(transfers_match_in_order(s));
           // Each stage runs 2 actions per owned (microbatch, chunk), 3 when the backward is split.
-          const size_t per = name == "zb-h1" ? 3 : 2;
+          const size_t per = kind == ScheduleKind::kZbH1 ? 3 : 2;
           for (const auto& list : s.stages) EXPECT_EQ(list.size(), per * m * v);
+          // The chunks' caches cover the stage's (they may peak at different times), and no
+          // chunk holds more than its m forwards.
+          for (int stage = 0; stage < pp; ++stage) {
+            int chunk_sum = 0;
+            for (int c = 0; c < v; ++c) {
+              EXPECT_LE(s.cache_slots(stage, c), m);
+              chunk_sum += s.cache_slots(stage, c);
+            }
+            EXPECT_GE(chunk_sum, s.stated_caches[stage]);
+            if (v == 1) {
+              EXPECT_EQ(chunk_sum, s.stated_caches[stage]);
+            }
+          }
         }
       }
     }
@@ -90,123 +111,184 @@ TEST(PipelineSchedule, EveryValidSettingPassesTheChecker) {
 
 TEST(PipelineSchedule, TransferOrderCheckSeesSwappedReceives) {
   // Stage 1 takes microbatch 1 first: MPI's tags would sort it out, NCCL would not.
-  Schedule s = make_schedule("gpipe", 2, 2, 1);
+  Schedule s = make_schedule(ScheduleKind::kGpipe, 2, 2, 1);
   EXPECT_TRUE(transfers_match_in_order(s));
   std::swap(s.stages[1][0], s.stages[1][1]);
   EXPECT_FALSE(transfers_match_in_order(s));
   // Only the backward swapped: the forward-only order (eval) still matches, the step does not.
-  s = make_schedule("gpipe", 2, 2, 1);
+  s = make_schedule(ScheduleKind::kGpipe, 2, 2, 1);
   std::swap(s.stages[0][2], s.stages[0][3]);
   EXPECT_FALSE(transfers_match_in_order(s));
 }
 
 TEST(PipelineSchedule, InvalidSettingsNameTheOption) {
-  EXPECT_EQ(error_of([] { make_schedule("interleaved", 4, 6, 2); }),
+  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::kInterleaved, 4, 6, 2); }),
             "--schedule interleaved needs the microbatches (global batch / (dp x micro batch)) 6 "
             "to be a multiple of --pp 4");
-  EXPECT_EQ(error_of([] { make_schedule("1f1b", 4, 8, 2); }),
+  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::k1f1b, 4, 8, 2); }),
             "--virtual-stages 2 needs --schedule interleaved");
-  EXPECT_EQ(error_of([] { make_schedule("zb-h1", 4, 2, 1); }),
+  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::kZbH1, 4, 2, 1); }),
             "--schedule zb-h1 needs at least --pp microbatches (got 2 for --pp 4)");
-  EXPECT_EQ(error_of([] { make_schedule("interleaved", 1, 4, 2); }),
+  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::kInterleaved, 1, 4, 2); }),
             "--schedule interleaved needs --pp of at least 2 (got 1)");
-  EXPECT_EQ(error_of([] { make_schedule("interleaved", 4, 8, 1); }),
+  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::kInterleaved, 4, 8, 1); }),
             "--schedule interleaved needs --virtual-stages of at least 2 (got 1)");
-  EXPECT_EQ(error_of([] { make_schedule("zero-bubble", 4, 8, 1); }),
-            "--schedule zero-bubble is not one of gpipe, 1f1b, interleaved, zb-h1");
-  EXPECT_EQ(error_of([] { make_schedule("1f1b", 4, 0, 1); }),
+  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::k1f1b, 4, 0, 1); }),
             "the microbatches (global batch / (dp x micro batch)) must be at least 1 (got 0)");
-  EXPECT_EQ(error_of([] { make_schedule("gpipe", 0, 4, 1); }), "--pp must be at least 1 (got 0)");
-  EXPECT_EQ(error_of([] { theoretical_bubble("zb-h1", 4, 3, 1); }),
+  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::kGpipe, 0, 4, 1); }),
+            "--pp must be at least 1 (got 0)");
+  EXPECT_EQ(error_of([] { theoretical_bubble(ScheduleKind::kZbH1, 4, 3, 1); }),
             "--schedule zb-h1 needs at least --pp microbatches (got 3 for --pp 4)");
 }
 
 TEST(PipelineSchedule, UnitCostBubbleMatchesTheFormula) {
-  for (const std::string& name : schedule_names()) {
+  for (ScheduleKind kind : training_kinds()) {
     for (int pp = 1; pp <= 8; ++pp) {
       for (int m = 1; m <= 16; ++m) {
         for (int v = 1; v <= 4; ++v) {
-          if (!valid_settings(name, pp, m, v)) continue;
-          SCOPED_TRACE(name + " pp " + std::to_string(pp) + " m " + std::to_string(m) + " v " +
-                       std::to_string(v));
-          const Timeline t = simulate(make_schedule(name, pp, m, v), ActionCosts{});
-          EXPECT_NEAR(t.bubble_fraction, theoretical_bubble(name, pp, m, v), 1e-9);
+          if (!valid_settings(kind, pp, m, v)) continue;
+          SCOPED_TRACE(settings(kind, pp, m, v));
+          const Timeline t = simulate(make_schedule(kind, pp, m, v), ActionCosts{});
+          EXPECT_NEAR(t.bubble_fraction, theoretical_bubble(kind, pp, m, v), 1e-9);
           // With F, B-input and W at 1: the fill/drain slots plus the work of one stage.
-          const double per_mb = name == "interleaved" ? 3.0 * v : 3.0;
-          EXPECT_NEAR(t.makespan, per_mb * m + (name == "zb-h1" ? 1 : 3) * (pp - 1), 1e-9);
+          const double per_mb = kind == ScheduleKind::kInterleaved ? 3.0 * v : 3.0;
+          EXPECT_NEAR(t.makespan, per_mb * m + (kind == ScheduleKind::kZbH1 ? 1 : 3) * (pp - 1),
+                      1e-9);
         }
       }
     }
   }
-  EXPECT_NEAR(theoretical_bubble("1f1b", 4, 8, 1), 3.0 / 11, 1e-12);
-  EXPECT_NEAR(theoretical_bubble("interleaved", 4, 8, 2), 3.0 / 19, 1e-12);
-  EXPECT_NEAR(theoretical_bubble("zb-h1", 4, 8, 1), 3.0 / 27, 1e-12);
+  EXPECT_NEAR(theoretical_bubble(ScheduleKind::k1f1b, 4, 8, 1), 3.0 / 11, 1e-12);
+  EXPECT_NEAR(theoretical_bubble(ScheduleKind::kInterleaved, 4, 8, 2), 3.0 / 19, 1e-12);
+  EXPECT_NEAR(theoretical_bubble(ScheduleKind::kZbH1, 4, 8, 1), 3.0 / 27, 1e-12);
 }
 
 TEST(PipelineSchedule, PeakCachesMatchWhatEachScheduleStates) {
   for (int pp = 1; pp <= 8; ++pp) {
     for (int m = 1; m <= 16; ++m) {
-      const Schedule gpipe = make_schedule("gpipe", pp, m, 1);
-      const Schedule one_f_one_b = make_schedule("1f1b", pp, m, 1);
+      const Schedule gpipe = make_schedule(ScheduleKind::kGpipe, pp, m, 1);
+      const Schedule one_f_one_b = make_schedule(ScheduleKind::k1f1b, pp, m, 1);
       EXPECT_EQ(simulate(gpipe, ActionCosts{}).peak_caches, std::vector<int>(pp, m));
       std::vector<int> expected(pp);
       for (int stage = 0; stage < pp; ++stage) expected[stage] = std::min(pp - stage, m);
       EXPECT_EQ(one_f_one_b.stated_caches, expected);
       EXPECT_EQ(simulate(one_f_one_b, ActionCosts{}).peak_caches, expected);
+      for (int stage = 0; stage < pp; ++stage) {
+        // One chunk: the stage's count; a whole B takes one gradient set and gives it back.
+        EXPECT_EQ(gpipe.cache_slots(stage, 0), m);
+        EXPECT_EQ(one_f_one_b.cache_slots(stage, 0), expected[stage]);
+        EXPECT_EQ(gpipe.grad_sets(stage, 0), 1);
+        EXPECT_EQ(one_f_one_b.grad_sets(stage, 0), 1);
+      }
       if (m >= pp) {
         // ZB-H1 holds a cache until its W: pp on every stage, 1F1B's stage-0 peak; until B-input
-        // it holds what 1F1B holds.
-        const Schedule zb = make_schedule("zb-h1", pp, m, 1);
+        // it holds what 1F1B holds. Gradient sets, B-input to W: the stage's s deferred W's and
+        // the one whose B-input just ran.
+        const Schedule zb = make_schedule(ScheduleKind::kZbH1, pp, m, 1);
         EXPECT_EQ(zb.stated_caches, std::vector<int>(pp, pp));
         EXPECT_EQ(zb.stated_b_caches, expected);
         EXPECT_EQ(simulate(zb, ActionCosts{}).peak_caches, zb.stated_caches);
+        for (int stage = 0; stage < pp; ++stage) {
+          EXPECT_EQ(zb.cache_slots(stage, 0), pp);
+          EXPECT_EQ(zb.grad_sets(stage, 0), stage + 1);
+        }
       }
     }
   }
   // Interleaved: warmup (pp-s-1)*2 + (v-1)*pp forwards, plus the steady state's one ahead.
-  const Schedule il = make_schedule("interleaved", 4, 8, 2);
+  const Schedule il = make_schedule(ScheduleKind::kInterleaved, 4, 8, 2);
   EXPECT_EQ(il.stated_caches, (std::vector<int>{11, 9, 7, 5}));
   EXPECT_EQ(simulate(il, ActionCosts{}).peak_caches, il.stated_caches);
+  // Per chunk (each allocates its own): the chunks peak at different times, so they sum to more
+  // than the stage's peak, {12, 12, 10, 6}; each chunk once allocated the stage's whole count,
+  // 22, 18, 14 and 10 caches for the two.
+  const std::vector<std::vector<int>> per_chunk{{8, 4}, {8, 4}, {7, 3}, {5, 1}};
+  for (int stage = 0; stage < 4; ++stage) {
+    for (int c = 0; c < 2; ++c) {
+      EXPECT_EQ(il.cache_slots(stage, c), per_chunk[stage][c])
+          << "stage " << stage << " chunk " << c;
+      EXPECT_EQ(il.grad_sets(stage, c), 1);
+    }
+  }
+  EXPECT_EQ(il.stated_chunk_caches, per_chunk);
   // Clamped to all v*m forwards when the warmup would take more than there are.
-  EXPECT_EQ(make_schedule("interleaved", 4, 4, 2).stated_caches, (std::vector<int>{8, 8, 7, 5}));
+  const Schedule clamped = make_schedule(ScheduleKind::kInterleaved, 4, 4, 2);
+  EXPECT_EQ(clamped.stated_caches, (std::vector<int>{8, 8, 7, 5}));
+  EXPECT_EQ(clamped.stated_chunk_caches,
+            (std::vector<std::vector<int>>{{4, 4}, {4, 4}, {4, 3}, {4, 1}}));
+  // v 3: the middle chunk lies between; chunk 0 again holds two groups' worth.
+  EXPECT_EQ(make_schedule(ScheduleKind::kInterleaved, 4, 8, 3).stated_chunk_caches,
+            (std::vector<std::vector<int>>{{8, 7, 4}, {8, 5, 4}, {8, 4, 3}, {8, 4, 1}}));
+}
+
+TEST(PipelineSchedule, ForwardOnlyRunsEachMicrobatchThroughEveryChunk) {
+  for (int pp = 1; pp <= 8; ++pp) {
+    for (int m = 1; m <= 16; ++m) {
+      for (int v = 1; v <= 4; ++v) {
+        SCOPED_TRACE(settings(ScheduleKind::kForwardOnly, pp, m, v));
+        const Schedule s = make_forward_only_schedule(pp, m, v);
+        EXPECT_EQ(s.kind, ScheduleKind::kForwardOnly);
+        EXPECT_FALSE(s.splits_backward());
+        EXPECT_NO_THROW(check_schedule(s));
+        EXPECT_TRUE(transfers_match_in_order(s));
+        // Each F's cache is free again after it: one per chunk, one for the stage, no gradients.
+        EXPECT_EQ(s.stated_caches, std::vector<int>(pp, 1));
+        EXPECT_EQ(s.stated_b_caches, s.stated_caches);
+        EXPECT_EQ(s.stated_chunk_caches, std::vector<std::vector<int>>(pp, std::vector<int>(v, 1)));
+        EXPECT_EQ(s.stated_chunk_grad_sets,
+                  std::vector<std::vector<int>>(pp, std::vector<int>(v, 0)));
+        const Timeline t = simulate(s, ActionCosts{});
+        EXPECT_NEAR(t.bubble_fraction, theoretical_bubble(ScheduleKind::kForwardOnly, pp, m, v),
+                    1e-9);
+      }
+    }
+  }
+  EXPECT_EQ(make_forward_only_schedule(2, 2, 2).stages[1],
+            (std::vector<Action>{fwd(0, 0), fwd(0, 1), fwd(1, 0), fwd(1, 1)}));
+  // One chunk: the fill, then a microbatch per step, (pp-1)/(m+pp-1) as GPipe's.
+  EXPECT_NEAR(theoretical_bubble(ScheduleKind::kForwardOnly, 4, 8, 1), 3.0 / 11, 1e-12);
+  Schedule s = make_forward_only_schedule(2, 2, 1);
+  s.stages[1].push_back(bwd(0));
+  EXPECT_TRUE(contains(check_error(s), "stage 1 has a backward for mb 0, chunk 0"))
+      << check_error(s);
 }
 
 TEST(PipelineSchedule, OneStageDegeneratesToForwardBackwardPairs) {
-  EXPECT_EQ(make_schedule("1f1b", 1, 3, 1).stages[0],
+  EXPECT_EQ(make_schedule(ScheduleKind::k1f1b, 1, 3, 1).stages[0],
             (std::vector<Action>{fwd(0), bwd(0), fwd(1), bwd(1), fwd(2), bwd(2)}));
-  EXPECT_EQ(make_schedule("zb-h1", 1, 2, 1).stages[0],
+  EXPECT_EQ(make_schedule(ScheduleKind::kZbH1, 1, 2, 1).stages[0],
             (std::vector<Action>{fwd(0), bwd_input(0), bwd_weight(0), fwd(1), bwd_input(1),
                                  bwd_weight(1)}));
   // GPipe keeps its shape (all forwards, then all backwards) at one stage too.
-  EXPECT_EQ(make_schedule("gpipe", 1, 2, 1).stages[0],
+  EXPECT_EQ(make_schedule(ScheduleKind::kGpipe, 1, 2, 1).stages[0],
             (std::vector<Action>{fwd(0), fwd(1), bwd(1), bwd(0)}));
-  const Timeline t = simulate(make_schedule("1f1b", 1, 3, 1), ActionCosts{});
+  const Timeline t = simulate(make_schedule(ScheduleKind::k1f1b, 1, 3, 1), ActionCosts{});
   EXPECT_DOUBLE_EQ(t.makespan, 9);
   EXPECT_DOUBLE_EQ(t.bubble_fraction, 0);
 }
 
 TEST(PipelineSchedule, OrdersFollowTheirConstruction) {
-  const Schedule s = make_schedule("1f1b", 4, 6, 1);
+  const Schedule s = make_schedule(ScheduleKind::k1f1b, 4, 6, 1);
   // Stage 1: two warmup forwards, then pairs, then the two cooldown backwards.
   EXPECT_EQ(s.stages[1], (std::vector<Action>{fwd(0), fwd(1), fwd(2), bwd(0), fwd(3), bwd(1),
                                               fwd(4), bwd(2), fwd(5), bwd(3), bwd(4), bwd(5)}));
   // Interleaved pp 2, v 2: forwards in groups of pp microbatches per chunk; the last stage's
   // warmup is (v-1)*pp = 2 forwards.
-  const Schedule il = make_schedule("interleaved", 2, 2, 2);
+  const Schedule il = make_schedule(ScheduleKind::kInterleaved, 2, 2, 2);
   EXPECT_EQ(il.stages[1], (std::vector<Action>{fwd(0, 0), fwd(1, 0), fwd(0, 1), bwd(0, 1),
                                                fwd(1, 1), bwd(1, 1), bwd(0, 0), bwd(1, 0)}));
   // ZB-H1 stage 1 of pp 2: W lags its B-input by one steady step, the rest fill the drain.
-  EXPECT_EQ(make_schedule("zb-h1", 2, 3, 1).stages[1],
+  EXPECT_EQ(make_schedule(ScheduleKind::kZbH1, 2, 3, 1).stages[1],
             (std::vector<Action>{fwd(0), bwd_input(0), fwd(1), bwd_input(1), bwd_weight(0), fwd(2),
                                  bwd_input(2), bwd_weight(1), bwd_weight(2)}));
 }
 
 TEST(PipelineSchedule, CheckerCatchesAMissingAction) {
-  Schedule s = make_schedule("1f1b", 4, 8, 1);
+  Schedule s = make_schedule(ScheduleKind::k1f1b, 4, 8, 1);
   s.stages[2].erase(s.stages[2].begin() + 5);
   EXPECT_TRUE(contains(check_error(s), "stage 2 has no F(mb 3, chunk 0)")) << check_error(s);
 
-  Schedule zb = make_schedule("zb-h1", 4, 8, 1);
+  Schedule zb = make_schedule(ScheduleKind::kZbH1, 4, 8, 1);
   auto& list = zb.stages[3];
   list.erase(std::find(list.begin(), list.end(), bwd_weight(4)));
   EXPECT_TRUE(contains(check_error(zb), "stage 3 has B-input but no W for mb 4, chunk 0"))
@@ -214,24 +296,37 @@ TEST(PipelineSchedule, CheckerCatchesAMissingAction) {
 }
 
 TEST(PipelineSchedule, CheckerCatchesADuplicatedAction) {
-  Schedule s = make_schedule("interleaved", 4, 8, 2);
+  Schedule s = make_schedule(ScheduleKind::kInterleaved, 4, 8, 2);
   s.stages[1].push_back(s.stages[1][3]);
   const std::string error = check_error(s);
   EXPECT_TRUE(contains(error, "stage 1 runs F(mb 3, chunk 0) twice (actions 4 and 33)")) << error;
 }
 
 TEST(PipelineSchedule, CheckerCatchesMixedBackwards) {
-  Schedule zb = make_schedule("zb-h1", 2, 4, 1);
+  Schedule zb = make_schedule(ScheduleKind::kZbH1, 2, 4, 1);
   auto& list = zb.stages[0];
   *std::find(list.begin(), list.end(), bwd_input(2)) = bwd(2);
   const std::string error = check_error(zb);
   EXPECT_TRUE(contains(error, "both B and B-input/W for mb 2, chunk 0")) << error;
 }
 
+TEST(PipelineSchedule, CheckerHoldsTheKindToItsBackwards) {
+  Schedule zb = make_schedule(ScheduleKind::kZbH1, 2, 4, 1);
+  auto& list = zb.stages[0];
+  *std::find(list.begin(), list.end(), bwd_input(2)) = bwd(2);
+  list.erase(std::find(list.begin(), list.end(), bwd_weight(2)));
+  EXPECT_TRUE(contains(check_error(zb), "B for mb 2, chunk 0, but zb-h1 splits its backwards"))
+      << check_error(zb);
+  Schedule s = make_schedule(ScheduleKind::k1f1b, 1, 2, 1);
+  s.stages[0] = {fwd(0), bwd(0), fwd(1), bwd_input(1), bwd_weight(1)};
+  EXPECT_TRUE(contains(check_error(s), "B-input/W for mb 1, chunk 0, but 1f1b runs whole"))
+      << check_error(s);
+}
+
 TEST(PipelineSchedule, CheckerCatchesADeadlockingOrder) {
   // Stage 0 waits for the gradient of mb 0 before sending the forward of mb 1, which stage 1
   // needs before it will send that gradient: a cycle across stages, each list fine on its own.
-  Schedule s = make_schedule("gpipe", 2, 2, 1);
+  Schedule s = make_schedule(ScheduleKind::kGpipe, 2, 2, 1);
   s.stages[0] = {fwd(0), bwd(0), fwd(1), bwd(1)};
   s.stages[1] = {fwd(0), fwd(1), bwd(0), bwd(1)};
   s.stated_caches = {1, 2};
@@ -244,7 +339,7 @@ TEST(PipelineSchedule, CheckerCatchesADeadlockingOrder) {
   EXPECT_THROW(simulate(s, ActionCosts{}), Error);
 
   // The same cycle in a bigger schedule: stage 0 of 1F1B takes B(mb 0) before its warmup ends.
-  Schedule big = make_schedule("1f1b", 4, 8, 1);
+  Schedule big = make_schedule(ScheduleKind::k1f1b, 4, 8, 1);
   auto& first = big.stages[0];
   first.erase(std::find(first.begin(), first.end(), bwd(0)));
   first.insert(first.begin() + 1, bwd(0));
@@ -252,28 +347,38 @@ TEST(PipelineSchedule, CheckerCatchesADeadlockingOrder) {
       << check_error(big);
 
   // A backward listed before its own forward can never run either.
-  Schedule early = make_schedule("1f1b", 2, 2, 1);
+  Schedule early = make_schedule(ScheduleKind::k1f1b, 2, 2, 1);
   std::swap(early.stages[1][0], early.stages[1][1]);
   EXPECT_TRUE(contains(check_error(early), "stage 1 has the backward before the forward for mb 0"))
       << check_error(early);
 }
 
 TEST(PipelineSchedule, CheckerCatchesAWrongStatedCacheCount) {
-  Schedule s = make_schedule("1f1b", 4, 8, 1);
+  Schedule s = make_schedule(ScheduleKind::k1f1b, 4, 8, 1);
   s.stated_caches[1] = 2;
   EXPECT_TRUE(contains(check_error(s), "stage 1 holds up to 3 forward caches, stated 2"))
       << check_error(s);
-  Schedule zb = make_schedule("zb-h1", 4, 8, 1);
+  Schedule zb = make_schedule(ScheduleKind::kZbH1, 4, 8, 1);
   zb.stated_caches[3] = 1;  // the 1F1B count, forgetting the caches that wait for a deferred W
   EXPECT_TRUE(contains(check_error(zb), "stage 3 holds up to 4 forward caches, stated 1"))
       << check_error(zb);
+  // Per chunk: the stage's total given to one chunk (what runs allocated before), and the
+  // gradient sets ZB-H1 runs used to allocate (one per cache).
+  Schedule il = make_schedule(ScheduleKind::kInterleaved, 4, 8, 2);
+  il.stated_chunk_caches[2][1] = il.stated_caches[2];
+  EXPECT_TRUE(contains(check_error(il), "stage 2 chunk 1 holds up to 3 forward caches, stated 7"))
+      << check_error(il);
+  Schedule sets = make_schedule(ScheduleKind::kZbH1, 4, 8, 1);
+  sets.stated_chunk_grad_sets[1][0] = sets.stated_caches[1];
+  EXPECT_TRUE(contains(check_error(sets), "stage 1 chunk 0 holds up to 2 gradient sets, stated 4"))
+      << check_error(sets);
 }
 
 TEST(PipelineSchedule, CheckerCatchesForeignChunksAndMicrobatches) {
-  Schedule s = make_schedule("1f1b", 2, 4, 1);
+  Schedule s = make_schedule(ScheduleKind::k1f1b, 2, 4, 1);
   s.stages[0][0].chunk = 1;
   EXPECT_TRUE(contains(check_error(s), "outside its microbatches or chunks")) << check_error(s);
-  Schedule t = make_schedule("1f1b", 2, 4, 1);
+  Schedule t = make_schedule(ScheduleKind::k1f1b, 2, 4, 1);
   t.stages.pop_back();
   EXPECT_TRUE(contains(check_error(t), "has 1 stage lists, not 2")) << check_error(t);
 }
@@ -282,8 +387,8 @@ TEST(PipelineSchedule, CheckerCatchesForeignChunksAndMicrobatches) {
 // and starts every action after its inputs arrived.
 TEST(PipelineSchedule, TimelineHonorsOrderAndDependencies) {
   const ActionCosts costs{1.0, 1.5, 0.75, 0.25};
-  for (const std::string& name : schedule_names()) {
-    const Schedule s = make_schedule(name, 4, 8, name == "interleaved" ? 2 : 1);
+  for (ScheduleKind kind : training_kinds()) {
+    const Schedule s = make_schedule(kind, 4, 8, kind == ScheduleKind::kInterleaved ? 2 : 1);
     const Timeline t = simulate(s, costs);
     ASSERT_EQ(t.actions.size(), s.stages[0].size() * 4);
     std::vector<std::vector<TimedAction>> by_stage(4);

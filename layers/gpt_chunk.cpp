@@ -1,5 +1,5 @@
-// GptChunk (see pipeline_chunk.h).
-#include "launch/pipeline_chunk.h"
+// GptChunk (see gpt_chunk.h).
+#include "layers/gpt_chunk.h"
 
 namespace gpt {
 
