@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "framework/check.h"
+
 namespace gpt {
 
 StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages, int stage,
