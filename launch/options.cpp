@@ -31,6 +31,11 @@ Choices<OptimizerKind> choices(OptimizerKind*) {
   for (OptimizerKind k : kOptimizerKinds) out.emplace_back(k, optimizer_name(k));
   return out;
 }
+Choices<ScheduleKind> choices(ScheduleKind*) {
+  Choices<ScheduleKind> out;
+  for (ScheduleKind k : kTrainingSchedules) out.emplace_back(k, schedule_name(k));
+  return out;
+}
 Choices<DataOrder> choices(DataOrder*) {
   Choices<DataOrder> out;
   for (DataOrder k : kDataOrders) out.emplace_back(k, data_order_name(k));
@@ -123,8 +128,8 @@ po::options_description layout_options(TrainOptions& o) {
   add("tp", po::value(&o.tp)->default_value(o.tp), "tensor-parallel size (ranks of one node)");
   add("pp", po::value(&o.pp)->default_value(o.pp), "pipeline-parallel size (stages)");
   add("dp", po::value(&o.dp)->default_value(o.dp), "data-parallel size; 0 = world / (tp * pp)");
-  add("schedule", po::value(&o.schedule)->default_value(o.schedule),
-      "pipeline schedule: 1f1b | gpipe | interleaved | zb-h1");
+  add("schedule", choice(&o.schedule),
+      ("pipeline schedule: " + choice_list<ScheduleKind>(false)).c_str());
   add("virtual-stages", po::value(&o.virtual_stages)->default_value(o.virtual_stages),
       "model chunks per stage (interleaved 1F1B)");
   add("layers-per-stage", po::value(&o.layers_per_stage)->default_value(""),
@@ -234,16 +239,6 @@ po::options_description train_options_description(TrainOptions& o) {
 
 namespace {
 
-void check_choice(const std::string& option, const std::string& value,
-                  std::initializer_list<const char*> choices) {
-  std::string list;
-  for (const char* c : choices) {
-    if (value == c) return;
-    list += list.empty() ? c : std::string(" | ") + c;
-  }
-  fail_input("--" + option + " must be one of " + list + " (got '" + value + "')");
-}
-
 void check_train_options(const TrainOptions& o) {
   o.model.validate();
   GPT_INPUT_CHECK(o.tp >= 1, "--tp must be at least 1 (got " << o.tp << ")");
@@ -262,7 +257,6 @@ void check_train_options(const TrainOptions& o) {
                   "--sequence-parallel needs --seq-len " << o.model.seq_len
                                                          << " to be a multiple of --tp " << o.tp);
   GPT_INPUT_CHECK(o.dp_bucket_elements >= 1, "--dp-bucket-size must be at least 1");
-  check_choice("schedule", o.schedule, {"1f1b", "gpipe", "interleaved", "zb-h1"});
   GPT_INPUT_CHECK(o.virtual_stages >= 1,
                   "--virtual-stages must be at least 1 (got " << o.virtual_stages << ")");
   GPT_INPUT_CHECK(o.ranks_per_node >= 0, "--ranks-per-node must be at least 0");
@@ -378,6 +372,21 @@ void validate_layout(const TrainOptions& o, int world_size) {
 }
 
 }  // namespace
+
+RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
+  RuntimeOptions ro;
+  ro.grid.shape = {o.tp, world_size / (o.tp * o.pp), o.pp};
+  ro.grid.ranks_per_node = o.ranks_per_node;
+  ro.grid.allow_tp_across_nodes = o.allow_tp_across_nodes;
+  ro.execution = o.execution;
+  ro.micro_batch = o.micro_batch_size;
+  ro.sequence_parallel = o.sequence_parallel;
+  ro.virtual_stages = o.virtual_stages;
+  ro.layers_per_stage = parse_layers_per_stage(o);
+  const int64_t microbatches = o.global_batch_size / (ro.grid.shape.dp * o.micro_batch_size);
+  ro.schedule = make_schedule(o.schedule, o.pp, static_cast<int>(microbatches), o.virtual_stages);
+  return ro;
+}
 
 void finish_train_options(TrainOptions& o, int world_size) {
   if (!o.model_preset.empty()) {

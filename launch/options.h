@@ -16,13 +16,14 @@
 #include "framework/io/dataset.h"
 #include "launch/runtime.h"
 #include "optimizers/optimizer.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace gpt {
 
 struct TrainOptions {
   // layout
   int tp = 1, pp = 1, dp = 0;  // dp 0: world / (tp * pp)
-  std::string schedule = "1f1b";
+  ScheduleKind schedule = ScheduleKind::k1f1b;
   int virtual_stages = 1;
   std::string layers_per_stage;  // e.g. "3,5": layers of each stage; empty = an even split
   int ranks_per_node = 0;
@@ -66,6 +67,10 @@ boost::program_options::options_description train_options_description(TrainOptio
 // After parsing: applies --model's preset to the shape options not given, then checks every rule;
 // the layout's (tp * pp * dp == world, batch divisibility) need the job's size.
 void finish_train_options(TrainOptions& options, int world_size);
+
+// The run's shape on `world_size` ranks: the grid, the schedule of one step (which sizes each
+// chunk's caches) and the micro-batch size, as the Runtime takes them.
+RuntimeOptions runtime_options(const TrainOptions& options, int world_size);
 
 // --layers-per-stage as numbers (empty when not given); validated by parse_train_options.
 std::vector<int64_t> parse_layers_per_stage(const TrainOptions& options);

@@ -59,6 +59,11 @@ std::deque<GptChunk> Runtime::pipeline_chunks() {
   return adapters;
 }
 
+const Schedule& Runtime::schedule() const {
+  GPT_CHECK(options_.schedule.has_value(), "this runtime was built without a training schedule");
+  return *options_.schedule;
+}
+
 std::string Runtime::layout() const {
   const GridShape& s = grid_->shape();
   return "tp=" + std::to_string(s.tp) + " dp=" + std::to_string(s.dp) +

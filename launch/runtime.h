@@ -54,6 +54,8 @@ class Runtime {
   std::deque<GptChunk> pipeline_chunks();
   const ModelConfig& model() const { return cfg_; }
   const RuntimeOptions& options() const { return options_; }
+  // The training step's schedule (RuntimeOptions::schedule; a runtime built without one has none).
+  const Schedule& schedule() const;
   int threads() const { return threads_; }
   // How device buffers move between ranks on CUDA; none on the CPU.
   std::optional<DeviceTransport> transport() const { return transport_; }

@@ -25,7 +25,7 @@ constexpr int kMaxConsecutiveSkips = 5;
 
 Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& train,
                  const TokenDataset* validation, Optimizer& optimizer, TrainState state,
-                 std::string config_json, MetricsWriter& metrics, Schedule schedule)
+                 std::string config_json, MetricsWriter& metrics)
     : options_(options),
       rt_(rt),
       train_(train),
@@ -36,7 +36,7 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
       lr_schedule_{options.lr, options.min_lr, options.warmup_steps, options.steps},
       metrics_(metrics),
       dp_buckets_(rt.store(), rt.grid().dp(), options.dp_bucket_elements),
-      schedule_(std::move(schedule)),
+      schedule_(rt.schedule()),
       theoretical_bubble_(simulate(schedule_, ActionCosts{}).bubble_fraction),
       executor_(rt.grid().pp(), options.virtual_stages),
       chunks_(rt.pipeline_chunks()) {

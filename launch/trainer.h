@@ -43,7 +43,7 @@ class Trainer {
  public:
   Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& train,
           const TokenDataset* validation, Optimizer& optimizer, TrainState state,
-          std::string config_json, MetricsWriter& metrics, Schedule schedule);
+          std::string config_json, MetricsWriter& metrics);
   // Runs to --steps; returns the exit code (0, or kExitStopped after a stop request).
   int run();
   // One optimizer step (exposed for tests).
@@ -66,7 +66,7 @@ class Trainer {
   LrSchedule lr_schedule_;
   MetricsWriter& metrics_;
   GradientBuckets dp_buckets_;
-  Schedule schedule_;
+  const Schedule& schedule_;  // the runtime's
   double theoretical_bubble_;  // the schedule's bubble share with F = B = W
   PipelineExecutor executor_;
   std::deque<GptChunk> chunks_;  // deque: the executor keeps pointers to them
