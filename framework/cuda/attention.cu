@@ -227,6 +227,38 @@ struct Block {
   int rows;  // rows of the tile below T
 };
 
+// Rows t0.. of the block's own tile of one head (src row stride `stride`) into this thread
+// group's registers, through the staging buffer; the whole block takes part.
+template <int D, int G, bool kRound>
+__device__ __forceinline__ void load_own_row(float (&x)[D], float* stage,
+                                             const float* __restrict__ src, int64_t stride,
+                                             const Block& blk, const Shape& s, int r, int g) {
+  using L = Tiles<D, G>;
+  load_rows<L::kHsb, L::kRows, L::kStride, L::kThreads, kRound>(stage, src, stride, blk.t0, s.T,
+                                                                s.HS);
+  __syncthreads();
+  read_row<D, G, L::kStride>(x, stage, r, g);
+  __syncthreads();
+}
+
+// This thread group's registers to the block's own rows of one head in global memory, through
+// the staging buffer; the whole block takes part.
+template <int D, int G>
+__device__ __forceinline__ void store_own_row(float* __restrict__ dst, int64_t stride,
+                                              float* stage, const float (&x)[D],
+                                              const Block& blk, const Shape& s, int r, int g) {
+  using L = Tiles<D, G>;
+  write_row<D, G, L::kStride>(stage, r, g, x);
+  __syncthreads();
+  store_rows<L::kHsb, L::kRows, L::kStride, L::kThreads>(dst, stride, stage, blk.t0, s.T, s.HS);
+}
+
+template <int D>
+__device__ __forceinline__ void scale_row(float (&x)[D], float factor) {
+#pragma unroll
+  for (int d = 0; d < D; d++) x[d] *= factor;
+}
+
 template <int kRows>
 __device__ __forceinline__ Block block_tile(const Shape& s, bool last_first) {
   const int n_tiles = (s.T + kRows - 1) / kRows;
@@ -271,14 +303,9 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
   const int row_lim = r < blk.rows ? blk.t0 + r : -1;
 
   float q[D];
-  load_rows<kHsb, kRows, L::kStride, NT, kBf16>(stage, q_src, C3, blk.t0, s.T, s.HS);
-  __syncthreads();
-  read_row<D, G, L::kStride>(q, stage, r, g);
-  __syncthreads();
+  load_own_row<D, G, kBf16>(q, stage, q_src, C3, blk, s, r, g);
 
-  float acc[D];
-#pragma unroll
-  for (int d = 0; d < D; d++) acc[d] = 0.0f;
+  float acc[D] = {};
   float m = -INFINITY, l = 0.0f;
 
   const int n_key_tiles = (blk.t0 + blk.rows - 1) / kCols + 1;  // keys up to the tile's last row
@@ -321,14 +348,10 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
   }
 
   // Padding rows have l = 0; their results are never stored.
-  const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
-#pragma unroll
-  for (int d = 0; d < D; d++) acc[d] *= inv_l;
-  write_row<D, G, L::kStride>(stage, r, g, acc);
+  scale_row(acc, l > 0.0f ? 1.0f / l : 0.0f);
   if (g == 0 && row_lim >= 0) lse[static_cast<int64_t>(blk.bh) * s.T + row_lim] = m + logf(l);
-  __syncthreads();
   float* o_dst = out + static_cast<int64_t>(blk.b) * s.T * s.C + blk.h * s.HS;
-  store_rows<kHsb, kRows, L::kStride, NT>(o_dst, s.C, stage, blk.t0, s.T, s.HS);
+  store_own_row<D, G>(o_dst, s.C, stage, acc, blk, s, r, g);
 }
 
 // dq of a tile of query rows, and delta = rowsum(dout * out) for them (the dk/dv kernel reads
@@ -363,14 +386,8 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   const int64_t stat = static_cast<int64_t>(blk.bh) * s.T + row_lim;  // lse/delta index
 
   float q[D], dO[D];
-  load_rows<kHsb, kRows, L::kStride, NT, kBf16>(stage, qkv + qkv_off, C3, blk.t0, s.T, s.HS);
-  __syncthreads();
-  read_row<D, G, L::kStride>(q, stage, r, g);
-  __syncthreads();
-  load_rows<kHsb, kRows, L::kStride, NT, kBf16>(stage, dout + o_off, s.C, blk.t0, s.T, s.HS);
-  __syncthreads();
-  read_row<D, G, L::kStride>(dO, stage, r, g);
-  __syncthreads();
+  load_own_row<D, G, kBf16>(q, stage, qkv + qkv_off, C3, blk, s, r, g);
+  load_own_row<D, G, kBf16>(dO, stage, dout + o_off, s.C, blk, s, r, g);
   // out is a result, not an operand: only dout is rounded, as in dP = dout . v, so that delta
   // stays sum_j P_ij dP_ij.
   load_rows<kHsb, kRows, L::kStride, NT, false>(stage, out + o_off, s.C, blk.t0, s.T, s.HS);
@@ -382,9 +399,7 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   const float lse_i = row_lim >= 0 ? lse[stat] : 0.0f;
   __syncthreads();
 
-  float dq[D];
-#pragma unroll
-  for (int d = 0; d < D; d++) dq[d] = 0.0f;
+  float dq[D] = {};
 
   const int n_key_tiles = (blk.t0 + blk.rows - 1) / kCols + 1;
   for (int kt = 0; kt < n_key_tiles; kt++) {
@@ -411,11 +426,8 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
     __syncthreads();
   }
 
-#pragma unroll
-  for (int d = 0; d < D; d++) dq[d] *= s.scale;
-  write_row<D, G, L::kStride>(stage, r, g, dq);
-  __syncthreads();
-  store_rows<kHsb, kRows, L::kStride, NT>(dqkv + qkv_off, C3, stage, blk.t0, s.T, s.HS);
+  scale_row(dq, s.scale);
+  store_own_row<D, G>(dqkv + qkv_off, C3, stage, dq, blk, s, r, g);
 }
 
 // dk and dv of a tile of key rows: thread group r owns key t0 + r (k, v and both accumulators
@@ -453,21 +465,10 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   const int key_lim = r < blk.rows ? blk.t0 + r : kNoKey;
 
   float k[D], v[D];
-  load_rows<kHsb, kRows, L::kStride, NT, kBf16>(stage, q_src + s.C, C3, blk.t0, s.T, s.HS);
-  __syncthreads();
-  read_row<D, G, L::kStride>(k, stage, r, g);
-  __syncthreads();
-  load_rows<kHsb, kRows, L::kStride, NT, kBf16>(stage, q_src + 2 * s.C, C3, blk.t0, s.T, s.HS);
-  __syncthreads();
-  read_row<D, G, L::kStride>(v, stage, r, g);
-  __syncthreads();
+  load_own_row<D, G, kBf16>(k, stage, q_src + s.C, C3, blk, s, r, g);
+  load_own_row<D, G, kBf16>(v, stage, q_src + 2 * s.C, C3, blk, s, r, g);
 
-  float dk[D], dv[D];
-#pragma unroll
-  for (int d = 0; d < D; d++) {
-    dk[d] = 0.0f;
-    dv[d] = 0.0f;
-  }
+  float dk[D] = {}, dv[D] = {};
 
   // Queries before the tile's first key reach none of its keys.
   for (int i0 = blk.t0; i0 < s.T; i0 += kCols) {
@@ -501,15 +502,10 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
     __syncthreads();
   }
 
-#pragma unroll
-  for (int d = 0; d < D; d++) dk[d] *= s.scale;
-  write_row<D, G, L::kStride>(stage, r, g, dk);
-  __syncthreads();
-  store_rows<kHsb, kRows, L::kStride, NT>(dqkv + qkv_off + s.C, C3, stage, blk.t0, s.T, s.HS);
-  __syncthreads();
-  write_row<D, G, L::kStride>(stage, r, g, dv);
-  __syncthreads();
-  store_rows<kHsb, kRows, L::kStride, NT>(dqkv + qkv_off + 2 * s.C, C3, stage, blk.t0, s.T, s.HS);
+  scale_row(dk, s.scale);
+  store_own_row<D, G>(dqkv + qkv_off + s.C, C3, stage, dk, blk, s, r, g);
+  __syncthreads();  // the staging buffer is read by the store before dv overwrites it
+  store_own_row<D, G>(dqkv + qkv_off + 2 * s.C, C3, stage, dv, blk, s, r, g);
 }
 
 template <int kHsb, bool kBf16>
