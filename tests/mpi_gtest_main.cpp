@@ -1,10 +1,35 @@
-// GoogleTest main for every test binary: initialises MPI, prints results on rank 0 only, and
-// makes every rank exit with the same code (any rank's failure fails all), so mpiexec reports a
-// failure once and no rank is left waiting.
+// GoogleTest main for every test binary: initialises MPI, prints the full results on rank 0 and
+// only the failed assertions on the other ranks (prefixed by their rank), and makes every rank
+// exit with the same code (any rank's failure fails all), so mpiexec reports a failure once and
+// no rank is left waiting.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdio>
+
 #include "framework/logging.h"
+
+namespace {
+
+// The other ranks' printer: their failures, each with the test and the rank it happened on.
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::fprintf(stderr, "rank %d: %s.%s: %s:%d: %s\n", rank_,
+                 test != nullptr ? test->test_suite_name() : "?",
+                 test != nullptr ? test->name() : "?",
+                 result.file_name() != nullptr ? result.file_name() : "?", result.line_number(),
+                 result.message());
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int provided = 0;
@@ -18,12 +43,13 @@ int main(int argc, char** argv) {
   if (rank != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new FailurePrinter(rank));
   }
   int local_failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
   int any_failed = 0;
   MPI_Allreduce(&local_failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (any_failed && local_failed && rank != 0)
-    std::fprintf(stderr, "rank %d: test failures (see its assertions above)\n", rank);
+    std::fprintf(stderr, "rank %d: test failures (its assertions above)\n", rank);
   MPI_Finalize();
   return any_failed;
 }
