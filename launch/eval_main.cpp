@@ -23,10 +23,8 @@ int eval_main(int argc, char** argv) {
   std::string checkpoint, data;
   int64_t windows = 64, micro_batch = 8;
   int tp = 1, pp = 1;
-  po::options_description desc("eval: mean loss and perplexity of a checkpoint");
+  po::options_description desc;
   auto add = desc.add_options();
-  add("help,h", "print this help");
-  add("config", po::value<std::string>(), "INI-style file of name = value options");
   add("checkpoint", po::value(&checkpoint)->default_value(""), "checkpoint file (.h5)");
   add("data", po::value(&data)->default_value(""),
       "token data set; empty = the built-in validation split (for built-in runs)");
@@ -37,15 +35,16 @@ int eval_main(int argc, char** argv) {
   add("pp", po::value(&pp)->default_value(pp), "pipeline stages (layers split evenly)");
   ExecutionOptions execution;
   add_execution_options(desc, execution);
-  if (!parse_options(world, argc, argv, desc, nullptr, [&] {
-        validate_execution_options(execution);
-        GPT_INPUT_CHECK(!checkpoint.empty(), "--checkpoint is required");
-        GPT_INPUT_CHECK(windows >= 1, "--eval-windows must be at least 1");
-        GPT_INPUT_CHECK(micro_batch >= 1, "--micro-batch-size must be at least 1");
-        GPT_INPUT_CHECK(
-            tp >= 1 && pp >= 1 && world_size % (tp * pp) == 0,
-            "--tp " << tp << " x --pp " << pp << " does not divide the " << world_size << " ranks");
-      }))
+  if (!parse_options(world, argc, argv, "eval: mean loss and perplexity of a checkpoint", desc,
+                     nullptr, [&] {
+                       validate_execution_options(execution);
+                       GPT_INPUT_CHECK(!checkpoint.empty(), "--checkpoint is required");
+                       GPT_INPUT_CHECK(windows >= 1, "--eval-windows must be at least 1");
+                       GPT_INPUT_CHECK(micro_batch >= 1, "--micro-batch-size must be at least 1");
+                       GPT_INPUT_CHECK(tp >= 1 && pp >= 1 && world_size % (tp * pp) == 0,
+                                       "--tp " << tp << " x --pp " << pp << " does not divide the "
+                                               << world_size << " ranks");
+                     }))
     return 0;
   RuntimeOptions ro;
   ro.grid.shape = {tp, world_size / (tp * pp), pp};

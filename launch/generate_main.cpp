@@ -31,10 +31,8 @@ struct GenerateOptions {
 };
 
 po::options_description generate_options(GenerateOptions& o) {
-  po::options_description desc("generate: sample from a checkpoint");
+  po::options_description desc;
   auto add = desc.add_options();
-  add("help,h", "print this help");
-  add("config", po::value<std::string>(), "INI-style file of name = value options");
   add("checkpoint", po::value(&o.checkpoint)->default_value(""), "checkpoint file (.h5)");
   add("prompt", po::value(&o.prompt)->default_value(""), "text to continue");
   add("max-new-tokens", po::value(&o.max_new_tokens)->default_value(o.max_new_tokens),
@@ -101,8 +99,8 @@ int generate_main(int argc, char** argv) {
   MPI_Comm world = MPI_COMM_WORLD;
   const int world_size = comm_size(world);
   GenerateOptions o;
-  if (!parse_options(world, argc, argv, generate_options(o), nullptr,
-                     [&] { check_generate_options(o, world_size); }))
+  if (!parse_options(world, argc, argv, "generate: sample from a checkpoint", generate_options(o),
+                     nullptr, [&] { check_generate_options(o, world_size); }))
     return 0;
   // Generation runs one sequence: every rank is a tp rank of one of the pp stages.
   const int tp = world_size / o.pp;
@@ -111,9 +109,10 @@ int generate_main(int argc, char** argv) {
   ro.execution = o.execution;
   LoadedModel model = load_model_for_inference(world, o.checkpoint, ro);
   agree_on_failure(world, [&] {
-    GPT_INPUT_CHECK(model.tokenizer == "bytes", "generate knows the bytes tokenizer only (the "
-                                                "checkpoint uses "
-                                                    << model.tokenizer << ")");
+    GPT_INPUT_CHECK(model.tokenizer == "bytes",
+                    "generate knows the bytes tokenizer only (the "
+                    "checkpoint uses "
+                        << model.tokenizer << ")");
   });
   std::vector<int32_t> prompt(o.prompt.begin(), o.prompt.end());
   for (int32_t& t : prompt) t = static_cast<unsigned char>(t);

@@ -228,10 +228,7 @@ po::options_description output_options(TrainOptions& o) {
 }  // namespace
 
 po::options_description train_options_description(TrainOptions& o) {
-  po::options_description all("train: GPT-2 training on a tp x dp x pp grid of MPI ranks");
-  auto add = all.add_options();
-  add("help,h", "print this help");
-  add("config", po::value<std::string>(), "INI-style file of name = value options");
+  po::options_description all;
   all.add(layout_options(o)).add(model_options(o)).add(data_options(o));
   all.add(optimization_options(o)).add(output_options(o));
   return all;

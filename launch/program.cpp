@@ -41,8 +41,14 @@ bool parse_command_line(int argc, char** argv, const po::options_description& de
 
 }  // namespace
 
-bool parse_options(MPI_Comm world, int argc, char** argv, const po::options_description& desc,
-                   std::set<std::string>* given, const std::function<void()>& check) {
+bool parse_options(MPI_Comm world, int argc, char** argv, const std::string& caption,
+                   const po::options_description& options, std::set<std::string>* given,
+                   const std::function<void()>& check) {
+  po::options_description desc(caption);
+  auto add = desc.add_options();
+  add("help,h", "print this help");
+  add("config", po::value<std::string>(), "INI-style file of name = value options");
+  desc.add(options);
   bool help = false;
   agree_on_failure(world, [&] {
     help = !parse_command_line(argc, argv, desc, given);

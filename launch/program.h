@@ -21,11 +21,12 @@ namespace gpt {
 int run_program(int argc, char** argv, const std::function<int(int, char**)>& body);
 
 // Parses the command line into the variables `desc` binds, then a `--config FILE` (INI-style
-// name = value lines) where desc has that option (the command line wins), then runs `check` on
-// the result; agreed over world, so bad input ends every rank with one line. `given` (may be
-// null) receives the long names of the options set explicitly. Returns false after --help
-// (rank 0 prints it): the program should then exit 0.
-bool parse_options(MPI_Comm world, int argc, char** argv,
+// name = value lines; the command line wins), then runs `check` on the result; agreed over
+// world, so bad input ends every rank with one line. Every program has --help and --config,
+// added here under `caption` (the program's one-line description). `given` (may be null)
+// receives the long names of the options set explicitly. Returns false after --help (rank 0
+// prints it): the program should then exit 0.
+bool parse_options(MPI_Comm world, int argc, char** argv, const std::string& caption,
                    const boost::program_options::options_description& desc,
                    std::set<std::string>* given, const std::function<void()>& check);
 

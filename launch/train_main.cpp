@@ -84,8 +84,8 @@ TrainState0 build_runtime_and_state(MPI_Comm world, const TrainOptions& options,
     log::info0("--sequence-parallel has no effect at --tp 1");
   TrainState0 s;
   agree_on_failure(world, [&] {
-    s.runtime = std::make_unique<Runtime>(world, options.model,
-                                          runtime_options(options, comm_size(world)));
+    s.runtime =
+        std::make_unique<Runtime>(world, options.model, runtime_options(options, comm_size(world)));
     const OptimizerOptions oo{options.beta1, options.beta2, options.eps, options.weight_decay,
                               options.momentum};
     s.optimizer = make_optimizer(options.optimizer, s.runtime->store(), oo);
@@ -123,7 +123,8 @@ std::unique_ptr<MetricsWriter> prepare_outputs(MPI_Comm world, const TrainOption
 int train_main(int argc, char** argv) {
   MPI_Comm world = MPI_COMM_WORLD;
   TrainOptions options;
-  if (!parse_options(world, argc, argv, train_options_description(options), &options.given,
+  if (!parse_options(world, argc, argv, "train: GPT-2 training on a tp x dp x pp grid of MPI ranks",
+                     train_options_description(options), &options.given,
                      [&] { finish_train_options(options, comm_size(world)); }))
     return 0;
   TrainInputs inputs = load_inputs(world, options);

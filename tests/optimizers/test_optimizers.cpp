@@ -175,20 +175,16 @@ void expect_close(const std::vector<float>& actual, const std::vector<double>& e
 }
 
 TEST_F(OptimizerTest, RunsMergeConsecutiveParametersWithEqualDecay) {
-  std::vector<ParameterRun> runs = weight_decay_runs(*store_);
-  ASSERT_EQ(runs.size(), 4u);  // a.weight | a.bias | b.weight + c.weight | c.bias
-  EXPECT_EQ(runs[0].offset, 0);
-  EXPECT_EQ(runs[0].numel, 6);
-  EXPECT_TRUE(runs[0].weight_decay);
-  EXPECT_EQ(runs[1].offset, 6);
-  EXPECT_EQ(runs[1].numel, 3);
-  EXPECT_FALSE(runs[1].weight_decay);
-  EXPECT_EQ(runs[2].offset, 9);
-  EXPECT_EQ(runs[2].numel, 10);
-  EXPECT_TRUE(runs[2].weight_decay);
-  EXPECT_EQ(runs[3].offset, 19);
-  EXPECT_EQ(runs[3].numel, 2);
-  EXPECT_FALSE(runs[3].weight_decay);
+  const std::vector<ParameterRun> runs = weight_decay_runs(*store_);
+  // a.weight | a.bias | b.weight + c.weight | c.bias: {offset, numel, weight_decay}
+  const std::vector<ParameterRun> expected = {{0, 6, true}, {6, 3, false}, {9, 10, true},
+                                              {19, 2, false}};
+  ASSERT_EQ(runs.size(), expected.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].offset, expected[i].offset) << "run " << i;
+    EXPECT_EQ(runs[i].numel, expected[i].numel) << "run " << i;
+    EXPECT_EQ(runs[i].weight_decay, expected[i].weight_decay) << "run " << i;
+  }
 }
 
 // torch.optim.AdamW, in double.
