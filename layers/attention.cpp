@@ -5,26 +5,21 @@
 
 namespace gpt {
 
-Attention::Attention(ParameterStore& store, TensorParallel& tp, const std::string& name,
-                     const ModelConfig& cfg, const MicroBatchShape& mb, LayerScratch& scratch)
-    : backend_(store.backend()),
-      mb_(mb),
-      scratch_(scratch),
-      local_heads_(cfg.n_head / tp.size()),
+Attention::Attention(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg)
+    : Layer(ctx),
+      local_heads_(cfg.n_head / ctx.tp.size()),
       head_dim_(cfg.head_dim()),
-      c_attn_(store, tp,
+      c_attn_(ctx,
               {.name = name + ".c_attn",
                .in_features = cfg.d_model,
                .out_features = 3 * cfg.d_model,
                .init_std = kLinearInitStd},
-              mb, scratch, 3),
-      c_proj_(store, tp,
-              {.name = name + ".c_proj",
-               .in_features = cfg.d_model,
-               .out_features = cfg.d_model,
-               .init_std = residual_projection_init_std(cfg.n_layer)},
-              mb, scratch) {
-  GPT_CHECK(cfg.n_head % tp.size() == 0, "tp does not divide the heads");
+              3),
+      c_proj_(ctx, {.name = name + ".c_proj",
+                    .in_features = cfg.d_model,
+                    .out_features = cfg.d_model,
+                    .init_std = residual_projection_init_std(cfg.n_layer)}) {
+  GPT_CHECK(cfg.n_head % tp_.size() == 0, "tp does not divide the heads");
 }
 
 AttentionCache Attention::make_cache() const {

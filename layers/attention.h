@@ -25,10 +25,9 @@ struct AttentionGrads {
   ColumnParallelLinearGrads c_attn;
 };
 
-class Attention {
+class Attention : Layer {
  public:
-  Attention(ParameterStore& store, TensorParallel& tp, const std::string& name,
-            const ModelConfig& cfg, const MicroBatchShape& mb, LayerScratch& scratch);
+  Attention(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg);
   AttentionCache make_cache() const;
   AttentionGrads make_grads() const;
 
@@ -40,9 +39,6 @@ class Attention {
   void backward_weight(const AttentionCache& cache, const AttentionGrads& grads);
 
  private:
-  Backend& backend_;
-  MicroBatchShape mb_;
-  LayerScratch& scratch_;
   int64_t local_heads_, head_dim_;
   ColumnParallelLinear c_attn_;
   RowParallelLinear c_proj_;

@@ -23,14 +23,13 @@ LinearShard column_shard(const LinearSpec& spec, const TensorParallel& tp, int64
 
 }  // namespace
 
-ColumnParallelLinear::ColumnParallelLinear(ParameterStore& store, TensorParallel& tp,
-                                           const LinearSpec& spec, const MicroBatchShape& mb,
-                                           LayerScratch& scratch, int64_t groups)
-    : backend_(store.backend()), tp_(tp), mb_(mb), scratch_(scratch), in_(spec.in_features) {
-  LinearShard shard = column_shard(spec, tp, groups);
+ColumnParallelLinear::ColumnParallelLinear(const LayerContext& ctx, const LinearSpec& spec,
+                                           int64_t groups)
+    : Layer(ctx), in_(spec.in_features) {
+  LinearShard shard = column_shard(spec, tp_, groups);
   local_out_ = shard.local_out;
-  params_ = add_linear_parameters(store, spec, std::move(shard));
-  GPT_CHECK(!tp.sequence_parallel() || scratch.partial.size() >= mb.N * in_,
+  params_ = add_linear_parameters(ctx.store, spec, std::move(shard));
+  GPT_CHECK(!tp_.sequence_parallel() || scratch_.partial.size() >= mb_.N * in_,
             spec.name << ": the scratch for partial input gradients is too small");
 }
 

@@ -7,7 +7,7 @@
 #pragma once
 
 #include "framework/device_array.h"
-#include "layers/layer_scratch.h"
+#include "layers/layer.h"
 #include "layers/linear_parameters.h"
 
 namespace gpt {
@@ -21,11 +21,10 @@ struct ColumnParallelLinearGrads {
   const float* dout = nullptr;  // (N,OC/tp) the output gradient (the caller's buffer)
 };
 
-class ColumnParallelLinear {
+class ColumnParallelLinear : Layer {
  public:
   // OC / groups must divide by tp.
-  ColumnParallelLinear(ParameterStore& store, TensorParallel& tp, const LinearSpec& spec,
-                       const MicroBatchShape& mb, LayerScratch& scratch, int64_t groups = 1);
+  ColumnParallelLinear(const LayerContext& ctx, const LinearSpec& spec, int64_t groups = 1);
   int64_t local_out() const { return local_out_; }  // OC/tp
   ColumnParallelLinearCache make_cache() const;
   ColumnParallelLinearGrads make_grads() const { return {}; }
@@ -41,10 +40,6 @@ class ColumnParallelLinear {
                        const ColumnParallelLinearGrads& grads);
 
  private:
-  Backend& backend_;
-  TensorParallel& tp_;
-  MicroBatchShape mb_;
-  LayerScratch& scratch_;
   int64_t in_, local_out_;
   LinearParameters params_;
 };

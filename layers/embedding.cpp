@@ -26,15 +26,8 @@ Parameter& add_token_embedding(ParameterStore& store, const ModelConfig& cfg, in
   return store.add(std::move(spec));
 }
 
-Embedding::Embedding(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg,
-                     Parameter& wte, const MicroBatchShape& mb, LayerScratch& scratch)
-    : backend_(store.backend()),
-      tp_(tp),
-      C_(cfg.d_model),
-      mb_(mb),
-      scratch_(scratch),
-      shard_(vocab_shard(cfg, tp.rank(), tp.size())),
-      wte_(wte) {
+Embedding::Embedding(const LayerContext& ctx, const ModelConfig& cfg, Parameter& wte)
+    : Layer(ctx), C_(cfg.d_model), shard_(vocab_shard(cfg, tp_.rank(), tp_.size())), wte_(wte) {
   ParameterSpec spec{};
   spec.name = "wpe";
   spec.shape = {cfg.seq_len, cfg.d_model};
@@ -44,7 +37,7 @@ Embedding::Embedding(ParameterStore& store, TensorParallel& tp, const ModelConfi
   spec.init_std = 0.02f;
   spec.weight_decay = true;
   spec.tp_replicated = true;
-  wpe_ = &store.add(std::move(spec));
+  wpe_ = &ctx.store.add(std::move(spec));
 }
 
 void Embedding::forward(float* out, const int32_t* tokens, EmbeddingCache& cache) {

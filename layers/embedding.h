@@ -10,7 +10,7 @@
 
 #include "framework/config.h"
 #include "framework/parameter.h"
-#include "layers/layer_scratch.h"
+#include "layers/layer.h"
 
 namespace gpt {
 
@@ -35,10 +35,9 @@ struct EmbeddingGrads {
   const float* dout = nullptr;  // (Nl,C) the output gradient (the caller's buffer)
 };
 
-class Embedding {
+class Embedding : Layer {
  public:
-  Embedding(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, Parameter& wte,
-            const MicroBatchShape& mb, LayerScratch& scratch);
+  Embedding(const LayerContext& ctx, const ModelConfig& cfg, Parameter& wte);
 
   // out (Nl,C) = wte[tokens] + wpe[positions] for tokens (N): all rows, or this rank's rows of
   // the sum with sequence parallelism (reduce-scattered).
@@ -47,11 +46,7 @@ class Embedding {
   void backward_weight(const EmbeddingCache& cache, const EmbeddingGrads& grads);
 
  private:
-  Backend& backend_;
-  TensorParallel& tp_;
   int64_t C_;
-  MicroBatchShape mb_;
-  LayerScratch& scratch_;
   VocabShard shard_;
   Parameter& wte_;
   Parameter* wpe_;

@@ -18,26 +18,26 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
       scratch_(make_layer_scratch(backend_, cfg, tp, mb_)) {
   GPT_CHECK(spec.n_layers >= 1, "a stage needs at least one layer");
   GPT_CHECK(num_caches >= 1 && num_grad_sets >= 1, "a stage needs a cache and a gradient set");
+  const LayerContext ctx{store, tp, mb_, scratch_};
   // Registration order is the flat buffers' order.
   Parameter* wte = nullptr;
   auto registered = [&store] { return store.params().size(); };
   if (spec.has_embedding) {
     embedding_params_.first = registered();
     wte = &add_token_embedding(store, cfg, tp.rank(), tp.size(), false);
-    embedding_ = std::make_unique<Embedding>(store, tp, cfg, *wte, mb_, scratch_);
+    embedding_ = std::make_unique<Embedding>(ctx, cfg, *wte);
     embedding_params_.end = registered();
   }
   for (int64_t l = 0; l < spec.n_layers; ++l) {
     const size_t first = registered();
-    blocks_.push_back(
-        std::make_unique<TransformerBlock>(store, tp, spec.first_layer + l, cfg, mb_, scratch_));
+    blocks_.push_back(std::make_unique<TransformerBlock>(ctx, spec.first_layer + l, cfg));
     block_params_.push_back({first, registered()});
   }
   if (spec.has_head) {
     head_params_.first = registered();
     if (wte == nullptr)
       wte = &add_token_embedding(store, cfg, tp.rank(), tp.size(), spec.tied_copy);
-    head_ = std::make_unique<LmHead>(store, tp, cfg, *wte, mb_, scratch_);
+    head_ = std::make_unique<LmHead>(ctx, cfg, *wte);
     head_params_.end = registered();
   }
 

@@ -3,9 +3,8 @@
 
 namespace gpt {
 
-LayerNorm::LayerNorm(ParameterStore& store, TensorParallel& tp, const std::string& name, int64_t C,
-                     const MicroBatchShape& mb)
-    : backend_(store.backend()), C_(C), rows_(mb.Nl) {
+LayerNorm::LayerNorm(const LayerContext& ctx, const std::string& name, int64_t C)
+    : Layer(ctx), C_(C), rows_(mb_.Nl) {
   ParameterSpec w{}, b{};
   w.name = name + ".weight";
   w.init = InitKind::kOnes;
@@ -16,10 +15,10 @@ LayerNorm::LayerNorm(ParameterStore& store, TensorParallel& tp, const std::strin
     p->local_numel = C;
     p->slabs = {{{0}, {C}, 0}};
     p->tp_replicated = true;
-    p->tp_partial_grad = tp.sequence_parallel();
+    p->tp_partial_grad = tp_.sequence_parallel();
   }
-  weight_ = &store.add(std::move(w));
-  bias_ = &store.add(std::move(b));
+  weight_ = &ctx.store.add(std::move(w));
+  bias_ = &ctx.store.add(std::move(b));
 }
 
 LayerNormCache LayerNorm::make_cache() const {

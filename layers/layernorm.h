@@ -8,7 +8,7 @@
 
 #include "framework/device_array.h"
 #include "framework/parameter.h"
-#include "layers/micro_batch_shape.h"
+#include "layers/layer.h"
 
 namespace gpt {
 
@@ -22,10 +22,9 @@ struct LayerNormGrads {
   const float* dout = nullptr;  // (Nl,C) the output gradient (the caller's buffer)
 };
 
-class LayerNorm {
+class LayerNorm : Layer {
  public:
-  LayerNorm(ParameterStore& store, TensorParallel& tp, const std::string& name, int64_t C,
-            const MicroBatchShape& mb);
+  LayerNorm(const LayerContext& ctx, const std::string& name, int64_t C);
   LayerNormCache make_cache() const;
   LayerNormGrads make_grads() const { return {}; }
 
@@ -37,7 +36,6 @@ class LayerNorm {
   void backward_weight(const LayerNormCache& cache, const LayerNormGrads& grads);
 
  private:
-  Backend& backend_;
   int64_t C_, rows_;
   Parameter* weight_;
   Parameter* bias_;

@@ -3,17 +3,13 @@
 
 namespace gpt {
 
-LmHead::LmHead(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, Parameter& wte,
-               const MicroBatchShape& mb, LayerScratch& scratch)
-    : backend_(store.backend()),
-      tp_(tp),
+LmHead::LmHead(const LayerContext& ctx, const ModelConfig& cfg, Parameter& wte)
+    : Layer(ctx),
       C_(cfg.d_model),
-      mb_(mb),
-      scratch_(scratch),
-      shard_(vocab_shard(cfg, tp.rank(), tp.size())),
-      ln_f_(store, tp, "ln_f", cfg.d_model, mb),
+      shard_(vocab_shard(cfg, tp_.rank(), tp_.size())),
+      ln_f_(ctx, "ln_f", cfg.d_model),
       wte_(wte),
-      sp_(tp.sequence_parallel()) {}
+      sp_(tp_.sequence_parallel()) {}
 
 HeadCache LmHead::make_cache() const {
   Backend& be = backend_;

@@ -28,10 +28,9 @@ struct HeadGrads {
   LayerNormGrads ln_f;
 };
 
-class LmHead {
+class LmHead : Layer {
  public:
-  LmHead(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, Parameter& wte,
-         const MicroBatchShape& mb, LayerScratch& scratch);
+  LmHead(const LayerContext& ctx, const ModelConfig& cfg, Parameter& wte);
   HeadCache make_cache() const;
   HeadGrads make_grads() const;
 
@@ -42,11 +41,7 @@ class LmHead {
   void backward_weight(const HeadCache& cache, const HeadGrads& grads);
 
  private:
-  Backend& backend_;
-  TensorParallel& tp_;
   int64_t C_;
-  MicroBatchShape mb_;
-  LayerScratch& scratch_;
   VocabShard shard_;
   LayerNorm ln_f_;
   Parameter& wte_;

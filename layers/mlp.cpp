@@ -3,23 +3,16 @@
 
 namespace gpt {
 
-Mlp::Mlp(ParameterStore& store, TensorParallel& tp, const std::string& name, const ModelConfig& cfg,
-         const MicroBatchShape& mb, LayerScratch& scratch)
-    : backend_(store.backend()),
-      mb_(mb),
-      scratch_(scratch),
-      c_fc_(store, tp,
-            {.name = name + ".c_fc",
-             .in_features = cfg.d_model,
-             .out_features = cfg.ffn_dim(),
-             .init_std = kLinearInitStd},
-            mb, scratch),
-      c_proj_(store, tp,
-              {.name = name + ".c_proj",
-               .in_features = cfg.ffn_dim(),
-               .out_features = cfg.d_model,
-               .init_std = residual_projection_init_std(cfg.n_layer)},
-              mb, scratch) {}
+Mlp::Mlp(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg)
+    : Layer(ctx),
+      c_fc_(ctx, {.name = name + ".c_fc",
+                  .in_features = cfg.d_model,
+                  .out_features = cfg.ffn_dim(),
+                  .init_std = kLinearInitStd}),
+      c_proj_(ctx, {.name = name + ".c_proj",
+                    .in_features = cfg.ffn_dim(),
+                    .out_features = cfg.d_model,
+                    .init_std = residual_projection_init_std(cfg.n_layer)}) {}
 
 MlpCache Mlp::make_cache() const {
   const int64_t n = mb_.N * c_fc_.local_out();

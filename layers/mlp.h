@@ -23,10 +23,9 @@ struct MlpGrads {
   ColumnParallelLinearGrads c_fc;
 };
 
-class Mlp {
+class Mlp : Layer {
  public:
-  Mlp(ParameterStore& store, TensorParallel& tp, const std::string& name, const ModelConfig& cfg,
-      const MicroBatchShape& mb, LayerScratch& scratch);
+  Mlp(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg);
   MlpCache make_cache() const;
   MlpGrads make_grads() const;
 
@@ -37,9 +36,6 @@ class Mlp {
   void backward_weight(const MlpCache& cache, const MlpGrads& grads);
 
  private:
-  Backend& backend_;
-  MicroBatchShape mb_;
-  LayerScratch& scratch_;
   ColumnParallelLinear c_fc_;
   RowParallelLinear c_proj_;
 };

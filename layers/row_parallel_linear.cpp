@@ -5,20 +5,18 @@
 
 namespace gpt {
 
-RowParallelLinear::RowParallelLinear(ParameterStore& store, TensorParallel& tp,
-                                     const LinearSpec& spec, const MicroBatchShape& mb,
-                                     LayerScratch& scratch)
-    : backend_(store.backend()), tp_(tp), mb_(mb), scratch_(scratch), out_(spec.out_features) {
-  const ShardRange cols = shard_range(spec.in_features, tp.rank(), tp.size());
+RowParallelLinear::RowParallelLinear(const LayerContext& ctx, const LinearSpec& spec)
+    : Layer(ctx), out_(spec.out_features) {
+  const ShardRange cols = shard_range(spec.in_features, tp_.rank(), tp_.size());
   local_in_ = cols.count;
   params_ = add_linear_parameters(
-      store, spec,
+      ctx.store, spec,
       {.local_in = cols.count,
        .local_out = out_,
        .weight_slabs = {{{0, cols.start}, {out_, cols.count}, 0}},
        .bias_slabs = {{{0}, {out_}, 0}},
        .bias_replicated = true});  // added after the reduction: the same on every tp rank
-  GPT_CHECK(!tp.sequence_parallel() || scratch.partial.size() >= mb.N * out_,
+  GPT_CHECK(!tp_.sequence_parallel() || scratch_.partial.size() >= mb_.N * out_,
             spec.name << ": the scratch for partial outputs is too small");
 }
 

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "framework/device_array.h"
-#include "layers/layer_scratch.h"
+#include "layers/layer.h"
 #include "layers/linear_parameters.h"
 
 namespace gpt {
@@ -22,11 +22,10 @@ struct RowParallelLinearGrads {
   DeviceArray<float> gathered;  // (N,OC) the all-gathered output-gradient rows; sequence parallel
 };
 
-class RowParallelLinear {
+class RowParallelLinear : Layer {
  public:
   // IC must divide by tp.
-  RowParallelLinear(ParameterStore& store, TensorParallel& tp, const LinearSpec& spec,
-                    const MicroBatchShape& mb, LayerScratch& scratch);
+  RowParallelLinear(const LayerContext& ctx, const LinearSpec& spec);
   RowParallelLinearCache make_cache() const { return {}; }
   RowParallelLinearGrads make_grads() const;
 
@@ -39,10 +38,6 @@ class RowParallelLinear {
   void backward_weight(const RowParallelLinearCache& cache, const RowParallelLinearGrads& grads);
 
  private:
-  Backend& backend_;
-  TensorParallel& tp_;
-  MicroBatchShape mb_;
-  LayerScratch& scratch_;
   int64_t local_in_, out_;
   LinearParameters params_;
 };

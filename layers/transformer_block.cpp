@@ -3,18 +3,14 @@
 
 namespace gpt {
 
-TransformerBlock::TransformerBlock(ParameterStore& store, TensorParallel& tp, int64_t layer,
-                                   const ModelConfig& cfg, const MicroBatchShape& mb,
-                                   LayerScratch& scratch)
-    : backend_(store.backend()),
-      sp_(tp.sequence_parallel()),
+TransformerBlock::TransformerBlock(const LayerContext& ctx, int64_t layer, const ModelConfig& cfg)
+    : Layer(ctx),
+      sp_(ctx.tp.sequence_parallel()),
       C_(cfg.d_model),
-      mb_(mb),
-      scratch_(scratch),
-      ln_1_(store, tp, "h." + std::to_string(layer) + ".ln_1", cfg.d_model, mb),
-      attn_(store, tp, "h." + std::to_string(layer) + ".attn", cfg, mb, scratch),
-      ln_2_(store, tp, "h." + std::to_string(layer) + ".ln_2", cfg.d_model, mb),
-      mlp_(store, tp, "h." + std::to_string(layer) + ".mlp", cfg, mb, scratch) {}
+      ln_1_(ctx, "h." + std::to_string(layer) + ".ln_1", cfg.d_model),
+      attn_(ctx, "h." + std::to_string(layer) + ".attn", cfg),
+      ln_2_(ctx, "h." + std::to_string(layer) + ".ln_2", cfg.d_model),
+      mlp_(ctx, "h." + std::to_string(layer) + ".mlp", cfg) {}
 
 BlockCache TransformerBlock::make_cache() const {
   Backend& be = backend_;

@@ -49,10 +49,9 @@ struct BlockGrads {
   LayerNormGrads ln_1;
 };
 
-class TransformerBlock {
+class TransformerBlock : Layer {
  public:
-  TransformerBlock(ParameterStore& store, TensorParallel& tp, int64_t layer, const ModelConfig& cfg,
-                   const MicroBatchShape& mb, LayerScratch& scratch);
+  TransformerBlock(const LayerContext& ctx, int64_t layer, const ModelConfig& cfg);
   BlockCache make_cache() const;
   BlockGrads make_grads() const;
 
@@ -64,11 +63,8 @@ class TransformerBlock {
   void backward_weight(const BlockCache& cache, const BlockGrads& grads);
 
  private:
-  Backend& backend_;
   bool sp_;
   int64_t C_;
-  MicroBatchShape mb_;
-  LayerScratch& scratch_;
   LayerNorm ln_1_;
   Attention attn_;
   LayerNorm ln_2_;

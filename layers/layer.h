@@ -1,0 +1,32 @@
+// What every layer of a stage is built with and keeps: where its parameters are registered (and
+// its buffers live), its tensor-parallel group, the microbatch shape it runs on (so forward and
+// backward take no sizes), and the stage's shared scratch. The stage makes one LayerContext and
+// hands it to each layer; a layer derives from Layer to keep the parts it uses.
+#pragma once
+
+#include "framework/parameter.h"
+#include "layers/layer_scratch.h"
+#include "layers/micro_batch_shape.h"
+#include "parallel/tensor_parallel.h"
+
+namespace gpt {
+
+struct LayerContext {
+  ParameterStore& store;
+  TensorParallel& tp;
+  MicroBatchShape mb;
+  LayerScratch& scratch;
+};
+
+class Layer {
+ protected:
+  explicit Layer(const LayerContext& ctx)
+      : backend_(ctx.store.backend()), tp_(ctx.tp), mb_(ctx.mb), scratch_(ctx.scratch) {}
+
+  Backend& backend_;
+  TensorParallel& tp_;
+  MicroBatchShape mb_;
+  LayerScratch& scratch_;  // read only inside one call: nothing in a cache points into it
+};
+
+}  // namespace gpt
