@@ -14,13 +14,9 @@
 #   runs anyway and says so. GPT_BENCH_EXTRA: more train options for every run (e.g.
 #   "--sequence-parallel", which applies only to the tp 2 run and is a no-op notice elsewhere).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-build=${1:-$here/../../build}
-steps=${2:-10}
-train=$build/bin/train
-[[ -x $train ]] || { echo "bench_parallel: no $train (build the train target)" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-mpiexec=${MPIEXEC:-mpiexec}
+# shellcheck source=bench_common.sh
+source "$(dirname "$0")/bench_common.sh"
+bench_start bench_parallel 10 "$@"
 
 # Compute-dominated: ~13M parameters, 4096 tokens per step, a few seconds per step.
 model=(--n-layer 4 --n-head 8 --d-model 512 --seq-len 256 --global-batch-size 16
@@ -28,8 +24,6 @@ model=(--n-layer 4 --n-head 8 --d-model 512 --seq-len 256 --global-batch-size 16
 # shellcheck disable=SC2206
 extra=(${GPT_BENCH_EXTRA:-})
 
-# shellcheck source=bench_common.sh
-source "$(dirname "$0")/bench_common.sh"
 wait_for_quiet_machine bench_parallel
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpt-bench-parallel-XXXXXX")

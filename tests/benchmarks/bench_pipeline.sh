@@ -25,13 +25,9 @@
 #   table also shows each stage's wait from the trace, its idle share, and the bubble simulated
 #   from the traced per-action costs; 0 never, 1 always.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-build=${1:-$here/../../build}
-steps=${2:-20}
-train=$build/bin/train
-[[ -x $train ]] || { echo "bench_pipeline: no $train (build the train target)" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-mpiexec=${MPIEXEC:-mpiexec}
+# shellcheck source=bench_common.sh
+source "$(dirname "$0")/bench_common.sh"
+bench_start bench_pipeline 20 "$@"
 
 pp=2
 vstages=2
@@ -46,8 +42,6 @@ read -r -a ms <<< "${GPT_BENCH_MS:-1 2 4 8 16}"
 read -r -a schedules <<< "${GPT_BENCH_SCHEDULES:-gpipe 1f1b interleaved zb-h1}"
 
 load1() { cut -d' ' -f1 /proc/loadavg; }
-# shellcheck source=bench_common.sh
-source "$(dirname "$0")/bench_common.sh"
 wait_for_quiet_machine bench_pipeline
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpt-bench-pipeline-XXXXXX")
