@@ -223,8 +223,10 @@ __device__ __forceinline__ void axpy_row(float (&acc)[D], float a, const float4*
 // work start first (the last query tiles forward and for dq, the first key tiles for dk/dv).
 struct Block {
   int bh, b, h;
-  int t0;    // first row of the tile
-  int rows;  // rows of the tile below T
+  int t0;           // first row of the tile
+  int rows;         // rows of the tile below T
+  int64_t qkv_off;  // where head h of sequence b starts in qkv and dqkv (rows of 3*C)
+  int64_t o_off;    // and in out and dout (rows of C)
 };
 
 // Rows t0.. of the block's own tile of one head (src row stride `stride`) into this thread
@@ -270,6 +272,8 @@ __device__ __forceinline__ Block block_tile(const Shape& s, bool last_first) {
   blk.h = blk.bh % s.NH;
   blk.t0 = (last_first ? n_tiles - 1 - order : order) * kRows;
   blk.rows = s.T - blk.t0 < kRows ? s.T - blk.t0 : kRows;
+  blk.qkv_off = static_cast<int64_t>(blk.b) * s.T * 3 * s.C + blk.h * s.HS;
+  blk.o_off = static_cast<int64_t>(blk.b) * s.T * s.C + blk.h * s.HS;
   return blk;
 }
 
@@ -296,7 +300,7 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
   const unsigned mask = group_mask<G>();
   const Block blk = block_tile<kRows>(s, true);
   const int64_t C3 = 3 * static_cast<int64_t>(s.C);
-  const float* q_src = qkv + static_cast<int64_t>(blk.b) * s.T * C3 + blk.h * s.HS;
+  const float* q_src = qkv + blk.qkv_off;
   const float* k_src = q_src + s.C;
   const float* v_src = q_src + 2 * s.C;
   // The last key row r attends to; -1 makes a padding row past T skip every key.
@@ -350,8 +354,7 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
   // Padding rows have l = 0; their results are never stored.
   scale_row(acc, l > 0.0f ? 1.0f / l : 0.0f);
   if (g == 0 && row_lim >= 0) lse[static_cast<int64_t>(blk.bh) * s.T + row_lim] = m + logf(l);
-  float* o_dst = out + static_cast<int64_t>(blk.b) * s.T * s.C + blk.h * s.HS;
-  store_own_row<D, G>(o_dst, s.C, stage, acc, blk, s, r, g);
+  store_own_row<D, G>(out + blk.o_off, s.C, stage, acc, blk, s, r, g);
 }
 
 // dq of a tile of query rows, and delta = rowsum(dout * out) for them (the dk/dv kernel reads
@@ -378,19 +381,17 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   const unsigned mask = group_mask<G>();
   const Block blk = block_tile<kRows>(s, true);
   const int64_t C3 = 3 * static_cast<int64_t>(s.C);
-  const int64_t qkv_off = static_cast<int64_t>(blk.b) * s.T * C3 + blk.h * s.HS;
-  const int64_t o_off = static_cast<int64_t>(blk.b) * s.T * s.C + blk.h * s.HS;
-  const float* k_src = qkv + qkv_off + s.C;
-  const float* v_src = qkv + qkv_off + 2 * s.C;
+  const float* k_src = qkv + blk.qkv_off + s.C;
+  const float* v_src = qkv + blk.qkv_off + 2 * s.C;
   const int row_lim = r < blk.rows ? blk.t0 + r : -1;
   const int64_t stat = static_cast<int64_t>(blk.bh) * s.T + row_lim;  // lse/delta index
 
   float q[D], dO[D];
-  load_own_row<D, G, kBf16>(q, stage, qkv + qkv_off, C3, blk, s, r, g);
-  load_own_row<D, G, kBf16>(dO, stage, dout + o_off, s.C, blk, s, r, g);
+  load_own_row<D, G, kBf16>(q, stage, qkv + blk.qkv_off, C3, blk, s, r, g);
+  load_own_row<D, G, kBf16>(dO, stage, dout + blk.o_off, s.C, blk, s, r, g);
   // out is a result, not an operand: only dout is rounded, as in dP = dout . v, so that delta
   // stays sum_j P_ij dP_ij.
-  load_rows<kHsb, kRows, L::kStride, NT, false>(stage, out + o_off, s.C, blk.t0, s.T, s.HS);
+  load_rows<kHsb, kRows, L::kStride, NT, false>(stage, out + blk.o_off, s.C, blk.t0, s.T, s.HS);
   __syncthreads();
   const float delta_i = group_sum<G>(
       partial_dot<D, G>(dO, reinterpret_cast<const float4*>(stage + r * L::kStride), g, 0.0f),
@@ -427,7 +428,7 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   }
 
   scale_row(dq, s.scale);
-  store_own_row<D, G>(dqkv + qkv_off, C3, stage, dq, blk, s, r, g);
+  store_own_row<D, G>(dqkv + blk.qkv_off, C3, stage, dq, blk, s, r, g);
 }
 
 // dk and dv of a tile of key rows: thread group r owns key t0 + r (k, v and both accumulators
@@ -456,9 +457,8 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   const unsigned mask = group_mask<G>();
   const Block blk = block_tile<kRows>(s, false);
   const int64_t C3 = 3 * static_cast<int64_t>(s.C);
-  const int64_t qkv_off = static_cast<int64_t>(blk.b) * s.T * C3 + blk.h * s.HS;
-  const float* q_src = qkv + qkv_off;
-  const float* do_src = dout + static_cast<int64_t>(blk.b) * s.T * s.C + blk.h * s.HS;
+  const float* q_src = qkv + blk.qkv_off;
+  const float* do_src = dout + blk.o_off;
   const float* lse_src = lse + static_cast<int64_t>(blk.bh) * s.T;
   const float* delta_src = delta + static_cast<int64_t>(blk.bh) * s.T;
   // Queries i >= key_lim reach this key; a padding key past T is reached by none.
@@ -503,9 +503,9 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   }
 
   scale_row(dk, s.scale);
-  store_own_row<D, G>(dqkv + qkv_off + s.C, C3, stage, dk, blk, s, r, g);
+  store_own_row<D, G>(dqkv + blk.qkv_off + s.C, C3, stage, dk, blk, s, r, g);
   __syncthreads();  // the staging buffer is read by the store before dv overwrites it
-  store_own_row<D, G>(dqkv + qkv_off + 2 * s.C, C3, stage, dv, blk, s, r, g);
+  store_own_row<D, G>(dqkv + blk.qkv_off + 2 * s.C, C3, stage, dv, blk, s, r, g);
 }
 
 template <int kHsb, bool kBf16>

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "framework/check.h"
-#include "tests/test_util.h"
 #include "framework/io/crc32.h"
 #include "framework/io/dataset.h"
 #include "framework/io/hdf5_util.h"
 #include "framework/io/synthetic_corpus.h"
 #include "framework/rng.h"
+#include "tests/test_util.h"
 
 namespace {
 
@@ -44,7 +44,6 @@ class TempDir {
  private:
   fs::path path_;
 };
-
 
 uint32_t crc32_bitwise(const unsigned char* p, size_t n) {
   uint32_t c = 0xFFFFFFFFu;
@@ -201,40 +200,30 @@ TEST(TokenDataset, BadFilesNameTheFileAndTheProblem) {
   write_raw(empty, "/tokens", H5T_STD_U16LE, {0}, nullptr, H5T_NATIVE_UINT16);
   expect_error([&] { gpt::load_token_dataset(empty); }, {empty, "empty"});
 
-  const std::string too_big = dir.file("too_big.h5");
-  RawAttrs small_vocab;
-  small_vocab.vocab = 5;
-  write_raw(too_big, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16, small_vocab);
-  expect_error([&] { gpt::load_token_dataset(too_big); },
-               {too_big, "token 5", "position 4", "vocab_size 5"});
-
-  const std::string no_vocab = dir.file("no_vocab.h5");
-  RawAttrs without_vocab;
-  without_vocab.vocab_size = false;
-  write_raw(no_vocab, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16,
-            without_vocab);
-  expect_error([&] { gpt::load_token_dataset(no_vocab); }, {no_vocab, "vocab_size"});
-
-  const std::string bad_vocab = dir.file("bad_vocab.h5");
-  RawAttrs zero_vocab;
-  zero_vocab.vocab = 0;
-  write_raw(bad_vocab, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16, zero_vocab);
-  expect_error([&] { gpt::load_token_dataset(bad_vocab); }, {bad_vocab, "vocab_size 0"});
-
-  const std::string string_vocab = dir.file("string_vocab.h5");
-  RawAttrs vocab_string;
-  vocab_string.vocab_as_string = true;
-  write_raw(string_vocab, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16,
-            vocab_string);
-  expect_error([&] { gpt::load_token_dataset(string_vocab); },
-               {string_vocab, "vocab_size", "expected an integer"});
-
-  const std::string no_tokenizer = dir.file("no_tokenizer.h5");
-  RawAttrs without_tokenizer;
-  without_tokenizer.tokenizer = false;
-  write_raw(no_tokenizer, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16,
-            without_tokenizer);
-  expect_error([&] { gpt::load_token_dataset(no_tokenizer); }, {no_tokenizer, "tokenizer"});
+  // Six uint16 tokens 1..6 with one attribute made wrong each: the error names the file and it.
+  struct BadAttributes {
+    std::string name;
+    RawAttrs attrs;
+    std::vector<std::string> parts;
+  };
+  std::vector<BadAttributes> cases = {
+      {"too_big.h5", {}, {"token 5", "position 4", "vocab_size 5"}},
+      {"no_vocab.h5", {}, {"vocab_size"}},
+      {"bad_vocab.h5", {}, {"vocab_size 0"}},
+      {"string_vocab.h5", {}, {"vocab_size", "expected an integer"}},
+      {"no_tokenizer.h5", {}, {"tokenizer"}},
+  };
+  cases[0].attrs.vocab = 5;
+  cases[1].attrs.vocab_size = false;
+  cases[2].attrs.vocab = 0;
+  cases[3].attrs.vocab_as_string = true;
+  cases[4].attrs.tokenizer = false;
+  for (BadAttributes& c : cases) {
+    const std::string path = dir.file(c.name);
+    write_raw(path, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16, c.attrs);
+    c.parts.insert(c.parts.begin(), path);
+    expect_error([&] { gpt::load_token_dataset(path); }, c.parts);
+  }
 
   const std::string directory = dir.file("");
   expect_error([&] { gpt::load_token_dataset(directory); }, {"directory"});

@@ -122,21 +122,28 @@ TEST(PipelineSchedule, TransferOrderCheckSeesSwappedReceives) {
 }
 
 TEST(PipelineSchedule, InvalidSettingsNameTheOption) {
-  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::kInterleaved, 4, 6, 2); }),
-            "--schedule interleaved needs the microbatches (global batch / (dp x micro batch)) 6 "
-            "to be a multiple of --pp 4");
-  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::k1f1b, 4, 8, 2); }),
-            "--virtual-stages 2 needs --schedule interleaved");
-  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::kZbH1, 4, 2, 1); }),
-            "--schedule zb-h1 needs at least --pp microbatches (got 2 for --pp 4)");
-  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::kInterleaved, 1, 4, 2); }),
-            "--schedule interleaved needs --pp of at least 2 (got 1)");
-  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::kInterleaved, 4, 8, 1); }),
-            "--schedule interleaved needs --virtual-stages of at least 2 (got 1)");
-  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::k1f1b, 4, 0, 1); }),
-            "the microbatches (global batch / (dp x micro batch)) must be at least 1 (got 0)");
-  EXPECT_EQ(error_of([] { make_schedule(ScheduleKind::kGpipe, 0, 4, 1); }),
-            "--pp must be at least 1 (got 0)");
+  struct Invalid {
+    ScheduleKind kind;
+    int pp, m, v;
+    std::string message;
+  };
+  const std::vector<Invalid> cases = {
+      {ScheduleKind::kInterleaved, 4, 6, 2,
+       "--schedule interleaved needs the microbatches (global batch / (dp x micro batch)) 6 "
+       "to be a multiple of --pp 4"},
+      {ScheduleKind::k1f1b, 4, 8, 2, "--virtual-stages 2 needs --schedule interleaved"},
+      {ScheduleKind::kZbH1, 4, 2, 1,
+       "--schedule zb-h1 needs at least --pp microbatches (got 2 for --pp 4)"},
+      {ScheduleKind::kInterleaved, 1, 4, 2,
+       "--schedule interleaved needs --pp of at least 2 (got 1)"},
+      {ScheduleKind::kInterleaved, 4, 8, 1,
+       "--schedule interleaved needs --virtual-stages of at least 2 (got 1)"},
+      {ScheduleKind::k1f1b, 4, 0, 1,
+       "the microbatches (global batch / (dp x micro batch)) must be at least 1 (got 0)"},
+      {ScheduleKind::kGpipe, 0, 4, 1, "--pp must be at least 1 (got 0)"},
+  };
+  for (const Invalid& c : cases)
+    EXPECT_EQ(error_of([&] { make_schedule(c.kind, c.pp, c.m, c.v); }), c.message);
   EXPECT_EQ(error_of([] { theoretical_bubble(ScheduleKind::kZbH1, 4, 3, 1); }),
             "--schedule zb-h1 needs at least --pp microbatches (got 3 for --pp 4)");
 }
