@@ -60,8 +60,9 @@ struct Tiles {
 // Per-launch sizes shared by the kernels.
 struct Shape {
   int T, NH, HS;
-  int BH;  // B * NH
-  int C;   // NH * HS: row stride of out and dout; qkv and dqkv rows have 3*C
+  int BH;      // B * NH
+  int C;       // NH * HS: row stride of out and dout
+  int64_t C3;  // 3 * C: row stride of qkv and dqkv
   float scale;
 };
 
@@ -246,9 +247,9 @@ __device__ __forceinline__ void load_own_row(float (&x)[D], float* stage,
 // This thread group's registers to the block's own rows of one head in global memory, through
 // the staging buffer; the whole block takes part.
 template <int D, int G>
-__device__ __forceinline__ void store_own_row(float* __restrict__ dst, int64_t stride,
-                                              float* stage, const float (&x)[D],
-                                              const Block& blk, const Shape& s, int r, int g) {
+__device__ __forceinline__ void store_own_row(float* __restrict__ dst, int64_t stride, float* stage,
+                                              const float (&x)[D], const Block& blk, const Shape& s,
+                                              int r, int g) {
   using L = Tiles<D, G>;
   write_row<D, G, L::kStride>(stage, r, g, x);
   __syncthreads();
@@ -272,7 +273,7 @@ __device__ __forceinline__ Block block_tile(const Shape& s, bool last_first) {
   blk.h = blk.bh % s.NH;
   blk.t0 = (last_first ? n_tiles - 1 - order : order) * kRows;
   blk.rows = s.T - blk.t0 < kRows ? s.T - blk.t0 : kRows;
-  blk.qkv_off = static_cast<int64_t>(blk.b) * s.T * 3 * s.C + blk.h * s.HS;
+  blk.qkv_off = static_cast<int64_t>(blk.b) * s.T * s.C3 + blk.h * s.HS;
   blk.o_off = static_cast<int64_t>(blk.b) * s.T * s.C + blk.h * s.HS;
   return blk;
 }
@@ -299,7 +300,6 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
   const int tid = static_cast<int>(threadIdx.x), r = tid / G, g = tid % G;
   const unsigned mask = group_mask<G>();
   const Block blk = block_tile<kRows>(s, true);
-  const int64_t C3 = 3 * static_cast<int64_t>(s.C);
   const float* q_src = qkv + blk.qkv_off;
   const float* k_src = q_src + s.C;
   const float* v_src = q_src + 2 * s.C;
@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
   const int row_lim = r < blk.rows ? blk.t0 + r : -1;
 
   float q[D];
-  load_own_row<D, G, kBf16>(q, stage, q_src, C3, blk, s, r, g);
+  load_own_row<D, G, kBf16>(q, stage, q_src, s.C3, blk, s, r, g);
 
   float acc[D] = {};
   float m = -INFINITY, l = 0.0f;
@@ -315,8 +315,8 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
   const int n_key_tiles = (blk.t0 + blk.rows - 1) / kCols + 1;  // keys up to the tile's last row
   for (int kt = 0; kt < n_key_tiles; kt++) {
     const int j0 = kt * kCols;
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(ks, k_src, C3, j0, s.T, s.HS);
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(vs, v_src, C3, j0, s.T, s.HS);
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(ks, k_src, s.C3, j0, s.T, s.HS);
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(vs, v_src, s.C3, j0, s.T, s.HS);
     __syncthreads();
 #pragma unroll 1
     for (int c0 = 0; c0 < kCols; c0 += kChunk) {
@@ -380,14 +380,13 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   const int tid = static_cast<int>(threadIdx.x), r = tid / G, g = tid % G;
   const unsigned mask = group_mask<G>();
   const Block blk = block_tile<kRows>(s, true);
-  const int64_t C3 = 3 * static_cast<int64_t>(s.C);
   const float* k_src = qkv + blk.qkv_off + s.C;
   const float* v_src = qkv + blk.qkv_off + 2 * s.C;
   const int row_lim = r < blk.rows ? blk.t0 + r : -1;
   const int64_t stat = static_cast<int64_t>(blk.bh) * s.T + row_lim;  // lse/delta index
 
   float q[D], dO[D];
-  load_own_row<D, G, kBf16>(q, stage, qkv + blk.qkv_off, C3, blk, s, r, g);
+  load_own_row<D, G, kBf16>(q, stage, qkv + blk.qkv_off, s.C3, blk, s, r, g);
   load_own_row<D, G, kBf16>(dO, stage, dout + blk.o_off, s.C, blk, s, r, g);
   // out is a result, not an operand: only dout is rounded, as in dP = dout . v, so that delta
   // stays sum_j P_ij dP_ij.
@@ -405,8 +404,8 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   const int n_key_tiles = (blk.t0 + blk.rows - 1) / kCols + 1;
   for (int kt = 0; kt < n_key_tiles; kt++) {
     const int j0 = kt * kCols;
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(ks, k_src, C3, j0, s.T, s.HS);
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(vs, v_src, C3, j0, s.T, s.HS);
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(ks, k_src, s.C3, j0, s.T, s.HS);
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(vs, v_src, s.C3, j0, s.T, s.HS);
     __syncthreads();
 #pragma unroll 1
     for (int c0 = 0; c0 < kCols; c0 += kChunk) {
@@ -428,7 +427,7 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   }
 
   scale_row(dq, s.scale);
-  store_own_row<D, G>(dqkv + blk.qkv_off, C3, stage, dq, blk, s, r, g);
+  store_own_row<D, G>(dqkv + blk.qkv_off, s.C3, stage, dq, blk, s, r, g);
 }
 
 // dk and dv of a tile of key rows: thread group r owns key t0 + r (k, v and both accumulators
@@ -456,7 +455,6 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   const int tid = static_cast<int>(threadIdx.x), r = tid / G, g = tid % G;
   const unsigned mask = group_mask<G>();
   const Block blk = block_tile<kRows>(s, false);
-  const int64_t C3 = 3 * static_cast<int64_t>(s.C);
   const float* q_src = qkv + blk.qkv_off;
   const float* do_src = dout + blk.o_off;
   const float* lse_src = lse + static_cast<int64_t>(blk.bh) * s.T;
@@ -465,14 +463,14 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   const int key_lim = r < blk.rows ? blk.t0 + r : kNoKey;
 
   float k[D], v[D];
-  load_own_row<D, G, kBf16>(k, stage, q_src + s.C, C3, blk, s, r, g);
-  load_own_row<D, G, kBf16>(v, stage, q_src + 2 * s.C, C3, blk, s, r, g);
+  load_own_row<D, G, kBf16>(k, stage, q_src + s.C, s.C3, blk, s, r, g);
+  load_own_row<D, G, kBf16>(v, stage, q_src + 2 * s.C, s.C3, blk, s, r, g);
 
   float dk[D] = {}, dv[D] = {};
 
   // Queries before the tile's first key reach none of its keys.
   for (int i0 = blk.t0; i0 < s.T; i0 += kCols) {
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(qs, q_src, C3, i0, s.T, s.HS);
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(qs, q_src, s.C3, i0, s.T, s.HS);
     load_rows<kHsb, kCols, kHsb, NT, kBf16>(dos, do_src, s.C, i0, s.T, s.HS);
     if (tid < kCols) {
       const bool in = i0 + tid < s.T;
@@ -503,9 +501,9 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   }
 
   scale_row(dk, s.scale);
-  store_own_row<D, G>(dqkv + blk.qkv_off + s.C, C3, stage, dk, blk, s, r, g);
+  store_own_row<D, G>(dqkv + blk.qkv_off + s.C, s.C3, stage, dk, blk, s, r, g);
   __syncthreads();  // the staging buffer is read by the store before dv overwrites it
-  store_own_row<D, G>(dqkv + blk.qkv_off + 2 * s.C, C3, stage, dv, blk, s, r, g);
+  store_own_row<D, G>(dqkv + blk.qkv_off + 2 * s.C, s.C3, stage, dv, blk, s, r, g);
 }
 
 template <int kHsb, bool kBf16>
@@ -554,6 +552,7 @@ bool make_shape(Shape& s, const char* what, int64_t B, int64_t T, int64_t NH, in
   s.HS = static_cast<int>(HS);
   s.BH = static_cast<int>(B * NH);
   s.C = static_cast<int>(NH * HS);
+  s.C3 = 3 * NH * HS;
   s.scale = 1.0f / std::sqrt(static_cast<float>(HS));
   return true;
 }
