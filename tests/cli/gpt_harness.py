@@ -197,6 +197,17 @@ def train(args, np=1, timeout=DEFAULT_TIMEOUT, tiny=True, check=True, cwd=None):
                check=check, cwd=cwd)
 
 
+def train_resumed(test, options, checkpoint, steps, np=1, timeout=DEFAULT_TIMEOUT):
+    """Continues `checkpoint` with `options` to --steps `steps`, checkpoints in a fresh folder of
+    `test`'s temporary directory, and checks that the run says it resumed. Returns its metrics
+    lines and the folder of its checkpoints."""
+    ck, metrics = test.path("ck"), test.path("m.jsonl")
+    result = train(options + ["--steps", steps, "--resume", checkpoint, "--checkpoint-dir", ck,
+                              "--metrics", metrics], np=np, timeout=timeout)
+    test.assertIn("resumed from", result.stdout + result.stderr, result.describe())
+    return read_metrics(metrics), ck
+
+
 def read_metrics(path):
     """The JSON objects of a metrics file, one per line (a broken line fails the test)."""
     lines = []

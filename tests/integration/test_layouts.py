@@ -136,13 +136,9 @@ class LayoutTest(h.TempDirTest, h.WorstDifferences):
 
     def resume(self, source_label, name, np, layout):
         src = self.source(source_label)
-        ck, metrics = self.path("ck"), self.path("m.jsonl")
-        result = h.train(MODEL + layout + ["--steps", STEPS, "--resume", src,
-                                           "--checkpoint-dir", ck, "--metrics", metrics],
-                         np=np, timeout=RUN_TIMEOUT)
-        self.assertIn("resumed from", result.stdout + result.stderr, result.describe())
+        metrics, ck = h.train_resumed(self, MODEL + layout, src, STEPS, np, RUN_TIMEOUT)
         label = f"{source_label}->{name}"
-        self.assert_curve(h.read_metrics(metrics), range(SAVE_AT + 1, STEPS + 1), label)
+        self.assert_curve(metrics, range(SAVE_AT + 1, STEPS + 1), label)
         self.assert_state(h.checkpoint_file(ck, STEPS), label)
 
     # ---- resume across layouts

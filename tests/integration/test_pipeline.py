@@ -244,15 +244,10 @@ class PipelineTest(h.TempDirTest, h.WorstDifferences):
     def resume(self, name, np, layout):
         _, src_dir = self.run_layout("tp2_pp2_1f1b")
         src = h.checkpoint_file(src_dir, SAVE_AT)
-        ck, metrics = self.path("ck"), self.path("m.jsonl")
-        result = h.train(MODEL + layout + ["--steps", STEPS, "--resume", src,
-                                           "--checkpoint-dir", ck, "--metrics", metrics],
-                         np=np, timeout=RUN_TIMEOUT)
-        self.assertIn("resumed from", result.stdout + result.stderr, result.describe())
+        metrics, ck = h.train_resumed(self, MODEL + layout, src, STEPS, np, RUN_TIMEOUT)
         label = f"tp2_pp2->{name}"
         ref = self.refs[4]
-        self.assert_curve(h.read_metrics(metrics), ref["metrics"], range(SAVE_AT + 1, STEPS + 1),
-                          label)
+        self.assert_curve(metrics, ref["metrics"], range(SAVE_AT + 1, STEPS + 1), label)
         self.assert_state(h.checkpoint_file(ck, STEPS), ref["final"], label)
 
     def test_c_resume_tp2_pp2_at_pp4(self):
@@ -265,11 +260,8 @@ class PipelineTest(h.TempDirTest, h.WorstDifferences):
         """Resuming in the run's own layout gives its steps 4..6 and final file bit for bit."""
         np, layers, options, _ = LAYOUTS[name]
         metrics_full, src_dir = self.run_layout(name)
-        ck, metrics = self.path("ck"), self.path("m.jsonl")
-        h.train(merged(h.with_options(MODEL, n_layer=layers), options) +
-                ["--steps", STEPS, "--resume", h.checkpoint_file(src_dir, SAVE_AT),
-                 "--checkpoint-dir", ck, "--metrics", metrics], np=np, timeout=RUN_TIMEOUT)
-        got = h.read_metrics(metrics)
+        got, ck = h.train_resumed(self, merged(h.with_options(MODEL, n_layer=layers), options),
+                                  h.checkpoint_file(src_dir, SAVE_AT), STEPS, np, RUN_TIMEOUT)
         for key in ("loss", "grad_norm"):
             want = {s: v for s, v in h.by_step(metrics_full, key).items() if s > SAVE_AT}
             self.assertEqual(h.by_step(got, key), want, f"{name} resumed: {key} bit for bit")
