@@ -108,9 +108,9 @@ DeviceSetup set_up_device(MPI_Comm world, const ExecutionOptions& options) {
   if (!options.device) {
     GPT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &every_rank_has_gpu, 1, MPI_INT, MPI_MIN, world));
   }
-  const bool gpu = options.device.value_or(every_rank_has_gpu ? DeviceKind::kCuda
-                                                              : DeviceKind::kCpu) ==
-                   DeviceKind::kCuda;
+  const bool gpu =
+      options.device.value_or(every_rank_has_gpu ? DeviceKind::kCuda : DeviceKind::kCpu) ==
+      DeviceKind::kCuda;
   if (!gpu) {
     GPT_INPUT_CHECK(options.precision != Precision::kBf16,
                     "--precision bf16 needs the CUDA backend (the CPU backend is fp32)");

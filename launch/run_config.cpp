@@ -2,8 +2,8 @@
 #include "launch/run_config.h"
 
 #include "framework/check.h"
-#include "framework/logging.h"
 #include "framework/json.h"
+#include "framework/logging.h"
 
 namespace gpt {
 
@@ -68,8 +68,9 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
   if (!resuming) return;  // fine-tuning (--init-from) may train on other data and optimizers
   const std::string data = json_field<std::string>(cfg, "data", what);
   GPT_INPUT_CHECK(!o.was_given("data") || o.data == data,
-                  "--data " << o.data << " conflicts with the checkpoint " << file << " (trained on "
-                            << (data.empty() ? "the built-in corpus" : data) << ")");
+                  "--data " << o.data << " conflicts with the checkpoint " << file
+                            << " (trained on " << (data.empty() ? "the built-in corpus" : data)
+                            << ")");
   o.data = data;
   if (!o.was_given("val-data")) o.val_data = json_field<std::string>(cfg, "val_data", what);
   if (!o.was_given("data-order"))
@@ -79,8 +80,8 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
       stored_choice(cfg, "optimizer", kOptimizerKinds, optimizer_name, what);
   GPT_INPUT_CHECK(!o.was_given("optimizer") || o.optimizer == optimizer,
                   "--optimizer " << optimizer_name(o.optimizer) << " conflicts with the checkpoint "
-                                 << file << " (its optimizer state is "
-                                 << optimizer_name(optimizer) << ")");
+                                 << file << " (its optimizer state is " << optimizer_name(optimizer)
+                                 << ")");
   o.optimizer = optimizer;
   auto take_real = [&](const char* option, const char* key, double& target) {
     const double value = json_field<double>(cfg, key, what);

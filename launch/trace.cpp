@@ -200,7 +200,8 @@ int64_t write_trace(const std::string& path, ProcessGrid& grid,
     std::FILE* f = std::fopen(path.c_str(), "w");
     GPT_INPUT_CHECK(f != nullptr, "--trace " << path << ": cannot write the file");
     const bool written = std::fputs((text + "\n").c_str(), f) >= 0;
-    GPT_INPUT_CHECK(std::fclose(f) == 0 && written, "--trace " << path << ": cannot write the file");
+    GPT_INPUT_CHECK(std::fclose(f) == 0 && written,
+                    "--trace " << path << ": cannot write the file");
   });
   long long total_events = rank == 0 ? total / kFields : 0;
   GPT_MPI_CHECK(MPI_Bcast(&total_events, 1, MPI_LONG_LONG, 0, comm));

@@ -66,7 +66,8 @@ StepStats Trainer::train_step() {
   std::vector<int32_t> tokens(static_cast<size_t>(microbatches * B * T)), targets(tokens.size());
   const int64_t first_sample = state_.consumed_samples + grid.dp_rank() * per_rank;
   for (int64_t i = 0; i < microbatches * B; ++i) {
-    const int64_t window = sample_window(first_sample + i, windows, options_.data_order, options_.seed);
+    const int64_t window =
+        sample_window(first_sample + i, windows, options_.data_order, options_.seed);
     read_window(train_, window, T, tokens.data() + i * T, targets.data() + i * T);
   }
   MicrobatchData data{
@@ -217,10 +218,11 @@ int Trainer::run() {
   const int64_t tokens_per_step = options_.global_batch_size * rt_.model().seq_len;
   GPT_LOG0("training " << rt_.model().num_parameters(true) << " parameters, " << rt_.layout()
                        << " on " << rt_.backend().name()
-                       << (rt_.transport() ? std::string(", device buffers over ") + transport_name(*rt_.transport())
-                                           : std::string()) << ", "
-                       << tokens_per_step << " tokens per step, steps " << state_.step + 1 << ".."
-                       << options_.steps);
+                       << (rt_.transport() ? std::string(", device buffers over ") +
+                                                 transport_name(*rt_.transport())
+                                           : std::string())
+                       << ", " << tokens_per_step << " tokens per step, steps " << state_.step + 1
+                       << ".." << options_.steps);
   bool saved_last = false;
   // --trace records steps 2..4 of the run (the first is warm-up); a one-step run records it.
   const int64_t first_step = state_.step + 1;

@@ -66,7 +66,7 @@ class Trainer {
   LrSchedule lr_schedule_;
   MetricsWriter& metrics_;
   GradientBuckets dp_buckets_;
-  const Schedule& schedule_;  // the runtime's
+  const Schedule& schedule_;   // the runtime's
   double theoretical_bubble_;  // the schedule's bubble share with F = B = W
   PipelineExecutor executor_;
   std::deque<GptChunk> chunks_;  // deque: the executor keeps pointers to them

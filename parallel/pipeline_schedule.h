@@ -24,9 +24,8 @@ struct Action {
 
 enum class ScheduleKind { kGpipe, k1f1b, kInterleaved, kZbH1, kForwardOnly };
 // The training schedules, the values --schedule takes.
-inline constexpr ScheduleKind kTrainingSchedules[] = {ScheduleKind::k1f1b, ScheduleKind::kGpipe,
-                                                     ScheduleKind::kInterleaved,
-                                                     ScheduleKind::kZbH1};
+inline constexpr ScheduleKind kTrainingSchedules[] = {
+    ScheduleKind::k1f1b, ScheduleKind::kGpipe, ScheduleKind::kInterleaved, ScheduleKind::kZbH1};
 
 // "gpipe", "1f1b", "interleaved", "zb-h1" (the --schedule names) and "forward-only", for
 // messages and traces.

@@ -132,8 +132,8 @@ void check_local(const ParameterStore& store, const WriteOwner& owner,
                 s.local_offset >= 0 && s.local_offset + s.numel() <= p.local_numel;
       for (size_t d = 0; ok && d < p.shape.size(); ++d)
         ok = s.start[d] >= 0 && s.count[d] >= 0 && s.start[d] + s.count[d] <= p.shape[d];
-      GPT_CHECK(ok, "checkpoint: parameter " << p.name
-                                             << " has a slab outside its shape or storage");
+      GPT_CHECK(ok,
+                "checkpoint: parameter " << p.name << " has a slab outside its shape or storage");
     }
   }
 }

@@ -21,21 +21,20 @@
 
 #include "framework/backend.h"
 #include "framework/check.h"
-#include "tests/test_util.h"
 #include "framework/io/checkpoint.h"
 #include "framework/io/crc32.h"
 #include "framework/io/hdf5_util.h"
 #include "framework/parameter.h"
 #include "framework/rng.h"
+#include "tests/test_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using gpt::Slab;
 using gpt::expect_error;
+using gpt::Slab;
 using gpt::world_rank;
 using gpt::world_size;
-
 
 // One directory shared by all ranks (rank 0 creates it), removed at the end.
 class SharedTempDir {
@@ -264,7 +263,6 @@ std::string write_test_checkpoint(const std::string& dir, int64_t step, bool wit
   return gpt::write_checkpoint(dir, test_meta(step), with_optimizer ? &opt : nullptr, *model->store,
                                model->owner(), MPI_COMM_WORLD, keep_last);
 }
-
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

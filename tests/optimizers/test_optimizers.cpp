@@ -177,8 +177,8 @@ void expect_close(const std::vector<float>& actual, const std::vector<double>& e
 TEST_F(OptimizerTest, RunsMergeConsecutiveParametersWithEqualDecay) {
   const std::vector<ParameterRun> runs = weight_decay_runs(*store_);
   // a.weight | a.bias | b.weight + c.weight | c.bias: {offset, numel, weight_decay}
-  const std::vector<ParameterRun> expected = {{0, 6, true}, {6, 3, false}, {9, 10, true},
-                                              {19, 2, false}};
+  const std::vector<ParameterRun> expected = {
+      {0, 6, true}, {6, 3, false}, {9, 10, true}, {19, 2, false}};
   ASSERT_EQ(runs.size(), expected.size());
   for (size_t i = 0; i < runs.size(); ++i) {
     EXPECT_EQ(runs[i].offset, expected[i].offset) << "run " << i;

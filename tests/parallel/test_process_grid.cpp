@@ -8,12 +8,11 @@
 #include <vector>
 
 #include "framework/check.h"
-#include "tests/test_util.h"
 #include "parallel/process_grid.h"
+#include "tests/test_util.h"
 
 namespace gpt {
 namespace {
-
 
 // The global ranks of a group's members, in the group's rank order.
 std::vector<int> members(Communicator& comm) {
