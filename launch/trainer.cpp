@@ -43,35 +43,38 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
   for (GptChunk& chunk : chunks_) chunk_pointers_.push_back(&chunk);
 }
 
-StepStats Trainer::train_step() {
-  ProcessGrid& grid = rt_.grid();
-  GptStage& stage = rt_.stage();
-  ParameterStore& store = rt_.store();
-  const int64_t T = rt_.model().seq_len, B = stage.micro_batch();
-  const int64_t G = options_.global_batch_size;
-  const int dp = grid.shape().dp;
-  const int64_t per_rank = G / dp, microbatches = per_rank / B;
+// This dp rank's share [r G/dp, (r+1) G/dp) of the step's samples (DESIGN.md "Data").
+Trainer::StepBatch Trainer::read_step_batch() const {
+  const int64_t T = rt_.model().seq_len, B = rt_.stage().micro_batch();
+  const int64_t per_rank = options_.global_batch_size / rt_.grid().shape().dp;
   const int64_t windows = train_.num_windows(T);
-
-  StepStats stats;
-  stats.step = state_.step + 1;
-  rt_.tp().reset_seconds();
-  for (Communicator* c : {&grid.tp(), &grid.dp(), &grid.pp()}) c->reset_bytes_moved();
-  const double start = now_seconds();
-
-  store.zero_grads();
-  // Each microbatch's mean loss is scaled by 1/(microbatches * dp): the step's gradient is that
-  // of the mean over all G*T targets.
-  const float loss_scale = 1.0f / static_cast<float>(B * T * microbatches * dp);
-  std::vector<int32_t> tokens(static_cast<size_t>(microbatches * B * T)), targets(tokens.size());
-  const int64_t first_sample = state_.consumed_samples + grid.dp_rank() * per_rank;
-  for (int64_t i = 0; i < microbatches * B; ++i) {
+  StepBatch batch;
+  batch.microbatches = per_rank / B;
+  batch.tokens.resize(static_cast<size_t>(per_rank * T));
+  batch.targets.resize(batch.tokens.size());
+  const int64_t first_sample = state_.consumed_samples + rt_.grid().dp_rank() * per_rank;
+  for (int64_t i = 0; i < per_rank; ++i) {
     const int64_t window =
         sample_window(first_sample + i, windows, options_.data_order, options_.seed);
-    read_window(train_, window, T, tokens.data() + i * T, targets.data() + i * T);
+    read_window(train_, window, T, batch.tokens.data() + i * T, batch.targets.data() + i * T);
   }
-  MicrobatchData data{
-      tokens.data(), targets.data(), static_cast<int>(microbatches), loss_scale, {}};
+  return batch;
+}
+
+// The schedule's forwards and backwards over the batch, then the gradients summed over dp (the
+// buckets posted during the backward) and over the tied wte copies. Returns this rank's sum of
+// token losses (the last stage's; 0 elsewhere).
+double Trainer::forward_backward(const StepBatch& batch, StepStats& stats) {
+  ProcessGrid& grid = rt_.grid();
+  const int64_t T = rt_.model().seq_len, B = rt_.stage().micro_batch();
+  // Each microbatch's mean loss is scaled by 1/(microbatches * dp): the step's gradient is that
+  // of the mean over all G*T targets.
+  const float loss_scale = 1.0f / static_cast<float>(B * T * batch.microbatches * grid.shape().dp);
+  MicrobatchData data{batch.tokens.data(),
+                      batch.targets.data(),
+                      static_cast<int>(batch.microbatches),
+                      loss_scale,
+                      {}};
   dp_buckets_.begin_step();
   // Each chunk's final weight passes hand its finished parameters to the dp buckets.
   auto ready = [this](size_t first, size_t end) { dp_buckets_.mark_ready(first, end); };
@@ -87,15 +90,19 @@ StepStats Trainer::train_step() {
     dp_buckets_.finish();
   }
   // Summed over tp after dp: the buckets above must not be in flight over the same memory.
-  stage.reduce_sequence_parallel_grads();
+  rt_.stage().reduce_sequence_parallel_grads();
   if (Communicator* embedding = grid.embedding()) {
-    Parameter* wte = store.find("wte");
+    Parameter* wte = rt_.store().find("wte");
     ScopedTimer timer(stats.pp_wait_s, &rt_.backend());
     embedding->all_reduce(wte->grad, wte->numel(), ReduceOp::kSum);
   }
-  stats.loss = grid.sum_tp_replicated(loss_sum) / static_cast<double>(G * T);
+  return loss_sum;
+}
 
-  stats.grad_norm = global_grad_norm(store, grid);
+// Clipping and the optimizer step, or no update where the gradient norm is not finite.
+void Trainer::apply_update(StepStats& stats) {
+  ParameterStore& store = rt_.store();
+  stats.grad_norm = global_grad_norm(store, rt_.grid());
   stats.lr = lr_schedule_.at(stats.step);
   if (!std::isfinite(stats.grad_norm)) {
     stats.skipped = true;
@@ -104,15 +111,30 @@ StepStats Trainer::train_step() {
                       << "; update skipped (" << consecutive_skips_ << " in a row)");
     GPT_CHECK(consecutive_skips_ < kMaxConsecutiveSkips,
               kMaxConsecutiveSkips << " steps in a row had a non-finite gradient norm; stopping");
-  } else {
-    consecutive_skips_ = 0;
-    if (options_.grad_clip > 0)
-      scale_grads(store, clip_coefficient(stats.grad_norm, options_.grad_clip));
-    optimizer_.step(store, stats.lr);
+    return;
   }
+  consecutive_skips_ = 0;
+  if (options_.grad_clip > 0)
+    scale_grads(store, clip_coefficient(stats.grad_norm, options_.grad_clip));
+  optimizer_.step(store, stats.lr);
+}
+
+StepStats Trainer::train_step() {
+  ProcessGrid& grid = rt_.grid();
+  const int64_t tokens = options_.global_batch_size * rt_.model().seq_len;
+  StepStats stats;
+  stats.step = state_.step + 1;
+  rt_.tp().reset_seconds();
+  for (Communicator* c : {&grid.tp(), &grid.dp(), &grid.pp()}) c->reset_bytes_moved();
+  const double start = now_seconds();
+
+  rt_.store().zero_grads();
+  const double loss_sum = forward_backward(read_step_batch(), stats);
+  stats.loss = grid.sum_tp_replicated(loss_sum) / static_cast<double>(tokens);
+  apply_update(stats);
   rt_.backend().synchronize();
   state_.step = stats.step;
-  state_.consumed_samples += G;
+  state_.consumed_samples += options_.global_batch_size;
 
   stats.step_time_s = now_seconds() - start;
   stats.tp_comm_s = rt_.tp().seconds();

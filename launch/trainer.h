@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "framework/io/dataset.h"
 #include "launch/metrics.h"
@@ -52,6 +53,13 @@ class Trainer {
   std::string save_checkpoint();  // collective; returns the path
 
  private:
+  struct StepBatch {
+    std::vector<int32_t> tokens, targets;  // (microbatches, B*T) each, host
+    int64_t microbatches = 0;
+  };
+  StepBatch read_step_batch() const;
+  double forward_backward(const StepBatch& batch, StepStats& stats);
+  void apply_update(StepStats& stats);
   void log_step(const StepStats& stats);
   void run_validation();
   void write_trace_if_asked();  // collective; --trace
