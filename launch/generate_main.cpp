@@ -67,7 +67,7 @@ std::vector<int32_t> generate_tokens(Runtime& rt, std::vector<int32_t> sequence,
   std::vector<int32_t> window(static_cast<size_t>(T)), targets(static_cast<size_t>(T), 0);
   const Schedule forward = make_forward_only_schedule(grid.shape().pp, 1, 1);
   MicrobatchData batch{window.data(), targets.data(), 1, 1.0f, {}};
-  GptChunk chunk(rt.stage(), 1, 1);
+  GptChunk chunk(rt.stage());
   chunk.begin(&batch, nullptr);
   const std::vector<PipelineChunk*> chunks{&chunk};
   PipelineExecutor executor(grid.pp(), 1);

@@ -44,18 +44,17 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
   for (int chunk = 0; chunk < options.virtual_stages; ++chunk) {
     const StageSpec spec = virtual_stage_spec(cfg, grid_->shape().pp, options.virtual_stages,
                                               grid_->stage(), chunk, options.layers_per_stage);
-    num_caches_.push_back(schedule ? schedule->cache_slots(grid_->stage(), chunk) : 1);
-    num_grad_sets_.push_back(schedule ? schedule->grad_sets(grid_->stage(), chunk) : 1);
+    const int caches = schedule ? schedule->cache_slots(grid_->stage(), chunk) : 1;
+    const int grad_sets = schedule ? schedule->grad_sets(grid_->stage(), chunk) : 1;
     chunks_.push_back(std::make_unique<GptStage>(*store_, *tp_, cfg, spec, options.micro_batch,
-                                                 num_caches_.back(), num_grad_sets_.back()));
+                                                 caches, grad_sets));
   }
   store_->allocate();
 }
 
 std::deque<GptChunk> Runtime::pipeline_chunks() {
   std::deque<GptChunk> adapters;
-  for (size_t c = 0; c < chunks_.size(); ++c)
-    adapters.emplace_back(*chunks_[c], num_caches_[c], num_grad_sets_[c]);
+  for (auto& stage : chunks_) adapters.emplace_back(*stage);
   return adapters;
 }
 

@@ -50,7 +50,7 @@ class Runtime {
   ParameterStore& store() { return *store_; }
   GptStage& stage() { return *chunks_.front(); }  // chunk 0: the stage itself when v = 1
   std::vector<std::unique_ptr<GptStage>>& chunks() { return chunks_; }
-  // The chunks as the pipeline executor drives them, each with the buffer counts it was built with.
+  // The chunks as the pipeline executor drives them (each reports the buffers its stage holds).
   std::deque<GptChunk> pipeline_chunks();
   const ModelConfig& model() const { return cfg_; }
   const RuntimeOptions& options() const { return options_; }
@@ -73,7 +73,6 @@ class Runtime {
   std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<ParameterStore> store_;
   std::vector<std::unique_ptr<GptStage>> chunks_;
-  std::vector<int> num_caches_, num_grad_sets_;  // per chunk
 };
 
 }  // namespace gpt

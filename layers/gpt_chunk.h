@@ -23,8 +23,7 @@ struct MicrobatchData {
 
 class GptChunk : public PipelineChunk {
  public:
-  GptChunk(GptStage& stage, int num_caches, int num_grad_sets)
-      : stage_(stage), num_caches_(num_caches), num_grad_sets_(num_grad_sets) {}
+  explicit GptChunk(GptStage& stage) : stage_(stage) {}
 
   // Before each run: the data, and what to call with each layer's finished parameters.
   void begin(const MicrobatchData* data, GptStage::WeightReadyHook on_final_weights);
@@ -34,8 +33,8 @@ class GptChunk : public PipelineChunk {
   int64_t boundary_elements() const override {
     return stage_.local_rows() * stage_.model().d_model;
   }
-  int num_caches() const override { return num_caches_; }
-  int num_grad_sets() const override { return num_grad_sets_; }
+  int num_caches() const override { return stage_.num_caches(); }
+  int num_grad_sets() const override { return stage_.num_grad_sets(); }
   float* input_activation(int slot) override { return stage_.input_activation(slot); }
   float* output_activation(int slot) override { return stage_.output_activation(slot); }
   float* output_grad(int grad_set) override { return stage_.output_grad(grad_set); }
@@ -46,7 +45,6 @@ class GptChunk : public PipelineChunk {
 
  private:
   GptStage& stage_;
-  int num_caches_, num_grad_sets_;
   const MicrobatchData* data_ = nullptr;
   GptStage::WeightReadyHook on_final_weights_;
   int weight_passes_ = 0;

@@ -41,6 +41,8 @@ class GptStage {
   int64_t micro_batch() const { return mb_.B; }
   int64_t rows() const { return mb_.N; }         // N = B*T
   int64_t local_rows() const { return mb_.Nl; }  // Nl
+  int num_caches() const { return static_cast<int>(caches_.size()); }
+  int num_grad_sets() const { return static_cast<int>(grad_sets_.size()); }
 
   // Forward of one microbatch into cache `slot`. tokens (first stage) and targets (last stage)
   // are host arrays of N tokens; the others may be null. A non-first stage must have received
