@@ -570,16 +570,27 @@ std::string find_latest_checkpoint(const std::string& dir, std::vector<std::stri
     if (!name.empty() && name.find('/') == std::string::npos)
       candidates.push_back(fs::path(dir) / name);
   }
-  for (const auto& [step, path] : step_files(dir))
+  const std::vector<std::pair<int64_t, fs::path>> files = step_files(dir);
+  for (const auto& [step, path] : files)
     if (std::find(candidates.begin(), candidates.end(), path) == candidates.end())
       candidates.push_back(path);
+  std::vector<std::string> reasons;
   for (const fs::path& path : candidates) {
     try {
       CheckpointReader reader(path.string());
       return path.string();
     } catch (const Error& e) {
+      reasons.push_back(e.what());
       if (skipped != nullptr) skipped->push_back(e.what());
     }
+  }
+  // Starting fresh here would train over them, and --keep-last would then delete them.
+  if (!files.empty()) {
+    std::string all;
+    for (const std::string& r : reasons) all += (all.empty() ? "" : "; ") + r;
+    fail_input(GPT_MSG("the checkpoint folder " << dir << " has " << files.size()
+                                                << " checkpoint file(s) and none is valid ("
+                                                << all << "); move them away to start fresh"));
   }
   return "";
 }

@@ -96,7 +96,8 @@ void load_checkpoint(const CheckpointReader& reader, ParameterStore& store, bool
 
 // The newest valid checkpoint in dir, "" if there is none: the one `latest` names first, then
 // step-*.h5 by descending step. Invalid files are skipped, with their reasons appended to
-// skipped (when not null).
+// skipped (when not null). Where step-*.h5 files exist but none is valid, throws a one-line
+// error naming each and why: a fresh start would train over them.
 std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped);
 
 }  // namespace gpt

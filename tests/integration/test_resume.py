@@ -154,6 +154,25 @@ class ResumeTest(h.TempDirTest):
         self.assert_same_steps(got, self.ref, [1, 2])
         self.assertEqual(h.step_files(ck), ["step-00000002.h5"])
 
+    def test_resume_auto_refuses_when_no_checkpoint_is_valid(self):
+        """Checkpoint files that all fail to load are not trained over (nor deleted by
+        --keep-last): one error line naming each, and the folder left as it was."""
+        ck = self.path("all-invalid")
+        os.makedirs(ck)
+        shutil.copy(h.checkpoint_file(self.ref_dir, 6), ck)
+        corrupt_dataset(h.checkpoint_file(ck, 6))
+        with open(os.path.join(ck, "step-00000007.h5"), "w") as f:
+            f.write("not a checkpoint\n")
+        before = sorted(os.listdir(ck))
+        result = h.train(RUN + ["--steps", "8", "--resume", "auto", "--keep-last", "1",
+                                "--checkpoint-dir", ck], check=False)
+        self.assertNotEqual(result.returncode, 0, result.describe())
+        errors = [l for l in result.stderr.splitlines() if l.startswith("error: ")]
+        self.assertEqual(len(errors), 1, result.describe())
+        for name in ("step-00000006.h5", "step-00000007.h5", "none is valid"):
+            self.assertIn(name, errors[0], result.describe())
+        self.assertEqual(sorted(os.listdir(ck)), before, "the folder was changed")
+
     def test_keep_last(self):
         ck = self.path("ck")
         h.train(RUN + ["--steps", "5", "--save-every", "1", "--keep-last", "2",
