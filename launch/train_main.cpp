@@ -113,7 +113,12 @@ std::unique_ptr<MetricsWriter> prepare_outputs(MPI_Comm world, const TrainOption
   const bool writer = comm_rank(world) == 0;
   std::unique_ptr<MetricsWriter> metrics;
   agree_on_failure(world, [&] {
-    if (writer) prepare_output_directory(options.checkpoint_dir, "--checkpoint-dir");
+    if (writer) {
+      prepare_output_directory(options.checkpoint_dir, "--checkpoint-dir");
+      for (const std::string& name : remove_interrupted_writes(options.checkpoint_dir))
+        GPT_LOG0("removed " << name << " in " << options.checkpoint_dir
+                            << ": left by an interrupted checkpoint write");
+    }
     metrics = std::make_unique<MetricsWriter>(options.metrics, writer);
     if (writer) check_trace_path(options.trace);
   });

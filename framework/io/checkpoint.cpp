@@ -558,6 +558,20 @@ void load_checkpoint(const CheckpointReader& reader, ParameterStore& store,
   }
 }
 
+std::vector<std::string> remove_interrupted_writes(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool temporary = name.ends_with(".tmp") &&
+                           (parse_step_file(name.substr(0, name.size() - 4)) >= 0 ||
+                            name == "latest.tmp");
+    if (temporary && e.is_regular_file(ec) && fs::remove(e.path(), ec)) removed.push_back(name);
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
 std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return "";
@@ -567,8 +581,12 @@ std::string find_latest_checkpoint(const std::string& dir, std::vector<std::stri
   if (latest && std::getline(latest, name)) {
     while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
     // Only a plain file name in dir: the pointer is relative by contract.
-    if (!name.empty() && name.find('/') == std::string::npos)
+    if (!name.empty() && name.find('/') == std::string::npos) {
       candidates.push_back(fs::path(dir) / name);
+    } else if (skipped != nullptr) {
+      skipped->push_back(GPT_MSG((fs::path(dir) / "latest").string()
+                                 << ": does not name a file of the folder ('" << name << "')"));
+    }
   }
   const std::vector<std::pair<int64_t, fs::path>> files = step_files(dir);
   for (const auto& [step, path] : files)

@@ -94,6 +94,11 @@ class CheckpointReader {
 // and both shapes. Storage outside the slabs (padding) is set to 0.
 void load_checkpoint(const CheckpointReader& reader, ParameterStore& store, bool include_optimizer);
 
+// Removes the temporaries a killed checkpoint write left in dir (step-*.h5.tmp, latest.tmp; never
+// taken for checkpoints, but they hold disk space) and returns their names. Call on one rank,
+// before this run writes.
+std::vector<std::string> remove_interrupted_writes(const std::string& dir);
+
 // The newest valid checkpoint in dir, "" if there is none: the one `latest` names first, then
 // step-*.h5 by descending step. Invalid files are skipped, with their reasons appended to
 // skipped (when not null). Where step-*.h5 files exist but none is valid, throws a one-line

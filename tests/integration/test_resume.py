@@ -173,6 +173,31 @@ class ResumeTest(h.TempDirTest):
             self.assertIn(name, errors[0], result.describe())
         self.assertEqual(sorted(os.listdir(ck)), before, "the folder was changed")
 
+    def test_resume_auto_past_a_bad_latest_and_leftover_temporaries(self):
+        """`latest` naming a missing file, or not a file name at all: a warning naming it, and
+        the newest valid step file is taken. Temporaries of a killed write are removed."""
+        for latest in ("step-00000009.h5", "../elsewhere/step-00000003.h5"):
+            ck, metrics = self.path("bad-latest"), self.path("m.jsonl")
+            shutil.rmtree(ck, ignore_errors=True)
+            os.makedirs(ck)
+            shutil.copy(h.checkpoint_file(self.ref_dir, 3), ck)
+            with open(os.path.join(ck, "latest"), "w") as f:
+                f.write(latest + "\n")
+            leftovers = ["step-00000005.h5.tmp", "latest.tmp"]
+            for name in leftovers:
+                with open(os.path.join(ck, name), "w") as f:
+                    f.write("partial\n")
+            result = h.train(RUN + ["--steps", "6", "--resume", "auto", "--checkpoint-dir", ck,
+                                    "--metrics", metrics])
+            warnings = [l for l in result.stderr.splitlines() if l.startswith("warning: ")]
+            self.assertTrue(any(latest in l for l in warnings), result.describe())
+            self.assertIn("resumed from " + h.checkpoint_file(ck, 3), result.stdout,
+                          result.describe())
+            self.assert_same_steps(h.read_metrics(metrics), self.ref, range(4, 7))
+            for name in leftovers:
+                self.assertFalse(os.path.exists(os.path.join(ck, name)), name + " left behind")
+                self.assertIn("removed " + name, result.stdout, result.describe())
+
     def test_keep_last(self):
         ck = self.path("ck")
         h.train(RUN + ["--steps", "5", "--save-every", "1", "--keep-last", "2",
