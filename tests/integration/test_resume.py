@@ -198,6 +198,45 @@ class ResumeTest(h.TempDirTest):
                 self.assertFalse(os.path.exists(os.path.join(ck, name)), name + " left behind")
                 self.assertIn("removed " + name, result.stdout, result.describe())
 
+    def test_kill_during_checkpoint_writes(self):
+        """kill -9 while a checkpoint is being written (its .tmp exists), at three moments: every
+        step file left is complete, --resume auto takes the newest, the partial file is never
+        taken for a checkpoint, and the next run removes it. The model is large enough (about
+        40 MB a checkpoint) that a write takes measurable time."""
+        model = RUN + ["--n-layer", "4", "--n-head", "8", "--d-model", "256", "--seq-len", "64",
+                       "--global-batch-size", "4", "--micro-batch-size", "4", "--save-every", "1",
+                       "--keep-last", "2"]
+        ck = self.path("killed")
+        run = model + ["--steps", "40", "--resume", "auto", "--checkpoint-dir", ck]
+        for delay in (0.0, 0.01, 0.05):
+            proc = subprocess.Popen(h.command("train", h.with_tiny(run)), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+            try:
+                before = set(h.step_files(ck)) if os.path.isdir(ck) else set()
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and proc.poll() is None:
+                    temps = [f for f in os.listdir(ck) if f.endswith(".h5.tmp")] \
+                        if os.path.isdir(ck) else []
+                    if temps and set(h.step_files(ck)) != before:
+                        break  # a write in progress, after this run's first checkpoint
+                    time.sleep(0.001)
+                self.assertIsNone(proc.poll(), "the run ended before it could be killed")
+                time.sleep(delay)
+            finally:
+                h.kill_group(proc)
+                proc.communicate()
+            files = h.step_files(ck)
+            self.assertTrue(files, "no checkpoint survived")
+            for name in files:
+                attrs = h.load_checkpoint_attrs(os.path.join(ck, name))
+                self.assertEqual(attrs.get("complete"), 1, name + " is not complete")
+        metrics = self.path("m.jsonl")
+        newest = h.step_files(ck)[-1]
+        result = h.train(run + ["--metrics", metrics], timeout=120)
+        self.assertIn("resumed from " + os.path.join(ck, newest), result.stdout, result.describe())
+        self.assertEqual([f for f in os.listdir(ck) if f.endswith(".tmp")], [])
+        self.assertEqual(h.step_lines(h.read_metrics(metrics))[-1]["step"], 40)
+
     def test_keep_last(self):
         ck = self.path("ck")
         h.train(RUN + ["--steps", "5", "--save-every", "1", "--keep-last", "2",
