@@ -62,6 +62,13 @@ std::string choice_list(bool with_auto) {
 }
 
 template <typename E>
+std::optional<E> find_choice(const std::string& text) {
+  for (const auto& [kind, name] : choices(static_cast<E*>(nullptr)))
+    if (text == name) return kind;
+  return std::nullopt;
+}
+
+template <typename E>
 std::string name_of(E value) {
   for (const auto& [kind, name] : choices(static_cast<E*>(nullptr)))
     if (kind == value) return name;
@@ -85,29 +92,17 @@ class ChoiceError : public po::error_with_option_name {
 template <typename E>
 void validate(boost::any& out, const std::vector<std::string>& values, E*, int) {
   const std::string& text = po::validators::get_single_string(values);
-  for (const auto& [kind, name] : choices(static_cast<E*>(nullptr))) {
-    if (text == name) {
-      out = kind;
-      return;
-    }
-  }
-  throw ChoiceError(text, choice_list<E>(false));
+  const std::optional<E> kind = find_choice<E>(text);
+  if (!kind) throw ChoiceError(text, choice_list<E>(false));
+  out = *kind;
 }
 
 template <typename E>
 void validate(boost::any& out, const std::vector<std::string>& values, std::optional<E>*, int) {
   const std::string& text = po::validators::get_single_string(values);
-  if (text == "auto") {
-    out = std::optional<E>();
-    return;
-  }
-  for (const auto& [kind, name] : choices(static_cast<E*>(nullptr))) {
-    if (text == name) {
-      out = std::optional<E>(kind);
-      return;
-    }
-  }
-  throw ChoiceError(text, choice_list<E>(true));
+  const std::optional<E> kind = find_choice<E>(text);
+  if (!kind && text != "auto") throw ChoiceError(text, choice_list<E>(true));
+  out = kind;
 }
 
 namespace {
@@ -369,6 +364,14 @@ void validate_layout(const TrainOptions& o, int world_size) {
 }
 
 }  // namespace
+
+std::optional<OptimizerKind> optimizer_from_name(const std::string& name) {
+  return find_choice<OptimizerKind>(name);
+}
+
+std::optional<DataOrder> data_order_from_name(const std::string& name) {
+  return find_choice<DataOrder>(name);
+}
 
 RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
   RuntimeOptions ro;

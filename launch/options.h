@@ -68,6 +68,11 @@ boost::program_options::options_description train_options_description(TrainOptio
 // the layout's (tp * pp * dp == world, batch divisibility) need the job's size.
 void finish_train_options(TrainOptions& options, int world_size);
 
+// The value an enum option's name stands for, as --optimizer and --data-order parse it (also
+// for the names a checkpoint's config stores); nullopt for a name this program does not know.
+std::optional<OptimizerKind> optimizer_from_name(const std::string& name);
+std::optional<DataOrder> data_order_from_name(const std::string& name);
+
 // The run's shape on `world_size` ranks: the grid, the schedule of one step (which sizes each
 // chunk's caches) and the micro-batch size, as the Runtime takes them.
 RuntimeOptions runtime_options(const TrainOptions& options, int world_size);

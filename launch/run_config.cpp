@@ -31,14 +31,15 @@ std::string run_config_json(const TrainOptions& o, const ModelConfig& m) {
 
 namespace {
 
-// A stored enum option back from its name; a name this program does not know is an error.
-template <typename E, size_t N>
-E stored_choice(const Json& cfg, const char* key, const E (&kinds)[N], const char* (*name)(E),
+// A stored enum option back from its name (from_name: the options' parser); a name this
+// program does not know is an error.
+template <typename E>
+E stored_choice(const Json& cfg, const char* key, std::optional<E> (*from_name)(const std::string&),
                 const std::string& what) {
   const std::string text = json_field<std::string>(cfg, key, what);
-  for (E kind : kinds)
-    if (text == name(kind)) return kind;
-  fail_input(GPT_MSG(what << ": unknown " << key << " '" << text << "'"));
+  const std::optional<E> kind = from_name(text);
+  GPT_INPUT_CHECK(kind.has_value(), what << ": unknown " << key << " '" << text << "'");
+  return *kind;
 }
 
 }  // namespace
@@ -74,10 +75,9 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
   o.data = data;
   if (!o.was_given("val-data")) o.val_data = json_field<std::string>(cfg, "val_data", what);
   if (!o.was_given("data-order"))
-    o.data_order = stored_choice(cfg, "data_order", kDataOrders, data_order_name, what);
+    o.data_order = stored_choice(cfg, "data_order", data_order_from_name, what);
   // Optimizer options: the file's, unless given again.
-  const OptimizerKind optimizer =
-      stored_choice(cfg, "optimizer", kOptimizerKinds, optimizer_name, what);
+  const OptimizerKind optimizer = stored_choice(cfg, "optimizer", optimizer_from_name, what);
   GPT_INPUT_CHECK(!o.was_given("optimizer") || o.optimizer == optimizer,
                   "--optimizer " << optimizer_name(o.optimizer) << " conflicts with the checkpoint "
                                  << file << " (its optimizer state is " << optimizer_name(optimizer)
