@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -217,6 +218,10 @@ po::options_description output_options(TrainOptions& o) {
       "write one merged Chrome trace FILE of steps 2..4: every rank's actions and pipeline "
       "waits (scripts/trace_to_svg.py draws it)");
   add("log-every", po::value(&o.log_every)->default_value(o.log_every), "log every N steps");
+  add("comm-timeout",
+      po::value(&o.comm_timeout)->default_value(o.comm_timeout, short_text(o.comm_timeout)),
+      "SECONDS a collective, message or checkpoint write may wait before the watchdog ends the "
+      "job with exit code 4 and a report naming the stalled rank (0 = off)");
   return run;
 }
 
@@ -273,6 +278,8 @@ void check_train_options(const TrainOptions& o) {
   GPT_INPUT_CHECK(o.save_every >= 0, "--save-every must be at least 0");
   GPT_INPUT_CHECK(o.keep_last >= 0, "--keep-last must be at least 0");
   GPT_INPUT_CHECK(o.log_every >= 1, "--log-every must be at least 1");
+  GPT_INPUT_CHECK(std::isfinite(o.comm_timeout) && o.comm_timeout >= 0,
+                  "--comm-timeout must be a number of seconds, at least 0 (0 = off)");
   GPT_INPUT_CHECK(o.resume.empty() || o.init_from.empty(),
                   "--resume and --init-from exclude each other");
   GPT_INPUT_CHECK(!o.checkpoint_dir.empty(), "--checkpoint-dir must not be empty");

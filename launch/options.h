@@ -55,6 +55,8 @@ struct TrainOptions {
   std::string resume, init_from;
   std::string metrics, trace;
   int64_t log_every = 1;
+  // Seconds a communication may wait before the watchdog ends the job (exit 4); 0 = no watchdog.
+  double comm_timeout = 600;
 
   // Options the user set explicitly (command line or config file), by long name.
   std::set<std::string> given;

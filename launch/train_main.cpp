@@ -3,6 +3,7 @@
 // and the training state, train. Set-up steps that can fail on some ranks only (files,
 // checkpoints, allocation) run under agree_on_failure, so bad input ends every rank with one
 // message and no hang.
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "launch/signals.h"
 #include "launch/trace.h"
 #include "launch/trainer.h"
+#include "launch/watchdog.h"
 
 namespace gpt {
 namespace {
@@ -125,6 +127,20 @@ std::unique_ptr<MetricsWriter> prepare_outputs(MPI_Comm world, const TrainOption
   return metrics;
 }
 
+// The communication watchdog (--comm-timeout; none at 0), its files beside the checkpoints: a
+// directory every node sees. Agreed over world.
+std::unique_ptr<Watchdog> start_watchdog(MPI_Comm world, const TrainOptions& options,
+                                         ProcessGrid& grid) {
+  if (options.comm_timeout <= 0) return nullptr;
+  std::unique_ptr<Watchdog> watchdog;
+  agree_on_failure(world, [&] {
+    watchdog = std::make_unique<Watchdog>(
+        grid, (std::filesystem::path(options.checkpoint_dir) / ".watchdog").string(),
+        options.comm_timeout);
+  });
+  return watchdog;
+}
+
 int train_main(int argc, char** argv) {
   MPI_Comm world = MPI_COMM_WORLD;
   TrainOptions options;
@@ -138,6 +154,7 @@ int train_main(int argc, char** argv) {
   std::unique_ptr<MetricsWriter> metrics = prepare_outputs(world, options);
   log::info0("data: " + inputs.train.path + " (" + std::to_string(inputs.train.tokens.size()) +
              " tokens, vocab " + std::to_string(inputs.train.vocab_size) + ")");
+  std::unique_ptr<Watchdog> watchdog = start_watchdog(world, options, start.runtime->grid());
   install_stop_handlers();
   const TokenDataset* validation = inputs.validation.tokens.empty() ? nullptr : &inputs.validation;
   Trainer trainer(options, *start.runtime, inputs.train, validation, *start.optimizer, start.state,

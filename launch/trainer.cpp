@@ -212,6 +212,10 @@ std::string Trainer::save_checkpoint() {
   WriteOwner owner = [tp_rank, dp_rank](const Parameter& p) {
     return dp_rank == 0 && p.counts_once_over_tp_pp(tp_rank);
   };
+  // One collective operation on world for the watchdog: a write stuck on the file system, or a
+  // rank that never arrives, shows as a wait in it.
+  OperationLog::Wait writing(grid.operations(),
+                             grid.operations().issue(grid.channel_of_world(), "checkpoint write"));
   const std::string path = write_checkpoint(options_.checkpoint_dir, meta, &opt, rt_.store(), owner,
                                             grid.world().mpi_comm(), options_.keep_last);
   log::info0("saved checkpoint " + path);

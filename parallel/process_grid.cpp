@@ -73,16 +73,26 @@ std::string tp_across_nodes_message(const std::vector<int>& node, int tp) {
 }
 
 // A communicator over the ranks sharing `color`, ordered by `key` (so its rank is the key).
-std::unique_ptr<Communicator> split(MPI_Comm world, int color, int key, const char* name) {
+std::unique_ptr<TrackedCommunicator> split(MPI_Comm world, int color, int key, const char* name,
+                                           OperationLog& log) {
   OwnedMpiComm part;
   GPT_MPI_CHECK(MPI_Comm_split(world, color, key, part.out()));
   if (part.get() == MPI_COMM_NULL) return nullptr;
-  return make_mpi_communicator(part.get(), name);
+  return std::make_unique<TrackedCommunicator>(make_mpi_communicator(part.get(), name), log);
+}
+
+// The same group's communicator over another transport, still recorded.
+std::unique_ptr<TrackedCommunicator> on_device(std::unique_ptr<TrackedCommunicator> tracked,
+                                               Backend& backend, DeviceTransport transport,
+                                               OperationLog& log) {
+  return std::make_unique<TrackedCommunicator>(
+      make_device_communicator(tracked->release(), backend, transport), log);
 }
 
 }  // namespace
 
-ProcessGrid::ProcessGrid(MPI_Comm world, const GridOptions& options) : shape_(options.shape) {
+ProcessGrid::ProcessGrid(MPI_Comm world, const GridOptions& options)
+    : shape_(options.shape), operations_(std::make_unique<OperationLog>()) {
   int world_size = 0;
   GPT_MPI_CHECK(MPI_Comm_rank(world, &global_rank_));
   GPT_MPI_CHECK(MPI_Comm_size(world, &world_size));
@@ -110,14 +120,18 @@ ProcessGrid::ProcessGrid(MPI_Comm world, const GridOptions& options) : shape_(op
 
   // Every rank takes part in every split, in the same order; the coordinate is the key, so a
   // group's communicator rank is the coordinate along its axis.
-  tp_ = split(world, dp_rank_ + dp * stage_, tp_rank_, "tp");
-  dp_ = split(world, tp_rank_ + tp * stage_, dp_rank_, "dp");
-  pp_ = split(world, tp_rank_ + tp * dp_rank_, stage_, "pp");
-  world_ = make_mpi_communicator(world, "world");
+  OperationLog& log = *operations_;
+  tp_ = split(world, dp_rank_ + dp * stage_, tp_rank_, "tp", log);
+  dp_ = split(world, tp_rank_ + tp * stage_, dp_rank_, "dp", log);
+  pp_ = split(world, tp_rank_ + tp * dp_rank_, stage_, "pp", log);
+  world_ = std::make_unique<TrackedCommunicator>(make_mpi_communicator(world, "world"), log);
+  std::vector<int> everyone(static_cast<size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) everyone[static_cast<size_t>(r)] = r;
+  world_channel_ = log.channel(channel_name("world", everyone), everyone);
   if (pp > 1) {
     const bool holds_wte = is_first_stage() || is_last_stage();
-    embedding_ =
-        split(world, holds_wte ? tp_rank_ + tp * dp_rank_ : MPI_UNDEFINED, stage_, "embedding");
+    embedding_ = split(world, holds_wte ? tp_rank_ + tp * dp_rank_ : MPI_UNDEFINED, stage_,
+                       "embedding", log);
   }
 }
 
@@ -137,11 +151,11 @@ double ProcessGrid::sum_tp_replicated(double value) {
 }
 
 void ProcessGrid::use_device_communicators(Backend& backend, DeviceTransport transport) {
-  tp_ = make_device_communicator(std::move(tp_), backend, transport);
-  dp_ = make_device_communicator(std::move(dp_), backend, transport);
-  pp_ = make_device_communicator(std::move(pp_), backend, transport);
-  if (embedding_ != nullptr)
-    embedding_ = make_device_communicator(std::move(embedding_), backend, transport);
+  OperationLog& log = *operations_;
+  tp_ = on_device(std::move(tp_), backend, transport, log);
+  dp_ = on_device(std::move(dp_), backend, transport, log);
+  pp_ = on_device(std::move(pp_), backend, transport, log);
+  if (embedding_ != nullptr) embedding_ = on_device(std::move(embedding_), backend, transport, log);
 }
 
 }  // namespace gpt

@@ -3,7 +3,8 @@
 // tp fastest-varying (consecutive ranks of one node), then dp, then pp (stages across nodes).
 // Worked example, 16 ranks at tp 4, pp 4 (dp 1): tp groups {0-3} {4-7} {8-11} {12-15},
 // pp groups {0,4,8,12} {1,5,9,13} ..., embedding groups {0,12} {1,13} {2,14} {3,15}.
-// The grid owns one communicator per group this rank belongs to; pass it by reference.
+// The grid owns one communicator per group this rank belongs to; pass it by reference. Each
+// records its operations in the grid's operation log, which the watchdog reads.
 #pragma once
 
 #include <memory>
@@ -13,6 +14,8 @@
 #include "framework/backend.h"
 #include "parallel/communicator.h"
 #include "parallel/device_communicator.h"
+#include "parallel/operation_log.h"
+#include "parallel/tracked_communicator.h"
 
 namespace gpt {
 
@@ -78,11 +81,18 @@ class ProcessGrid {
   // them in the same order, as NCCL's initialisation needs.
   void use_device_communicators(Backend& backend, DeviceTransport transport);
 
+  // Every operation of the grid's communicators; others add theirs (a checkpoint write) on
+  // channel_of_world().
+  OperationLog& operations() { return *operations_; }
+  int channel_of_world() { return world_channel_; }
+
  private:
   GridShape shape_;
   int global_rank_ = 0, tp_rank_ = 0, dp_rank_ = 0, stage_ = 0;
   int ranks_per_node_ = 1, local_rank_ = 0;
-  std::unique_ptr<Communicator> tp_, dp_, pp_, world_, embedding_;
+  std::unique_ptr<OperationLog> operations_;  // before the communicators that record in it
+  std::unique_ptr<TrackedCommunicator> tp_, dp_, pp_, world_, embedding_;
+  int world_channel_ = -1;
 };
 
 }  // namespace gpt

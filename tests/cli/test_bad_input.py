@@ -264,6 +264,9 @@ class BadInputTest(Fixtures):
     def test_gpu_comm_choice(self):
         self.check("train", ["--gpu-comm", "bogus"], ["--gpu-comm", "bogus"], self.OPTION_RANKS)
 
+    def test_comm_timeout_negative(self):
+        self.check("train", ["--comm-timeout", "-1"], ["--comm-timeout"], self.OPTION_RANKS)
+
     def test_gpu_memory_negative(self):
         self.check("train", ["--gpu-memory-gb", "-1"], ["--gpu-memory-gb"], self.OPTION_RANKS)
 

@@ -20,7 +20,7 @@ CONTRACT_OPTIONS = """
 tp pp dp schedule virtual-stages micro-batch-size global-batch-size n-layer n-head d-model
 seq-len model data val-data data-order eval-every eval-windows steps optimizer lr min-lr
 warmup-steps weight-decay beta1 beta2 eps momentum grad-clip seed device precision
-checkpoint-dir save-every keep-last resume init-from metrics trace log-every config
+checkpoint-dir save-every keep-last resume init-from metrics trace log-every comm-timeout config
 """.split()
 # Options whose default is the empty string (off / not given / built-in corpus): Boost prints no
 # "(=...)" for an empty default, so these are only required to be listed.
