@@ -37,8 +37,8 @@ struct Tokenizer {
   int64_t vocab_size = 256, eot = -1;
   std::unique_ptr<gpt::Gpt2Tokenizer> gpt2;  // null for bytes
 
-  void encode(std::string_view text, std::vector<int32_t>& ids) {
-    if (gpt2) return gpt2->encode(text, ids);
+  void encode(std::string_view text, std::vector<int32_t>& ids, uint64_t offset) {
+    if (gpt2) return gpt2->encode(text, ids, offset);
     for (char c : text) ids.push_back(static_cast<unsigned char>(c));
   }
   // The first position >= from (and < text.size()) where the text may be cut without changing
@@ -143,10 +143,9 @@ void run(const Options& o) {
       }
       ids.clear();
       try {
-        tokenizer.encode(std::string_view(buffer).substr(0, upto), ids);
+        tokenizer.encode(std::string_view(buffer).substr(0, upto), ids, offset);
       } catch (const gpt::Error& e) {
-        gpt::fail_input(GPT_MSG("--input " << o.input << ": " << e.what()
-                                           << " of the piece starting at byte " << offset));
+        gpt::fail_input(GPT_MSG("--input " << o.input << ": " << e.what()));
       }
       out->append(ids.data(), ids.size());
       buffer.erase(0, upto);

@@ -61,6 +61,13 @@ TokenDataset read_token_file(const std::string& path) {
   data.tokens.resize(static_cast<size_t>(shape[0]));
   GPT_H5_CHECK(H5Dread(tokens.id(), H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT,
                        reinterpret_cast<uint32_t*>(data.tokens.data())));
+  // max_token (written by prepare-data) settles the range without a scan; files without it
+  // (written by hand, with h5py) are scanned.
+  if (std::optional<int64_t> max_token = h5::read_int64_attribute(file.id(), "max_token")) {
+    GPT_INPUT_CHECK(*max_token < data.vocab_size,
+                    "max_token " << *max_token << " is not below vocab_size " << data.vocab_size);
+    return data;
+  }
   const auto* raw = reinterpret_cast<const uint32_t*>(data.tokens.data());
   for (size_t i = 0; i < data.tokens.size(); ++i)
     GPT_INPUT_CHECK(raw[i] < static_cast<uint64_t>(data.vocab_size),

@@ -22,8 +22,9 @@ struct TokenDataset {
 };
 
 // Reads and validates a data set. Every problem (missing file, not HDF5, no /tokens, not 1-D,
-// not uint16/uint32, empty, missing or invalid vocab_size, a token >= vocab_size, no tokenizer)
-// throws a one-line gpt::Error that names the file and what is wrong.
+// not uint16/uint32, empty, missing or invalid vocab_size, a max_token attribute not below
+// vocab_size or, without one, a token >= vocab_size, no tokenizer) throws a one-line gpt::Error
+// that names the file and what is wrong.
 TokenDataset load_token_dataset(const std::string& path);
 
 // Writes /tokens as uint16 when vocab_size <= 65536, else uint32, with attributes vocab_size

@@ -184,7 +184,7 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& vocab_path, const std::string& m
 
 Gpt2Tokenizer::~Gpt2Tokenizer() = default;
 
-void Gpt2Tokenizer::encode(std::string_view text, std::vector<int32_t>& ids) {
+void Gpt2Tokenizer::encode(std::string_view text, std::vector<int32_t>& ids, uint64_t offset) {
   if (text.empty()) return;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   const size_t n = text.size();
@@ -194,8 +194,8 @@ void Gpt2Tokenizer::encode(std::string_view text, std::vector<int32_t>& ids) {
   for (size_t start = 0; start < n;) {
     const int rc = pcre2_match(regex_->code, subject, n, start, options, regex_->match, nullptr);
     if (rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21)
-      fail_input(GPT_MSG("invalid UTF-8 at byte " << pcre2_get_startchar(regex_->match) << " ("
-                                                  << pcre2_message(rc) << ")"));
+      fail_input(GPT_MSG("invalid UTF-8 at byte " << offset + pcre2_get_startchar(regex_->match)
+                                                  << " (" << pcre2_message(rc) << ")"));
     GPT_CHECK(rc > 0, "GPT-2 pattern matched nothing at byte "
                           << start << (rc < 0 ? ": " + pcre2_message(rc) : std::string()));
     options = PCRE2_NO_UTF_CHECK;

@@ -29,9 +29,10 @@ class Gpt2Tokenizer {
   int64_t eot() const { return eot_; }
 
   // Appends the ids of `text` (ordinary text: "<|endoftext|>" in it is encoded as characters).
-  // Invalid UTF-8 throws an input error giving the byte offset of the first bad sequence.
+  // Invalid UTF-8 throws an input error giving the byte offset of the first bad sequence, plus
+  // `offset` (where `text` starts in a longer input that is encoded in pieces).
   // Not const: it keeps a cache of pieces already merged (text repeats its words).
-  void encode(std::string_view text, std::vector<int32_t>& ids);
+  void encode(std::string_view text, std::vector<int32_t>& ids, uint64_t offset = 0);
   std::vector<int32_t> encode(std::string_view text);
 
   // The bytes the ids stand for (decode(encode(x)) == x); an id outside the vocabulary throws.

@@ -4,7 +4,9 @@
    both: identical ids on every line, and decode(encode(line)) == line (tokenize_lines checks);
 2. a 2.6 MB corpus as one text through `prepare-data --tokenizer gpt2 --read-mb 1`, so it is
    streamed in pieces and split into train and validation: train + validation == tiktoken's ids
-   of the whole text.
+   of the whole text;
+3. prepare-data's bad input: a missing vocabulary, invalid UTF-8: one "error:" line naming the
+   file and the problem, exit 1, no output file.
 Exits 77 (reported skipped) where node or the files of scripts/fetch_gpt2_tokenizer.sh are absent.
 usage: test_gpt2_vs_tiktoken.py SOURCE_DIR BIN_DIR TOKENIZE_LINES"""
 import os
@@ -75,6 +77,29 @@ with tempfile.TemporaryDirectory() as tmp:
         first = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
         print(f"FAIL whole text: first difference at id {first}: ours {got[first:first + 8]} "
               f"tiktoken {want[first:first + 8]}")
+
+    def expect_error(args, parts, what):
+        global failures
+        out = os.path.join(tmp, "bad", what)
+        result = subprocess.run([os.path.join(bin_dir, "prepare-data"), "--output", out,
+                                 "--tokenizer", "gpt2", "--merges", merges] + args,
+                                capture_output=True, text=True, timeout=60)
+        lines = result.stderr.strip().splitlines()
+        ok = result.returncode == 1 and len(lines) == 1 and lines[0].startswith("error:") and \
+            all(p in lines[0] for p in parts) and not os.path.exists(out + ".train.h5") and \
+            not os.path.exists(out + ".train.h5.tmp")
+        print(f"{what}: {lines}")
+        if not ok:
+            failures += 1
+            print(f"FAIL {what}: exit {result.returncode}, stderr {result.stderr!r}")
+
+    invalid = os.path.join(tmp, "invalid.txt")
+    with open(invalid, "wb") as f:
+        f.write(b"good text\nthen a bad byte \xff here\n")
+    missing = os.path.join(tmp, "no_encoder.json")
+    expect_error(["--input", corpus, "--vocab", missing], [missing, "no such file"], "missing")
+    expect_error(["--input", invalid, "--vocab", vocab], [invalid, "invalid UTF-8 at byte 26"],
+                 "invalid_utf8")
 
 print("FAILED" if failures else "PASSED")
 sys.exit(1 if failures else 0)
