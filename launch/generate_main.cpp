@@ -1,13 +1,16 @@
 // generate: sample text from a checkpoint (DESIGN.md "Programs"). The prompt is tokenized by the
-// checkpoint's tokenizer (bytes); each new token comes from the logits at the last position of a
-// window of the most recent seq_len tokens, gathered over tp ranks, sampled on the last stage
-// with the counter RNG's draw and broadcast so every rank extends the same sequence.
+// checkpoint's tokenizer (bytes, or gpt2 with the files --vocab and --merges name); each new token
+// comes from the logits at the last position of a window of the most recent seq_len tokens,
+// gathered over tp ranks, sampled on the last stage with the counter RNG's draw and broadcast so
+// every rank extends the same sequence.
 #include <boost/program_options.hpp>
 #include <iostream>
+#include <memory>
 #include <vector>
 
 #include "framework/logging.h"
 #include "framework/rng.h"
+#include "framework/text/gpt2_tokenizer.h"
 #include "launch/checkpoint_model.h"
 #include "launch/options.h"
 #include "launch/program.h"
@@ -22,6 +25,8 @@ namespace {
 
 struct GenerateOptions {
   std::string checkpoint, prompt;
+  std::string vocab = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/encoder.json";
+  std::string merges = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/vocab.bpe";
   int64_t max_new_tokens = 32, top_k = 0;
   double temperature = 1.0;
   uint64_t seed = 1;
@@ -43,6 +48,8 @@ po::options_description generate_options(GenerateOptions& o) {
       "sample among the k likeliest (0 = all)");
   add("seed", po::value(&o.seed)->default_value(o.seed), "sampling seed");
   add("stop-at-newline", po::bool_switch(&o.stop_at_newline), "stop after a newline token");
+  add("vocab", po::value(&o.vocab)->default_value(o.vocab), "gpt2 checkpoints: the vocabulary");
+  add("merges", po::value(&o.merges)->default_value(o.merges), "gpt2 checkpoints: the merges");
   add("pp", po::value(&o.pp)->default_value(o.pp), "pipeline stages; the ranks / pp are tp ranks");
   add_execution_options(desc, o.execution);
   return desc;
@@ -61,7 +68,7 @@ void check_generate_options(const GenerateOptions& o, int world_size) {
 // Continues `sequence` by up to max_new_tokens tokens, one forward through every stage each;
 // returns the new tokens (the same on every rank).
 std::vector<int32_t> generate_tokens(Runtime& rt, std::vector<int32_t> sequence,
-                                     const GenerateOptions& o) {
+                                     const GenerateOptions& o, int32_t newline) {
   const int64_t T = rt.model().seq_len;
   ProcessGrid& grid = rt.grid();
   std::vector<int32_t> window(static_cast<size_t>(T)), targets(static_cast<size_t>(T), 0);
@@ -90,7 +97,7 @@ std::vector<int32_t> generate_tokens(Runtime& rt, std::vector<int32_t> sequence,
     grid.world().broadcast_bytes(&next, sizeof(next), sampler);
     sequence.push_back(next);
     generated.push_back(next);
-    if (o.stop_at_newline && next == '\n') break;
+    if (o.stop_at_newline && next == newline) break;
   }
   return generated;
 }
@@ -108,18 +115,35 @@ int generate_main(int argc, char** argv) {
   ro.grid.shape = {tp, 1, o.pp};
   ro.execution = o.execution;
   LoadedModel model = load_model_for_inference(world, o.checkpoint, ro);
+  // Every rank tokenizes the prompt alike (the files are read on each, and agreed on).
+  std::unique_ptr<Gpt2Tokenizer> gpt2;
+  std::vector<int32_t> prompt;
   agree_on_failure(world, [&] {
-    GPT_INPUT_CHECK(model.tokenizer == "bytes",
-                    "generate knows the bytes tokenizer only (the "
-                    "checkpoint uses "
-                        << model.tokenizer << ")");
+    GPT_INPUT_CHECK(model.tokenizer == "bytes" || model.tokenizer == "gpt2",
+                    "generate knows the tokenizers bytes and gpt2 (the checkpoint "
+                        << o.checkpoint << " uses " << model.tokenizer << ")");
+    if (model.tokenizer == "gpt2") {
+      gpt2 = std::make_unique<Gpt2Tokenizer>(o.vocab, o.merges);
+      GPT_INPUT_CHECK(gpt2->vocab_size() <= model.runtime->model().vocab_size,
+                      o.vocab << " has " << gpt2->vocab_size() << " tokens, more than the "
+                              << model.runtime->model().vocab_size << " of the checkpoint "
+                              << o.checkpoint);
+      prompt = gpt2->encode(o.prompt);
+      // No prompt: start after an end of text, as GPT-2's own unconditional samples do.
+      if (prompt.empty()) prompt.push_back(static_cast<int32_t>(gpt2->eot()));
+    } else {
+      for (char c : o.prompt) prompt.push_back(static_cast<unsigned char>(c));
+      if (prompt.empty()) prompt.push_back('\n');  // the corpus' separator starts a fresh line
+    }
+    GPT_INPUT_CHECK(prompt.back() >= 0, "the vocabulary " << o.vocab << " has no <|endoftext|>");
   });
-  std::vector<int32_t> prompt(o.prompt.begin(), o.prompt.end());
-  for (int32_t& t : prompt) t = static_cast<unsigned char>(t);
-  if (prompt.empty()) prompt.push_back('\n');  // the corpus' separator starts a fresh line
-  const std::vector<int32_t> generated = generate_tokens(*model.runtime, prompt, o);
+  const int32_t newline = gpt2 ? gpt2->encode("\n").at(0) : '\n';
+  const std::vector<int32_t> generated = generate_tokens(*model.runtime, prompt, o, newline);
   if (comm_rank(world) != 0) return 0;
-  const std::string text(generated.begin(), generated.end());
+  // A token outside the tokenizer's vocabulary (a model trained with a larger one) is an error
+  // of the decode, named there.
+  const std::string text =
+      gpt2 ? gpt2->decode(generated) : std::string(generated.begin(), generated.end());
   std::cout << o.prompt << text;
   if (text.empty() || text.back() != '\n') std::cout << "\n";
   std::cout << std::flush;

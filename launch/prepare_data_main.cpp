@@ -1,19 +1,24 @@
 // prepare-data: turns a text file into a training and a validation data set for `train --data`
-// (DESIGN.md "Data"): byte-level tokens (tokenizer "bytes", vocab_size 256), the last
-// --val-fraction of the bytes held out for validation. A plain serial program: it needs no
-// mpirun and never initialises MPI. Bad input ends with one "error: ..." line and exit code 1.
+// (DESIGN.md "Data"), with the byte-level tokenizer (token b = byte b, vocab_size 256) or GPT-2's
+// BPE (vocab_size 50257, eot 50256). The last --val-fraction of the text is held out (0: none).
+// The input is streamed in pieces cut where tokenization cannot depend on what lies beyond, so
+// inputs larger than memory work and the tokens equal those of the whole text at once.
+// A plain serial program: it needs no mpirun and never initialises MPI. Bad input ends with one
+// "error: ..." line and exit code 1, and leaves no output file.
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <iterator>
+#include <memory>
 #include <string>
 
 #include "framework/check.h"
 #include "framework/io/dataset.h"
 #include "framework/logging.h"
+#include "framework/text/gpt2_tokenizer.h"
 
 namespace {
 
@@ -21,80 +26,189 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 struct Options {
-  std::string input;
-  std::string output;
+  std::string input, output, tokenizer = "bytes", vocab, merges;
   double val_fraction = 0.1;
+  int64_t read_mb = 16;
 };
 
-std::string read_file(const std::string& path) {
-  std::error_code ec;
-  GPT_INPUT_CHECK(fs::exists(path, ec), "--input " << path << ": no such file");
-  GPT_INPUT_CHECK(fs::is_regular_file(path, ec), "--input " << path << ": not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  GPT_INPUT_CHECK(in.good(), "--input " << path << ": cannot be read");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  GPT_INPUT_CHECK(!in.bad(), "--input " << path << ": read failed");
-  return text;
+// The tokenizer as this program needs it: a name, a vocabulary, and encode.
+struct Tokenizer {
+  std::string name;
+  int64_t vocab_size = 256, eot = -1;
+  std::unique_ptr<gpt::Gpt2Tokenizer> gpt2;  // null for bytes
+
+  void encode(std::string_view text, std::vector<int32_t>& ids, uint64_t offset) {
+    if (gpt2) return gpt2->encode(text, ids, offset);
+    for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+  }
+  // The first position >= from (and < text.size()) where the text may be cut without changing
+  // its tokens, or npos. Bytes: anywhere. GPT-2: after a "\n" between two printable ASCII
+  // characters: the "\n" is then a piece of its own (the whitespace rule cannot join it to a
+  // neighbour) and the next piece starts there whatever came before, because the pattern only
+  // looks ahead.
+  size_t cut_at_or_after(std::string_view text, size_t from) const {
+    if (!gpt2) return from < text.size() ? from : std::string_view::npos;
+    auto printable = [](char c) { return c > ' ' && c < 0x7F; };
+    for (size_t p = std::max<size_t>(from, 2); p < text.size(); ++p)
+      if (text[p - 1] == '\n' && printable(text[p - 2]) && printable(text[p])) return p;
+    return std::string_view::npos;
+  }
+};
+
+Tokenizer make_tokenizer(const Options& o) {
+  Tokenizer t;
+  t.name = o.tokenizer;
+  if (o.tokenizer == "gpt2") {
+    t.gpt2 = std::make_unique<gpt::Gpt2Tokenizer>(o.vocab, o.merges);
+    t.vocab_size = t.gpt2->vocab_size();
+    t.eot = t.gpt2->eot();
+  } else {
+    GPT_INPUT_CHECK(o.tokenizer == "bytes",
+                    "--tokenizer " << o.tokenizer << " is not one of bytes, gpt2");
+  }
+  return t;
 }
 
-gpt::TokenDataset byte_dataset(const std::string& path, const std::string& text, size_t begin,
-                               size_t end) {
-  gpt::TokenDataset data;
-  data.path = path;
-  data.vocab_size = 256;
-  data.tokenizer = "bytes";
-  data.tokens.reserve(end - begin);
-  for (size_t i = begin; i < end; ++i)
-    data.tokens.push_back(static_cast<int32_t>(static_cast<unsigned char>(text[i])));
-  return data;
+// Where the validation part starts: at least one byte on each side, whatever the fraction.
+uint64_t validation_start(uint64_t n, double fraction) {
+  if (fraction == 0.0) return n;
+  auto n_val = static_cast<uint64_t>(std::llround(static_cast<double>(n) * fraction));
+  n_val = std::min<uint64_t>(std::max<uint64_t>(n_val, 1), n - 1);
+  return n - n_val;
 }
 
-void run(const Options& options) {
-  GPT_INPUT_CHECK(options.val_fraction > 0.0 && options.val_fraction < 1.0,
-                  "--val-fraction " << options.val_fraction << " must be in (0, 1)");
-  const fs::path output(options.output);
+void run(const Options& o) {
+  GPT_INPUT_CHECK(o.val_fraction >= 0.0 && o.val_fraction < 1.0,
+                  "--val-fraction " << o.val_fraction << " must be in [0, 1)");
+  GPT_INPUT_CHECK(o.read_mb >= 1, "--read-mb " << o.read_mb << " must be at least 1");
+  const fs::path output(o.output);
   GPT_INPUT_CHECK(!output.filename().empty(),
-                  "--output " << options.output << " must name a file prefix, not a directory");
-  const fs::path parent = output.parent_path();
+                  "--output " << o.output << " must name a file prefix, not a directory");
   std::error_code ec;
-  GPT_INPUT_CHECK(
-      parent.empty() || fs::is_directory(parent, ec),
-      "--output " << options.output << ": directory " << parent.string() << " does not exist");
+  GPT_INPUT_CHECK(fs::exists(o.input, ec), "--input " << o.input << ": no such file");
+  GPT_INPUT_CHECK(fs::is_regular_file(o.input, ec),
+                  "--input " << o.input << ": not a regular file");
+  const uint64_t n = fs::file_size(o.input, ec);
+  GPT_INPUT_CHECK(!ec, "--input " << o.input << ": " << ec.message());
+  GPT_INPUT_CHECK(n > 0, "--input " << o.input << " is empty");
+  GPT_INPUT_CHECK(n >= 2 || o.val_fraction == 0.0,
+                  "--input " << o.input << " has 1 byte, too few to split in two");
+  std::ifstream in(o.input, std::ios::binary);
+  GPT_INPUT_CHECK(in.good(), "--input " << o.input << ": cannot be read");
+  Tokenizer tokenizer = make_tokenizer(o);
 
-  const std::string text = read_file(options.input);
-  GPT_INPUT_CHECK(!text.empty(), "--input " << options.input << " is empty");
-  GPT_INPUT_CHECK(text.size() >= 2,
-                  "--input " << options.input << " has 1 byte, too few to split in two");
-  const size_t n = text.size();
-  // At least one token on each side, whatever the fraction.
-  auto n_val = static_cast<size_t>(std::llround(static_cast<double>(n) * options.val_fraction));
-  n_val = std::min(std::max<size_t>(n_val, 1), n - 1);
-  const size_t n_train = n - n_val;
+  const fs::path parent = output.parent_path();
+  if (!parent.empty()) {
+    fs::create_directories(parent, ec);
+    GPT_INPUT_CHECK(!ec, "--output " << o.output << ": cannot create directory " << parent.string()
+                                     << ": " << ec.message());
+  }
+  const std::string train_path = o.output + ".train.h5", val_path = o.output + ".val.h5";
+  gpt::TokenFileWriter train(train_path, tokenizer.vocab_size, tokenizer.name, tokenizer.eot);
+  std::unique_ptr<gpt::TokenFileWriter> val;
+  const uint64_t val_begin = validation_start(n, o.val_fraction);
 
-  const std::string train_path = options.output + ".train.h5";
-  const std::string val_path = options.output + ".val.h5";
-  gpt::write_token_dataset(train_path, byte_dataset(train_path, text, 0, n_train));
-  gpt::write_token_dataset(val_path, byte_dataset(val_path, text, n_train, n));
-  std::printf(
-      "prepare-data: %zu bytes of %s -> %zu train tokens in %s, %zu validation tokens "
-      "in %s (tokenizer bytes, vocab_size 256)\n",
-      n, options.input.c_str(), n_train, train_path.c_str(), n_val, val_path.c_str());
+  // buffer holds bytes [offset, offset + buffer.size()) of the input; each round encodes its
+  // prefix up to a cut and keeps the rest. The train/validation switch is a cut too: the first
+  // at or after val_begin.
+  const auto read_bytes = static_cast<size_t>(o.read_mb) << 20;
+  std::string buffer;
+  uint64_t offset = 0;
+  std::vector<int32_t> ids;
+  gpt::TokenFileWriter* out = &train;
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t next_report = 256ull << 20;
+  while (true) {
+    const size_t old = buffer.size();
+    buffer.resize(old + read_bytes);
+    in.read(buffer.data() + old, static_cast<std::streamsize>(read_bytes));
+    buffer.resize(old + static_cast<size_t>(in.gcount()));
+    GPT_INPUT_CHECK(!in.bad(), "--input " << o.input << ": read failed");
+    const bool at_end = in.eof();
+    while (!buffer.empty()) {
+      constexpr size_t kNone = std::string_view::npos;
+      size_t upto = kNone;
+      const bool switch_here =
+          out == &train && val_begin < n && val_begin - offset <= buffer.size();
+      if (switch_here) {
+        upto = tokenizer.cut_at_or_after(buffer, static_cast<size_t>(val_begin - offset));
+        if (upto == kNone && !at_end) break;      // read on to find where validation may start
+        if (upto == kNone) upto = buffer.size();  // none: reported below
+      } else if (at_end) {
+        upto = buffer.size();
+      } else {
+        upto = tokenizer.cut_at_or_after(buffer, buffer.size() / 2);
+        if (upto == kNone) upto = tokenizer.cut_at_or_after(buffer, 0);
+        if (upto == kNone || upto == 0) break;  // no cut yet: read more
+      }
+      ids.clear();
+      try {
+        tokenizer.encode(std::string_view(buffer).substr(0, upto), ids, offset);
+      } catch (const gpt::Error& e) {
+        gpt::fail_input(GPT_MSG("--input " << o.input << ": " << e.what()));
+      }
+      out->append(ids.data(), ids.size());
+      buffer.erase(0, upto);
+      offset += upto;
+      if (switch_here) {
+        GPT_INPUT_CHECK(offset < n, "--input " << o.input
+                                               << ": no place to start the validation part at "
+                                                  "or after byte "
+                                               << val_begin
+                                               << " (gpt2 needs a line break between printable "
+                                                  "characters)");
+        val = std::make_unique<gpt::TokenFileWriter>(val_path, tokenizer.vocab_size, tokenizer.name,
+                                                     tokenizer.eot);
+        out = val.get();
+      }
+      if (!at_end && buffer.size() < read_bytes) break;
+    }
+    if (offset >= next_report) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "prepare-data: %.0f of %.0f MB, %.1f MB/s\n", offset / 1e6, n / 1e6,
+                   offset / 1e6 / s);
+      next_report += 256ull << 20;
+    }
+    if (at_end && buffer.empty()) break;
+  }
+  train.finish();
+  if (val) val->finish();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("prepare-data: %llu bytes of %s -> %lld train tokens in %s", (unsigned long long)n,
+              o.input.c_str(), static_cast<long long>(train.size()), train_path.c_str());
+  if (val)
+    std::printf(", %lld validation tokens in %s", static_cast<long long>(val->size()),
+                val_path.c_str());
+  std::printf(" (tokenizer %s, vocab_size %lld; %.1f MB/s)\n", tokenizer.name.c_str(),
+              static_cast<long long>(tokenizer.vocab_size), n / 1e6 / std::max(seconds, 1e-9));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options options;
+  const std::string gpt2_dir = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/";
   po::options_description desc(
-      "prepare-data: text file -> byte-level training and validation data sets\n"
-      "usage: prepare-data --input FILE.txt --output PREFIX [--val-fraction F]\n"
-      "writes PREFIX.train.h5 and PREFIX.val.h5\noptions");
+      "prepare-data: text file -> training and validation data sets\n"
+      "usage: prepare-data --input FILE.txt --output PREFIX [--tokenizer bytes|gpt2]\n"
+      "       [--val-fraction F]\n"
+      "writes PREFIX.train.h5 and PREFIX.val.h5 (creating PREFIX's folder)\noptions");
   desc.add_options()("help,h", "show this help and exit")(
       "input", po::value<std::string>(&options.input), "text file to tokenize (required)")(
       "output", po::value<std::string>(&options.output),
       "output prefix: writes PREFIX.train.h5 and PREFIX.val.h5 (required)")(
+      "tokenizer", po::value<std::string>(&options.tokenizer)->default_value("bytes"),
+      "bytes (token = byte, vocab 256) or gpt2 (OpenAI's GPT-2 BPE, vocab 50257)")(
+      "vocab", po::value<std::string>(&options.vocab)->default_value(gpt2_dir + "encoder.json"),
+      "gpt2: the vocabulary (encoder.json or vocab.json)")(
+      "merges", po::value<std::string>(&options.merges)->default_value(gpt2_dir + "vocab.bpe"),
+      "gpt2: the merges (vocab.bpe or merges.txt)")(
       "val-fraction", po::value<double>(&options.val_fraction)->default_value(0.1, "0.1"),
-      "share of the bytes, taken from the end of the file, held out for validation; in (0, 1)");
+      "share of the text, taken from its end, held out for validation; in [0, 1), 0 = none "
+      "(gpt2 starts it at the first line break after that point)")(
+      "read-mb", po::value<int64_t>(&options.read_mb)->default_value(16),
+      "read the input in pieces of this many MB");
   try {
     po::variables_map vm;
     po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);

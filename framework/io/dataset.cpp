@@ -1,6 +1,7 @@
 // Loading, writing and sampling token data sets (see dataset.h).
 #include "framework/io/dataset.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -60,6 +61,13 @@ TokenDataset read_token_file(const std::string& path) {
   data.tokens.resize(static_cast<size_t>(shape[0]));
   GPT_H5_CHECK(H5Dread(tokens.id(), H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT,
                        reinterpret_cast<uint32_t*>(data.tokens.data())));
+  // max_token (written by prepare-data) settles the range without a scan; files without it
+  // (written by hand, with h5py) are scanned.
+  if (std::optional<int64_t> max_token = h5::read_int64_attribute(file.id(), "max_token")) {
+    GPT_INPUT_CHECK(*max_token < data.vocab_size,
+                    "max_token " << *max_token << " is not below vocab_size " << data.vocab_size);
+    return data;
+  }
   const auto* raw = reinterpret_cast<const uint32_t*>(data.tokens.data());
   for (size_t i = 0; i < data.tokens.size(); ++i)
     GPT_INPUT_CHECK(raw[i] < static_cast<uint64_t>(data.vocab_size),
@@ -86,44 +94,83 @@ TokenDataset load_token_dataset(const std::string& path) {
 }
 
 void write_token_dataset(const std::string& path, const TokenDataset& data) {
+  GPT_INPUT_CHECK(!data.tokens.empty(), "cannot write " << path << ": no tokens");
+  TokenFileWriter writer(path, data.vocab_size, data.tokenizer, data.eot);
+  writer.append(data.tokens.data(), data.tokens.size());
+  writer.finish();
+}
+
+TokenFileWriter::TokenFileWriter(const std::string& path, int64_t vocab_size,
+                                 const std::string& tokenizer, int64_t eot)
+    : path_(path), temp_(path + ".tmp"), tokenizer_(tokenizer), vocab_size_(vocab_size), eot_(eot) {
   h5::silence_errors();
   GPT_INPUT_CHECK(
-      data.vocab_size >= 1 && data.vocab_size <= std::numeric_limits<int32_t>::max(),
-      "cannot write " << path << ": vocab_size " << data.vocab_size << " is not in [1, 2^31-1]");
-  GPT_INPUT_CHECK(!data.tokens.empty(), "cannot write " << path << ": no tokens");
-  GPT_INPUT_CHECK(!data.tokenizer.empty(), "cannot write " << path << ": no tokenizer name");
-  for (size_t i = 0; i < data.tokens.size(); ++i)
-    GPT_INPUT_CHECK(data.tokens[i] >= 0 && data.tokens[i] < data.vocab_size,
-                    "cannot write " << path << ": token " << data.tokens[i] << " at position " << i
-                                    << " is not in [0, vocab_size " << data.vocab_size << ")");
+      vocab_size >= 1 && vocab_size <= std::numeric_limits<int32_t>::max(),
+      "cannot write " << path << ": vocab_size " << vocab_size << " is not in [1, 2^31-1]");
+  GPT_INPUT_CHECK(!tokenizer.empty(), "cannot write " << path << ": no tokenizer name");
   const fs::path parent = fs::path(path).parent_path();
   std::error_code ec;
   GPT_INPUT_CHECK(
       parent.empty() || fs::is_directory(parent, ec),
       "cannot write " << path << ": directory " << parent.string() << " does not exist");
+  file_ = H5Fcreate(temp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  GPT_INPUT_CHECK(file_ >= 0, "cannot create " << temp_ << " (" << h5::last_error_message() << ")");
+  // Chunks of 1M tokens: appends cost one chunk write each, and a window read touches one or two.
+  const hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = 1 << 20;
+  h5::Handle space(GPT_H5_CHECK(H5Screate_simple(1, &zero, &unlimited)));
+  h5::Handle props(GPT_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  GPT_H5_CHECK(H5Pset_chunk(props.id(), 1, &chunk));
+  const bool narrow = vocab_size <= 65536;
+  dataset_ = GPT_H5_CHECK(H5Dcreate2(file_, "/tokens", narrow ? H5T_STD_U16LE : H5T_STD_U32LE,
+                                     space.id(), H5P_DEFAULT, props.id(), H5P_DEFAULT));
+}
 
-  const std::string temp = path + ".tmp";
-  {
-    h5::Handle file(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    GPT_INPUT_CHECK(file.valid(),
-                    "cannot create " << temp << " (" << h5::last_error_message() << ")");
-    const hsize_t n = data.tokens.size();
-    h5::Handle space(GPT_H5_CHECK(H5Screate_simple(1, &n, nullptr)));
-    const bool narrow = data.vocab_size <= 65536;
-    h5::Handle tokens(
-        GPT_H5_CHECK(H5Dcreate2(file.id(), "/tokens", narrow ? H5T_STD_U16LE : H5T_STD_U32LE,
-                                space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
-    // HDF5 converts int32 to the stored width; the tokens were range-checked above.
-    GPT_H5_CHECK(
-        H5Dwrite(tokens.id(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.tokens.data()));
-    h5::write_int64_attribute(file.id(), "vocab_size", data.vocab_size);
-    h5::write_string_attribute(file.id(), "tokenizer", data.tokenizer);
-    if (data.eot >= 0) h5::write_int64_attribute(file.id(), "eot", data.eot);
-    tokens.close();
-    file.close();
+TokenFileWriter::~TokenFileWriter() {
+  if (dataset_ >= 0) H5Dclose(dataset_);
+  if (file_ >= 0) {
+    H5Fclose(file_);
+    std::error_code ec;
+    fs::remove(temp_, ec);  // not finished: no file under either name
   }
-  fs::rename(temp, path, ec);
-  GPT_INPUT_CHECK(!ec, "cannot rename " << temp << " to " << path << ": " << ec.message());
+}
+
+void TokenFileWriter::append(const int32_t* tokens, size_t n) {
+  GPT_CHECK(dataset_ >= 0, "append to " << path_ << " after finish");
+  if (n == 0) return;
+  for (size_t i = 0; i < n; ++i) {
+    GPT_INPUT_CHECK(tokens[i] >= 0 && tokens[i] < vocab_size_,
+                    "cannot write " << path_ << ": token " << tokens[i] << " at position "
+                                    << size_ + static_cast<int64_t>(i)
+                                    << " is not in [0, vocab_size " << vocab_size_ << ")");
+    max_token_ = std::max<int64_t>(max_token_, tokens[i]);
+  }
+  const auto start = static_cast<hsize_t>(size_), count = static_cast<hsize_t>(n),
+             total = start + count;
+  GPT_H5_CHECK(H5Dset_extent(dataset_, &total));
+  h5::Handle file_space(GPT_H5_CHECK(H5Dget_space(dataset_)));
+  GPT_H5_CHECK(
+      H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &count, nullptr));
+  h5::Handle memory_space(GPT_H5_CHECK(H5Screate_simple(1, &count, nullptr)));
+  // HDF5 converts int32 to the stored width; the tokens were range-checked above.
+  GPT_H5_CHECK(H5Dwrite(dataset_, H5T_NATIVE_INT32, memory_space.id(), file_space.id(), H5P_DEFAULT,
+                        tokens));
+  size_ = static_cast<int64_t>(total);
+}
+
+void TokenFileWriter::finish() {
+  GPT_CHECK(dataset_ >= 0, "finish of " << path_ << " twice");
+  GPT_INPUT_CHECK(size_ > 0, "cannot write " << path_ << ": no tokens");
+  h5::write_int64_attribute(file_, "vocab_size", vocab_size_);
+  h5::write_string_attribute(file_, "tokenizer", tokenizer_);
+  h5::write_int64_attribute(file_, "max_token", max_token_);
+  if (eot_ >= 0) h5::write_int64_attribute(file_, "eot", eot_);
+  GPT_H5_CHECK(H5Dclose(dataset_));
+  dataset_ = -1;
+  GPT_H5_CHECK(H5Fclose(file_));
+  file_ = -1;
+  std::error_code ec;
+  fs::rename(temp_, path_, ec);
+  GPT_INPUT_CHECK(!ec, "cannot rename " << temp_ << " to " << path_ << ": " << ec.message());
 }
 
 void check_dataset_fits(const TokenDataset& data, int64_t seq_len) {

@@ -22,14 +22,38 @@ struct TokenDataset {
 };
 
 // Reads and validates a data set. Every problem (missing file, not HDF5, no /tokens, not 1-D,
-// not uint16/uint32, empty, missing or invalid vocab_size, a token >= vocab_size, no tokenizer)
-// throws a one-line gpt::Error that names the file and what is wrong.
+// not uint16/uint32, empty, missing or invalid vocab_size, a max_token attribute not below
+// vocab_size or, without one, a token >= vocab_size, no tokenizer) throws a one-line gpt::Error
+// that names the file and what is wrong.
 TokenDataset load_token_dataset(const std::string& path);
 
 // Writes /tokens as uint16 when vocab_size <= 65536, else uint32, with attributes vocab_size
-// (int64), tokenizer (string) and eot when >= 0. Written under a temporary name and renamed, so
-// an interrupted write never leaves a truncated file under the final name.
+// (int64), tokenizer (string), max_token (int64, the largest token) and eot when >= 0. Written
+// under a temporary name and renamed, so an interrupted write never leaves a truncated file under
+// the final name.
 void write_token_dataset(const std::string& path, const TokenDataset& dataset);
+
+// The same file written piece by piece, for inputs larger than memory: /tokens is chunked and
+// grows with each append. finish() writes the attributes and renames; a writer destroyed before
+// finish() removes its temporary file.
+class TokenFileWriter {
+ public:
+  TokenFileWriter(const std::string& path, int64_t vocab_size, const std::string& tokenizer,
+                  int64_t eot);
+  ~TokenFileWriter();
+  TokenFileWriter(const TokenFileWriter&) = delete;
+  TokenFileWriter& operator=(const TokenFileWriter&) = delete;
+
+  // Each token must be in [0, vocab_size); else an input error naming the file and position.
+  void append(const int32_t* tokens, size_t n);
+  int64_t size() const { return size_; }
+  void finish();
+
+ private:
+  std::string path_, temp_, tokenizer_;
+  int64_t vocab_size_, eot_, size_ = 0, max_token_ = -1;
+  int64_t file_ = -1, dataset_ = -1;  // HDF5 ids (hid_t), kept out of this header
+};
 
 // At least one window: N >= T+1; else a one-line error naming the file, N and --seq-len.
 void check_dataset_fits(const TokenDataset& dataset, int64_t seq_len);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +61,7 @@ struct RawAttrs {
   int64_t vocab = 256;
   bool vocab_as_string = false;
   bool tokenizer = true;
+  int64_t max_token = -1;  // written when >= 0
 };
 
 void write_raw(const std::string& path, const std::string& name, hid_t type,
@@ -77,6 +79,7 @@ void write_raw(const std::string& path, const std::string& name, hid_t type,
   else if (attrs.vocab_size)
     gpt::h5::write_int64_attribute(file.id(), "vocab_size", attrs.vocab);
   if (attrs.tokenizer) gpt::h5::write_string_attribute(file.id(), "tokenizer", "bytes");
+  if (attrs.max_token >= 0) gpt::h5::write_int64_attribute(file.id(), "max_token", attrs.max_token);
 }
 
 gpt::TokenDataset make_dataset(int64_t vocab, size_t n, int64_t eot) {
@@ -157,6 +160,34 @@ TEST(TokenDataset, RoundTripUint32WithoutEot) {
   EXPECT_EQ(back.eot, -1);
 }
 
+// The writer prepare-data streams into: appends in pieces equal one write, max_token is recorded,
+// and a writer dropped before finish() leaves no file under either name.
+TEST(TokenDataset, StreamedWriterAppendsAndRecordsMaxToken) {
+  TempDir dir;
+  const gpt::TokenDataset data = make_dataset(50257, 3000, 50256);
+  const std::string path = dir.file("streamed.h5");
+  {
+    gpt::TokenFileWriter writer(path, data.vocab_size, data.tokenizer, data.eot);
+    for (size_t i = 0; i < data.tokens.size(); i += 700)
+      writer.append(data.tokens.data() + i, std::min<size_t>(700, data.tokens.size() - i));
+    EXPECT_EQ(writer.size(), 3000);
+    writer.finish();
+  }
+  const gpt::TokenDataset back = gpt::load_token_dataset(path);
+  EXPECT_EQ(back.tokens, data.tokens);
+  EXPECT_EQ(back.eot, 50256);
+  Handle file(GPT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)));
+  EXPECT_EQ(gpt::h5::read_int64_attribute(file.id(), "max_token"),
+            *std::max_element(data.tokens.begin(), data.tokens.end()));
+  const std::string dropped = dir.file("dropped.h5");
+  {
+    gpt::TokenFileWriter writer(dropped, 256, "bytes", -1);
+    writer.append(data.tokens.data(), 0);
+  }
+  EXPECT_FALSE(fs::exists(dropped));
+  EXPECT_FALSE(fs::exists(dropped + ".tmp"));
+}
+
 TEST(TokenDataset, WriteRejectsBadData) {
   TempDir dir;
   gpt::TokenDataset data = make_dataset(256, 10, -1);
@@ -212,12 +243,15 @@ TEST(TokenDataset, BadFilesNameTheFileAndTheProblem) {
       {"bad_vocab.h5", {}, {"vocab_size 0"}},
       {"string_vocab.h5", {}, {"vocab_size", "expected an integer"}},
       {"no_tokenizer.h5", {}, {"tokenizer"}},
+      {"max_token.h5", {}, {"max_token 6", "not below vocab_size 6"}},
   };
   cases[0].attrs.vocab = 5;
   cases[1].attrs.vocab_size = false;
   cases[2].attrs.vocab = 0;
   cases[3].attrs.vocab_as_string = true;
   cases[4].attrs.tokenizer = false;
+  cases[5].attrs.vocab = 6;  // the tokens fit; the attribute alone is wrong, and found unscanned
+  cases[5].attrs.max_token = 6;
   for (BadAttributes& c : cases) {
     const std::string path = dir.file(c.name);
     write_raw(path, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16, c.attrs);
