@@ -1,7 +1,10 @@
 // The --metrics file: JSON lines written by global rank 0 only, appended on resume, flushed per
-// line so a killed run keeps what it measured.
+// line so a killed run keeps what it measured. A run that starts at step S first drops the lines
+// of steps after S (a run that ended after its last checkpoint wrote them; this run writes those
+// steps again), so the file keeps one line per step. A failed write is an error.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -13,13 +16,15 @@ void prepare_output_directory(const std::string& dir, const std::string& option)
 
 class MetricsWriter {
  public:
-  MetricsWriter(const std::string& path, bool is_writer);  // opens in append mode on the writer
+  // On the writer: drops the lines past start_step (logged), then opens for appending.
+  MetricsWriter(const std::string& path, bool is_writer, int64_t start_step);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
   void write(const std::string& json_line);
 
  private:
+  std::string path_;
   std::FILE* file_ = nullptr;
 };
 

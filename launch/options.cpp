@@ -403,6 +403,10 @@ void finish_train_options(TrainOptions& o, int world_size) {
     if (!o.was_given("d-model")) o.model.d_model = preset.d_model;
     if (!o.was_given("seq-len")) o.model.seq_len = preset.seq_len;
   }
+  validate_train_options(o, world_size);
+}
+
+void validate_train_options(const TrainOptions& o, int world_size) {
   check_train_options(o);
   validate_layout(o, world_size);
 }

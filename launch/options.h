@@ -69,6 +69,9 @@ boost::program_options::options_description train_options_description(TrainOptio
 // After parsing: applies --model's preset to the shape options not given, then checks every rule;
 // the layout's (tp * pp * dp == world, batch divisibility) need the job's size.
 void finish_train_options(TrainOptions& options, int world_size);
+// Every rule of finish_train_options, without touching the options (again after a checkpoint
+// supplied some of them).
+void validate_train_options(const TrainOptions& options, int world_size);
 
 // The value an enum option's name stands for, as --optimizer and --data-order parse it (also
 // for the names a checkpoint's config stores); nullopt for a name this program does not know.

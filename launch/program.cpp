@@ -1,6 +1,7 @@
 // run_program and parse_options (see program.h).
 #include "launch/program.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -11,19 +12,35 @@ namespace {
 
 namespace po = boost::program_options;
 
+// An option given more than once takes its last value, as wrapper scripts that append overrides
+// expect (Boost would refuse the repeat).
+po::parsed_options last_of_each(po::parsed_options parsed) {
+  std::vector<po::option>& options = parsed.options;
+  std::vector<po::option> kept;
+  for (size_t i = 0; i < options.size(); ++i) {
+    const bool repeated_later = std::any_of(
+        options.begin() + static_cast<std::ptrdiff_t>(i) + 1, options.end(),
+        [&](const po::option& later) { return later.string_key == options[i].string_key; });
+    if (!repeated_later) kept.push_back(options[i]);
+  }
+  options = std::move(kept);
+  return parsed;
+}
+
 // Boost's parse of the command line and the config file; false when --help was asked for.
 bool parse_command_line(int argc, char** argv, const po::options_description& desc,
                         std::set<std::string>* given) {
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::store(last_of_each(po::parse_command_line(argc, argv, desc)), vm);
     if (vm.count("help")) return false;
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
       std::ifstream in(path);
       GPT_INPUT_CHECK(in.good(), "--config " << path << ": cannot open the file");
       try {
-        po::store(po::parse_config_file(in, desc), vm);  // the command line, stored first, wins
+        // The command line, stored first, wins.
+        po::store(last_of_each(po::parse_config_file(in, desc)), vm);
       } catch (const po::error& e) {
         fail_input("--config " + path + ": " + e.what());
       }

@@ -1,6 +1,8 @@
 // Run config serialisation and the resume rules (see run_config.h).
 #include "launch/run_config.h"
 
+#include <sstream>
+
 #include "framework/check.h"
 #include "framework/json.h"
 #include "framework/logging.h"
@@ -26,6 +28,8 @@ std::string run_config_json(const TrainOptions& o, const ModelConfig& m) {
   j["eps"] = o.eps;
   j["momentum"] = o.momentum;
   j["grad_clip"] = o.grad_clip;
+  j["eval_every"] = o.eval_every;
+  j["eval_windows"] = o.eval_windows;
   return j.dump();
 }
 
@@ -40,6 +44,64 @@ E stored_choice(const Json& cfg, const char* key, std::optional<E> (*from_name)(
   const std::optional<E> kind = from_name(text);
   GPT_INPUT_CHECK(kind.has_value(), what << ": unknown " << key << " '" << text << "'");
   return *kind;
+}
+
+// An option's value as the log shows it.
+template <typename T>
+std::string shown(const T& value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+std::string shown(const std::string& value) {
+  return value.empty() ? "none" : value;
+}
+std::string shown(DataOrder value) {
+  return data_order_name(value);
+}
+
+// A training option the checkpoint stored: the file's value unless the option was given again,
+// and a given value that differs from the file's is logged ("--steps 2000 (checkpoint: 1200)").
+template <typename T>
+void take_stored(const TrainOptions& o, const char* option, T& target, const T& stored) {
+  if (!o.was_given(option)) {
+    target = stored;
+  } else if (target != stored) {
+    GPT_LOG0("--" << option << " " << shown(target) << " (checkpoint: " << shown(stored) << ")");
+  }
+}
+
+// As take_stored for a number or string under `key`; a key the file lacks (written before it
+// was stored) leaves the option as it is.
+template <typename T>
+void take_field(const TrainOptions& o, const Json& cfg, const char* option, const char* key,
+                const std::string& what, T& target) {
+  if (cfg.contains(key)) take_stored(o, option, target, json_field<T>(cfg, key, what));
+}
+
+// Every training option a resumed run continues with (DESIGN.md "Checkpoint"): batch sizes,
+// --steps, the learning-rate schedule, the optimizer's hyper-parameters, the evaluation
+// cadence and the validation data; the layout, schedule and checkpoint options are the
+// command line's.
+void take_run_options(TrainOptions& o, const Json& cfg, const std::string& what) {
+  take_field(o, cfg, "global-batch-size", "global_batch_size", what, o.global_batch_size);
+  take_field(o, cfg, "micro-batch-size", "micro_batch_size", what, o.micro_batch_size);
+  take_field(o, cfg, "steps", "steps", what, o.steps);
+  take_field(o, cfg, "lr", "lr", what, o.lr);
+  take_field(o, cfg, "min-lr", "min_lr", what, o.min_lr);
+  take_field(o, cfg, "warmup-steps", "warmup_steps", what, o.warmup_steps);
+  take_field(o, cfg, "weight-decay", "weight_decay", what, o.weight_decay);
+  take_field(o, cfg, "beta1", "beta1", what, o.beta1);
+  take_field(o, cfg, "beta2", "beta2", what, o.beta2);
+  take_field(o, cfg, "eps", "eps", what, o.eps);
+  take_field(o, cfg, "momentum", "momentum", what, o.momentum);
+  take_field(o, cfg, "grad-clip", "grad_clip", what, o.grad_clip);
+  take_field(o, cfg, "eval-every", "eval_every", what, o.eval_every);
+  take_field(o, cfg, "eval-windows", "eval_windows", what, o.eval_windows);
+  take_field(o, cfg, "val-data", "val_data", what, o.val_data);
+  if (cfg.contains("data_order"))
+    take_stored(o, "data-order", o.data_order,
+                stored_choice(cfg, "data_order", data_order_from_name, what));
 }
 
 }  // namespace
@@ -73,35 +135,13 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
                             << " (trained on " << (data.empty() ? "the built-in corpus" : data)
                             << ")");
   o.data = data;
-  if (!o.was_given("val-data")) o.val_data = json_field<std::string>(cfg, "val_data", what);
-  if (!o.was_given("data-order"))
-    o.data_order = stored_choice(cfg, "data_order", data_order_from_name, what);
-  // Optimizer options: the file's, unless given again.
   const OptimizerKind optimizer = stored_choice(cfg, "optimizer", optimizer_from_name, what);
   GPT_INPUT_CHECK(!o.was_given("optimizer") || o.optimizer == optimizer,
                   "--optimizer " << optimizer_name(o.optimizer) << " conflicts with the checkpoint "
                                  << file << " (its optimizer state is " << optimizer_name(optimizer)
                                  << ")");
   o.optimizer = optimizer;
-  auto take_real = [&](const char* option, const char* key, double& target) {
-    const double value = json_field<double>(cfg, key, what);
-    if (o.was_given(option) && target != value) {
-      GPT_LOG0("--" << option << " " << target << " overrides the checkpoint's " << value);
-      return;
-    }
-    target = value;
-  };
-  take_real("lr", "lr", o.lr);
-  take_real("min-lr", "min_lr", o.min_lr);
-  take_real("weight-decay", "weight_decay", o.weight_decay);
-  take_real("beta1", "beta1", o.beta1);
-  take_real("beta2", "beta2", o.beta2);
-  take_real("eps", "eps", o.eps);
-  take_real("momentum", "momentum", o.momentum);
-  take_real("grad-clip", "grad_clip", o.grad_clip);
-  double warmup = static_cast<double>(o.warmup_steps);
-  take_real("warmup-steps", "warmup_steps", warmup);
-  o.warmup_steps = static_cast<int64_t>(warmup);
+  take_run_options(o, cfg, what);
 }
 
 std::string checkpoint_to_load(const TrainOptions& o) {

@@ -1,8 +1,9 @@
 // The run's identity in a checkpoint (the `config` attribute, flat JSON) and DESIGN.md's resume
 // rules: on --resume or --init-from the model shape, seed and data set come from the file, and
-// an option given on the command line that conflicts with them is an error; on --resume the
-// optimizer options come from the file unless given again (an override is logged); the layout,
-// batch sizes, schedule, --steps and checkpoint options are the command line's.
+// an option given on the command line that conflicts with them is an error. On --resume every
+// training option the file stored (batch sizes, --steps, learning-rate schedule, optimizer
+// options, evaluation cadence, validation data) is the file's unless given again, and each given
+// one that differs is logged; the layout, schedule and checkpoint options are the command line's.
 #pragma once
 
 #include <string>
@@ -15,8 +16,9 @@ namespace gpt {
 // JSON text of the model (with its vocabulary size) and the training options.
 std::string run_config_json(const TrainOptions& options, const ModelConfig& model);
 
-// Applies a checkpoint's config to options (model shape, seed, data, and, when resuming,
-// optimizer options not given on the command line). Throws naming the conflicting option.
+// Applies a checkpoint's config to options (model shape, seed, data, and, when resuming, the
+// training options not given on the command line). Throws naming the conflicting option; the
+// caller validates the result again (validate_train_options).
 void apply_checkpoint_config(TrainOptions& options, const CheckpointReader& checkpoint,
                              bool resuming);
 

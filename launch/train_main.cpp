@@ -44,6 +44,7 @@ TrainInputs load_inputs(MPI_Comm world, TrainOptions& options) {
     if (!path.empty()) {
       in.checkpoint = std::make_unique<CheckpointReader>(path);
       apply_checkpoint_config(options, *in.checkpoint, options.init_from.empty());
+      validate_train_options(options, comm_size(world));
     }
     const bool built_in = options.data.empty();
     in.train = built_in ? synthetic_arithmetic_corpus(false) : load_token_dataset(options.data);
@@ -111,7 +112,8 @@ TrainState0 build_runtime_and_state(MPI_Comm world, const TrainOptions& options,
 
 // Output places are checked before training, not at the first save: a run must not train for
 // hours and then fail to write. Agreed over world; rank 0 writes the metrics.
-std::unique_ptr<MetricsWriter> prepare_outputs(MPI_Comm world, const TrainOptions& options) {
+std::unique_ptr<MetricsWriter> prepare_outputs(MPI_Comm world, const TrainOptions& options,
+                                               int64_t start_step) {
   const bool writer = comm_rank(world) == 0;
   std::unique_ptr<MetricsWriter> metrics;
   agree_on_failure(world, [&] {
@@ -121,7 +123,7 @@ std::unique_ptr<MetricsWriter> prepare_outputs(MPI_Comm world, const TrainOption
         GPT_LOG0("removed " << name << " in " << options.checkpoint_dir
                             << ": left by an interrupted checkpoint write");
     }
-    metrics = std::make_unique<MetricsWriter>(options.metrics, writer);
+    metrics = std::make_unique<MetricsWriter>(options.metrics, writer, start_step);
     if (writer) check_trace_path(options.trace);
   });
   return metrics;
@@ -151,7 +153,7 @@ int train_main(int argc, char** argv) {
   TrainInputs inputs = load_inputs(world, options);
   TrainState0 start = build_runtime_and_state(world, options, inputs.checkpoint.get());
   inputs.checkpoint.reset();  // read: closed before training
-  std::unique_ptr<MetricsWriter> metrics = prepare_outputs(world, options);
+  std::unique_ptr<MetricsWriter> metrics = prepare_outputs(world, options, start.state.step);
   log::info0("data: " + inputs.train.path + " (" + std::to_string(inputs.train.tokens.size()) +
              " tokens, vocab " + std::to_string(inputs.train.vocab_size) + ")");
   std::unique_ptr<Watchdog> watchdog = start_watchdog(world, options, start.runtime->grid());

@@ -86,6 +86,19 @@ class HelpTest(unittest.TestCase):
 
 class ConfigTest(h.TempDirTest):
 
+    def test_option_given_twice_takes_the_last_value(self):
+        """Wrapper scripts append overrides: the last of a repeated option wins, on the command
+        line and in a config file."""
+        config = self.path("twice.ini")
+        with open(config, "w") as f:
+            f.write("seed = 5\nseed = 6\n")
+        ckdir = self.path("ck")
+        h.train(["--config", config, "--steps", "3", "--lr", "0.1", "--steps", "1",
+                 "--lr", "0.002", "--checkpoint-dir", ckdir])
+        self.assertEqual(h.step_files(ckdir), ["step-00000001.h5"])
+        cfg = h.config_of(h.checkpoint_file(ckdir, 1))
+        self.assertEqual((cfg["steps"], cfg["lr"], cfg["seed"]), (1, 0.002, 6), cfg)
+
     def test_config_sets_options_and_command_line_wins(self):
         config = self.path("run.ini")
         with open(config, "w") as f:

@@ -244,7 +244,8 @@ class ResumeTest(h.TempDirTest):
         self.assertEqual(h.step_files(ck), ["step-00000004.h5", "step-00000005.h5"])
         self.assertEqual(h.read_latest(ck), "step-00000005.h5")
         leftovers = [f for f in os.listdir(ck)
-                     if f not in ("latest", "step-00000004.h5", "step-00000005.h5")]
+                     if f not in ("latest", "step-00000004.h5", "step-00000005.h5")
+                     and f != ".watchdog"]  # the watchdog's folder (docs/OPERATIONS.md)
         self.assertEqual(leftovers, [], "temporary files left in the checkpoint folder")
 
     def test_resume_auto_skips_corrupt_newest(self):
@@ -325,6 +326,61 @@ class ResumeTest(h.TempDirTest):
         self.assertLess(h.by_step(got, "loss")[1], h.by_step(self.ref, "loss")[1])
         # lr restarts with the schedule: step 1 of the warm-up again.
         self.assertEqual(h.by_step(got, "lr")[1], h.by_step(self.ref, "lr")[1])
+
+    # ---- resume keeps the run
+
+    def test_resume_auto_keeps_the_run_options(self):
+        """A run with non-default batch, schedule, optimizer and eval options, resumed with
+        --resume auto and nothing else, continues with the checkpoint's options: the final
+        checkpoint equals the uninterrupted run's bit for bit. Metrics lines written after the
+        checkpoint (a run that died after it) are superseded: one line per step."""
+        run = ["--global-batch-size", "16", "--micro-batch-size", "8", "--lr", "0.004",
+               "--min-lr", "0.0004", "--warmup-steps", "2", "--weight-decay", "0.05",
+               "--beta2", "0.99", "--grad-clip", "0.5", "--eval-every", "3", "--eval-windows",
+               "4", "--data-order", "sequential", "--seed", "77"]
+        ck, metrics = self.path("ck"), self.path("m.jsonl")
+        h.train(run + ["--steps", "5", "--save-every", "3", "--checkpoint-dir", ck,
+                       "--metrics", metrics])
+        straight = h.read_metrics(metrics)
+        final = self.path("straight-5.h5")
+        shutil.move(h.checkpoint_file(ck, 5), final)
+        with open(os.path.join(ck, "latest"), "w") as f:
+            f.write("step-00000003.h5\n")
+        # Only the checkpoint's file, --resume auto, and where to write.
+        r = h.run("train", ["--resume", "auto", "--checkpoint-dir", ck, "--metrics", metrics,
+                            "--threads", "1"], check=True)
+        self.assertNotIn("(checkpoint:", r.stdout, r.describe())
+        self.assertIn("lines past step 3 superseded", r.stdout, r.describe())
+        self.assertIn("steps 4..5", r.stdout, r.describe())
+        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, 5), final)
+        got = h.read_metrics(metrics)
+        self.assertEqual([m["step"] for m in h.step_lines(got)], [1, 2, 3, 4, 5])
+        self.assertEqual([m["step"] for m in h.val_lines(got)], [3, 5])
+        values = ("step", "loss", "grad_norm", "lr", "val_loss")  # not the timings
+        self.assertEqual([{k: m[k] for k in values if k in m} for m in got],
+                         [{k: m[k] for k in values if k in m} for m in straight])
+
+    def test_resume_logs_each_given_option_that_differs(self):
+        ck = self.path("ck")
+        shutil.copytree(self.ref_dir, ck)
+        os.remove(h.checkpoint_file(ck, 6))
+        with open(os.path.join(ck, "latest"), "w") as f:
+            f.write("step-00000003.h5\n")
+        r = h.train(RUN + ["--resume", "auto", "--checkpoint-dir", ck, "--steps", "4",
+                           "--lr", "0.02"], tiny=False)
+        self.assertIn("--steps 4 (checkpoint: 6)", r.stdout, r.describe())
+        self.assertIn("--lr 0.02 (checkpoint: 0.01)", r.stdout, r.describe())
+        self.assertNotIn("--warmup-steps", r.stdout, r.describe())  # given alike: not logged
+        self.assertIn("steps 4..4", r.stdout, r.describe())
+
+    def test_failed_metrics_write_is_an_error(self):
+        for np in (1, 2):
+            with self.subTest(np=np):
+                r = h.train(RUN + ["--steps", "3", "--checkpoint-dir", self.path(f"ck{np}"),
+                                   "--metrics", "/dev/full"], np=np, check=False)
+                self.assertNotEqual(r.returncode, 0, r.describe())
+                self.assertIn("error: --metrics /dev/full: cannot write (No space left on device)",
+                              r.stderr, r.describe())
 
     # ---- stop request
 
