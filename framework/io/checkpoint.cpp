@@ -5,8 +5,8 @@
 //   2. allgather of every rank's parameter names, shapes and ownership; the merged catalogue
 //      (sorted, identical on every rank) fixes the collective create/write order
 //   3. rank 0 checks the disk's free space against the tensors' size    -> agree
-//   4. collective create, one collective write per slab round, an agreement after each
-//      parameter (a full disk fails every rank before the collective close), collective close
+//   4. collective create, one collective write per slab round, an agreement every 64 MiB and
+//      at the end (a full disk fails every rank before the collective close), collective close
 //      -> agree; each writer's crc32 shares of its slabs are XOR-reduced to rank 0
 //   5. rank 0 alone: crc32 attributes, root attributes, complete = 1, fsync, rename, latest,
 //      keep_last                                               -> agree (broadcast of its status)
@@ -249,7 +249,7 @@ uint32_t write_dataset_collective(hid_t file, const std::string& path, const Cat
 }
 
 // Writes every dataset; returns this rank's crc32 shares, one per dataset in catalogue order
-// (/model/<name>, then its optimizer states). After each parameter's datasets the ranks agree on
+// (/model/<name>, then its optimizer states). Every 64 MiB and at the end the ranks agree on
 // any failed write, so a full disk ends every rank here, before the collective close. Then the
 // temporary file is emptied (by rank 0) before the handles close: HDF5 flushes its metadata in
 // the collective close, and on a full disk that flush would fail on some ranks only and leave
@@ -283,10 +283,13 @@ std::vector<uint32_t> write_collective(const std::string& temp, const Catalogue&
   Backend& backend = store.backend();
   std::vector<uint32_t> shares;
   try {
+    constexpr int64_t kAgreeEveryBytes = int64_t{64} << 20;
+    int64_t since_agreement = 0;
+    size_t index = 0;
+    std::string error;  // this rank's first failure
     for (const auto& [name, entry] : catalogue) {
       auto it = owned.find(name);
       const Parameter* local = it != owned.end() ? it->second : nullptr;
-      std::string error;
       shares.push_back(write_dataset_collective(file.id(), "/model/" + name, entry, local,
                                                 local != nullptr ? local->value : nullptr, backend,
                                                 dcpl.id(), dxpl.id(), error));
@@ -300,6 +303,15 @@ std::vector<uint32_t> write_collective(const std::string& temp, const Catalogue&
                                                     dxpl.id(), error));
         }
       }
+      // Agreeing costs a collective: after every 64 MiB written and after the last parameter.
+      // Writes after a failed one still run on every rank (they fail fast on a full disk), so
+      // the ranks stay in the same collective sequence until they agree.
+      since_agreement +=
+          static_cast<int64_t>(1 + (optimizer != nullptr ? optimizer->state_names.size() : 0)) *
+          numel_of(entry.shape) * static_cast<int64_t>(sizeof(float));
+      ++index;
+      if (since_agreement < kAgreeEveryBytes && index < catalogue.size()) continue;
+      since_agreement = 0;
       agree_on_failure(comm, [&] {
         GPT_INPUT_CHECK(error.empty(),
                         "cannot write checkpoint "
