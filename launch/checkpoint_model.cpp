@@ -9,9 +9,11 @@ namespace gpt {
 LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoint_path,
                                      RuntimeOptions options) {
   LoadedModel loaded;
+  agree_on_failure(world,
+                   [&] { GPT_INPUT_CHECK(!checkpoint_path.empty(), "--checkpoint is required"); });
+  const std::unique_ptr<CheckpointReader> opened = open_checkpoint(checkpoint_path, world);
+  const CheckpointReader& reader = *opened;
   agree_on_failure(world, [&] {
-    GPT_INPUT_CHECK(!checkpoint_path.empty(), "--checkpoint is required");
-    CheckpointReader reader(checkpoint_path);
     const std::string what = checkpoint_path + ": config";
     const Json cfg = parse_json_object(reader.meta().config_json, what);
     const ModelConfig model = model_config_from_json(cfg, what);

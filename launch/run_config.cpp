@@ -144,11 +144,11 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
   take_run_options(o, cfg, what);
 }
 
-std::string checkpoint_to_load(const TrainOptions& o) {
+std::string checkpoint_to_load(const TrainOptions& o, MPI_Comm comm) {
   if (!o.init_from.empty()) return o.init_from;
   if (o.resume != "auto") return o.resume;
   std::vector<std::string> skipped;
-  const std::string path = find_latest_checkpoint(o.checkpoint_dir, &skipped);
+  const std::string path = find_latest_checkpoint(o.checkpoint_dir, &skipped, comm);
   for (const std::string& why : skipped) GPT_WARN0("skipping checkpoint: " << why);
   if (path.empty())
     GPT_LOG0("--resume auto: no valid checkpoint in " << o.checkpoint_dir << "; starting fresh");

@@ -23,7 +23,8 @@ void apply_checkpoint_config(TrainOptions& options, const CheckpointReader& chec
                              bool resuming);
 
 // The file --resume or --init-from names: a path, or for `--resume auto` the newest valid
-// checkpoint of --checkpoint-dir ("" when there is none: a fresh start, logged).
-std::string checkpoint_to_load(const TrainOptions& options);
+// checkpoint of --checkpoint-dir ("" when there is none: a fresh start, logged). Collective over
+// comm (the search verifies candidates together).
+std::string checkpoint_to_load(const TrainOptions& options, MPI_Comm comm);
 
 }  // namespace gpt

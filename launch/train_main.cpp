@@ -34,15 +34,19 @@ struct TrainState0 {
   TrainState state;
 };
 
-// Opens the checkpoint (--resume, --init-from) and takes the options it fixes, then the data
-// sets, checked against each other and the model. Agreed over world.
+// Opens and verifies the checkpoint (--resume, --init-from) and takes the options it fixes,
+// then the data sets, checked against each other and the model. Agreed over world; the
+// checkpoint's search and verification are collective, so they run in steps of their own.
 TrainInputs load_inputs(MPI_Comm world, TrainOptions& options) {
   TrainInputs in;
+  std::string path;
   agree_on_failure(world, [&] {
-    const bool from_checkpoint = !options.resume.empty() || !options.init_from.empty();
-    const std::string path = from_checkpoint ? checkpoint_to_load(options) : std::string();
-    if (!path.empty()) {
-      in.checkpoint = std::make_unique<CheckpointReader>(path);
+    if (!options.resume.empty() || !options.init_from.empty())
+      path = checkpoint_to_load(options, world);
+  });
+  if (!path.empty()) in.checkpoint = open_checkpoint(path, world);
+  agree_on_failure(world, [&] {
+    if (in.checkpoint) {
       apply_checkpoint_config(options, *in.checkpoint, options.init_from.empty());
       validate_train_options(options, comm_size(world));
     }

@@ -4,23 +4,34 @@
 //   1. local checks + rank 0 prepares the directory            -> agree
 //   2. allgather of every rank's parameter names, shapes and ownership; the merged catalogue
 //      (sorted, identical on every rank) fixes the collective create/write order
-//   3. collective create, one collective write per slab round, collective close -> agree
-//   4. rank 0 alone: crc32s, root attributes, complete = 1, fsync, rename, latest, keep_last
-//                                                              -> agree (broadcast of its status)
+//   3. rank 0 checks the disk's free space against the tensors' size    -> agree
+//   4. collective create, one collective write per slab round, an agreement every 64 MiB and
+//      at the end (a full disk fails every rank before the collective close), collective close
+//      -> agree; each writer's crc32 shares of its slabs are XOR-reduced to rank 0
+//   5. rank 0 alone: crc32 attributes, root attributes, complete = 1, fsync, rename, latest,
+//      keep_last                                               -> agree (broadcast of its status)
+// Loading verifies every crc32 once across the job: the datasets' rows are dealt out to the
+// ranks in equal byte shares, and their crc32 shares XOR-reduced (CheckpointReader::verify).
 #include "framework/io/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
 #include "framework/agreement.h"
 #include "framework/check.h"
+#include "framework/io/crc32.h"
 #include "framework/logging.h"
 
 namespace gpt {
@@ -138,23 +149,68 @@ void check_local(const ParameterStore& store, const WriteOwner& owner,
   }
 }
 
-// ---- phase 3: the collective write
+// ---- phase 4: the collective write
+
+// " (0.1 MiB free in <dir>)", for write errors: HDF5's own words ("file write failed") do not
+// say that the disk is full.
+std::string free_space_note(const std::string& dir) {
+  struct statvfs info {};
+  if (::statvfs(dir.c_str(), &info) != 0) return "";
+  const double free_mib =
+      static_cast<double>(info.f_bavail) * static_cast<double>(info.f_frsize) / (1024.0 * 1024.0);
+  return GPT_MSG(" (" << std::fixed << std::setprecision(1) << free_mib << " MiB free in " << dir
+                      << ")");
+}
 
 std::vector<hsize_t> to_hsize(const std::vector<int64_t>& v) {
   return std::vector<hsize_t>(v.begin(), v.end());
 }
 
+// This rank's crc32 share (crc32.h) of a slab of a tensor of the given shape: the slab's rows
+// are the pieces, at their offsets in the tensor's row-major (file) order. The share is computed
+// from the host copy being written, so the file's crc32 costs no re-reading.
+uint32_t slab_crc32_share(const std::vector<int64_t>& shape, const Slab& slab, const float* data) {
+  static_assert(std::endian::native == std::endian::little,
+                "crc32 attributes are of little-endian float32 bytes, computed from host memory");
+  Crc32Share share(static_cast<uint64_t>(numel_of(shape)) * sizeof(float));
+  if (slab.numel() == 0) return share.share();
+  const size_t nd = shape.size();
+  if (nd == 0) {
+    share.add(0, data, sizeof(float));
+    return share.share();
+  }
+  const int64_t run = slab.count[nd - 1], runs = slab.numel() / run;
+  std::vector<int64_t> index(nd - 1, 0);  // position in the slab's leading dimensions
+  for (int64_t r = 0; r < runs; ++r) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < nd; ++d)
+      offset = offset * shape[d] + slab.start[d] + (d + 1 < nd ? index[d] : 0);
+    share.add(static_cast<uint64_t>(offset) * sizeof(float), data + r * run,
+              static_cast<size_t>(run) * sizeof(float));
+    for (size_t d = nd - 1; d-- > 0;) {  // next row: the last leading dimension fastest
+      if (++index[d] < slab.count[d]) break;
+      index[d] = 0;
+    }
+  }
+  return share.share();
+}
+
 // One dataset's collective writes: round r writes every rank's r-th owned slab, ranks with
-// fewer slabs joining with an empty selection (a collective call needs every rank).
-void write_dataset_collective(hid_t file, const std::string& path, const CatalogueEntry& entry,
-                              const Parameter* local, const float* local_base, Backend& backend,
-                              hid_t dcpl, hid_t dxpl) {
+// fewer slabs joining with an empty selection (a collective call needs every rank). A failed
+// write (a full disk) does not throw here: this rank would leave the collective sequence the
+// others are still in. It is recorded in `error` (the first one kept), the remaining rounds
+// still run, and the caller agrees on it with the other ranks after the dataset. Returns this
+// rank's crc32 share of the dataset.
+uint32_t write_dataset_collective(hid_t file, const std::string& path, const CatalogueEntry& entry,
+                                  const Parameter* local, const float* local_base, Backend& backend,
+                                  hid_t dcpl, hid_t dxpl, std::string& error) {
   const std::vector<hsize_t> dims = to_hsize(entry.shape);
   h5::Handle space(
       GPT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
   h5::Handle dataset(GPT_H5_CHECK(
       H5Dcreate2(file, path.c_str(), H5T_IEEE_F32LE, space.id(), H5P_DEFAULT, dcpl, H5P_DEFAULT)));
   std::vector<float> host;
+  uint32_t share = 0;
   for (int64_t round = 0; round < entry.max_owned_slabs; ++round) {
     h5::Handle file_space(GPT_H5_CHECK(H5Dget_space(dataset.id())));
     const Slab* slab = nullptr;
@@ -170,19 +226,37 @@ void write_dataset_collective(hid_t file, const std::string& path, const Catalog
                                        count.data(), nullptr));
       // A slab is stored row-major like the hyperslab's own iteration order.
       backend.copy_to_host(host.data(), local_base + slab->local_offset, n * sizeof(float));
+      share ^= slab_crc32_share(entry.shape, *slab, host.data());
     } else {
       GPT_H5_CHECK(H5Sselect_none(file_space.id()));
       GPT_H5_CHECK(H5Sselect_none(mem_space.id()));
     }
-    GPT_H5_CHECK(H5Dwrite(dataset.id(), H5T_NATIVE_FLOAT, mem_space.id(), file_space.id(), dxpl,
-                          host.data()));
+    errno = 0;
+    if (H5Dwrite(dataset.id(), H5T_NATIVE_FLOAT, mem_space.id(), file_space.id(), dxpl,
+                 host.data()) < 0 &&
+        error.empty()) {
+      const int cause = errno;  // HDF5's message is generic ("file write failed")
+      error = "writing " + path + " failed (" + h5::last_error_message() +
+              (cause != 0 ? std::string(": ") + std::strerror(cause) : std::string()) + ")";
+    }
   }
-  dataset.close();
+  try {
+    dataset.close();  // collective too: on failure keep going like a failed write
+  } catch (const Error& e) {
+    if (error.empty()) error = "closing " + path + " failed (" + e.what() + ")";
+  }
+  return share;
 }
 
-void write_collective(const std::string& temp, const Catalogue& catalogue,
-                      const OptimizerMeta* optimizer, ParameterStore& store,
-                      const WriteOwner& owner, MPI_Comm comm) {
+// Writes every dataset; returns this rank's crc32 shares, one per dataset in catalogue order
+// (/model/<name>, then its optimizer states). Every 64 MiB and at the end the ranks agree on
+// any failed write, so a full disk ends every rank here, before the collective close. Then the
+// temporary file is emptied (by rank 0) before the handles close: HDF5 flushes its metadata in
+// the collective close, and on a full disk that flush would fail on some ranks only and leave
+// the others waiting; truncating gives the space back first.
+std::vector<uint32_t> write_collective(const std::string& temp, const Catalogue& catalogue,
+                                       const OptimizerMeta* optimizer, ParameterStore& store,
+                                       const WriteOwner& owner, MPI_Comm comm) {
   std::map<std::string, const Parameter*> owned;
   for (const Parameter& p : store.params())
     if (owner(p)) owned[p.name] = &p;
@@ -207,27 +281,86 @@ void write_collective(const std::string& temp, const Catalogue& catalogue,
     optimizer_group = h5::Handle(
         GPT_H5_CHECK(H5Gcreate2(file.id(), "/optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
   Backend& backend = store.backend();
-  for (const auto& [name, entry] : catalogue) {
-    auto it = owned.find(name);
-    const Parameter* local = it != owned.end() ? it->second : nullptr;
-    write_dataset_collective(file.id(), "/model/" + name, entry, local,
-                             local != nullptr ? local->value : nullptr, backend, dcpl.id(),
-                             dxpl.id());
-    if (optimizer == nullptr) continue;
-    h5::Handle group(GPT_H5_CHECK(
-        H5Gcreate2(optimizer_group.id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
-    for (const std::string& state : optimizer->state_names) {
-      const float* base = local != nullptr ? store.state(state) + local->offset : nullptr;
-      write_dataset_collective(group.id(), state, entry, local, base, backend, dcpl.id(),
-                               dxpl.id());
+  std::vector<uint32_t> shares;
+  try {
+    constexpr int64_t kAgreeEveryBytes = int64_t{64} << 20;
+    int64_t since_agreement = 0;
+    size_t index = 0;
+    std::string error;  // this rank's first failure
+    for (const auto& [name, entry] : catalogue) {
+      auto it = owned.find(name);
+      const Parameter* local = it != owned.end() ? it->second : nullptr;
+      shares.push_back(write_dataset_collective(file.id(), "/model/" + name, entry, local,
+                                                local != nullptr ? local->value : nullptr, backend,
+                                                dcpl.id(), dxpl.id(), error));
+      if (optimizer != nullptr) {
+        h5::Handle group(GPT_H5_CHECK(
+            H5Gcreate2(optimizer_group.id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+        for (const std::string& state : optimizer->state_names) {
+          const float* base = local != nullptr ? store.state(state) + local->offset : nullptr;
+          shares.push_back(write_dataset_collective(file.id(), "/optimizer/" + name + "/" + state,
+                                                    entry, local, base, backend, dcpl.id(),
+                                                    dxpl.id(), error));
+        }
+      }
+      // Agreeing costs a collective: after every 64 MiB written and after the last parameter.
+      // Writes after a failed one still run on every rank (they fail fast on a full disk), so
+      // the ranks stay in the same collective sequence until they agree.
+      since_agreement +=
+          static_cast<int64_t>(1 + (optimizer != nullptr ? optimizer->state_names.size() : 0)) *
+          numel_of(entry.shape) * static_cast<int64_t>(sizeof(float));
+      ++index;
+      if (since_agreement < kAgreeEveryBytes && index < catalogue.size()) continue;
+      since_agreement = 0;
+      agree_on_failure(comm, [&] {
+        GPT_INPUT_CHECK(error.empty(),
+                        "cannot write checkpoint "
+                            << temp << ": " << error
+                            << free_space_note(fs::path(temp).parent_path().string()));
+      });
     }
+  } catch (const Error&) {
+    if (comm_rank(comm) == 0) ::truncate(temp.c_str(), 0);
+    throw;  // the handles close collectively on every rank alike, into the emptied file
   }
   optimizer_group.reset();
   model.reset();
   file.close();  // collective: every rank's data is in the file after this
+  return shares;
 }
 
-// ---- phase 4: rank 0 finishes the file
+// Bytes of each dataset, in catalogue order (as write_collective returns the shares).
+std::vector<int64_t> dataset_bytes(const Catalogue& catalogue, const OptimizerMeta* optimizer) {
+  std::vector<int64_t> bytes;
+  const size_t per_parameter = 1 + (optimizer != nullptr ? optimizer->state_names.size() : 0);
+  for (const auto& [name, entry] : catalogue)
+    bytes.insert(bytes.end(), per_parameter,
+                 numel_of(entry.shape) * static_cast<int64_t>(sizeof(float)));
+  return bytes;
+}
+
+int64_t data_bytes(const Catalogue& catalogue, const OptimizerMeta* optimizer) {
+  int64_t total = 0;
+  for (int64_t b : dataset_bytes(catalogue, optimizer)) total += b;
+  return total;
+}
+
+// Phase 3, rank 0, before the collective create: a disk that cannot hold the tensors fails here, at
+// once and alike on every rank. (HDF5's metadata adds a little more; a disk that fills by that
+// much, or fills from elsewhere during the write, is caught by the writes themselves.)
+void check_free_space(const std::string& dir, int64_t needed) {
+  struct statvfs fs_info {};
+  if (::statvfs(dir.c_str(), &fs_info) != 0) return;  // unknown: the writes will tell
+  const auto free_bytes =
+      static_cast<int64_t>(fs_info.f_bavail) * static_cast<int64_t>(fs_info.f_frsize);
+  constexpr double kMiB = 1024.0 * 1024.0;
+  GPT_INPUT_CHECK(free_bytes >= needed, "cannot write checkpoint in "
+                                            << dir << ": no space left on device (" << std::fixed
+                                            << std::setprecision(1) << free_bytes / kMiB
+                                            << " MiB free, " << needed / kMiB << " MiB needed)");
+}
+
+// ---- phase 5: rank 0 finishes the file
 
 void fsync_path(const std::string& path, bool directory) {
   int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
@@ -264,45 +397,58 @@ std::vector<std::pair<int64_t, fs::path>> step_files(const std::string& dir) {
 }
 
 void finish_on_rank0(const std::string& temp, const std::string& final_path, const std::string& dir,
-                     const Catalogue& catalogue, const CheckpointMeta& meta,
-                     const OptimizerMeta* optimizer, int keep_last) {
+                     const Catalogue& catalogue, const std::vector<uint32_t>& crcs,
+                     const CheckpointMeta& meta, const OptimizerMeta* optimizer, int keep_last) {
+  // The attributes and the metadata they add are small, but a metadata flush that fails for
+  // want of space leaves HDF5 unable to close the file (measured: it then crashes at exit), so
+  // their room is checked first, with a wide margin.
+  check_free_space(dir, int64_t{1} << 20);
   {
     h5::Handle file(H5Fopen(temp.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
     GPT_INPUT_CHECK(file.valid(),
                     "cannot reopen " << temp << " (" << h5::last_error_message() << ")");
-    std::vector<std::string> datasets;
-    for (const auto& [name, entry] : catalogue) {
-      datasets.push_back("/model/" + name);
-      if (optimizer != nullptr)
-        for (const std::string& s : optimizer->state_names)
-          datasets.push_back("/optimizer/" + name + "/" + s);
-    }
-    for (const std::string& path : datasets) {
-      h5::Handle dataset(GPT_H5_CHECK(H5Dopen2(file.id(), path.c_str(), H5P_DEFAULT)));
-      h5::write_uint32_attribute(dataset.id(), "crc32", h5::float_dataset_crc32(dataset.id()));
-    }
-    if (optimizer != nullptr) {
-      h5::Handle group(GPT_H5_CHECK(H5Gopen2(file.id(), "/optimizer", H5P_DEFAULT)));
-      h5::write_string_attribute(group.id(), "type", optimizer->type);
-      for (const auto& [name, value] : optimizer->hyperparameters) {
-        GPT_CHECK(name != "type" && name != "step", "optimizer hyper-parameter named " << name);
-        h5::write_double_attribute(group.id(), name, value);
+    // A failure (a full disk) empties the file before its handle closes: HDF5 retries the
+    // failed metadata flush at close, and a file left open would crash its shutdown.
+    try {
+      std::vector<std::string> datasets;
+      for (const auto& [name, entry] : catalogue) {
+        datasets.push_back("/model/" + name);
+        if (optimizer != nullptr)
+          for (const std::string& s : optimizer->state_names)
+            datasets.push_back("/optimizer/" + name + "/" + s);
       }
-      h5::write_int64_attribute(group.id(), "step", optimizer->step);
+      GPT_CHECK(datasets.size() == crcs.size(),
+                "checkpoint: " << crcs.size() << " crc32s for " << datasets.size() << " datasets");
+      for (size_t i = 0; i < datasets.size(); ++i) {
+        h5::Handle dataset(GPT_H5_CHECK(H5Dopen2(file.id(), datasets[i].c_str(), H5P_DEFAULT)));
+        h5::write_uint32_attribute(dataset.id(), "crc32", crcs[i]);
+      }
+      if (optimizer != nullptr) {
+        h5::Handle group(GPT_H5_CHECK(H5Gopen2(file.id(), "/optimizer", H5P_DEFAULT)));
+        h5::write_string_attribute(group.id(), "type", optimizer->type);
+        for (const auto& [name, value] : optimizer->hyperparameters) {
+          GPT_CHECK(name != "type" && name != "step", "optimizer hyper-parameter named " << name);
+          h5::write_double_attribute(group.id(), name, value);
+        }
+        h5::write_int64_attribute(group.id(), "step", optimizer->step);
+      }
+      const hid_t root = file.id();
+      h5::write_string_attribute(root, "format", kCheckpointFormat);
+      h5::write_int64_attribute(root, "format_version", kCheckpointFormatVersion);
+      h5::write_int64_attribute(root, "step", meta.step);
+      h5::write_int64_attribute(root, "consumed_samples", meta.consumed_samples);
+      h5::write_int64_attribute(root, "seed", static_cast<int64_t>(meta.seed));
+      h5::write_string_attribute(root, "config", meta.config_json);
+      h5::write_string_attribute(root, "tokenizer", meta.tokenizer);
+      h5::write_string_attribute(root, "layout", meta.layout);
+      // Flushed before complete is set, so a file with complete = 1 has everything before it.
+      GPT_H5_CHECK(H5Fflush(root, H5F_SCOPE_GLOBAL));
+      h5::write_int64_attribute(root, "complete", 1);
+      file.close();
+    } catch (const std::exception&) {
+      ::truncate(temp.c_str(), 0);
+      throw;
     }
-    const hid_t root = file.id();
-    h5::write_string_attribute(root, "format", kCheckpointFormat);
-    h5::write_int64_attribute(root, "format_version", kCheckpointFormatVersion);
-    h5::write_int64_attribute(root, "step", meta.step);
-    h5::write_int64_attribute(root, "consumed_samples", meta.consumed_samples);
-    h5::write_int64_attribute(root, "seed", static_cast<int64_t>(meta.seed));
-    h5::write_string_attribute(root, "config", meta.config_json);
-    h5::write_string_attribute(root, "tokenizer", meta.tokenizer);
-    h5::write_string_attribute(root, "layout", meta.layout);
-    // Flushed before complete is set, so a file with complete = 1 has everything before it.
-    GPT_H5_CHECK(H5Fflush(root, H5F_SCOPE_GLOBAL));
-    h5::write_int64_attribute(root, "complete", 1);
-    file.close();
   }
   fsync_path(temp, false);
   std::error_code ec;
@@ -401,14 +547,27 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
       GPT_INPUT_CHECK(probe.good(), "cannot write in checkpoint directory " << dir);
     });
     const Catalogue catalogue = gather_catalogue(comm, describe_local(store, owner));
-    agree_on_failure(comm,
-                     [&] { write_collective(temp, catalogue, optimizer, store, owner, comm); });
+    agree_on_failure(comm, [&] {
+      if (root) check_free_space(dir, data_bytes(catalogue, optimizer));
+    });
+    std::vector<uint32_t> shares;
+    agree_on_failure(
+        comm, [&] { shares = write_collective(temp, catalogue, optimizer, store, owner, comm); });
+    // Every element has one writer, so the XOR of the shares is each tensor's full crc32.
+    std::vector<uint32_t> crcs(shares.size());
+    GPT_MPI_CHECK(MPI_Reduce(shares.data(), crcs.data(), static_cast<int>(shares.size()),
+                             MPI_UINT32_T, MPI_BXOR, 0, comm));
     agree_on_failure(comm, [&] {
       if (!root) return;
       try {
-        finish_on_rank0(temp, final_path, dir, catalogue, meta, optimizer, keep_last);
+        const std::vector<int64_t> bytes = dataset_bytes(catalogue, optimizer);
+        for (size_t i = 0; i < crcs.size(); ++i)
+          crcs[i] = crc32_from_shares(crcs[i], static_cast<uint64_t>(bytes[i]));
+        finish_on_rank0(temp, final_path, dir, catalogue, crcs, meta, optimizer, keep_last);
       } catch (const std::exception& e) {
-        fail_input("writing checkpoint " + final_path + " failed: " + e.what());
+        const std::string what = e.what();
+        fail_input("writing checkpoint " + final_path + " failed: " + what +
+                   (what.find("no space left") == std::string::npos ? free_space_note(dir) : ""));
       }
     });
   } catch (const Error&) {
@@ -475,11 +634,7 @@ CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
           "dataset " << name << " is not float32");
       std::optional<int64_t> stored = h5::read_int64_attribute(dataset.id(), "crc32");
       GPT_INPUT_CHECK(stored.has_value(), "dataset " << name << " has no crc32 attribute");
-      const uint32_t actual = h5::float_dataset_crc32(dataset.id());
-      GPT_INPUT_CHECK(static_cast<int64_t>(actual) == *stored,
-                      "dataset " << name << " fails its crc32 check (stored 0x" << std::hex
-                                 << *stored << ", computed 0x" << actual
-                                 << "): the file is corrupt");
+      crcs_[name] = *stored;
       shapes_[name] = h5::dataset_shape(dataset.id());
     }
   } catch (const Error& e) {
@@ -543,8 +698,79 @@ void CheckpointReader::read_slab(const std::string& dataset, const Slab& slab,
       H5Dread(data.id(), H5T_NATIVE_FLOAT, mem_space.id(), file_space.id(), H5P_DEFAULT, host_out));
 }
 
+void CheckpointReader::verify(MPI_Comm comm) {
+  const int rank = comm_rank(comm), size = comm_size(comm);
+  const std::vector<std::string> names = datasets();
+  std::vector<int64_t> bytes;
+  int64_t total = 0;
+  for (const std::string& name : names) {
+    bytes.push_back(numel_of(shapes_.at(name)) * static_cast<int64_t>(sizeof(float)));
+    total += bytes.back();
+  }
+  // The datasets in name order form one byte sequence; this rank checks the rows that start in
+  // its equal share [first, last) of it, however the tensors' sizes are spread.
+  const int64_t first = total / size * rank + std::min<int64_t>(rank, total % size);
+  const int64_t last = first + total / size + (rank < total % size ? 1 : 0);
+  std::vector<uint32_t> shares(names.size(), 0);
+  agree_on_failure(comm, [&] {
+    try {
+      int64_t base = 0;
+      std::vector<float> buffer;
+      for (size_t i = 0; i < names.size(); base += bytes[i], ++i) {
+        const std::vector<int64_t>& shape = shapes_.at(names[i]);
+        if (bytes[i] == 0 || base + bytes[i] <= first || base >= last) continue;
+        const int64_t rows = shape.empty() ? 1 : shape[0], row_bytes = bytes[i] / rows;
+        const auto row_at = [&](int64_t byte) {  // the first row starting at or after byte
+          return std::clamp<int64_t>((byte - base + row_bytes - 1) / row_bytes, 0, rows);
+        };
+        const int64_t row_end = row_at(last);
+        constexpr int64_t kChunkBytes = int64_t{16} << 20;  // bounded memory whatever the tensor
+        const int64_t rows_per_read = std::max<int64_t>(1, kChunkBytes / row_bytes);
+        Crc32Share share(static_cast<uint64_t>(bytes[i]));
+        for (int64_t row = row_at(first); row < row_end; row += rows_per_read) {
+          Slab slab;
+          slab.start.assign(shape.size(), 0);
+          slab.count = shape;
+          if (!shape.empty()) {
+            slab.start[0] = row;
+            slab.count[0] = std::min(rows_per_read, row_end - row);
+          }
+          buffer.resize(static_cast<size_t>(slab.numel()));
+          read_slab(names[i], slab, buffer.data());
+          share.add(static_cast<uint64_t>(row * row_bytes), buffer.data(),
+                    buffer.size() * sizeof(float));
+        }
+        shares[i] = share.share();
+      }
+    } catch (const Error& e) {
+      fail_input("checkpoint " + path_ + ": " + e.what());
+    }
+  });
+  GPT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, shares.data(), static_cast<int>(shares.size()),
+                              MPI_UINT32_T, MPI_BXOR, comm));
+  for (size_t i = 0; i < names.size(); ++i) {
+    const uint32_t actual = crc32_from_shares(shares[i], static_cast<uint64_t>(bytes[i]));
+    const int64_t stored = crcs_.at(names[i]);
+    // Every rank holds the same reduced values, so every rank fails alike, on the same dataset.
+    if (static_cast<int64_t>(actual) != stored)
+      throw AgreedError(GPT_MSG("checkpoint " << path_ << ": dataset " << names[i]
+                                              << " fails its crc32 check (stored 0x" << std::hex
+                                              << stored << ", computed 0x" << actual
+                                              << "): the file is corrupt"));
+  }
+  verified_ = true;
+}
+
+std::unique_ptr<CheckpointReader> open_checkpoint(const std::string& path, MPI_Comm comm) {
+  std::unique_ptr<CheckpointReader> reader;
+  agree_on_failure(comm, [&] { reader = std::make_unique<CheckpointReader>(path); });
+  reader->verify(comm);
+  return reader;
+}
+
 void load_checkpoint(const CheckpointReader& reader, ParameterStore& store,
                      bool include_optimizer) {
+  GPT_CHECK(reader.verified(), "load_checkpoint: " << reader.path() << " was not verified");
   GPT_INPUT_CHECK(!include_optimizer || reader.has_optimizer(),
                   "checkpoint " << reader.path() << " has no optimizer state to resume from");
   Backend& backend = store.backend();
@@ -563,16 +789,17 @@ std::vector<std::string> remove_interrupted_writes(const std::string& dir) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    const bool temporary = name.ends_with(".tmp") &&
-                           (parse_step_file(name.substr(0, name.size() - 4)) >= 0 ||
-                            name == "latest.tmp");
+    const bool temporary =
+        name.ends_with(".tmp") &&
+        (parse_step_file(name.substr(0, name.size() - 4)) >= 0 || name == "latest.tmp");
     if (temporary && e.is_regular_file(ec) && fs::remove(e.path(), ec)) removed.push_back(name);
   }
   std::sort(removed.begin(), removed.end());
   return removed;
 }
 
-std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped) {
+std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped,
+                                   MPI_Comm comm) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return "";
   std::vector<fs::path> candidates;
@@ -595,7 +822,7 @@ std::string find_latest_checkpoint(const std::string& dir, std::vector<std::stri
   std::vector<std::string> reasons;
   for (const fs::path& path : candidates) {
     try {
-      CheckpointReader reader(path.string());
+      open_checkpoint(path.string(), comm);
       return path.string();
     } catch (const Error& e) {
       reasons.push_back(e.what());
@@ -607,8 +834,8 @@ std::string find_latest_checkpoint(const std::string& dir, std::vector<std::stri
     std::string all;
     for (const std::string& r : reasons) all += (all.empty() ? "" : "; ") + r;
     fail_input(GPT_MSG("the checkpoint folder " << dir << " has " << files.size()
-                                                << " checkpoint file(s) and none is valid ("
-                                                << all << "); move them away to start fresh"));
+                                                << " checkpoint file(s) and none is valid (" << all
+                                                << "); move them away to start fresh"));
   }
   return "";
 }

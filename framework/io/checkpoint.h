@@ -2,8 +2,10 @@
 // layout that wrote it. /model/<name> holds each parameter's full logical tensor (float32,
 // contiguous), /optimizer/<name>/<state> its optimizer state, each dataset with a crc32
 // attribute; root attributes describe the run, and complete = 1 is written last. Writing is
-// collective (MPI-IO): each rank writes the slabs it owns. Reading is serial: every rank opens the
-// file itself and reads the slabs of its own layout, whatever layout wrote the file.
+// collective (MPI-IO): each rank writes the slabs it owns and computes their crc32 shares, so the
+// checksums cost no re-reading. Reading is serial: every rank opens the file itself and reads the
+// slabs of its own layout, whatever layout wrote the file; verifying the crc32s is collective,
+// each rank checking an equal share of the file's bytes.
 #pragma once
 
 #include <mpi.h>
@@ -11,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,19 +57,27 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 // the parameters it owns, then rank 0 adds the crc32s and root attributes, complete = 1 last,
 // fsyncs, renames it into place and rewrites <dir>/latest. With keep_last > 0, older step-*.h5
 // files beyond the newest keep_last are removed. Any failure throws gpt::Error on every rank
-// (no rank is left in a collective) and never leaves a partial file under the final name.
-// Returns the final path.
+// (no rank is left in a collective) and never leaves a partial file under the final name; a
+// disk without room for the tensors, or one that fills during the write, is such a failure
+// (the temporary is removed, earlier checkpoints are untouched). Returns the final path.
 std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
                              const OptimizerMeta* optimizer, ParameterStore& store,
                              const WriteOwner& owner, MPI_Comm comm, int keep_last);
 
-// A validated checkpoint opened read-only with the serial driver. The constructor checks
-// everything a load relies on and throws a one-line gpt::Error naming the file (and the dataset,
-// for a crc32 mismatch): missing, not HDF5 or truncated, wrong format or version, complete != 1,
-// a dataset without or failing its crc32.
+// A checkpoint opened read-only with the serial driver. The constructor checks the file's
+// structure and throws a one-line gpt::Error naming the file: missing, not HDF5 or truncated,
+// wrong format or version, complete != 1, a dataset not float32 or without a crc32. verify()
+// then checks the data against the crc32s; load_checkpoint requires it.
 class CheckpointReader {
  public:
   explicit CheckpointReader(const std::string& path);
+
+  // Collective over comm (every rank has opened the same file): each rank reads an equal share
+  // of the file's bytes (whole rows, in dataset name order), and the crc32 shares are XOR-
+  // reduced, so each tensor is read and checked once across the job. A mismatch throws
+  // AgreedError on every rank naming the file and the first failing dataset.
+  void verify(MPI_Comm comm);
+  bool verified() const { return verified_; }
 
   const std::string& path() const { return path_; }
   const CheckpointMeta& meta() const { return meta_; }
@@ -85,11 +96,16 @@ class CheckpointReader {
   h5::Handle file_;
   CheckpointMeta meta_;
   bool has_optimizer_ = false;
+  bool verified_ = false;
   std::map<std::string, std::vector<int64_t>> shapes_;
+  std::map<std::string, int64_t> crcs_;  // the stored crc32 attributes
 };
 
-// Loads every parameter of store from reader: values, and each of store.state_names() when
-// include_optimizer. Tied copies read /model/<name> like any other. A missing dataset or a
+// Collective over comm: opens path on every rank (a failure on any is agreed) and verifies it.
+std::unique_ptr<CheckpointReader> open_checkpoint(const std::string& path, MPI_Comm comm);
+
+// Loads every parameter of store from a verified reader: values, and each of store.state_names()
+// when include_optimizer. Tied copies read /model/<name> like any other. A missing dataset or a
 // logical shape different from the parameter's throws a one-line error naming the parameter
 // and both shapes. Storage outside the slabs (padding) is set to 0.
 void load_checkpoint(const CheckpointReader& reader, ParameterStore& store, bool include_optimizer);
@@ -100,9 +116,11 @@ void load_checkpoint(const CheckpointReader& reader, ParameterStore& store, bool
 std::vector<std::string> remove_interrupted_writes(const std::string& dir);
 
 // The newest valid checkpoint in dir, "" if there is none: the one `latest` names first, then
-// step-*.h5 by descending step. Invalid files are skipped, with their reasons appended to
-// skipped (when not null). Where step-*.h5 files exist but none is valid, throws a one-line
-// error naming each and why: a fresh start would train over them.
-std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped);
+// step-*.h5 by descending step. Collective over comm: each candidate is checked with
+// open_checkpoint. Invalid files are skipped, with their reasons appended to skipped (when not
+// null). Where step-*.h5 files exist but none is valid, throws a one-line error naming each and
+// why: a fresh start would train over them.
+std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped,
+                                   MPI_Comm comm);
 
 }  // namespace gpt

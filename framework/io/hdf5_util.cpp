@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "framework/check.h"
-#include "framework/io/crc32.h"
 
 namespace gpt::h5 {
 namespace {
@@ -224,41 +223,6 @@ std::vector<std::string> group_members(hid_t group) {
 bool is_dataset(hid_t loc, const std::string& path) {
   Handle object(GPT_H5_CHECK(H5Oopen(loc, path.c_str(), H5P_DEFAULT)));
   return H5Iget_type(object.id()) == H5I_DATASET;
-}
-
-uint32_t float_dataset_crc32(hid_t dataset) {
-  std::vector<int64_t> shape = dataset_shape(dataset);
-  int64_t numel = 1;
-  for (int64_t d : shape) numel *= d;
-  if (numel == 0) return crc32(nullptr, 0);
-  if (shape.empty()) {  // a scalar
-    float value = 0;
-    GPT_H5_CHECK(H5Dread(dataset, H5T_IEEE_F32LE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value));
-    return crc32(&value, sizeof(value));
-  }
-  const int64_t row_numel = numel / shape[0];
-  constexpr int64_t kChunkElements = int64_t{1} << 22;  // 16 MiB of floats per read
-  const int64_t rows_per_chunk =
-      std::max<int64_t>(1, kChunkElements / std::max<int64_t>(1, row_numel));
-  Handle file_space(GPT_H5_CHECK(H5Dget_space(dataset)));
-  std::vector<float> buffer;
-  uint32_t crc = 0;
-  for (int64_t row = 0; row < shape[0]; row += rows_per_chunk) {
-    const int64_t rows = std::min(rows_per_chunk, shape[0] - row);
-    std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
-    start[0] = static_cast<hsize_t>(row);
-    count[0] = static_cast<hsize_t>(rows);
-    GPT_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr,
-                                     count.data(), nullptr));
-    const hsize_t chunk_numel = static_cast<hsize_t>(rows * row_numel);
-    Handle mem_space(GPT_H5_CHECK(H5Screate_simple(1, &chunk_numel, nullptr)));
-    buffer.resize(chunk_numel);
-    // Reading as little-endian float32 gives the file's bytes whatever the host's byte order.
-    GPT_H5_CHECK(H5Dread(dataset, H5T_IEEE_F32LE, mem_space.id(), file_space.id(), H5P_DEFAULT,
-                         buffer.data()));
-    crc = crc32(buffer.data(), buffer.size() * sizeof(float), crc);
-  }
-  return crc;
 }
 
 std::string shape_string(const std::vector<int64_t>& shape) {

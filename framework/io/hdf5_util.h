@@ -79,10 +79,6 @@ std::vector<std::string> group_members(hid_t group);
 // Whether the object at `path` under loc is a dataset (false for a group or anything else).
 bool is_dataset(hid_t loc, const std::string& path);
 
-// crc32 of a float32 dataset's elements as little-endian bytes in row-major order, read in
-// bounded chunks of rows so memory stays small whatever the tensor's size.
-uint32_t float_dataset_crc32(hid_t dataset);
-
 // "[8, 6]": for messages.
 std::string shape_string(const std::vector<int64_t>& shape);
 

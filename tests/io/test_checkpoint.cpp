@@ -277,17 +277,17 @@ TEST(Checkpoint, RoundTripBitForBitIntoOtherSplits) {
   EXPECT_EQ(path, dir.sub("ckpt") + "/step-00000007.h5");
   for (bool whole : {false, true}) {
     auto model = build(read_layout(world_rank(), world_size(), whole), true, false);
-    gpt::CheckpointReader reader(path);
-    gpt::load_checkpoint(reader, *model->store, true);
+    auto reader = gpt::open_checkpoint(path, MPI_COMM_WORLD);
+    gpt::load_checkpoint(*reader, *model->store, true);
     expect_loaded(*model, true);
   }
   // The writing layout reads its own file back too (q/k/v slabs, padded rows, tied copy).
   auto same = build(write_layout(world_rank(), world_size()), true, false);
-  gpt::load_checkpoint(gpt::CheckpointReader(path), *same->store, true);
+  gpt::load_checkpoint(*gpt::open_checkpoint(path, MPI_COMM_WORLD), *same->store, true);
   expect_loaded(*same, true);
   // Weights only: the optimizer state stays as it was.
   auto weights = build(read_layout(world_rank(), world_size(), false), false, false);
-  gpt::load_checkpoint(gpt::CheckpointReader(path), *weights->store, false);
+  gpt::load_checkpoint(*gpt::open_checkpoint(path, MPI_COMM_WORLD), *weights->store, false);
   expect_loaded(*weights, false);
 }
 
@@ -450,48 +450,50 @@ TEST(Checkpoint, CorruptionTruncationAndIncompleteFilesAreRejected) {
     f.seekp(static_cast<std::streamoff>(offset + size / 2));
     f.write(&c, 1);
   });
-  expect_error([&] { gpt::CheckpointReader r(flipped); }, {flipped, "/model/cols", "crc32"});
+  expect_error([&] { gpt::open_checkpoint(flipped, MPI_COMM_WORLD); },
+               {flipped, "/model/cols", "crc32"});
 
   const std::string truncated = damaged_copy(dir, good, "truncated.h5", [](const std::string& p) {
     fs::resize_file(p, fs::file_size(p) / 2);
   });
-  expect_error([&] { gpt::CheckpointReader r(truncated); }, {truncated});
+  expect_error([&] { gpt::open_checkpoint(truncated, MPI_COMM_WORLD); }, {truncated});
 
   const std::string incomplete = damaged_copy(dir, good, "incomplete.h5", [](const std::string& p) {
     gpt::h5::Handle f(GPT_H5_CHECK(H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)));
     GPT_H5_CHECK(H5Adelete(f.id(), "complete"));
   });
-  expect_error([&] { gpt::CheckpointReader r(incomplete); }, {incomplete, "incomplete"});
+  expect_error([&] { gpt::open_checkpoint(incomplete, MPI_COMM_WORLD); },
+               {incomplete, "incomplete"});
 
   const std::string foreign = damaged_copy(dir, good, "foreign.h5", [](const std::string& p) {
     gpt::h5::Handle f(GPT_H5_CHECK(H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)));
     gpt::h5::write_string_attribute(f.id(), "format", "something-else");
   });
-  expect_error([&] { gpt::CheckpointReader r(foreign); }, {foreign, "something-else"});
+  expect_error([&] { gpt::open_checkpoint(foreign, MPI_COMM_WORLD); }, {foreign, "something-else"});
 
   const std::string missing = dir.sub("missing.h5");
-  expect_error([&] { gpt::CheckpointReader r(missing); }, {missing, "no such file"});
+  expect_error([&] { gpt::open_checkpoint(missing, MPI_COMM_WORLD); }, {missing, "no such file"});
 
   const std::string text = damaged_copy(dir, good, "text.h5", [](const std::string& p) {
     std::ofstream(p, std::ios::trunc) << "not hdf5\n";
   });
-  expect_error([&] { gpt::CheckpointReader r(text); }, {text, "not an HDF5 file"});
+  expect_error([&] { gpt::open_checkpoint(text, MPI_COMM_WORLD); }, {text, "not an HDF5 file"});
 }
 
 TEST(Checkpoint, FindLatestSkipsInvalidFilesWithReasons) {
   SharedTempDir dir;
   std::vector<std::string> skipped;
-  EXPECT_EQ(gpt::find_latest_checkpoint(dir.sub("nonexistent"), &skipped), "");
-  EXPECT_EQ(gpt::find_latest_checkpoint(dir.path(), &skipped), "");
+  EXPECT_EQ(gpt::find_latest_checkpoint(dir.sub("nonexistent"), &skipped, MPI_COMM_WORLD), "");
+  EXPECT_EQ(gpt::find_latest_checkpoint(dir.path(), &skipped, MPI_COMM_WORLD), "");
   EXPECT_TRUE(skipped.empty());
 
   const std::string first = write_test_checkpoint(dir.path(), 1, false);
   const std::string second = write_test_checkpoint(dir.path(), 2, false);
-  EXPECT_EQ(gpt::find_latest_checkpoint(dir.path(), &skipped), second);
+  EXPECT_EQ(gpt::find_latest_checkpoint(dir.path(), &skipped, MPI_COMM_WORLD), second);
   // Damage the newest (which `latest` names): the previous one is taken, with a reason.
   damaged_copy(dir, first, "unused.h5",
                [&](const std::string&) { fs::resize_file(second, fs::file_size(second) - 100); });
-  EXPECT_EQ(gpt::find_latest_checkpoint(dir.path(), &skipped), first);
+  EXPECT_EQ(gpt::find_latest_checkpoint(dir.path(), &skipped, MPI_COMM_WORLD), first);
   // EXPECT, not ASSERT: returning early would leave the other ranks in the next barrier.
   EXPECT_EQ(skipped.size(), 1u);
   for (const std::string& reason : skipped)
@@ -502,14 +504,16 @@ TEST(Checkpoint, FindLatestSkipsInvalidFilesWithReasons) {
     fs::copy_file(first, dir.sub("step-00000010.h5"));
   });
   skipped.clear();
-  EXPECT_EQ(gpt::find_latest_checkpoint(dir.path(), &skipped), dir.sub("step-00000010.h5"));
+  EXPECT_EQ(gpt::find_latest_checkpoint(dir.path(), &skipped, MPI_COMM_WORLD),
+            dir.sub("step-00000010.h5"));
   EXPECT_TRUE(skipped.empty());
 }
 
 TEST(Checkpoint, ShapeMismatchAndMissingParameterNameTheParameter) {
   SharedTempDir dir;
   const std::string path = write_test_checkpoint(dir.path(), 1, false);
-  gpt::CheckpointReader reader(path);
+  const std::unique_ptr<gpt::CheckpointReader> opened = gpt::open_checkpoint(path, MPI_COMM_WORLD);
+  const gpt::CheckpointReader& reader = *opened;
   {
     std::vector<Holding> layout = read_layout(world_rank(), world_size(), true);
     layout[1].shape = {8, 7};

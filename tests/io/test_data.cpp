@@ -131,6 +131,28 @@ TEST(Crc32, MatchesBitwiseReferenceAndChains) {
   EXPECT_EQ(gpt::crc32(bytes.data() + 3, 100), crc32_bitwise(bytes.data() + 3, 100));
 }
 
+// Shares of pieces dealt out to several holders, in any pattern (runs of several lengths, gaps,
+// holders with nothing), combine to the checksum of the whole message.
+TEST(Crc32, SharesOfScatteredPiecesCombineToTheWhole) {
+  std::mt19937 rng(2);
+  for (size_t n : {0, 1, 5, 64, 1000, 4097}) {
+    std::vector<unsigned char> bytes(n);
+    for (auto& b : bytes) b = static_cast<unsigned char>(rng());
+    for (int holders : {1, 2, 3, 7}) {
+      std::vector<gpt::Crc32Share> shares(static_cast<size_t>(holders), gpt::Crc32Share(n));
+      for (size_t offset = 0; offset < n;) {
+        const size_t piece = std::min<size_t>(n - offset, 1 + rng() % 300);
+        shares[rng() % shares.size()].add(offset, bytes.data() + offset, piece);
+        offset += piece;
+      }
+      uint32_t combined = 0;
+      for (const gpt::Crc32Share& s : shares) combined ^= s.share();
+      EXPECT_EQ(gpt::crc32_from_shares(combined, n), crc32_bitwise(bytes.data(), n))
+          << "n=" << n << " holders=" << holders;
+    }
+  }
+}
+
 TEST(TokenDataset, RoundTripUint16) {
   TempDir dir;
   for (int64_t vocab : {256, 65536}) {
