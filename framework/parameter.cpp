@@ -58,22 +58,25 @@ void ParameterStore::allocate() {
 }
 
 void ParameterStore::initialize(uint64_t seed) {
-  GPT_CHECK(allocated_, "initialize before allocate");
   for (Parameter& p : params_) {
-    std::vector<float> host(static_cast<size_t>(p.local_numel), 0.0f);
-    CounterRng rng(seed, p.name);
-    for (const Slab& slab : p.slabs) {
-      std::vector<int64_t> logical = slab_logical_indices(slab, p.shape);
-      for (size_t i = 0; i < logical.size(); ++i) {
-        float v = 0.0f;
-        if (p.init == InitKind::kNormal)
-          v = p.init_std * rng.normal(static_cast<uint64_t>(logical[i]));
-        if (p.init == InitKind::kOnes) v = 1.0f;
-        host[static_cast<size_t>(slab.local_offset) + i] = v;
-      }
-    }
-    if (!host.empty()) backend_.copy_from_host(p.value, host.data(), host.size() * sizeof(float));
+    const CounterRng rng(seed, p.name);
+    set_values(p, [&](int64_t logical) {
+      if (p.init == InitKind::kNormal)
+        return p.init_std * rng.normal(static_cast<uint64_t>(logical));
+      return p.init == InitKind::kOnes ? 1.0f : 0.0f;
+    });
   }
+}
+
+void ParameterStore::set_values(Parameter& p, const std::function<float(int64_t)>& value_at) {
+  GPT_CHECK(allocated_, "parameter values set before allocate");
+  std::vector<float> host(static_cast<size_t>(p.local_numel), 0.0f);
+  for (const Slab& slab : p.slabs) {
+    const std::vector<int64_t> logical = slab_logical_indices(slab, p.shape);
+    for (size_t i = 0; i < logical.size(); ++i)
+      host[static_cast<size_t>(slab.local_offset) + i] = value_at(logical[i]);
+  }
+  if (!host.empty()) backend_.copy_from_host(p.value, host.data(), host.size() * sizeof(float));
 }
 
 float* ParameterStore::add_state(const std::string& state_name) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,9 @@ class ParameterStore {
   // Fills every value from the counter RNG keyed by (seed, name, logical element index): the
   // same logical tensor whatever the layout. Storage outside the slabs (padding) stays zero.
   void initialize(uint64_t seed);
+  // Sets p's values from value_at(logical element index), for the elements its slabs hold;
+  // storage outside the slabs (padding) is zero. How weights from elsewhere enter (convert).
+  void set_values(Parameter& p, const std::function<float(int64_t)>& value_at);
 
   // An extra flat buffer with the values' layout, e.g. "exp_avg"; zero-filled.
   float* add_state(const std::string& state_name);

@@ -121,14 +121,25 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
   take_shape("n-layer", "n_layer", stored.n_layer, o.model.n_layer);
   take_shape("n-head", "n_head", stored.n_head, o.model.n_head);
   take_shape("d-model", "d_model", stored.d_model, o.model.d_model);
-  take_shape("seq-len", "seq_len", stored.seq_len, o.model.seq_len);
   o.model.vocab_size = stored.vocab_size;
   const uint64_t seed = checkpoint.meta().seed;
+  if (!resuming) {
+    // Fine-tuning: a new --seed, and a --seq-len up to the file's learned positions.
+    if (!o.was_given("seed")) o.seed = seed;
+    if (!o.was_given("seq-len")) o.model.seq_len = stored.seq_len;
+    GPT_INPUT_CHECK(o.model.seq_len <= stored.seq_len,
+                    "--seq-len " << o.model.seq_len << " is longer than the " << stored.seq_len
+                                 << " positions the checkpoint " << file << " learned");
+    if (o.model.seq_len < stored.seq_len)
+      GPT_LOG0("--seq-len " << o.model.seq_len << ": the checkpoint's " << stored.seq_len
+                            << " positions truncated to the first " << o.model.seq_len);
+    return;  // fine-tuning may train on other data and optimizers
+  }
+  take_shape("seq-len", "seq_len", stored.seq_len, o.model.seq_len);
   GPT_INPUT_CHECK(
       !o.was_given("seed") || o.seed == seed,
       "--seed " << o.seed << " conflicts with the checkpoint " << file << " (seed " << seed << ")");
   o.seed = seed;
-  if (!resuming) return;  // fine-tuning (--init-from) may train on other data and optimizers
   const std::string data = json_field<std::string>(cfg, "data", what);
   GPT_INPUT_CHECK(!o.was_given("data") || o.data == data,
                   "--data " << o.data << " conflicts with the checkpoint " << file

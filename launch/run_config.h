@@ -17,7 +17,8 @@ namespace gpt {
 std::string run_config_json(const TrainOptions& options, const ModelConfig& model);
 
 // Applies a checkpoint's config to options (model shape, seed, data, and, when resuming, the
-// training options not given on the command line). Throws naming the conflicting option; the
+// training options not given on the command line; for --init-from, a given --seed and a
+// --seq-len up to the file's are kept). Throws naming the conflicting option; the
 // caller validates the result again (validate_train_options).
 void apply_checkpoint_config(TrainOptions& options, const CheckpointReader& checkpoint,
                              bool resuming);

@@ -101,7 +101,7 @@ TrainState0 build_runtime_and_state(MPI_Comm world, const TrainOptions& options,
       return;
     }
     const bool resuming = options.init_from.empty();
-    load_checkpoint(*checkpoint, s.runtime->store(), resuming);
+    load_checkpoint(*checkpoint, s.runtime->store(), resuming, !resuming);
     if (!resuming) {
       GPT_LOG0("initialised weights from " << checkpoint->path());
       return;

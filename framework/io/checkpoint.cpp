@@ -486,12 +486,17 @@ void finish_on_rank0(const std::string& temp, const std::string& final_path, con
 
 // ---- reading
 
+// With leading_rows, the file's tensor may have more rows than the parameter (the rest of the
+// shape equal): its first rows are read.
 void read_parameter(const CheckpointReader& reader, const std::string& dataset, const Parameter& p,
-                    float* dst, Backend& backend) {
+                    float* dst, Backend& backend, bool leading_rows = false) {
   GPT_INPUT_CHECK(reader.has(dataset), "checkpoint " << reader.path() << " has no dataset "
                                                      << dataset << " for parameter " << p.name);
   const std::vector<int64_t> file_shape = reader.shape(dataset);
-  GPT_INPUT_CHECK(file_shape == p.shape,
+  const bool first_rows = leading_rows && !p.shape.empty() && file_shape.size() == p.shape.size() &&
+                          file_shape[0] >= p.shape[0] &&
+                          std::equal(p.shape.begin() + 1, p.shape.end(), file_shape.begin() + 1);
+  GPT_INPUT_CHECK(file_shape == p.shape || first_rows,
                   "checkpoint " << reader.path() << ": parameter " << p.name << " has shape "
                                 << h5::shape_string(p.shape) << " in the model but "
                                 << h5::shape_string(file_shape) << " in the checkpoint");
@@ -768,15 +773,16 @@ std::unique_ptr<CheckpointReader> open_checkpoint(const std::string& path, MPI_C
   return reader;
 }
 
-void load_checkpoint(const CheckpointReader& reader, ParameterStore& store,
-                     bool include_optimizer) {
+void load_checkpoint(const CheckpointReader& reader, ParameterStore& store, bool include_optimizer,
+                     bool truncate_positions) {
   GPT_CHECK(reader.verified(), "load_checkpoint: " << reader.path() << " was not verified");
   GPT_INPUT_CHECK(!include_optimizer || reader.has_optimizer(),
                   "checkpoint " << reader.path() << " has no optimizer state to resume from");
   Backend& backend = store.backend();
   for (Parameter& p : store.params()) {
     GPT_CHECK(p.value != nullptr, "load_checkpoint before the parameters are allocated");
-    read_parameter(reader, "/model/" + p.name, p, p.value, backend);
+    read_parameter(reader, "/model/" + p.name, p, p.value, backend,
+                   truncate_positions && p.name == "wpe");
     if (!include_optimizer) continue;
     for (const std::string& state : store.state_names())
       read_parameter(reader, "/optimizer/" + p.name + "/" + state, p, store.state(state) + p.offset,

@@ -108,7 +108,10 @@ std::unique_ptr<CheckpointReader> open_checkpoint(const std::string& path, MPI_C
 // when include_optimizer. Tied copies read /model/<name> like any other. A missing dataset or a
 // logical shape different from the parameter's throws a one-line error naming the parameter
 // and both shapes. Storage outside the slabs (padding) is set to 0.
-void load_checkpoint(const CheckpointReader& reader, ParameterStore& store, bool include_optimizer);
+// With truncate_positions (fine-tuning at a shorter --seq-len), the file's wpe may hold more
+// positions than the model: the first ones are read.
+void load_checkpoint(const CheckpointReader& reader, ParameterStore& store, bool include_optimizer,
+                     bool truncate_positions = false);
 
 // Removes the temporaries a killed checkpoint write left in dir (step-*.h5.tmp, latest.tmp; never
 // taken for checkpoints, but they hold disk space) and returns their names. Call on one rank,
