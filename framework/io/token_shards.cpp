@@ -64,6 +64,15 @@ void read_range(hid_t tokens, int64_t start, int64_t count, int32_t* out) {
                        reinterpret_cast<uint32_t*>(out)));
 }
 
+// /tokens without a chunk cache (see the header).
+h5::Handle open_tokens(hid_t file) {
+  h5::Handle access(GPT_H5_CHECK(H5Pcreate(H5P_DATASET_ACCESS)));
+  GPT_H5_CHECK(H5Pset_chunk_cache(access.id(), 0, 0, 1.0));
+  h5::Handle tokens(H5Dopen2(file, "/tokens", access.id()));
+  GPT_INPUT_CHECK(tokens.valid(), "/tokens cannot be opened (" << h5::last_error_message() << ")");
+  return tokens;
+}
+
 // Opens one shard and checks it; messages leave out the file, which the caller prefixes.
 TokenShard open_shard(const std::string& path, h5::Handle& file, h5::Handle& tokens) {
   std::error_code ec;
@@ -75,10 +84,7 @@ TokenShard open_shard(const std::string& path, h5::Handle& file, h5::Handle& tok
   GPT_INPUT_CHECK(file.valid(), "cannot be opened as HDF5 (" << h5::last_error_message() << ")");
   GPT_INPUT_CHECK(h5::has_link(file.id(), "/tokens") && h5::is_dataset(file.id(), "/tokens"),
                   "has no /tokens dataset");
-  h5::Handle access(GPT_H5_CHECK(H5Pcreate(H5P_DATASET_ACCESS)));
-  GPT_H5_CHECK(H5Pset_chunk_cache(access.id(), 0, 0, 1.0));  // no chunk cache: see the header
-  tokens = h5::Handle(H5Dopen2(file.id(), "/tokens", access.id()));
-  GPT_INPUT_CHECK(tokens.valid(), "/tokens cannot be opened (" << h5::last_error_message() << ")");
+  tokens = open_tokens(file.id());
   std::vector<int64_t> shape = h5::dataset_shape(tokens.id());
   GPT_INPUT_CHECK(shape.size() == 1,
                   "/tokens must be 1-D but has shape " << h5::shape_string(shape));
@@ -178,8 +184,41 @@ ShardReader::ShardReader(const std::vector<std::string>& paths) {
              first.eot < 0 ? "(none)" : std::to_string(first.eot));
     offsets_.push_back(size_);
     size_ += shard.tokens;
-    open_.push_back(std::move(open));
+    ++opens_;
+    last_read_.push_back(0);
+    // The first kMaxOpenShards stay open; the others are reopened when read.
+    open_.push_back(open_count_ < kMaxOpenShards ? std::move(open) : nullptr);
+    open_count_ += open_.back() ? 1 : 0;
   }
+}
+
+const ShardReader::Open& ShardReader::handles(size_t i) const {
+  last_read_[i] = reads_ + 1;
+  if (open_[i]) return *open_[i];
+  if (open_count_ >= kMaxOpenShards) {
+    size_t oldest = open_.size();
+    for (size_t k = 0; k < open_.size(); ++k)
+      if (open_[k] && (oldest == open_.size() || last_read_[k] < last_read_[oldest])) oldest = k;
+    open_[oldest].reset();
+    --open_count_;
+  }
+  const TokenShard& shard = shards_[i];
+  auto open = std::make_unique<Open>();
+  try {
+    open->file = h5::Handle(H5Fopen(shard.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    GPT_INPUT_CHECK(open->file.valid(),
+                    "cannot be opened again (" << h5::last_error_message() << ")");
+    open->tokens = open_tokens(open->file.id());
+    const std::vector<int64_t> shape = h5::dataset_shape(open->tokens.id());
+    GPT_INPUT_CHECK(shape.size() == 1 && shape[0] == shard.tokens,
+                    "changed during the run (" << shard.tokens << " tokens at start)");
+  } catch (const Error& e) {
+    fail_input("data set " + shard.path + ": " + e.what());
+  }
+  ++opens_;
+  ++open_count_;
+  open_[i] = std::move(open);
+  return *open_[i];
 }
 
 ShardReader::~ShardReader() = default;
@@ -192,8 +231,9 @@ void ShardReader::read(int64_t start, int64_t count, int32_t* out) const {
                                offsets_.begin() - 1);
   while (count > 0) {
     const int64_t local = start - offsets_[i], n = std::min(count, shards_[i].tokens - local);
+    const Open& open = handles(i);
     try {
-      read_range(open_[i]->tokens.id(), local, n, out);
+      read_range(open.tokens.id(), local, n, out);
     } catch (const Error& e) {
       fail_input(GPT_MSG("data set " << shards_[i].path << ": cannot read tokens [" << local << ", "
                                      << local + n << ") (" << h5::last_error_message() << ")"));

@@ -1,8 +1,10 @@
 // Token files on disk, read on demand (DESIGN.md "Data"). A data set named by --data is one or
 // more HDF5 token files ("shards") read as one stream: their /tokens concatenated in the order
-// given. A ShardReader keeps every shard open and reads only the hyperslab a caller asks for, so
-// a rank's memory does not grow with the data set: nothing is loaded whole, and the chunk cache
-// is off (windows are drawn at random: a cached chunk would hold tokens never read again).
+// given. A ShardReader reads only the hyperslab a caller asks for, so a rank's memory does not
+// grow with the data set: nothing is loaded whole, the chunk cache is off (windows are drawn at
+// random: a cached chunk would hold tokens never read again), and at most kMaxOpenShards files
+// are open at once (HDF5 costs about 0.6 MB per open file, so a thousand open shards would cost
+// more than the tokens a rank reads), the least recently read closed first.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,8 @@ std::vector<std::string> resolve_data_spec(const std::string& spec);
 
 class ShardReader {
  public:
+  static constexpr size_t kMaxOpenShards = 16;
+
   // Opens and validates each file (the checks of load_token_dataset, each error naming its file)
   // and checks that they agree on vocab_size, tokenizer and eot.
   explicit ShardReader(const std::vector<std::string>& paths);
@@ -47,14 +51,22 @@ class ShardReader {
   // read goes straight from the file into the caller's memory.
   int64_t reads() const { return reads_; }
   int64_t tokens_read() const { return tokens_read_; }
+  int64_t opens() const { return opens_; }  // files opened, the first opening included
 
  private:
   struct Open;  // HDF5 handles, kept out of this header
   std::vector<TokenShard> shards_;
   std::vector<int64_t> offsets_;  // offsets_[i]: first token of shard i in the stream
-  std::vector<std::unique_ptr<Open>> open_;
+  // Shard i's open handles (null while closed) and when it was last read, for closing the least
+  // recently read one when kMaxOpenShards are open.
+  mutable std::vector<std::unique_ptr<Open>> open_;
+  mutable std::vector<int64_t> last_read_;
   int64_t size_ = 0;
-  mutable int64_t reads_ = 0, tokens_read_ = 0;
+  mutable int64_t reads_ = 0, tokens_read_ = 0, opens_ = 0;
+  mutable size_t open_count_ = 0;
+
+  // Shard i's handles, opening it (and closing the least recently read shard) if needed.
+  const Open& handles(size_t i) const;
 };
 
 }  // namespace gpt

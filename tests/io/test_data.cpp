@@ -470,6 +470,32 @@ TEST(TokenShards, ShardsReadExactlyAsTheSingleFile) {
   }
 }
 
+// More shards than may be open at once: reads reopen closed shards and still read exactly.
+TEST(TokenShards, ManyShardsReopenAsNeeded) {
+  TempDir dir;
+  const gpt::TokenDataset data = make_dataset(256, 4000, -1);
+  fs::create_directory(dir.file("many"));
+  for (size_t i = 0; i < 40; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "many/%03zu.h5", i);
+    write_part(dir.file(name), data, i * 100, i * 100 + 100);
+  }
+  const gpt::TokenDataset sharded = gpt::load_token_dataset(dir.file("many"));
+  ASSERT_EQ(sharded.shards->shards().size(), 40u);
+  EXPECT_EQ(sharded.shards->opens(), 40);  // each opened once to be checked
+  const int64_t T = 150;
+  std::vector<int32_t> window(2 * T), expected(2 * T);
+  for (int64_t j = 0; j < 300; ++j) {
+    const int64_t k = gpt::sample_window(j, sharded.num_windows(T), gpt::DataOrder::kRandom, 3);
+    gpt::read_window(sharded, k, T, window.data(), window.data() + T);
+    std::copy_n(data.tokens.begin() + k * T, T, expected.begin());
+    std::copy_n(data.tokens.begin() + k * T + 1, T, expected.begin() + T);
+    ASSERT_EQ(window, expected) << "window " << k;
+  }
+  EXPECT_GT(sharded.shards->opens(), 40);
+  EXPECT_EQ(all_tokens(sharded), data.tokens);
+}
+
 TEST(TokenShards, ShardsThatDisagreeOrAreBadNameTheFile) {
   TempDir dir;
   const gpt::TokenDataset data = make_dataset(256, 100, -1);
