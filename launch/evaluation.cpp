@@ -11,6 +11,12 @@
 
 namespace gpt {
 
+bool rank_reads_data(Runtime& rt) {
+  for (const auto& chunk : rt.chunks())
+    if (chunk->spec().has_embedding || chunk->spec().has_head) return true;
+  return false;
+}
+
 EvalResult evaluate(Runtime& rt, const TokenDataset& data, int64_t max_windows) {
   ProcessGrid& grid = rt.grid();
   const int64_t T = rt.model().seq_len, B = rt.stage().micro_batch();
@@ -24,6 +30,7 @@ EvalResult evaluate(Runtime& rt, const TokenDataset& data, int64_t max_windows) 
   const int microbatches = static_cast<int>(std::max<int64_t>(1, (per_rank + B - 1) / B));
   std::vector<int32_t> tokens(static_cast<size_t>(microbatches * B * T)), targets(tokens.size());
   MicrobatchData batch{tokens.data(), targets.data(), microbatches, 1.0f, {}};
+  const bool reads = rank_reads_data(rt);
   for (int64_t m = 0; m < microbatches; ++m) {
     int64_t valid = 0;
     for (int64_t b = 0; b < B; ++b) {
@@ -31,7 +38,8 @@ EvalResult evaluate(Runtime& rt, const TokenDataset& data, int64_t max_windows) 
       const bool counted = window < result.windows;
       valid += counted ? 1 : 0;
       const int64_t row = (m * B + b) * T;
-      read_window(data, counted ? window : 0, T, tokens.data() + row, targets.data() + row);
+      if (reads)
+        read_window(data, counted ? window : 0, T, tokens.data() + row, targets.data() + row);
     }
     batch.valid_sequences.push_back(valid);
   }

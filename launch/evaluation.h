@@ -16,6 +16,10 @@ struct EvalResult {
   int64_t tokens = 0;   // targets counted
 };
 
+// Whether this rank reads windows from the data set: only ranks holding the embedding (tokens)
+// or the head (targets); a middle pipeline stage's batch is never read (its values are unused).
+bool rank_reads_data(Runtime& rt);
+
 // Collective over the grid. Same value on every rank.
 EvalResult evaluate(Runtime& rt, const TokenDataset& data, int64_t max_windows);
 

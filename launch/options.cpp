@@ -163,9 +163,11 @@ po::options_description data_options(TrainOptions& o) {
   po::options_description data("Data");
   auto add = data.add_options();
   add("data", po::value(&o.data)->default_value(""),
-      "training tokens (HDF5, see prepare-data); empty = the built-in arithmetic corpus");
+      "training tokens: an HDF5 file (see prepare-data), several comma-separated, a glob or a "
+      "directory of shards (docs/DATA.md); empty = the built-in arithmetic corpus");
   add("val-data", po::value(&o.val_data)->default_value(""),
-      "validation tokens; empty = the built-in held-out split when --data is empty");
+      "validation tokens, named as --data; empty = the built-in held-out split when --data is "
+      "empty");
   add("data-order", choice(&o.data_order),
       ("sample order: " + choice_list<DataOrder>(false)).c_str());
   add("eval-every", po::value(&o.eval_every)->default_value(o.eval_every),

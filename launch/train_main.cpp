@@ -8,6 +8,7 @@
 #include <string>
 
 #include "framework/io/checkpoint.h"
+#include "framework/io/shard_record.h"
 #include "framework/io/synthetic_corpus.h"
 #include "framework/logging.h"
 #include "launch/metrics.h"
@@ -59,6 +60,8 @@ TrainInputs load_inputs(MPI_Comm world, TrainOptions& options) {
     }
     if (in.checkpoint) {
       const CheckpointReader& c = *in.checkpoint;
+      if (options.init_from.empty())
+        check_recorded_shards(c.meta().config_json, c.path(), in.train);
       GPT_INPUT_CHECK(options.model.vocab_size == in.train.vocab_size,
                       in.train.path << " has vocab_size " << in.train.vocab_size
                                     << " but the checkpoint " << c.path() << " has "
@@ -71,7 +74,7 @@ TrainInputs load_inputs(MPI_Comm world, TrainOptions& options) {
     options.model.vocab_size = in.train.vocab_size;
     options.model.validate();
     check_dataset_fits(in.train, options.model.seq_len);
-    if (!in.validation.tokens.empty()) {
+    if (!in.validation.empty()) {
       GPT_INPUT_CHECK(in.validation.vocab_size == in.train.vocab_size,
                       in.validation.path << " has vocab_size " << in.validation.vocab_size
                                          << " but " << in.train.path << " has "
@@ -158,13 +161,18 @@ int train_main(int argc, char** argv) {
   TrainState0 start = build_runtime_and_state(world, options, inputs.checkpoint.get());
   inputs.checkpoint.reset();  // read: closed before training
   std::unique_ptr<MetricsWriter> metrics = prepare_outputs(world, options, start.state.step);
-  log::info0("data: " + inputs.train.path + " (" + std::to_string(inputs.train.tokens.size()) +
-             " tokens, vocab " + std::to_string(inputs.train.vocab_size) + ")");
+  const TokenDataset& data = inputs.train;
+  log::info0(
+      "data: " + data.path + " (" + std::to_string(data.size()) + " tokens" +
+      (data.shards ? " in " + std::to_string(data.shards->shards().size()) + " shards" : "") +
+      ", vocab " + std::to_string(data.vocab_size) + ")");
   std::unique_ptr<Watchdog> watchdog = start_watchdog(world, options, start.runtime->grid());
   install_stop_handlers();
-  const TokenDataset* validation = inputs.validation.tokens.empty() ? nullptr : &inputs.validation;
-  Trainer trainer(options, *start.runtime, inputs.train, validation, *start.optimizer, start.state,
-                  run_config_json(options, options.model), *metrics);
+  const TokenDataset* validation = inputs.validation.empty() ? nullptr : &inputs.validation;
+  Trainer trainer(
+      options, *start.runtime, inputs.train, validation, *start.optimizer, start.state,
+      config_with_shards(run_config_json(options, options.model), inputs.train, validation),
+      *metrics);
   return trainer.run();
 }
 

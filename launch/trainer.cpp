@@ -53,6 +53,7 @@ Trainer::StepBatch Trainer::read_step_batch() const {
   batch.tokens.resize(static_cast<size_t>(per_rank * T));
   batch.targets.resize(batch.tokens.size());
   const int64_t first_sample = state_.consumed_samples + rt_.grid().dp_rank() * per_rank;
+  if (!rank_reads_data(rt_)) return batch;  // a middle stage: its batch is never read
   for (int64_t i = 0; i < per_rank; ++i) {
     const int64_t window =
         sample_window(first_sample + i, windows, options_.data_order, options_.seed);

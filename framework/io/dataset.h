@@ -1,31 +1,44 @@
-// Token data sets (DESIGN.md "Data"): an HDF5 file with a 1-D uint16/uint32 dataset /tokens and
-// attributes vocab_size, tokenizer and optionally eot, loaded whole into memory. Window k is
-// tokens [k*T, k*T + T] (inputs the first T, targets the last T); samples, numbered across the
-// run, map to windows sequentially or through the counter RNG keyed by (seed, sample), so the
-// data order is a pure function of the seed and survives resumes and layout changes.
+// Token data sets (DESIGN.md "Data"): one or more HDF5 files (shards) with a 1-D uint16/uint32
+// dataset /tokens and attributes vocab_size, tokenizer and optionally eot, read as one stream
+// (the shards concatenated) on demand, never loaded whole; the built-in corpus lives in memory.
+// Window k is tokens [k*T, k*T + T] of the stream (inputs the first T, targets the last T), so a
+// window may span two shards; samples, numbered across the run, map to windows sequentially or
+// through the counter RNG keyed by (seed, sample), so the data order is a pure function of the
+// seed and survives resumes and layout changes, and splitting a file into shards changes nothing.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "framework/io/token_shards.h"
 
 namespace gpt {
 
 struct TokenDataset {
-  std::string path;  // the file, or "<built-in train>" for the synthetic corpus
-  std::vector<int32_t> tokens;
+  std::string path;             // --data as given, or "<built-in train>" for the synthetic corpus
+  std::vector<int32_t> tokens;  // in memory: the built-in corpus, or tokens to write; else empty
+  std::shared_ptr<const ShardReader> shards;  // files read on demand; null when in memory
   int64_t vocab_size = 0;
   std::string tokenizer;  // "bytes" for the byte-level tokenizer
   int64_t eot = -1;       // end-of-text token when the file names one (attribute "eot")
+  int64_t size() const;   // N: tokens in memory or in all shards
+  bool empty() const { return size() == 0; }
   // W = floor((N-1)/T): windows of T+1 tokens overlap by one token.
   int64_t num_windows(int64_t seq_len) const;
 };
 
-// Reads and validates a data set. Every problem (missing file, not HDF5, no /tokens, not 1-D,
-// not uint16/uint32, empty, missing or invalid vocab_size, a max_token attribute not below
-// vocab_size or, without one, a token >= vocab_size, no tokenizer) throws a one-line gpt::Error
-// that names the file and what is wrong.
-TokenDataset load_token_dataset(const std::string& path);
+// Opens a data set named by a --data value (one file, several comma-separated, a glob or a
+// directory of shards: resolve_data_spec) and validates every shard; no tokens are loaded. Every
+// problem (missing file, not HDF5, no /tokens, not 1-D, not uint16/uint32, empty, missing or
+// invalid vocab_size, a max_token attribute not below vocab_size or, without one, a token >=
+// vocab_size, no tokenizer, shards that differ in vocab_size, tokenizer or eot, a glob matching
+// nothing) throws a one-line gpt::Error that names the file and what is wrong.
+TokenDataset load_token_dataset(const std::string& spec);
+
+// Tokens [start, start + count) of the data set (from memory or the shards).
+void read_tokens(const TokenDataset& dataset, int64_t start, int64_t count, int32_t* out);
 
 // Writes /tokens as uint16 when vocab_size <= 65536, else uint32, with attributes vocab_size
 // (int64), tokenizer (string), max_token (int64, the largest token) and eot when >= 0. Written

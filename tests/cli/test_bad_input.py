@@ -336,6 +336,39 @@ class BadInputTest(Fixtures):
         path = self.files["missing"]
         self.check("train", ["--data", self.files["good"], "--val-data", path], [path])
 
+    # ---- sharded data sets (--data naming several files, a glob or a directory)
+
+    def test_data_glob_matches_nothing(self):
+        pattern = self.path_in("nothing-*.h5")
+        self.check("train", ["--data", pattern], [pattern, "matches no file"], (1, 2))
+
+    def test_data_missing_shard(self):
+        path = self.files["missing"]
+        self.check("train", ["--data", self.files["good"] + "," + path], [path, "no such file"],
+                   (1, 2))
+
+    def test_data_shards_differ_in_vocab_size(self):
+        other = write_tokens(self.path_in("vocab300.h5"), [1, 2, 3] * 100, vocab_size=300)
+        self.check("train", ["--data", self.files["good"] + "," + other],
+                   [other, "vocab_size 300 differs from 256"], (1, 2))
+
+    def test_data_shards_differ_in_tokenizer(self):
+        other = write_tokens(self.path_in("gpt2-tok.h5"), [1, 2, 3] * 100, tokenizer="gpt2")
+        self.check("train", ["--data", self.files["good"] + "," + other],
+                   [other, "tokenizer gpt2 differs from bytes"])
+
+    def test_data_corrupt_shard(self):
+        cut = self.path_in("cut-shard.h5")
+        shutil.copy(self.files["good"], cut)
+        with open(cut, "r+b") as f:
+            f.truncate(os.path.getsize(self.files["good"]) // 2)
+        self.check("train", ["--data", self.files["good"] + "," + cut], [cut], (1, 2))
+
+    def test_data_directory_without_shards(self):
+        empty = self.path_in("no-shards")
+        os.makedirs(empty, exist_ok=True)
+        self.check("train", ["--data", empty], [empty, "no .h5 files"])
+
     def test_resume_truncated_checkpoint(self):
         path = self.files["truncated"]
         self.check("train", ["--resume", path, "--steps", "2",

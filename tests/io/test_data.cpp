@@ -1,5 +1,7 @@
 // Tests of crc32, token data set files (round trips, every kind of bad file, files written by
-// h5py), windows and the sample-to-window map, and the built-in arithmetic corpus.
+// h5py), windows and the sample-to-window map, the built-in arithmetic corpus, and shards: --data
+// resolution, shards read as the single file, disagreeing or bad shards, the recorded shard list
+// and memory that stays small however large the data set.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "framework/io/crc32.h"
 #include "framework/io/dataset.h"
 #include "framework/io/hdf5_util.h"
+#include "framework/io/shard_record.h"
 #include "framework/io/synthetic_corpus.h"
 #include "framework/rng.h"
 #include "tests/test_util.h"
@@ -94,6 +97,13 @@ gpt::TokenDataset make_dataset(int64_t vocab, size_t n, int64_t eot) {
   return data;
 }
 
+// Every token of a data set, read through the on-demand reader.
+std::vector<int32_t> all_tokens(const gpt::TokenDataset& data) {
+  std::vector<int32_t> out(static_cast<size_t>(data.size()));
+  gpt::read_tokens(data, 0, data.size(), out.data());
+  return out;
+}
+
 size_t stored_token_bytes(const std::string& path) {
   Handle file(GPT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)));
   Handle dataset(GPT_H5_CHECK(H5Dopen2(file.id(), "/tokens", H5P_DEFAULT)));
@@ -162,7 +172,7 @@ TEST(TokenDataset, RoundTripUint16) {
     EXPECT_EQ(stored_token_bytes(path), 2u);
     gpt::TokenDataset back = gpt::load_token_dataset(path);
     EXPECT_EQ(back.path, path);
-    EXPECT_EQ(back.tokens, data.tokens);
+    EXPECT_EQ(all_tokens(back), data.tokens);
     EXPECT_EQ(back.vocab_size, vocab);
     EXPECT_EQ(back.tokenizer, "test-tok");
     EXPECT_EQ(back.eot, 10);
@@ -177,7 +187,7 @@ TEST(TokenDataset, RoundTripUint32WithoutEot) {
   gpt::write_token_dataset(path, data);
   EXPECT_EQ(stored_token_bytes(path), 4u);
   gpt::TokenDataset back = gpt::load_token_dataset(path);
-  EXPECT_EQ(back.tokens, data.tokens);
+  EXPECT_EQ(all_tokens(back), data.tokens);
   EXPECT_EQ(back.vocab_size, 70000);
   EXPECT_EQ(back.eot, -1);
 }
@@ -196,7 +206,7 @@ TEST(TokenDataset, StreamedWriterAppendsAndRecordsMaxToken) {
     writer.finish();
   }
   const gpt::TokenDataset back = gpt::load_token_dataset(path);
-  EXPECT_EQ(back.tokens, data.tokens);
+  EXPECT_EQ(all_tokens(back), data.tokens);
   EXPECT_EQ(back.eot, 50256);
   Handle file(GPT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)));
   EXPECT_EQ(gpt::h5::read_int64_attribute(file.id(), "max_token"),
@@ -281,8 +291,10 @@ TEST(TokenDataset, BadFilesNameTheFileAndTheProblem) {
     expect_error([&] { gpt::load_token_dataset(path); }, c.parts);
   }
 
-  const std::string directory = dir.file("");
-  expect_error([&] { gpt::load_token_dataset(directory); }, {"directory"});
+  // A directory names its *.h5 files as shards (TokenShards below); one with none is an error.
+  const std::string directory = dir.file("no_shards");
+  fs::create_directory(directory);
+  expect_error([&] { gpt::load_token_dataset(directory); }, {directory, "has no .h5 files"});
 }
 
 TEST(TokenDataset, ReadsWhatH5pyWrites) {
@@ -309,15 +321,15 @@ TEST(TokenDataset, ReadsWhatH5pyWrites) {
   std::ofstream(script_path) << script;
   ASSERT_EQ(std::system((python + " " + script_path).c_str()), 0);
   gpt::TokenDataset data = gpt::load_token_dataset(path);
-  ASSERT_EQ(data.tokens.size(), 300u);
-  EXPECT_EQ(data.tokens[150], 50);
+  ASSERT_EQ(data.size(), 300);
+  EXPECT_EQ(all_tokens(data)[150], 50);
   EXPECT_EQ(data.vocab_size, 100);
   EXPECT_EQ(data.tokenizer, "bytes");
   EXPECT_EQ(data.eot, 99);
   gpt::TokenDataset fixed = gpt::load_token_dataset(path + ".fixed");
   EXPECT_EQ(fixed.tokenizer, "bytes");
   EXPECT_EQ(fixed.vocab_size, 10);
-  EXPECT_EQ(fixed.tokens.back(), 9);
+  EXPECT_EQ(all_tokens(fixed).back(), 9);
 }
 
 TEST(TokenDataset, WindowsAndFit) {
@@ -414,3 +426,203 @@ TEST(SyntheticCorpus, DeterministicCorrectAndSized) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Shards: --data naming several files, read on demand as one stream.
+
+// Writes tokens [begin, end) of data as one file.
+void write_part(const std::string& path, const gpt::TokenDataset& data, size_t begin, size_t end) {
+  gpt::TokenDataset part = data;
+  part.tokens.assign(data.tokens.begin() + static_cast<std::ptrdiff_t>(begin),
+                     data.tokens.begin() + static_cast<std::ptrdiff_t>(end));
+  gpt::write_token_dataset(path, part);
+}
+
+TEST(TokenShards, SpecResolvesListsGlobsAndDirectoriesInOrder) {
+  TempDir dir;
+  const gpt::TokenDataset data = make_dataset(256, 100, -1);
+  fs::create_directory(dir.file("set"));
+  for (const char* name : {"set/b.h5", "set/a.h5", "set/c.h5", "x.h5"})
+    write_part(dir.file(name), data, 0, 10);
+  std::ofstream(dir.file("set/notes.txt")) << "not a shard";
+  const std::vector<std::string> sorted = {dir.file("set/a.h5"), dir.file("set/b.h5"),
+                                           dir.file("set/c.h5")};
+  EXPECT_EQ(gpt::resolve_data_spec(dir.file("set")), sorted);
+  EXPECT_EQ(gpt::resolve_data_spec(dir.file("set/*.h5")), sorted);
+  EXPECT_EQ(gpt::resolve_data_spec(dir.file("x.h5") + "," + dir.file("set/[ab].h5")),
+            (std::vector<std::string>{dir.file("x.h5"), sorted[0], sorted[1]}));
+  expect_error([&] { gpt::resolve_data_spec(dir.file("nothing*.h5")); },
+               {"glob", dir.file("nothing*.h5"), "matches no file"});
+  fs::create_directory(dir.file("empty"));
+  expect_error([&] { gpt::resolve_data_spec(dir.file("empty")); },
+               {dir.file("empty"), "has no .h5 files"});
+  expect_error([&] { gpt::resolve_data_spec(dir.file("x.h5") + ","); }, {"empty item"});
+  expect_error([&] { gpt::resolve_data_spec(dir.file("set/a.h5") + "," + dir.file("set")); },
+               {dir.file("set/a.h5"), "twice"});
+}
+
+// The same tokens as one file and as shards of uneven sizes (one shorter than a window, so
+// windows span up to three shards): every token range and every window read the same.
+TEST(TokenShards, ShardsReadExactlyAsTheSingleFile) {
+  TempDir dir;
+  const gpt::TokenDataset data = make_dataset(50257, 5000, 50256);
+  write_part(dir.file("whole.h5"), data, 0, 5000);
+  const size_t cuts[] = {0, 1234, 1240, 3000, 5000};
+  std::string spec;
+  for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
+    const std::string path = dir.file("part-" + std::to_string(i) + ".h5");
+    write_part(path, data, cuts[i], cuts[i + 1]);
+    spec += (i ? "," : "") + path;
+  }
+  const gpt::TokenDataset whole = gpt::load_token_dataset(dir.file("whole.h5"));
+  const gpt::TokenDataset sharded = gpt::load_token_dataset(spec);
+  ASSERT_EQ(sharded.shards->shards().size(), 4u);
+  EXPECT_EQ(sharded.size(), 5000);
+  EXPECT_EQ(sharded.vocab_size, 50257);
+  EXPECT_EQ(sharded.eot, 50256);
+  EXPECT_EQ(all_tokens(sharded), data.tokens);
+  for (int64_t T : {1, 7, 64, 1024}) {
+    ASSERT_EQ(sharded.num_windows(T), whole.num_windows(T));
+    std::vector<int32_t> a(static_cast<size_t>(2 * T)), b(a.size());
+    for (int64_t k = 0; k < whole.num_windows(T); k += std::max<int64_t>(1, T / 8)) {
+      gpt::read_window(whole, k, T, a.data(), a.data() + T);
+      gpt::read_window(sharded, k, T, b.data(), b.data() + T);
+      ASSERT_EQ(a, b) << "T=" << T << " window " << k;
+    }
+  }
+}
+
+// More shards than may be open at once: reads reopen closed shards and still read exactly.
+TEST(TokenShards, ManyShardsReopenAsNeeded) {
+  TempDir dir;
+  const gpt::TokenDataset data = make_dataset(256, 4000, -1);
+  fs::create_directory(dir.file("many"));
+  for (size_t i = 0; i < 40; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "many/%03zu.h5", i);
+    write_part(dir.file(name), data, i * 100, i * 100 + 100);
+  }
+  const gpt::TokenDataset sharded = gpt::load_token_dataset(dir.file("many"));
+  ASSERT_EQ(sharded.shards->shards().size(), 40u);
+  EXPECT_EQ(sharded.shards->opens(), 40);  // each opened once to be checked
+  const int64_t T = 150;
+  std::vector<int32_t> window(2 * T), expected(2 * T);
+  for (int64_t j = 0; j < 300; ++j) {
+    const int64_t k = gpt::sample_window(j, sharded.num_windows(T), gpt::DataOrder::kRandom, 3);
+    gpt::read_window(sharded, k, T, window.data(), window.data() + T);
+    std::copy_n(data.tokens.begin() + k * T, T, expected.begin());
+    std::copy_n(data.tokens.begin() + k * T + 1, T, expected.begin() + T);
+    ASSERT_EQ(window, expected) << "window " << k;
+  }
+  EXPECT_GT(sharded.shards->opens(), 40);
+  EXPECT_EQ(all_tokens(sharded), data.tokens);
+}
+
+TEST(TokenShards, ShardsThatDisagreeOrAreBadNameTheFile) {
+  TempDir dir;
+  const gpt::TokenDataset data = make_dataset(256, 100, -1);
+  write_part(dir.file("a.h5"), data, 0, 100);
+  gpt::TokenDataset other = data;
+  other.vocab_size = 300;
+  gpt::write_token_dataset(dir.file("vocab.h5"), other);
+  other = data;
+  other.tokenizer = "gpt2";
+  gpt::write_token_dataset(dir.file("tok.h5"), other);
+  other = data;
+  other.eot = 0;
+  gpt::write_token_dataset(dir.file("eot.h5"), other);
+  const std::string a = dir.file("a.h5") + ",";
+  expect_error([&] { gpt::load_token_dataset(a + dir.file("vocab.h5")); },
+               {dir.file("vocab.h5"), "vocab_size 300 differs from 256", dir.file("a.h5")});
+  expect_error([&] { gpt::load_token_dataset(a + dir.file("tok.h5")); },
+               {dir.file("tok.h5"), "tokenizer gpt2 differs from test-tok"});
+  expect_error([&] { gpt::load_token_dataset(a + dir.file("eot.h5")); },
+               {dir.file("eot.h5"), "eot 0 differs from (none)"});
+  expect_error([&] { gpt::load_token_dataset(a + dir.file("gone.h5")); },
+               {dir.file("gone.h5"), "no such file"});
+  // A truncated copy: the HDF5 superblock survives, the data does not.
+  fs::copy_file(dir.file("a.h5"), dir.file("cut.h5"));
+  fs::resize_file(dir.file("cut.h5"), fs::file_size(dir.file("a.h5")) / 2);
+  expect_error([&] { gpt::load_token_dataset(a + dir.file("cut.h5")); }, {dir.file("cut.h5")});
+}
+
+TEST(TokenShards, RecordedListMatchesOrNamesTheDifference) {
+  TempDir dir;
+  const gpt::TokenDataset data = make_dataset(256, 100, -1);
+  for (const char* name : {"a.h5", "b.h5", "c.h5"}) write_part(dir.file(name), data, 0, 50);
+  fs::create_directory(dir.file("long"));
+  write_part(dir.file("long/b.h5"), data, 0, 60);  // same name elsewhere, other length
+  const gpt::TokenDataset two = gpt::load_token_dataset(dir.file("[ab].h5"));
+  const std::string config = gpt::config_with_shards("{\"seed\": 1}", two, nullptr);
+  EXPECT_NE(config.find("\"data_shards\":[{\"path\":\"" + dir.file("a.h5") + "\",\"tokens\":50}"),
+            std::string::npos)
+      << config;
+  gpt::check_recorded_shards(config, "ck.h5", gpt::load_token_dataset(dir.file("[ab].h5")));
+  gpt::check_recorded_shards("{\"seed\": 1}", "old.h5", two);  // written before shards were kept
+  expect_error(
+      [&] {
+        gpt::check_recorded_shards(config, "ck.h5", gpt::load_token_dataset(dir.file("*.h5")));
+      },
+      {"ck.h5", "extra shard " + dir.file("c.h5") + " (50 tokens)"});
+  expect_error(
+      [&] {
+        gpt::check_recorded_shards(config, "ck.h5", gpt::load_token_dataset(dir.file("a.h5")));
+      },
+      {"ck.h5", "recorded shard " + dir.file("b.h5") + " (50 tokens) is missing"});
+  expect_error(
+      [&] {
+        gpt::check_recorded_shards(
+            config, "ck.h5",
+            gpt::load_token_dataset(dir.file("a.h5") + "," + dir.file("long/b.h5")));
+      },
+      {"shard 2 is now " + dir.file("long/b.h5") + " (60 tokens)", "recorded " + dir.file("b.h5")});
+}
+
+// Peak resident memory (VmHWM) in kB, after `reset` restarted it at the current size.
+int64_t peak_rss_kb(bool reset) {
+  if (reset) std::ofstream("/proc/self/clear_refs") << "5";
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  return -1;
+}
+
+// A data set far larger than what the reader may hold: opening it and reading windows all over
+// it grows the peak resident memory by far less than the tokens would take (48M tokens: 96 MB on
+// disk, 192 MB as int32 in memory).
+TEST(TokenShards, ReadingOnDemandKeepsMemorySmall) {
+  TempDir dir;
+  constexpr int64_t kShardTokens = 16 << 20, kShards = 3, T = 1024, kWindows = 4000;
+  {
+    std::vector<int32_t> piece(1 << 20);
+    for (int64_t s = 0; s < kShards; ++s) {
+      gpt::TokenFileWriter writer(dir.file("big-" + std::to_string(s) + ".h5"), 50257, "gpt2", -1);
+      for (int64_t done = 0; done < kShardTokens; done += static_cast<int64_t>(piece.size())) {
+        for (size_t i = 0; i < piece.size(); ++i)
+          piece[i] = static_cast<int32_t>((done + static_cast<int64_t>(i) + s) % 50257);
+        writer.append(piece.data(), piece.size());
+      }
+      writer.finish();
+    }
+  }
+  const int64_t before = peak_rss_kb(true);
+  if (before < 0) GTEST_SKIP() << "no /proc/self/status";
+  const gpt::TokenDataset data = gpt::load_token_dataset(dir.file("big-*.h5"));
+  ASSERT_EQ(data.size(), kShards * kShardTokens);
+  std::vector<int32_t> inputs(T), targets(T);
+  const int64_t windows = data.num_windows(T);
+  for (int64_t j = 0; j < kWindows; ++j) {
+    const int64_t k = gpt::sample_window(j, windows, gpt::DataOrder::kRandom, 7);
+    gpt::read_window(data, k, T, inputs.data(), targets.data());
+    const int64_t shard = k * T / kShardTokens, local = k * T % kShardTokens;
+    ASSERT_EQ(inputs[0], static_cast<int32_t>((local + shard) % 50257)) << "window " << k;
+  }
+  const int64_t growth_kb = peak_rss_kb(false) - before;
+  std::printf("%lld tokens in %zu shards: %lld reads, %lld tokens read, peak RSS +%lld kB\n",
+              static_cast<long long>(data.size()), data.shards->shards().size(),
+              static_cast<long long>(data.shards->reads()),
+              static_cast<long long>(data.shards->tokens_read()),
+              static_cast<long long>(growth_kb));
+  EXPECT_EQ(data.shards->tokens_read(), kWindows * (T + 1));
+  EXPECT_LT(growth_kb, 16 * 1024);  // the tokens alone would be 196608 kB
+}
