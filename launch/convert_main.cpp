@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "framework/io/atomic_file.h"
 #include "framework/io/checkpoint.h"
 #include "framework/logging.h"
 #include "launch/gpt2_weights.h"
@@ -115,14 +116,9 @@ void from_checkpoint(const ConvertOptions& o) {
   GPT_INPUT_CHECK(fs::is_directory(dir), "--to-hf " << o.to_hf << ": cannot create the directory");
   write_safetensors((dir / "model.safetensors").string(), to_hf_tensors(tensors),
                     {{"format", "pt"}, {kTokenizerKey, reader->meta().tokenizer}});
-  const fs::path config = dir / "config.json", temp = dir / "config.json.tmp";
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << hf_gpt2_config(model).dump(2) << "\n";
-    GPT_INPUT_CHECK(out.good(), "cannot write " << temp.string());
-  }
-  fs::rename(temp, config, ec);
-  GPT_INPUT_CHECK(!ec, "cannot write " << config.string() << ": " << ec.message());
+  write_file_atomically((dir / "config.json").string(),
+                        [&](std::ostream& out) { out << hf_gpt2_config(model).dump(2) << "\n"; },
+                        false);
   GPT_LOG0("wrote " << dir.string() << " (config.json, model.safetensors; tokenizer of the "
                     << "checkpoint: " << reader->meta().tokenizer << ")");
 }

@@ -2,11 +2,10 @@
 #include "launch/gpt2_weights.h"
 
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <set>
 
 #include "framework/check.h"
+#include "framework/io/atomic_file.h"
 #include "framework/io/hdf5_util.h"
 
 namespace gpt {
@@ -150,9 +149,7 @@ void write_llmc(const std::string& path, const NamedTensors& tensors, const Mode
     GPT_INPUT_CHECK(tensors.count(name), "the checkpoint has no tensor " << name);
     return tensors.at(name);
   };
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+  write_file_atomically(path, [&](std::ostream& out) {
     auto write = [&](const std::vector<float>& v) {
       out.write(reinterpret_cast<const char*>(v.data()),
                 static_cast<std::streamsize>(v.size() * sizeof(float)));
@@ -172,16 +169,7 @@ void write_llmc(const std::string& path, const NamedTensors& tensors, const Mode
         write(tensor("h." + std::to_string(layer) + "." + kind).values);
     write(tensor("ln_f.weight").values);
     write(tensor("ln_f.bias").values);
-    out.flush();
-    if (!out.good()) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      fail_input(GPT_MSG("cannot write " << path));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  GPT_INPUT_CHECK(!ec, "cannot rename " << temp << " to " << path << ": " << ec.message());
+  });
 }
 
 }  // namespace gpt

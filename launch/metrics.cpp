@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "framework/check.h"
+#include "framework/io/atomic_file.h"
 #include "framework/json.h"
 #include "framework/logging.h"
 
@@ -38,8 +39,8 @@ std::optional<int64_t> step_of(const std::string& line) {
   return json["step"].get<int64_t>();
 }
 
-// Rewrites a regular file without its lines past start_step (through a temporary file and a
-// rename, so a kill leaves the old file or the new one); returns how many it dropped.
+// Rewrites a regular file without its lines past start_step (atomically: a kill leaves the old
+// file or the new one); returns how many it dropped.
 int64_t drop_lines_after(const std::string& path, int64_t start_step) {
   if (!std::filesystem::is_regular_file(path)) return 0;  // new, or a device such as /dev/null
   std::ifstream in(path);
@@ -55,17 +56,12 @@ int64_t drop_lines_after(const std::string& path, int64_t start_step) {
     }
   }
   if (dropped == 0) return 0;
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    for (const std::string& line : kept) out << line << "\n";
-    out.flush();
-    GPT_INPUT_CHECK(out.good(), "--metrics " << path << ": cannot write " << temp);
-  }
-  std::error_code error;
-  std::filesystem::rename(temp, path, error);
-  GPT_INPUT_CHECK(!error,
-                  "--metrics " << path << ": cannot replace the file (" << error.message() << ")");
+  write_file_atomically(
+      path,
+      [&](std::ostream& out) {
+        for (const std::string& line : kept) out << line << "\n";
+      },
+      false);
   return dropped;
 }
 

@@ -109,6 +109,7 @@ Watchdog::~Watchdog() {
   thread_.join();
   std::error_code ec;
   fs::remove(heartbeat_path(directory_, heartbeat_.rank), ec);
+  fs::remove(directory_, ec);  // the last rank to leave removes it (only an empty one goes)
 }
 
 void Watchdog::watch() {
@@ -130,7 +131,8 @@ void Watchdog::watch() {
     const bool noticed_now = !h.timed_out && !h.operations.blocked.empty() &&
                              h.operations.blocked.front().waited_s > timeout_s_;
     h.timed_out = h.timed_out || noticed_now;
-    if (!publish(mine, h) && !warned) {
+    // A directory that is gone was removed by a rank that finished: the job is ending.
+    if (!publish(mine, h) && !warned && fs::exists(directory)) {
       log::error("watchdog: cannot write " + mine.string() +
                  ": the other ranks cannot see this rank's progress");
       warned = true;

@@ -28,7 +28,7 @@ class Watchdog {
   // Collective over the grid's world (the ranks agree on a job id, so files another job left are
   // ignored). Creates <directory>; throws a one-line error when it cannot.
   Watchdog(ProcessGrid& grid, const std::string& directory, double timeout_s);
-  // Stops the thread and removes this rank's file.
+  // Stops the thread and removes this rank's file, and the directory once it is empty.
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "framework/check.h"
+#include "framework/io/atomic_file.h"
 #include "framework/json.h"
 
 namespace gpt {
@@ -164,25 +165,14 @@ void write_safetensors(const std::string& path,
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+  write_file_atomically(path, [&](std::ostream& out) {
     const uint64_t length = text.size();
     out.write(reinterpret_cast<const char*>(&length), sizeof length);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (const auto& [name, t] : tensors)
       out.write(reinterpret_cast<const char*>(t.values.data()),
                 static_cast<std::streamsize>(4 * t.values.size()));
-    out.flush();
-    if (!out.good()) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      fail_input(GPT_MSG("cannot write " << path));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  GPT_INPUT_CHECK(!ec, "cannot rename " << temp << " to " << path << ": " << ec.message());
+  });
 }
 
 }  // namespace gpt

@@ -1,0 +1,34 @@
+// write_file_atomically (see atomic_file.h).
+#include "framework/io/atomic_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "framework/check.h"
+
+namespace gpt {
+
+void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write,
+                           bool binary) {
+  const std::string temp = path + ".tmp";
+  bool written = false;
+  {
+    std::ofstream out(temp, binary ? std::ios::binary | std::ios::trunc : std::ios::trunc);
+    if (out) {
+      write(out);
+      out.flush();
+      written = out.good();
+    }
+  }
+  std::error_code ec;
+  if (written) std::filesystem::rename(temp, path, ec);
+  if (!written || ec) {
+    const std::string reason = ec ? ec.message() : std::strerror(errno);
+    std::filesystem::remove(temp, ec);
+    fail_input(GPT_MSG("cannot write " << path << " (" << reason << ")"));
+  }
+}
+
+}  // namespace gpt
