@@ -16,6 +16,7 @@
 #include <string>
 
 #include "framework/check.h"
+#include "framework/io/bin_tokens.h"
 #include "framework/io/dataset.h"
 #include "framework/logging.h"
 #include "framework/text/gpt2_tokenizer.h"
@@ -27,6 +28,8 @@ namespace fs = std::filesystem;
 
 struct Options {
   std::string input, output, tokenizer = "bytes", vocab, merges;
+  std::vector<std::string> from_bin;
+  int64_t vocab_size = 0;  // --from-bin; 0: GPT-2's
   double val_fraction = 0.1;
   int64_t read_mb = 16;
 };
@@ -184,6 +187,38 @@ void run(const Options& o) {
               static_cast<long long>(tokenizer.vocab_size), n / 1e6 / std::max(seconds, 1e-9));
 }
 
+// --from-bin: each llm.c or nanoGPT token file becomes OUTPUT/<its name>.h5, a shard of one data
+// set (`train --data OUTPUT`). Their tokens are GPT-2's unless --tokenizer and --vocab-size say
+// otherwise (nanoGPT's character-level sets).
+void import_bins(const Options& o, bool tokenizer_given) {
+  const std::string tokenizer = tokenizer_given ? o.tokenizer : "gpt2";
+  GPT_INPUT_CHECK(o.vocab_size > 0 || tokenizer == "gpt2",
+                  "--from-bin with --tokenizer " << tokenizer << " needs --vocab-size");
+  const int64_t vocab = o.vocab_size > 0 ? o.vocab_size : gpt::kGpt2VocabSize;
+  const int64_t eot = tokenizer == "gpt2" && vocab == gpt::kGpt2VocabSize ? gpt::kGpt2Eot : -1;
+  std::error_code ec;
+  fs::create_directories(o.output, ec);
+  GPT_INPUT_CHECK(fs::is_directory(o.output),
+                  "--output " << o.output << ": cannot create the directory");
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t total = 0;
+  for (const std::string& input : o.from_bin) {
+    const std::string output = (fs::path(o.output) / fs::path(input).stem()).string() + ".h5";
+    const gpt::BinImport r = gpt::import_bin_tokens(input, output, vocab, tokenizer, eot);
+    std::printf("prepare-data: %s (%s) -> %lld tokens in %s\n", input.c_str(),
+                r.llmc_header ? "llm.c shard" : "headerless uint16",
+                static_cast<long long>(r.tokens), output.c_str());
+    total += r.tokens;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf(
+      "prepare-data: %lld tokens in %zu shards (tokenizer %s, vocab_size %lld; %.1f M "
+      "tokens/s); train with --data %s\n",
+      static_cast<long long>(total), o.from_bin.size(), tokenizer.c_str(),
+      static_cast<long long>(vocab), total / 1e6 / std::max(seconds, 1e-9), o.output.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,6 +228,7 @@ int main(int argc, char** argv) {
       "prepare-data: text file -> training and validation data sets\n"
       "usage: prepare-data --input FILE.txt --output PREFIX [--tokenizer bytes|gpt2]\n"
       "       [--val-fraction F]\n"
+      "       prepare-data --from-bin FILE.bin... --output DIR [--vocab-size N --tokenizer NAME]\n"
       "writes PREFIX.train.h5 and PREFIX.val.h5 (creating PREFIX's folder)\noptions");
   desc.add_options()("help,h", "show this help and exit")(
       "input", po::value<std::string>(&options.input), "text file to tokenize (required)")(
@@ -208,7 +244,12 @@ int main(int argc, char** argv) {
       "share of the text, taken from its end, held out for validation; in [0, 1), 0 = none "
       "(gpt2 starts it at the first line break after that point)")(
       "read-mb", po::value<int64_t>(&options.read_mb)->default_value(16),
-      "read the input in pieces of this many MB");
+      "read the input in pieces of this many MB")(
+      "from-bin", po::value<std::vector<std::string>>(&options.from_bin)->multitoken(),
+      "instead of --input: llm.c .bin shards or nanoGPT's headerless uint16 .bin files, each "
+      "written as OUTPUT/<name>.h5 (--output is then a directory)")(
+      "vocab-size", po::value<int64_t>(&options.vocab_size)->default_value(0),
+      "--from-bin: the tokens' vocabulary (0 = GPT-2's 50257)");
   try {
     po::variables_map vm;
     po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
@@ -217,8 +258,13 @@ int main(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
-    GPT_INPUT_CHECK(vm.count("input"), "--input FILE is required (see --help)");
     GPT_INPUT_CHECK(vm.count("output"), "--output PREFIX is required (see --help)");
+    if (!options.from_bin.empty()) {
+      GPT_INPUT_CHECK(!vm.count("input"), "--input and --from-bin exclude each other");
+      import_bins(options, !vm["tokenizer"].defaulted());
+      return 0;
+    }
+    GPT_INPUT_CHECK(vm.count("input"), "--input FILE is required (see --help)");
     run(options);
     return 0;
   } catch (const po::error& e) {

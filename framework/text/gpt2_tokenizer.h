@@ -15,6 +15,11 @@
 
 namespace gpt {
 
+// The sizes of OpenAI's GPT-2 vocabulary, for token files that carry ids without the vocabulary
+// (llm.c's and nanoGPT's .bin): 50,000 merges, 256 bytes and <|endoftext|> last.
+inline constexpr int64_t kGpt2VocabSize = 50257;
+inline constexpr int64_t kGpt2Eot = 50256;
+
 class Gpt2Tokenizer {
  public:
   // Loads and validates both files; a missing or malformed file throws a one-line input error

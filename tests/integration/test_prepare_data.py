@@ -96,5 +96,99 @@ class PrepareDataTest(h.TempDirTest):
                        "eval vs train's val_loss")
 
 
+class FromBinTest(h.TempDirTest):
+    """prepare-data --from-bin: llm.c shards (256-int32 header, magic 20240520, version 1, then
+    uint16 tokens) and nanoGPT's headerless uint16 files become data set shards with the same
+    tokens, which train reads as one set; damaged files are one error line each."""
+
+    def write_llmc(self, name, tokens, claimed=None, version=1):
+        import numpy as np
+        header = np.zeros(256, dtype="<i4")
+        header[:3] = [20240520, version, len(tokens) if claimed is None else claimed]
+        path = self.path(name)
+        with open(path, "wb") as f:
+            f.write(header.tobytes() + np.asarray(tokens, dtype="<u2").tobytes())
+        return path
+
+    def write_nanogpt(self, name, tokens):
+        import numpy as np
+        path = self.path(name)
+        np.asarray(tokens, dtype="<u2").tofile(path)
+        return path
+
+    def read(self, path):
+        import h5py
+        import numpy as np
+        with h5py.File(path, "r") as f:
+            return np.array(f["tokens"][()]), dict(f.attrs)
+
+    def test_llmc_and_nanogpt_files_become_shards(self):
+        import numpy as np
+        rng = np.random.default_rng(11)
+        a = rng.integers(0, 50257, 3000)
+        b = rng.integers(0, 50257, 2000)
+        files = [self.write_llmc("fineweb_train_000001.bin", a), self.write_nanogpt("train.bin", b)]
+        out = self.path("shards")
+        r = h.run("prepare-data", ["--from-bin"] + files + ["--output", out], check=True)
+        self.assertIn("llm.c shard", r.stdout)
+        self.assertIn("headerless uint16", r.stdout)
+        for name, tokens in (("fineweb_train_000001.h5", a), ("train.h5", b)):
+            got, attrs = self.read(os.path.join(out, name))
+            self.assertTrue(np.array_equal(got, tokens), name)
+            self.assertEqual(int(attrs["vocab_size"]), 50257)
+            self.assertEqual(attrs["tokenizer"], "gpt2")
+            self.assertEqual(int(attrs["eot"]), 50256)
+            self.assertEqual(int(attrs["max_token"]), int(tokens.max()))
+        # The two shards train as one set (GPT-2's vocabulary on a tiny model).
+        ck = self.path("ck")
+        r = h.train(["--data", out, "--steps", "2", "--checkpoint-dir", ck], timeout=120)
+        self.assertIn("5000 tokens in 2 shards", r.stdout, r.describe())
+
+    def test_character_level_nanogpt_set_with_its_vocabulary(self):
+        import numpy as np
+        tokens = np.random.default_rng(2).integers(0, 65, 4000)
+        path = self.write_nanogpt("shakespeare_char.bin", tokens)
+        out = self.path("chars")
+        h.run("prepare-data", ["--from-bin", path, "--output", out, "--vocab-size", "65",
+                               "--tokenizer", "nanogpt-char"], check=True)
+        got, attrs = self.read(os.path.join(out, "shakespeare_char.h5"))
+        self.assertTrue(np.array_equal(got, tokens))
+        self.assertEqual((int(attrs["vocab_size"]), attrs["tokenizer"]), (65, "nanogpt-char"))
+        self.assertNotIn("eot", attrs)
+
+    def test_damaged_files_are_one_error_each(self):
+        good = list(range(100))
+        cases = {
+            "claims_more": (lambda: self.write_llmc("a.bin", good, claimed=101), [],
+                            "claims 101 tokens"),
+            "version": (lambda: self.write_llmc("b.bin", good, version=2), [],
+                        "llm.c data version 2"),
+            "odd_size": (lambda: self.write_bytes("c.bin", b"\x01\x02\x03"), [],
+                         "not a whole number of uint16 tokens"),
+            "over_vocab": (lambda: self.write_nanogpt("d.bin", [1, 2, 300]),
+                           ["--vocab-size", "256", "--tokenizer", "bytes"], "token 300"),
+            "missing": (lambda: self.path("none.bin"), [], "no such file"),
+            "no_vocab": (lambda: self.write_nanogpt("e.bin", good), ["--tokenizer", "chars"],
+                         "needs --vocab-size"),
+        }
+        for name, (make, extra, expected) in cases.items():
+            with self.subTest(case=name):
+                path = make()
+                out = self.path("out-" + name)
+                r = h.run("prepare-data", ["--from-bin", path, "--output", out] + extra)
+                self.assertEqual(r.returncode, 1, r.describe())
+                errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+                self.assertEqual(len(errors), 1, r.describe())
+                self.assertIn(expected, errors[0])
+                written = os.listdir(out) if os.path.isdir(out) else []
+                self.assertEqual(written, [], "nothing written")
+
+    def write_bytes(self, name, data):
+        path = self.path(name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+
 if __name__ == "__main__":
     h.main()
