@@ -4,8 +4,10 @@
 // gathered over tp ranks, sampled on the last stage with the counter RNG's draw and broadcast so
 // every rank extends the same sequence.
 #include <boost/program_options.hpp>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <vector>
 
 #include "framework/logging.h"
@@ -24,11 +26,11 @@ namespace gpt {
 namespace {
 
 struct GenerateOptions {
-  std::string checkpoint, prompt;
+  std::string checkpoint, prompt, prompt_file, prompt_tokens;
   std::string vocab = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/encoder.json";
   std::string merges = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/vocab.bpe";
-  int64_t max_new_tokens = 32, top_k = 0;
-  double temperature = 1.0;
+  int64_t max_new_tokens = 32, num_samples = 1;
+  SamplingOptions sampling;
   uint64_t seed = 1;
   int pp = 1;
   bool stop_at_newline = false;
@@ -40,12 +42,20 @@ po::options_description generate_options(GenerateOptions& o) {
   auto add = desc.add_options();
   add("checkpoint", po::value(&o.checkpoint)->default_value(""), "checkpoint file (.h5)");
   add("prompt", po::value(&o.prompt)->default_value(""), "text to continue");
+  add("prompt-file", po::value(&o.prompt_file)->default_value(""),
+      "read the text to continue from FILE");
+  add("prompt-tokens", po::value(&o.prompt_tokens)->default_value(""),
+      "the prompt as token ids, comma-separated (e.g. 50256,464)");
+  add("num-samples", po::value(&o.num_samples)->default_value(o.num_samples),
+      "independent continuations of the prompt");
   add("max-new-tokens", po::value(&o.max_new_tokens)->default_value(o.max_new_tokens),
       "tokens to generate");
-  add("temperature", po::value(&o.temperature)->default_value(o.temperature),
+  add("temperature", po::value(&o.sampling.temperature)->default_value(o.sampling.temperature),
       "softmax temperature; 0 = greedy");
-  add("top-k", po::value(&o.top_k)->default_value(o.top_k),
+  add("top-k", po::value(&o.sampling.top_k)->default_value(o.sampling.top_k),
       "sample among the k likeliest (0 = all)");
+  add("top-p", po::value(&o.sampling.top_p)->default_value(o.sampling.top_p),
+      "sample among the likeliest tokens whose probabilities add up to p (1 = all)");
   add("seed", po::value(&o.seed)->default_value(o.seed), "sampling seed");
   add("stop-at-newline", po::bool_switch(&o.stop_at_newline), "stop after a newline token");
   add("vocab", po::value(&o.vocab)->default_value(o.vocab), "gpt2 checkpoints: the vocabulary");
@@ -59,16 +69,51 @@ void check_generate_options(const GenerateOptions& o, int world_size) {
   validate_execution_options(o.execution);
   GPT_INPUT_CHECK(!o.checkpoint.empty(), "--checkpoint is required");
   GPT_INPUT_CHECK(o.max_new_tokens >= 0, "--max-new-tokens must be at least 0");
-  GPT_INPUT_CHECK(o.temperature >= 0.0, "--temperature must be at least 0");
-  GPT_INPUT_CHECK(o.top_k >= 0, "--top-k must be at least 0");
+  GPT_INPUT_CHECK(o.sampling.temperature >= 0.0, "--temperature must be at least 0");
+  GPT_INPUT_CHECK(o.sampling.top_k >= 0, "--top-k must be at least 0");
+  GPT_INPUT_CHECK(o.sampling.top_p > 0.0 && o.sampling.top_p <= 1.0, "--top-p must be in (0, 1]");
+  GPT_INPUT_CHECK(o.num_samples >= 1, "--num-samples must be at least 1");
+  const int prompts = !o.prompt.empty() + !o.prompt_file.empty() + !o.prompt_tokens.empty();
+  GPT_INPUT_CHECK(prompts <= 1, "give one of --prompt, --prompt-file and --prompt-tokens");
   GPT_INPUT_CHECK(o.pp >= 1 && world_size % o.pp == 0,
                   "--pp " << o.pp << " does not divide the " << world_size << " ranks");
 }
 
+std::string read_prompt_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  GPT_INPUT_CHECK(in.good(), "--prompt-file " << path << ": cannot open the file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// "50256,464" -> ids, each in [0, vocab_size).
+std::vector<int32_t> parse_token_ids(const std::string& list, int64_t vocab_size) {
+  std::vector<int32_t> ids;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    GPT_INPUT_CHECK(used == item.size() && !item.empty(),
+                    "--prompt-tokens: '" << item << "' is not a token id");
+    GPT_INPUT_CHECK(id >= 0 && id < vocab_size, "--prompt-tokens: token "
+                                                    << id << " is not in [0, vocab_size "
+                                                    << vocab_size << ")");
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
 // Continues `sequence` by up to max_new_tokens tokens, one forward through every stage each;
-// returns the new tokens (the same on every rank).
+// returns the new tokens (the same on every rank). Sample s draws token i with the counter RNG's
+// number (s << 32) + i, so sample 0 is what a single sample is.
 std::vector<int32_t> generate_tokens(Runtime& rt, std::vector<int32_t> sequence,
-                                     const GenerateOptions& o, int32_t newline) {
+                                     const GenerateOptions& o, int32_t newline, int64_t sample) {
   const int64_t T = rt.model().seq_len;
   ProcessGrid& grid = rt.grid();
   std::vector<int32_t> window(static_cast<size_t>(T)), targets(static_cast<size_t>(T), 0);
@@ -90,9 +135,9 @@ std::vector<int32_t> generate_tokens(Runtime& rt, std::vector<int32_t> sequence,
     int32_t next = 0;
     if (grid.is_last_stage()) {
       const std::vector<float> logits = rt.stage().gather_last_logits(0, used - 1);
-      const double uniform =
-          static_cast<double>(rng.bits(static_cast<uint64_t>(i)) >> 11) * 0x1p-53;
-      next = static_cast<int32_t>(sample_token(logits, o.temperature, o.top_k, uniform));
+      const uint64_t draw = (static_cast<uint64_t>(sample) << 32) + static_cast<uint64_t>(i);
+      const double uniform = static_cast<double>(rng.bits(draw) >> 11) * 0x1p-53;
+      next = static_cast<int32_t>(sample_token(logits, o.sampling, uniform));
     }
     grid.world().broadcast_bytes(&next, sizeof(next), sampler);
     sequence.push_back(next);
@@ -118,6 +163,7 @@ int generate_main(int argc, char** argv) {
   // Every rank tokenizes the prompt alike (the files are read on each, and agreed on).
   std::unique_ptr<Gpt2Tokenizer> gpt2;
   std::vector<int32_t> prompt;
+  std::string prompt_text = o.prompt;
   agree_on_failure(world, [&] {
     GPT_INPUT_CHECK(model.tokenizer == "bytes" || model.tokenizer == "gpt2",
                     "generate knows the tokenizers bytes and gpt2 (the checkpoint "
@@ -128,25 +174,37 @@ int generate_main(int argc, char** argv) {
                       o.vocab << " has " << gpt2->vocab_size() << " tokens, more than the "
                               << model.runtime->model().vocab_size << " of the checkpoint "
                               << o.checkpoint);
-      prompt = gpt2->encode(o.prompt);
+    }
+    if (!o.prompt_file.empty()) prompt_text = read_prompt_file(o.prompt_file);
+    if (!o.prompt_tokens.empty()) {
+      prompt = parse_token_ids(o.prompt_tokens, model.runtime->model().vocab_size);
+    } else if (gpt2) {
+      prompt = gpt2->encode(prompt_text);
       // No prompt: start after an end of text, as GPT-2's own unconditional samples do.
       if (prompt.empty()) prompt.push_back(static_cast<int32_t>(gpt2->eot()));
     } else {
-      for (char c : o.prompt) prompt.push_back(static_cast<unsigned char>(c));
+      for (char c : prompt_text) prompt.push_back(static_cast<unsigned char>(c));
       if (prompt.empty()) prompt.push_back('\n');  // the corpus' separator starts a fresh line
     }
     GPT_INPUT_CHECK(prompt.back() >= 0, "the vocabulary " << o.vocab << " has no <|endoftext|>");
   });
   const int32_t newline = gpt2 ? gpt2->encode("\n").at(0) : '\n';
-  const std::vector<int32_t> generated = generate_tokens(*model.runtime, prompt, o, newline);
-  if (comm_rank(world) != 0) return 0;
   // A token outside the tokenizer's vocabulary (a model trained with a larger one) is an error
   // of the decode, named there.
-  const std::string text =
-      gpt2 ? gpt2->decode(generated) : std::string(generated.begin(), generated.end());
-  std::cout << o.prompt << text;
-  if (text.empty() || text.back() != '\n') std::cout << "\n";
-  std::cout << std::flush;
+  auto decode = [&](const std::vector<int32_t>& ids) {
+    return gpt2 ? gpt2->decode(ids) : std::string(ids.begin(), ids.end());
+  };
+  const std::string shown_prompt = o.prompt_tokens.empty() ? prompt_text : decode(prompt);
+  for (int64_t sample = 0; sample < o.num_samples; ++sample) {
+    const std::vector<int32_t> generated =
+        generate_tokens(*model.runtime, prompt, o, newline, sample);
+    if (comm_rank(world) != 0) continue;
+    const std::string text = decode(generated);
+    if (o.num_samples > 1) std::cout << "--- sample " << sample + 1 << " ---\n";
+    std::cout << shown_prompt << text;
+    if (text.empty() || text.back() != '\n') std::cout << "\n";
+    std::cout << std::flush;
+  }
   return 0;
 }
 

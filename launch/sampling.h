@@ -1,6 +1,8 @@
 // Choosing the next token from a row of logits: temperature 0 is greedy (argmax); otherwise
-// softmax(logits / temperature) restricted to the top k (k 0 = all), drawn with a uniform number
-// in [0, 1) so the caller decides where randomness comes from (the counter RNG: reproducible).
+// softmax(logits / temperature) restricted to the top k (k 0 = all), then to the nucleus: the
+// likeliest tokens whose probabilities first add up to top_p (1 = all; Holtzman et al. 2019),
+// drawn with a uniform number in [0, 1) so the caller decides where randomness comes from (the
+// counter RNG: reproducible).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,13 @@
 
 namespace gpt {
 
-int64_t sample_token(const std::vector<float>& logits, double temperature, int64_t top_k,
+struct SamplingOptions {
+  double temperature = 1.0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+};
+
+int64_t sample_token(const std::vector<float>& logits, const SamplingOptions& options,
                      double uniform);
 
 }  // namespace gpt

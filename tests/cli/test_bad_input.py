@@ -424,6 +424,17 @@ class BadInputTest(Fixtures):
         path = self.files["missing"]
         self.check("generate", ["--checkpoint", path, "--threads", "1"], [path], (1, 2))
 
+    def test_generate_sampling_options(self):
+        ck = ["--checkpoint", self.checkpoint, "--threads", "1"]
+        self.check("generate", ck + ["--top-p", "0"], ["--top-p"])
+        self.check("generate", ck + ["--num-samples", "0"], ["--num-samples"])
+        self.check("generate", ck + ["--prompt", "a", "--prompt-tokens", "1"],
+                   ["--prompt", "--prompt-tokens"])
+        self.check("generate", ck + ["--prompt-tokens", "1,x"], ["--prompt-tokens", "'x'"], (1, 2))
+        self.check("generate", ck + ["--prompt-tokens", "300"], ["--prompt-tokens", "token 300"])
+        missing = self.files["missing"]
+        self.check("generate", ck + ["--prompt-file", missing], ["--prompt-file", missing])
+
     def test_generate_truncated_checkpoint(self):
         path = self.files["truncated"]
         self.check("generate", ["--checkpoint", path, "--threads", "1"], [path])

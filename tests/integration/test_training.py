@@ -145,6 +145,35 @@ class TrainingTest(unittest.TestCase):
         self.assertEqual(first, self.generate(args), "same seed, different samples")
         self.assertTrue(first.startswith("7+8="))
 
+    def test_generate_top_p_nucleus_of_one_is_greedy(self):
+        base = ["--prompt", "123+4", "--max-new-tokens", 12]
+        greedy = self.generate(base + ["--temperature", 0])
+        self.assertEqual(self.generate(base + ["--temperature", 1.0, "--top-p", 1e-9]), greedy)
+        # top-p 1 is plain sampling: the same draws give the same text.
+        sampled = base + ["--temperature", 1.5, "--seed", 3]
+        self.assertEqual(self.generate(sampled + ["--top-p", 1]), self.generate(sampled))
+
+    def test_generate_num_samples(self):
+        args = ["--prompt", "1", "--temperature", 2.0, "--seed", 5, "--max-new-tokens", 16]
+        many = self.generate(args + ["--num-samples", 3])
+        parts = re.split(r"--- sample \d ---\n", many)
+        self.assertEqual(parts[0], "", many)
+        samples = parts[1:]
+        self.assertEqual(len(samples), 3, many)
+        self.assertEqual(samples[0], self.generate(args), "sample 1 is the single sample")
+        self.assertGreater(len(set(samples)), 1, f"three samples alike: {many!r}")
+        self.assertEqual(self.generate(args + ["--num-samples", 3], np=2), many, "at tp 2")
+
+    def test_generate_prompt_from_file_and_as_ids(self):
+        args = ["--temperature", 0, "--max-new-tokens", 10]
+        want = self.generate(args + ["--prompt", "12+34="])
+        path = os.path.join(self.dir, "prompt.txt")
+        with open(path, "w") as f:
+            f.write("12+34=")
+        self.assertEqual(self.generate(args + ["--prompt-file", path]), want)
+        ids = ",".join(str(b) for b in b"12+34=")
+        self.assertEqual(self.generate(args + ["--prompt-tokens", ids]), want)
+
     def short_run(self, name, np, layout):
         metrics = os.path.join(self.dir, name + ".jsonl")
         h.train(DEFAULT_MODEL + layout + ["--steps", SHORT_STEPS, "--eval-every", 0,
