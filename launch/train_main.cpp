@@ -179,7 +179,9 @@ int train_main(int argc, char** argv) {
 }  // namespace
 }  // namespace gpt
 
+// Before every library constructor and thread: a stop signal at any moment is a request.
+GPT_BLOCK_STOP_SIGNALS_AT_START();
+
 int main(int argc, char** argv) {
-  gpt::block_stop_signals();  // before MPI and OpenMP start threads: they inherit the block
   return gpt::run_program(argc, argv, gpt::train_main);
 }
