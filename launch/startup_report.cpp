@@ -71,21 +71,21 @@ std::vector<HostRanks> hosts_of(const std::vector<std::string>& host_of_rank,
   return hosts;
 }
 
-void print(const GridShape& shape, const std::vector<std::string>& host_of_rank,
-           const std::vector<int>& threads_of_rank) {
+}  // namespace
+
+std::vector<ReportLine> startup_report_lines(const GridShape& shape,
+                                             const std::vector<std::string>& host_of_rank,
+                                             const std::vector<int>& threads_of_rank) {
   const std::vector<HostRanks> hosts = hosts_of(host_of_rank, threads_of_rank);
-  log::info0(job_line());
+  std::vector<ReportLine> lines;
   std::ostringstream grid;
   grid << "grid: tp=" << shape.tp << " dp=" << shape.dp << " pp=" << shape.pp << " over "
-       << shape.world() << " ranks on " << hosts.size() << " host" << (hosts.size() == 1 ? "" : "s")
-       << ", " << threads_text(threads_of_rank);
-  log::info0(grid.str());
-  for (const HostRanks& h : hosts) {
-    std::ostringstream line;
-    line << "node " << h.host << ": ranks " << rank_ranges(h.ranks) << " ("
-         << threads_text(h.threads) << ")";
-    log::info0(line.str());
-  }
+       << shape.world() << " rank" << (shape.world() == 1 ? "" : "s") << " on " << hosts.size()
+       << " host" << (hosts.size() == 1 ? "" : "s") << ", " << threads_text(threads_of_rank);
+  lines.push_back({false, grid.str()});
+  for (const HostRanks& h : hosts)
+    lines.push_back({false, "node " + h.host + ": ranks " + rank_ranges(h.ranks) + " (" +
+                                threads_text(h.threads) + ")"});
   // tp groups are consecutive global ranks; each should sit on one host (DESIGN.md).
   int split_groups = 0;
   for (int first = 0; first < shape.world(); first += shape.tp) {
@@ -99,13 +99,13 @@ void print(const GridShape& shape, const std::vector<std::string>& host_of_rank,
     warning << "tp group of ranks " << first << "-" << first + shape.tp - 1 << " spans hosts ";
     for (size_t i = 0; i < group_hosts.size(); ++i) warning << (i ? ", " : "") << group_hosts[i];
     warning << ": its all-reduces leave the node";
-    log::warn0(warning.str());
+    lines.push_back({true, warning.str()});
   }
   if (split_groups == 0 && shape.tp > 1)
-    log::info0("every tp group (" + std::to_string(shape.tp) + " ranks) is on one node");
+    lines.push_back(
+        {false, "every tp group (" + std::to_string(shape.tp) + " ranks) is on one node"});
+  return lines;
 }
-
-}  // namespace
 
 void print_startup_report(MPI_Comm world, const GridShape& shape, int threads) {
   const int size = comm_size(world);
@@ -124,7 +124,9 @@ void print_startup_report(MPI_Comm world, const GridShape& shape, int threads) {
   if (comm_rank(world) != 0) return;
   std::vector<std::string> host_of_rank;
   for (int r = 0; r < size; ++r) host_of_rank.emplace_back(names.data() + r * kHostChars);
-  print(shape, host_of_rank, threads_of_rank);
+  log::info0(job_line());
+  for (const ReportLine& line : startup_report_lines(shape, host_of_rank, threads_of_rank))
+    (line.warning ? log::warn0 : log::info0)(line.text);
 }
 
 }  // namespace gpt
