@@ -21,7 +21,7 @@ struct ExecutionOptions {
   bool deterministic = false;               // GPU: fixed algorithms, bit-for-bit repeatable
   std::optional<DeviceTransport> gpu_comm;  // auto: host-staged MPI when ranks share a GPU
   double gpu_memory_gb = 0;                 // device arena per rank; 0 = 90% of free / sharing
-  int threads = 0;                          // CPU threads per rank; 0 = node cores / ranks there
+  int threads = 0;                          // CPU threads per rank; 0 = its CPUs / ranks on them
 };
 
 struct DeviceSetup {

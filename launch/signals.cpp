@@ -1,8 +1,8 @@
 // Stop requests without an asynchronous signal handler (see signals.h). SIGTERM and SIGUSR1 are
-// blocked in the main thread before MPI and OpenMP start their threads, so every thread
-// inherits the block and no library call is ever interrupted by them; one watcher thread takes
-// them with sigwait and sets the flag. The flag is a static object: it outlives every caller,
-// as the watcher does.
+// blocked in the main thread before any library starts a thread (from the ELF pre-initialiser,
+// before shared-library constructors), so every thread inherits the block and no library call is
+// ever interrupted by them; one watcher thread takes them with sigwait and sets the flag. The
+// flag is a static object: it outlives every caller, as the watcher does.
 #include "launch/signals.h"
 
 #include <pthread.h>
@@ -26,7 +26,7 @@ sigset_t stop_signals() {
 
 }  // namespace
 
-void block_stop_signals() {
+void block_stop_signals(int, char**, char**) {
   const sigset_t set = stop_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }

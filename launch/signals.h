@@ -1,16 +1,30 @@
 // Stop requests: SIGTERM and SIGUSR1 (Slurm sends one before the time limit, with
 // `--signal=USR1@T`) set a flag; the trainer agrees on it across ranks at the next step
-// boundary, checkpoints, and exits with kExitStopped.
+// boundary, checkpoints, and exits with kExitStopped. A program that takes stop requests blocks
+// the two signals from the first code of the process that runs (GPT_BLOCK_STOP_SIGNALS_AT_START).
 #pragma once
 
 namespace gpt {
 
 inline constexpr int kExitStopped = 3;  // a checkpoint for resuming was written
 
-// Call first in main, before MPI_Init: every thread started afterwards inherits the block.
-void block_stop_signals();
+// Blocks SIGTERM and SIGUSR1 in the calling thread; every thread started afterwards inherits the
+// block. The signature is that of an ELF pre-initialiser (the arguments are unused).
+void block_stop_signals(int argc = 0, char** argv = nullptr, char** envp = nullptr);
 // Starts the thread that waits for the signals (after start-up, when stopping makes sense).
 void install_stop_handlers();
 bool stop_requested();  // this rank saw a signal
 
 }  // namespace gpt
+
+// Said once at namespace scope in a program's main file: the dynamic loader runs
+// block_stop_signals from the executable's .preinit_array, before the constructors of the shared
+// libraries (Open MPI, HDF5, oneDNN, Boost, libstdc++) and before main, where the block used to
+// be: a signal during those constructors took its default action and ended the rank (exit 138).
+// What remains unprotected is the loader mapping and relocating the ~50 libraries, before any
+// code of the program runs (docs/OPERATIONS.md, "Running under Slurm", has the measurements).
+// Only a program's main file may say this: a pre-initialiser in a library would block the signals
+// of every program linking it, also of those that never wait for them.
+#define GPT_BLOCK_STOP_SIGNALS_AT_START()                                                 \
+  [[gnu::used, gnu::section(".preinit_array")]] static void (*const gpt_block_at_start_)( \
+      int, char**, char**) = ::gpt::block_stop_signals

@@ -15,6 +15,7 @@
 #include "launch/program.h"
 #include "launch/run_config.h"
 #include "launch/signals.h"
+#include "launch/startup_report.h"
 #include "launch/trace.h"
 #include "launch/trainer.h"
 #include "launch/watchdog.h"
@@ -160,6 +161,7 @@ int train_main(int argc, char** argv) {
   TrainInputs inputs = load_inputs(world, options);
   TrainState0 start = build_runtime_and_state(world, options, inputs.checkpoint.get());
   inputs.checkpoint.reset();  // read: closed before training
+  print_startup_report(world, start.runtime->grid().shape(), start.runtime->threads());
   std::unique_ptr<MetricsWriter> metrics = prepare_outputs(world, options, start.state.step);
   const TokenDataset& data = inputs.train;
   log::info0(
@@ -179,7 +181,9 @@ int train_main(int argc, char** argv) {
 }  // namespace
 }  // namespace gpt
 
+// Before every library constructor and thread: a stop signal at any moment is a request.
+GPT_BLOCK_STOP_SIGNALS_AT_START();
+
 int main(int argc, char** argv) {
-  gpt::block_stop_signals();  // before MPI and OpenMP start threads: they inherit the block
   return gpt::run_program(argc, argv, gpt::train_main);
 }

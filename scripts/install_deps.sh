@@ -5,7 +5,7 @@
 set -euo pipefail
 packages=(cmake g++ make pkg-config libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
           libdnnl-dev ocl-icd-opencl-dev libboost-program-options-dev libgtest-dev python3-torch
-          python3-h5py nlohmann-json3-dev libpcre2-dev nodejs npm)
+          python3-h5py nlohmann-json3-dev libpcre2-dev nodejs npm slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
