@@ -306,7 +306,8 @@ void add_execution_options(po::options_description& desc, ExecutionOptions& o) {
       "device memory reserved per rank at start-up (0 = 90% of the free memory, split among "
       "ranks sharing the GPU)");
   add("threads", po::value(&o.threads)->default_value(o.threads),
-      "CPU threads per rank; 0 = this node's cores / its ranks");
+      "CPU threads per rank; 0 = the CPUs this rank may run on, shared among the ranks on them, at "
+      "most SLURM_CPUS_PER_TASK");
 }
 
 void validate_execution_options(const ExecutionOptions& o) {
