@@ -2,7 +2,8 @@
 #include "launch/gpt2_weights.h"
 
 #include <cstdint>
-#include <set>
+#include <filesystem>
+#include <fstream>
 
 #include "framework/check.h"
 #include "framework/io/atomic_file.h"
@@ -34,6 +35,28 @@ HostTensor transposed(const HostTensor& t) {
     for (int64_t c = 0; c < cols; ++c)
       out.values[static_cast<size_t>(c * rows + r)] = t.values[static_cast<size_t>(r * cols + c)];
   return out;
+}
+
+// The per-layer tensors of llm.c's file, in its order (each kind over every layer in turn), with
+// their shapes for C channels: {rows * C}, or {rows * C, cols * C} where cols > 0.
+struct LlmcKind {
+  const char* name;
+  int64_t rows, cols;
+};
+constexpr LlmcKind kLlmcLayerKinds[] = {
+    {"ln_1.weight", 1, 0},      {"ln_1.bias", 1, 0},          {"attn.c_attn.weight", 3, 1},
+    {"attn.c_attn.bias", 3, 0}, {"attn.c_proj.weight", 1, 1}, {"attn.c_proj.bias", 1, 0},
+    {"ln_2.weight", 1, 0},      {"ln_2.bias", 1, 0},          {"mlp.c_fc.weight", 4, 1},
+    {"mlp.c_fc.bias", 4, 0},    {"mlp.c_proj.weight", 1, 4},  {"mlp.c_proj.bias", 1, 0}};
+
+int64_t llmc_padded_vocab(int64_t vocab_size) {
+  return (vocab_size + kLlmcVocabMultiple - 1) / kLlmcVocabMultiple * kLlmcVocabMultiple;
+}
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
 }
 
 // Buffers a Hugging Face GPT-2 may store besides the weights: the causal masks.
@@ -139,8 +162,7 @@ std::vector<std::pair<std::string, HostTensor>> to_hf_tensors(const NamedTensors
 }
 
 void write_llmc(const std::string& path, const NamedTensors& tensors, const ModelConfig& m) {
-  const int64_t padded_vocab =
-      (m.vocab_size + kLlmcVocabMultiple - 1) / kLlmcVocabMultiple * kLlmcVocabMultiple;
+  const int64_t padded_vocab = llmc_padded_vocab(m.vocab_size);
   std::vector<int32_t> header(256, 0);
   const int64_t fields[] = {kLlmcMagic, kLlmcFloat32Version, m.seq_len,   m.vocab_size, m.n_layer,
                             m.n_head,   m.d_model,           padded_vocab};
@@ -161,15 +183,67 @@ void write_llmc(const std::string& path, const NamedTensors& tensors, const Mode
     write(wte);
     write(tensor("wpe").values);
     // Per kind, every layer's tensor in turn: llm.c's order.
-    for (const char* kind :
-         {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-          "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",
-          "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"})
+    for (const LlmcKind& kind : kLlmcLayerKinds)
       for (int64_t layer = 0; layer < m.n_layer; ++layer)
-        write(tensor("h." + std::to_string(layer) + "." + kind).values);
+        write(tensor("h." + std::to_string(layer) + "." + kind.name).values);
     write(tensor("ln_f.weight").values);
     write(tensor("ln_f.bias").values);
   });
+}
+
+LlmcWeights read_llmc(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  GPT_INPUT_CHECK(in.good(), path << ": cannot open the file");
+  std::vector<int32_t> header(256);
+  in.read(reinterpret_cast<char*>(header.data()),
+          static_cast<std::streamsize>(header.size() * sizeof(int32_t)));
+  GPT_INPUT_CHECK(in.good() && header[0] == kLlmcMagic,
+                  path << ": not an llm.c model file (no magic " << kLlmcMagic << ")");
+  GPT_INPUT_CHECK(header[1] == kLlmcFloat32Version,
+                  path << ": llm.c model version " << header[1] << " (version "
+                       << kLlmcFloat32Version << ", float32 with a padded vocabulary, is read)");
+  LlmcWeights w;
+  ModelConfig& m = w.model;
+  m.seq_len = header[2];
+  m.vocab_size = header[3];
+  m.n_layer = header[4];
+  m.n_head = header[5];
+  m.d_model = header[6];
+  const int64_t padded_vocab = header[7], C = m.d_model;
+  try {
+    m.validate();
+  } catch (const Error& e) {
+    fail_input(path + ": " + e.what());
+  }
+  GPT_INPUT_CHECK(padded_vocab >= m.vocab_size, path << ": padded_vocab_size " << padded_vocab
+                                                     << " below vocab_size " << m.vocab_size);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> order{{"wte", {padded_vocab, C}},
+                                                                  {"wpe", {m.seq_len, C}}};
+  for (const LlmcKind& kind : kLlmcLayerKinds)
+    for (int64_t layer = 0; layer < m.n_layer; ++layer)
+      order.push_back({"h." + std::to_string(layer) + "." + kind.name,
+                       kind.cols == 0 ? std::vector<int64_t>{kind.rows * C}
+                                      : std::vector<int64_t>{kind.rows * C, kind.cols * C}});
+  order.push_back({"ln_f.weight", {C}});
+  order.push_back({"ln_f.bias", {C}});
+  int64_t floats = 0;
+  for (const auto& [name, shape] : order) floats += numel_of(shape);
+  std::error_code ec;
+  const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  GPT_INPUT_CHECK(bytes == 1024 + 4 * floats, path << ": " << bytes
+                                                   << " bytes, but its header's model needs "
+                                                   << 1024 + 4 * floats);
+  for (auto& [name, shape] : order) {
+    HostTensor t{shape, std::vector<float>(static_cast<size_t>(numel_of(shape)))};
+    in.read(reinterpret_cast<char*>(t.values.data()),
+            static_cast<std::streamsize>(4 * t.values.size()));
+    GPT_INPUT_CHECK(in.good(), path << ": cannot read tensor " << name);
+    w.tensors[name] = std::move(t);
+  }
+  HostTensor& wte = w.tensors["wte"];  // the padding rows go
+  wte.shape[0] = m.vocab_size;
+  wte.values.resize(static_cast<size_t>(m.vocab_size * C));
+  return w;
 }
 
 }  // namespace gpt

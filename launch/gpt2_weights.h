@@ -43,4 +43,13 @@ std::vector<std::pair<std::string, HostTensor>> to_hf_tensors(const NamedTensors
 // llm.c's version-3 file of the model (through a temporary file and a rename).
 void write_llmc(const std::string& path, const NamedTensors& tensors, const ModelConfig& model);
 
+// An llm.c version-3 file: the model its header describes and its tensors (wte without the
+// padding rows). Another magic or version, or a size that does not match the header, is an error
+// naming the file.
+struct LlmcWeights {
+  ModelConfig model;
+  NamedTensors tensors;
+};
+LlmcWeights read_llmc(const std::string& path);
+
 }  // namespace gpt

@@ -185,6 +185,31 @@ class ConvertTest(h.TempDirTest):
         self.assertTrue(np.array_equal(wte[:96], model_datasets(self.path("m.h5"))["wte"]))
         self.assertTrue(np.all(wte[96:] == 0))
 
+    def test_round_trip_through_llmc_is_bit_identical(self):
+        write_hf_dir(self.path("hf"), hf_random_weights())  # vocab 96: padded to 128 and back
+        self.convert(["--from-hf", self.path("hf"), "--output", self.path("m.h5")])
+        self.convert(["--checkpoint", self.path("m.h5"), "--to-llmc", self.path("m.bin")])
+        self.convert(["--from-llmc", self.path("m.bin"), "--output", self.path("back.h5")])
+        a, b = model_datasets(self.path("m.h5")), model_datasets(self.path("back.h5"))
+        self.assertEqual(sorted(a), sorted(b))
+        for name in a:
+            self.assertTrue(np.array_equal(a[name], b[name]), name)
+        # Damaged: another magic, a file cut short.
+        raw = open(self.path("m.bin"), "rb").read()
+        cases = {"magic": (b"\0\0\0\0" + raw[4:], "not an llm.c model file"),
+                 "short": (raw[:-8], "bytes, but its header's model needs")}
+        for name, (data, expected) in cases.items():
+            with self.subTest(case=name):
+                path = self.path(name + ".bin")
+                with open(path, "wb") as f:
+                    f.write(data)
+                r = self.convert(["--from-llmc", path, "--output", self.path(name + ".h5")],
+                                 check=False)
+                self.assertEqual(r.returncode, 1, r.describe())
+                self.assertIn(expected, r.stderr)
+                self.assertIn(path, r.stderr)
+                self.assertFalse(os.path.exists(self.path(name + ".h5")))
+
     def test_fine_tuning_takes_a_new_seed_and_a_shorter_sequence(self):
         write_hf_dir(self.path("hf"), hf_random_weights())
         self.convert(["--from-hf", self.path("hf"), "--output", self.path("m.h5")])
