@@ -80,7 +80,8 @@ uint64_t validation_start(uint64_t n, double fraction) {
   return n - n_val;
 }
 
-void run(const Options& o) {
+// Checks the options and the input file; returns the input's size in bytes.
+uint64_t check_text_input(const Options& o) {
   GPT_INPUT_CHECK(o.val_fraction >= 0.0 && o.val_fraction < 1.0,
                   "--val-fraction " << o.val_fraction << " must be in [0, 1)");
   GPT_INPUT_CHECK(o.read_mb >= 1, "--read-mb " << o.read_mb << " must be at least 1");
@@ -96,16 +97,47 @@ void run(const Options& o) {
   GPT_INPUT_CHECK(n > 0, "--input " << o.input << " is empty");
   GPT_INPUT_CHECK(n >= 2 || o.val_fraction == 0.0,
                   "--input " << o.input << " has 1 byte, too few to split in two");
+  return n;
+}
+
+void print_summary(const Options& o, uint64_t n, const Tokenizer& tokenizer,
+                   const gpt::TokenFileWriter& train, const std::string& train_path,
+                   const gpt::TokenFileWriter* val, const std::string& val_path, double seconds) {
+  std::printf("prepare-data: %llu bytes of %s -> %lld train tokens in %s", (unsigned long long)n,
+              o.input.c_str(), static_cast<long long>(train.size()), train_path.c_str());
+  if (val)
+    std::printf(", %lld validation tokens in %s", static_cast<long long>(val->size()),
+                val_path.c_str());
+  std::printf(" (tokenizer %s, vocab_size %lld; %.1f MB/s)\n", tokenizer.name.c_str(),
+              static_cast<long long>(tokenizer.vocab_size), n / 1e6 / std::max(seconds, 1e-9));
+}
+
+void create_output_folder(const Options& o) {
+  const fs::path parent = fs::path(o.output).parent_path();
+  if (parent.empty()) return;
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  GPT_INPUT_CHECK(!ec, "--output " << o.output << ": cannot create directory " << parent.string()
+                                   << ": " << ec.message());
+}
+
+// Every 256 MB of input, a line on stderr with the rate so far.
+void report_progress(uint64_t offset, uint64_t n, std::chrono::steady_clock::time_point t0,
+                     uint64_t& next_report) {
+  if (offset < next_report) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "prepare-data: %.0f of %.0f MB, %.1f MB/s\n", offset / 1e6, n / 1e6,
+               offset / 1e6 / s);
+  next_report += 256ull << 20;
+}
+
+void run(const Options& o) {
+  const uint64_t n = check_text_input(o);
   std::ifstream in(o.input, std::ios::binary);
   GPT_INPUT_CHECK(in.good(), "--input " << o.input << ": cannot be read");
   Tokenizer tokenizer = make_tokenizer(o);
 
-  const fs::path parent = output.parent_path();
-  if (!parent.empty()) {
-    fs::create_directories(parent, ec);
-    GPT_INPUT_CHECK(!ec, "--output " << o.output << ": cannot create directory " << parent.string()
-                                     << ": " << ec.message());
-  }
+  create_output_folder(o);
   const std::string train_path = o.output + ".train.h5", val_path = o.output + ".val.h5";
   gpt::TokenFileWriter train(train_path, tokenizer.vocab_size, tokenizer.name, tokenizer.eot);
   std::unique_ptr<gpt::TokenFileWriter> val;
@@ -166,25 +198,14 @@ void run(const Options& o) {
       }
       if (!at_end && buffer.size() < read_bytes) break;
     }
-    if (offset >= next_report) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "prepare-data: %.0f of %.0f MB, %.1f MB/s\n", offset / 1e6, n / 1e6,
-                   offset / 1e6 / s);
-      next_report += 256ull << 20;
-    }
+    report_progress(offset, n, t0, next_report);
     if (at_end && buffer.empty()) break;
   }
   train.finish();
   if (val) val->finish();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("prepare-data: %llu bytes of %s -> %lld train tokens in %s", (unsigned long long)n,
-              o.input.c_str(), static_cast<long long>(train.size()), train_path.c_str());
-  if (val)
-    std::printf(", %lld validation tokens in %s", static_cast<long long>(val->size()),
-                val_path.c_str());
-  std::printf(" (tokenizer %s, vocab_size %lld; %.1f MB/s)\n", tokenizer.name.c_str(),
-              static_cast<long long>(tokenizer.vocab_size), n / 1e6 / std::max(seconds, 1e-9));
+  print_summary(o, n, tokenizer, train, train_path, val.get(), val_path, seconds);
 }
 
 // --from-bin: each llm.c or nanoGPT token file becomes OUTPUT/<its name>.h5, a shard of one data
