@@ -396,6 +396,79 @@ std::vector<std::pair<int64_t, fs::path>> step_files(const std::string& dir) {
   return files;
 }
 
+// The crc32s, the optimizer's and the root's attributes, complete = 1 last.
+void write_attributes(hid_t file, const Catalogue& catalogue, const std::vector<uint32_t>& crcs,
+                      const CheckpointMeta& meta, const OptimizerMeta* optimizer) {
+  std::vector<std::string> datasets;
+  for (const auto& [name, entry] : catalogue) {
+    datasets.push_back("/model/" + name);
+    if (optimizer != nullptr)
+      for (const std::string& s : optimizer->state_names)
+        datasets.push_back("/optimizer/" + name + "/" + s);
+  }
+  GPT_CHECK(datasets.size() == crcs.size(),
+            "checkpoint: " << crcs.size() << " crc32s for " << datasets.size() << " datasets");
+  for (size_t i = 0; i < datasets.size(); ++i) {
+    h5::Handle dataset(GPT_H5_CHECK(H5Dopen2(file, datasets[i].c_str(), H5P_DEFAULT)));
+    h5::write_uint32_attribute(dataset.id(), "crc32", crcs[i]);
+  }
+  if (optimizer != nullptr) {
+    h5::Handle group(GPT_H5_CHECK(H5Gopen2(file, "/optimizer", H5P_DEFAULT)));
+    h5::write_string_attribute(group.id(), "type", optimizer->type);
+    for (const auto& [name, value] : optimizer->hyperparameters) {
+      GPT_CHECK(name != "type" && name != "step", "optimizer hyper-parameter named " << name);
+      h5::write_double_attribute(group.id(), name, value);
+    }
+    h5::write_int64_attribute(group.id(), "step", optimizer->step);
+  }
+  h5::write_string_attribute(file, "format", kCheckpointFormat);
+  h5::write_int64_attribute(file, "format_version", kCheckpointFormatVersion);
+  h5::write_int64_attribute(file, "step", meta.step);
+  h5::write_int64_attribute(file, "consumed_samples", meta.consumed_samples);
+  h5::write_int64_attribute(file, "seed", static_cast<int64_t>(meta.seed));
+  h5::write_string_attribute(file, "config", meta.config_json);
+  h5::write_string_attribute(file, "tokenizer", meta.tokenizer);
+  h5::write_string_attribute(file, "layout", meta.layout);
+  // Flushed before complete is set, so a file with complete = 1 has everything before it.
+  GPT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL));
+  h5::write_int64_attribute(file, "complete", 1);
+}
+
+// Rewrites <dir>/latest to name final_path, by temporary file, fsync and rename.
+void point_latest_at(const std::string& dir, const std::string& final_path) {
+  std::error_code ec;
+  const std::string latest = (fs::path(dir) / "latest").string(), latest_temp = latest + ".tmp";
+  {
+    std::ofstream out(latest_temp, std::ios::trunc);
+    out << fs::path(final_path).filename().string() << "\n";
+    out.close();
+    GPT_INPUT_CHECK(out.good(), "cannot write " << latest_temp);
+  }
+  fsync_path(latest_temp, false);
+  fs::rename(latest_temp, latest, ec);
+  GPT_INPUT_CHECK(!ec, "cannot rename " << latest_temp << " to " << latest << ": " << ec.message());
+  fsync_path(dir, true);
+}
+
+// With keep_last > 0, removes the step files beyond the newest keep_last. The file just written
+// is kept even when older-numbered than others (a run resumed from an earlier checkpoint):
+// `latest` names it.
+void remove_beyond_keep_last(const std::string& dir, const std::string& final_path, int keep_last) {
+  std::error_code ec;
+  if (keep_last > 0) {
+    int kept = 1;
+    for (const auto& [step, path] : step_files(dir)) {
+      if (path.filename() == fs::path(final_path).filename()) continue;
+      if (kept < keep_last) {
+        ++kept;
+        continue;
+      }
+      fs::remove(path, ec);
+      if (ec) GPT_WARN0("cannot remove old checkpoint " << path.string() << ": " << ec.message());
+    }
+  }
+}
+
 void finish_on_rank0(const std::string& temp, const std::string& final_path, const std::string& dir,
                      const Catalogue& catalogue, const std::vector<uint32_t>& crcs,
                      const CheckpointMeta& meta, const OptimizerMeta* optimizer, int keep_last) {
@@ -410,40 +483,7 @@ void finish_on_rank0(const std::string& temp, const std::string& final_path, con
     // A failure (a full disk) empties the file before its handle closes: HDF5 retries the
     // failed metadata flush at close, and a file left open would crash its shutdown.
     try {
-      std::vector<std::string> datasets;
-      for (const auto& [name, entry] : catalogue) {
-        datasets.push_back("/model/" + name);
-        if (optimizer != nullptr)
-          for (const std::string& s : optimizer->state_names)
-            datasets.push_back("/optimizer/" + name + "/" + s);
-      }
-      GPT_CHECK(datasets.size() == crcs.size(),
-                "checkpoint: " << crcs.size() << " crc32s for " << datasets.size() << " datasets");
-      for (size_t i = 0; i < datasets.size(); ++i) {
-        h5::Handle dataset(GPT_H5_CHECK(H5Dopen2(file.id(), datasets[i].c_str(), H5P_DEFAULT)));
-        h5::write_uint32_attribute(dataset.id(), "crc32", crcs[i]);
-      }
-      if (optimizer != nullptr) {
-        h5::Handle group(GPT_H5_CHECK(H5Gopen2(file.id(), "/optimizer", H5P_DEFAULT)));
-        h5::write_string_attribute(group.id(), "type", optimizer->type);
-        for (const auto& [name, value] : optimizer->hyperparameters) {
-          GPT_CHECK(name != "type" && name != "step", "optimizer hyper-parameter named " << name);
-          h5::write_double_attribute(group.id(), name, value);
-        }
-        h5::write_int64_attribute(group.id(), "step", optimizer->step);
-      }
-      const hid_t root = file.id();
-      h5::write_string_attribute(root, "format", kCheckpointFormat);
-      h5::write_int64_attribute(root, "format_version", kCheckpointFormatVersion);
-      h5::write_int64_attribute(root, "step", meta.step);
-      h5::write_int64_attribute(root, "consumed_samples", meta.consumed_samples);
-      h5::write_int64_attribute(root, "seed", static_cast<int64_t>(meta.seed));
-      h5::write_string_attribute(root, "config", meta.config_json);
-      h5::write_string_attribute(root, "tokenizer", meta.tokenizer);
-      h5::write_string_attribute(root, "layout", meta.layout);
-      // Flushed before complete is set, so a file with complete = 1 has everything before it.
-      GPT_H5_CHECK(H5Fflush(root, H5F_SCOPE_GLOBAL));
-      h5::write_int64_attribute(root, "complete", 1);
+      write_attributes(file.id(), catalogue, crcs, meta, optimizer);
       file.close();
     } catch (const std::exception&) {
       ::truncate(temp.c_str(), 0);
@@ -455,33 +495,8 @@ void finish_on_rank0(const std::string& temp, const std::string& final_path, con
   fs::rename(temp, final_path, ec);
   GPT_INPUT_CHECK(!ec, "cannot rename " << temp << " to " << final_path << ": " << ec.message());
   fsync_path(dir, true);
-
-  const std::string latest = (fs::path(dir) / "latest").string(), latest_temp = latest + ".tmp";
-  {
-    std::ofstream out(latest_temp, std::ios::trunc);
-    out << fs::path(final_path).filename().string() << "\n";
-    out.close();
-    GPT_INPUT_CHECK(out.good(), "cannot write " << latest_temp);
-  }
-  fsync_path(latest_temp, false);
-  fs::rename(latest_temp, latest, ec);
-  GPT_INPUT_CHECK(!ec, "cannot rename " << latest_temp << " to " << latest << ": " << ec.message());
-  fsync_path(dir, true);
-
-  if (keep_last > 0) {
-    // The file just written is kept even when older-numbered than others (a run resumed from
-    // an earlier checkpoint): `latest` names it.
-    int kept = 1;
-    for (const auto& [step, path] : step_files(dir)) {
-      if (path.filename() == fs::path(final_path).filename()) continue;
-      if (kept < keep_last) {
-        ++kept;
-        continue;
-      }
-      fs::remove(path, ec);
-      if (ec) GPT_WARN0("cannot remove old checkpoint " << path.string() << ": " << ec.message());
-    }
-  }
+  point_latest_at(dir, final_path);
+  remove_beyond_keep_last(dir, final_path, keep_last);
 }
 
 // ---- reading
