@@ -55,8 +55,16 @@ OperationTicket TrackedCommunicator::collective(const char* op) {
 }
 
 OperationTicket TrackedCommunicator::message(int from, int to, const char* op) {
-  const int a = members_[static_cast<size_t>(from)], b = members_[static_cast<size_t>(to)];
-  return log_.issue(log_.channel(message_channel_name(inner_->name(), a, b), {a, b}), op);
+  const bool sending = from == rank();
+  const int peer = sending ? to : from;
+  std::vector<int>& known = sending ? to_peer_ : from_peer_;
+  if (known.empty()) known.assign(members_.size(), -1);
+  int& channel = known[static_cast<size_t>(peer)];
+  if (channel < 0) {
+    const int a = members_[static_cast<size_t>(from)], b = members_[static_cast<size_t>(to)];
+    channel = log_.channel(message_channel_name(inner_->name(), a, b), {a, b});
+  }
+  return log_.issue(channel, op);
 }
 
 void TrackedCommunicator::all_reduce(float* buf, int64_t count, ReduceOp op) {

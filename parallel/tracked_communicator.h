@@ -57,6 +57,9 @@ class TrackedCommunicator final : public Communicator {
   OperationLog& log_;
   std::vector<int> members_;  // global rank of each group rank
   int group_channel_ = -1;
+  // The message channels by peer (group rank), registered on first use: a lookup by name per
+  // message would cost more than the rest of the tracking.
+  std::vector<int> to_peer_, from_peer_;
 };
 
 }  // namespace gpt
