@@ -6,10 +6,14 @@
 
 namespace gpt {
 
-int64_t Slab::numel() const {
+int64_t shape_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t c : count) n *= c;
+  for (int64_t d : shape) n *= d;
   return n;
+}
+
+int64_t Slab::numel() const {
+  return shape_numel(count);
 }
 
 std::vector<int64_t> slab_logical_indices(const Slab& slab, const std::vector<int64_t>& shape) {

@@ -97,4 +97,7 @@ class ParameterStore {
 // storage order: the bridge between local storage, the RNG and checkpoint hyperslabs.
 std::vector<int64_t> slab_logical_indices(const Slab& slab, const std::vector<int64_t>& shape);
 
+// The number of elements of a tensor of this shape (1 for a scalar's empty shape).
+int64_t shape_numel(const std::vector<int64_t>& shape);
+
 }  // namespace gpt

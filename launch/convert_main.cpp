@@ -6,12 +6,10 @@
 // output name unless the whole conversion succeeds.
 #include <boost/program_options.hpp>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <sstream>
 
-#include "framework/io/atomic_file.h"
 #include "framework/io/checkpoint.h"
+#include "framework/io/whole_file.h"
 #include "framework/logging.h"
 #include "launch/gpt2_weights.h"
 #include "launch/program.h"
@@ -32,11 +30,9 @@ struct ConvertOptions {
 };
 
 Json read_json_file(const fs::path& path) {
-  std::ifstream in(path);
-  GPT_INPUT_CHECK(in.good(), path.string() << ": cannot open the file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_json_object(text.str(), path.string());
+  const std::optional<std::string> text = read_whole_file(path.string());
+  GPT_INPUT_CHECK(text.has_value(), path.string() << ": cannot open the file");
+  return parse_json_object(*text, path.string());
 }
 
 // The checkpoint as `train --steps 0` would write it, at `output`: written by write_checkpoint

@@ -4,12 +4,12 @@
 // gathered over tp ranks, sampled on the last stage with the counter RNG's draw and broadcast so
 // every rank extends the same sequence.
 #include <boost/program_options.hpp>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
 #include <vector>
 
+#include "framework/io/whole_file.h"
 #include "framework/logging.h"
 #include "framework/rng.h"
 #include "framework/text/gpt2_tokenizer.h"
@@ -80,11 +80,9 @@ void check_generate_options(const GenerateOptions& o, int world_size) {
 }
 
 std::string read_prompt_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  GPT_INPUT_CHECK(in.good(), "--prompt-file " << path << ": cannot open the file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  const std::optional<std::string> text = read_whole_file(path);
+  GPT_INPUT_CHECK(text.has_value(), "--prompt-file " << path << ": cannot open the file");
+  return *text;
 }
 
 // "50256,464" -> ids, each in [0, vocab_size).

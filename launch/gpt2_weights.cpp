@@ -6,8 +6,9 @@
 #include <fstream>
 
 #include "framework/check.h"
-#include "framework/io/atomic_file.h"
 #include "framework/io/hdf5_util.h"
+#include "framework/io/whole_file.h"
+#include "framework/parameter.h"
 
 namespace gpt {
 namespace {
@@ -51,12 +52,6 @@ constexpr LlmcKind kLlmcLayerKinds[] = {
 
 int64_t llmc_padded_vocab(int64_t vocab_size) {
   return (vocab_size + kLlmcVocabMultiple - 1) / kLlmcVocabMultiple * kLlmcVocabMultiple;
-}
-
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
 }
 
 // Buffers a Hugging Face GPT-2 may store besides the weights: the causal masks.
@@ -227,14 +222,14 @@ LlmcWeights read_llmc(const std::string& path) {
   order.push_back({"ln_f.weight", {C}});
   order.push_back({"ln_f.bias", {C}});
   int64_t floats = 0;
-  for (const auto& [name, shape] : order) floats += numel_of(shape);
+  for (const auto& [name, shape] : order) floats += shape_numel(shape);
   std::error_code ec;
   const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
   GPT_INPUT_CHECK(bytes == 1024 + 4 * floats, path << ": " << bytes
                                                    << " bytes, but its header's model needs "
                                                    << 1024 + 4 * floats);
   for (auto& [name, shape] : order) {
-    HostTensor t{shape, std::vector<float>(static_cast<size_t>(numel_of(shape)))};
+    HostTensor t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
     in.read(reinterpret_cast<char*>(t.values.data()),
             static_cast<std::streamsize>(4 * t.values.size()));
     GPT_INPUT_CHECK(in.good(), path << ": cannot read tensor " << name);

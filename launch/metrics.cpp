@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "framework/check.h"
-#include "framework/io/atomic_file.h"
+#include "framework/io/whole_file.h"
 #include "framework/json.h"
 #include "framework/logging.h"
 

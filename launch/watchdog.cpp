@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "framework/io/whole_file.h"
 #include "framework/logging.h"
 
 namespace gpt {
@@ -30,24 +30,22 @@ std::string host_name() {
   return name.data();
 }
 
-// One rank's file: written whole under a temporary name and renamed, so a reader never sees half.
 fs::path heartbeat_path(const fs::path& directory, int rank) {
   char name[32];
   std::snprintf(name, sizeof name, "rank-%05d.json", rank);
   return directory / name;
 }
 
+// Written whole and renamed, so a reader never sees half; false where it could not be.
 bool publish(const fs::path& path, const Heartbeat& heartbeat) {
-  const fs::path temp = path.string() + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << heartbeat_to_json(heartbeat).dump() << "\n";
-    out.flush();
-    if (!out) return false;
+  try {
+    write_file_atomically(
+        path.string(),
+        [&](std::ostream& out) { out << heartbeat_to_json(heartbeat).dump() << "\n"; }, false);
+    return true;
+  } catch (const Error&) {
+    return false;
   }
-  std::error_code ec;
-  fs::rename(temp, path, ec);
-  return !ec;
 }
 
 // Every rank's newest heartbeat of this job (none where the file is missing, unreadable, or
@@ -56,12 +54,10 @@ std::vector<RankEvidence> read_heartbeats(const fs::path& directory, int world_s
                                           const std::string& job) {
   std::vector<RankEvidence> evidence(static_cast<size_t>(world_size));
   for (int r = 0; r < world_size; ++r) {
-    std::ifstream in(heartbeat_path(directory, r));
-    if (!in) continue;
-    std::stringstream text;
-    text << in.rdbuf();
+    const std::optional<std::string> text = read_whole_file(heartbeat_path(directory, r));
+    if (!text) continue;
     try {
-      Heartbeat h = heartbeat_from_json(parse_json_object(text.str(), "heartbeat"), "heartbeat");
+      Heartbeat h = heartbeat_from_json(parse_json_object(*text, "heartbeat"), "heartbeat");
       if (h.job == job && h.rank == r) evidence[static_cast<size_t>(r)].heartbeat = std::move(h);
     } catch (const Error&) {
       // A damaged file reads as no heartbeat, which the report names.

@@ -49,12 +49,6 @@ struct CatalogueEntry {
 };
 using Catalogue = std::map<std::string, CatalogueEntry>;
 
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 // One line per parameter this rank holds: "<owned slabs> <owned elements> <ndim> <dims...>
 // <name>", the name last so it may contain anything but a newline.
 std::string describe_local(const ParameterStore& store, const WriteOwner& owner) {
@@ -116,9 +110,9 @@ Catalogue gather_catalogue(MPI_Comm comm, const std::string& local) {
     }
   }
   for (const auto& [name, entry] : catalogue)
-    GPT_CHECK(entry.owned_elements == numel_of(entry.shape),
+    GPT_CHECK(entry.owned_elements == shape_numel(entry.shape),
               "checkpoint writers cover " << entry.owned_elements << " of the "
-                                          << numel_of(entry.shape) << " elements of parameter "
+                                          << shape_numel(entry.shape) << " elements of parameter "
                                           << name
                                           << " (each element needs exactly one writing rank)");
   return catalogue;
@@ -172,7 +166,7 @@ std::vector<hsize_t> to_hsize(const std::vector<int64_t>& v) {
 uint32_t slab_crc32_share(const std::vector<int64_t>& shape, const Slab& slab, const float* data) {
   static_assert(std::endian::native == std::endian::little,
                 "crc32 attributes are of little-endian float32 bytes, computed from host memory");
-  Crc32Share share(static_cast<uint64_t>(numel_of(shape)) * sizeof(float));
+  Crc32Share share(static_cast<uint64_t>(shape_numel(shape)) * sizeof(float));
   if (slab.numel() == 0) return share.share();
   const size_t nd = shape.size();
   if (nd == 0) {
@@ -308,7 +302,7 @@ std::vector<uint32_t> write_collective(const std::string& temp, const Catalogue&
       // the ranks stay in the same collective sequence until they agree.
       since_agreement +=
           static_cast<int64_t>(1 + (optimizer != nullptr ? optimizer->state_names.size() : 0)) *
-          numel_of(entry.shape) * static_cast<int64_t>(sizeof(float));
+          shape_numel(entry.shape) * static_cast<int64_t>(sizeof(float));
       ++index;
       if (since_agreement < kAgreeEveryBytes && index < catalogue.size()) continue;
       since_agreement = 0;
@@ -335,7 +329,7 @@ std::vector<int64_t> dataset_bytes(const Catalogue& catalogue, const OptimizerMe
   const size_t per_parameter = 1 + (optimizer != nullptr ? optimizer->state_names.size() : 0);
   for (const auto& [name, entry] : catalogue)
     bytes.insert(bytes.end(), per_parameter,
-                 numel_of(entry.shape) * static_cast<int64_t>(sizeof(float)));
+                 shape_numel(entry.shape) * static_cast<int64_t>(sizeof(float)));
   return bytes;
 }
 
@@ -724,7 +718,7 @@ void CheckpointReader::verify(MPI_Comm comm) {
   std::vector<int64_t> bytes;
   int64_t total = 0;
   for (const std::string& name : names) {
-    bytes.push_back(numel_of(shapes_.at(name)) * static_cast<int64_t>(sizeof(float)));
+    bytes.push_back(shape_numel(shapes_.at(name)) * static_cast<int64_t>(sizeof(float)));
     total += bytes.back();
   }
   // The datasets in name order form one byte sequence; this rank checks the rows that start in

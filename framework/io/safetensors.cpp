@@ -8,8 +8,9 @@
 #include <fstream>
 
 #include "framework/check.h"
-#include "framework/io/atomic_file.h"
+#include "framework/io/whole_file.h"
 #include "framework/json.h"
+#include "framework/parameter.h"
 
 namespace gpt {
 namespace {
@@ -43,12 +44,6 @@ float half_to_float(uint16_t h) {
   float out;
   std::memcpy(&out, &bits, sizeof out);
   return out;
-}
-
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
 }
 
 }  // namespace
@@ -93,9 +88,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     GPT_INPUT_CHECK(0 <= e.begin && e.begin <= e.end && e.end <= data_bytes,
                     what << ": data_offsets [" << e.begin << ", " << e.end
                          << "] outside the file's " << data_bytes << " data bytes");
-    GPT_INPUT_CHECK(e.end - e.begin == numel_of(e.shape) * dtype_bytes(e.dtype),
+    GPT_INPUT_CHECK(e.end - e.begin == shape_numel(e.shape) * dtype_bytes(e.dtype),
                     what << ": data_offsets span " << e.end - e.begin << " bytes but its shape and "
-                         << e.dtype << " need " << numel_of(e.shape) * dtype_bytes(e.dtype));
+                         << e.dtype << " need " << shape_numel(e.shape) * dtype_bytes(e.dtype));
     ranges.emplace_back(e.begin, e.end);
     tensors_[name] = std::move(e);
   }
@@ -131,7 +126,7 @@ HostTensor SafetensorsFile::read(const std::string& name) const {
   in.seekg(data_start_ + e.begin);
   in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
   GPT_INPUT_CHECK(in.good() || raw.empty(), path_ << ": cannot read tensor " << name);
-  HostTensor t{e.shape, std::vector<float>(static_cast<size_t>(numel_of(e.shape)))};
+  HostTensor t{e.shape, std::vector<float>(static_cast<size_t>(shape_numel(e.shape)))};
   for (size_t i = 0; i < t.values.size(); ++i) {
     if (e.dtype == "F32") {
       std::memcpy(&t.values[i], raw.data() + 4 * i, 4);
@@ -156,7 +151,7 @@ void write_safetensors(const std::string& path,
   if (!metadata.empty()) header["__metadata__"] = metadata;
   int64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    GPT_CHECK(numel_of(t.shape) == static_cast<int64_t>(t.values.size()),
+    GPT_CHECK(shape_numel(t.shape) == static_cast<int64_t>(t.values.size()),
               "tensor " << name << ": shape and values disagree");
     const int64_t bytes = 4 * static_cast<int64_t>(t.values.size());
     header[name] = {

@@ -1,10 +1,11 @@
-// write_file_atomically (see atomic_file.h).
-#include "framework/io/atomic_file.h"
+// Whole-file writing and reading (see whole_file.h).
+#include "framework/io/whole_file.h"
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "framework/check.h"
 
@@ -29,6 +30,15 @@ void write_file_atomically(const std::string& path, const std::function<void(std
     std::filesystem::remove(temp, ec);
     fail_input(GPT_MSG("cannot write " << path << " (" << reason << ")"));
   }
+}
+
+std::optional<std::string> read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return text.str();
 }
 
 }  // namespace gpt
