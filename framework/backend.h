@@ -14,6 +14,7 @@
 #include <string>
 
 #include "framework/elementwise.h"
+#include "framework/memory_ledger.h"
 
 namespace gpt {
 
@@ -32,6 +33,20 @@ struct ParameterRun {
   bool weight_decay = false;
 };
 
+// The sizes of the attention cache and scratch (Backend::attention_forward / _backward) for each
+// backend kind, free so that the memory model sizes them without a backend: the softmax
+// probabilities (B,NH,T,T) and their gradient on the CPU; on CUDA, whose fused kernel never forms
+// the T x T matrix, the rows' log-sum-exp (B,NH,T) and rowsum(dout * out) (B,NH,T).
+int64_t attention_cache_floats(DeviceKind kind, int64_t B, int64_t NH, int64_t T);
+int64_t attention_scratch_floats(DeviceKind kind, int64_t B, int64_t NH, int64_t T);
+// Whether the attention cache grows with T*T: what selective recomputation drops.
+inline bool attention_cache_is_quadratic(DeviceKind kind) {
+  return kind == DeviceKind::kCpu;
+}
+// The CUDA backend's fixed workspace: the cuBLASLt workspace (what Hopper kernels want) and one
+// reduction result, each in its own arena block.
+inline constexpr size_t kCudaGemmWorkspaceBytes = size_t{32} << 20;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -39,9 +54,13 @@ class Backend {
   virtual std::string name() const = 0;
   virtual Precision precision() const { return Precision::kFp32; }
 
-  // ---- memory
-  virtual void* allocate(size_t bytes) = 0;  // zero-filled
-  virtual void deallocate(void* ptr) = 0;
+  // ---- memory. Every buffer is taken here with the category it counts in (memory_ledger.h);
+  // the ledger records each block as reserved, rounded up to allocation_granularity(). Zero bytes
+  // take nothing and return null.
+  void* allocate(size_t bytes, MemoryCategory category);  // zero-filled
+  void deallocate(void* ptr);                             // null is ignored
+  const MemoryLedger& memory() const { return memory_; }
+  virtual size_t allocation_granularity() const = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
@@ -84,12 +103,16 @@ class Backend {
   // (B,T,NH*HS). att is the backend's attention cache of attention_cache_floats() floats: the
   // softmax probabilities (B,NH,T,T) on the CPU, the rows' log-sum-exp (B,NH,T) in CUDA's fused
   // kernel, which never forms the T x T matrix.
-  virtual int64_t attention_cache_floats(int64_t B, int64_t NH, int64_t T) const = 0;
+  int64_t attention_cache_floats(int64_t B, int64_t NH, int64_t T) const {
+    return gpt::attention_cache_floats(kind(), B, NH, T);
+  }
   virtual void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
                                  int64_t NH, int64_t HS) = 0;
   // dqkv (B,T,3*NH*HS) = the gradient; out is the forward's output; datt is scratch of
   // attention_scratch_floats() floats.
-  virtual int64_t attention_scratch_floats(int64_t B, int64_t NH, int64_t T) const = 0;
+  int64_t attention_scratch_floats(int64_t B, int64_t NH, int64_t T) const {
+    return gpt::attention_scratch_floats(kind(), B, NH, T);
+  }
   virtual void attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
                                   const float* qkv, const float* att, int64_t B, int64_t T,
                                   int64_t NH, int64_t HS) = 0;
@@ -147,6 +170,14 @@ class Backend {
   virtual void sgd_update(float* param, const float* grad, float* momentum_buffer,
                           std::span<const ParameterRun> runs, const SgdStep& decayed,
                           const SgdStep& undecayed) = 0;
+
+ protected:
+  // The backend's own allocator, behind allocate/deallocate (bytes > 0, pointers non-null).
+  virtual void* raw_allocate(size_t bytes) = 0;  // zero-filled
+  virtual void raw_deallocate(void* ptr) = 0;
+
+ private:
+  MemoryLedger memory_;
 };
 
 // The CPU backend with `threads` OpenMP threads (0 = leave OpenMP's default).

@@ -1,6 +1,7 @@
 // An owning, typed array in a backend's memory (host memory on the CPU backend, device memory on
-// CUDA). Move-only; freed through the backend that allocated it. Allocated once at set-up, so the
-// training step never allocates.
+// CUDA), counted in the backend's memory ledger under the category it is made with. Move-only;
+// freed through the backend that allocated it. Allocated once at set-up, so the training step
+// never allocates.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +16,10 @@ template <typename T>
 class DeviceArray {
  public:
   DeviceArray() = default;
-  DeviceArray(Backend& backend, int64_t count) : backend_(&backend), count_(count) {
+  DeviceArray(Backend& backend, int64_t count, MemoryCategory category)
+      : backend_(&backend), count_(count) {
     if (count > 0)
-      data_ = static_cast<T*>(backend.allocate(sizeof(T) * static_cast<size_t>(count)));
+      data_ = static_cast<T*>(backend.allocate(sizeof(T) * static_cast<size_t>(count), category));
   }
   DeviceArray(DeviceArray&& other) noexcept { *this = std::move(other); }
   DeviceArray& operator=(DeviceArray&& other) noexcept {

@@ -52,8 +52,8 @@ Parameter& ParameterStore::add(ParameterSpec spec) {
 
 void ParameterStore::allocate() {
   GPT_CHECK(!allocated_, "parameters allocated twice");
-  values_ = DeviceArray<float>(backend_, total_);
-  grads_ = DeviceArray<float>(backend_, total_);
+  values_ = DeviceArray<float>(backend_, total_, MemoryCategory::kWeights);
+  grads_ = DeviceArray<float>(backend_, total_, MemoryCategory::kGrads);
   for (Parameter& p : params_) {
     p.value = values_.data() + p.offset;
     p.grad = grads_.data() + p.offset;
@@ -88,7 +88,7 @@ float* ParameterStore::add_state(const std::string& state_name) {
   for (const std::string& n : state_names_)
     GPT_CHECK(n != state_name, "state " << n << " added twice");
   state_names_.push_back(state_name);
-  states_.emplace_back(backend_, total_);
+  states_.emplace_back(backend_, total_, MemoryCategory::kOptimizer);
   return states_.back().data();
 }
 

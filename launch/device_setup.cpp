@@ -100,10 +100,9 @@ std::unique_ptr<Backend> make_gpu_backend(MPI_Comm world, std::pair<int, int> no
   *sharing = ranks_sharing_device(world, uuid);
   std::unique_ptr<Backend> backend;
   agree_on_failure(world, [&] {
-    const double gib = 1024.0 * 1024.0 * 1024.0;
     const double free_bytes = static_cast<double>(cuda_free_memory(co.device));
-    co.arena_bytes = static_cast<size_t>(o.gpu_memory_gb > 0 ? o.gpu_memory_gb * gib
-                                                             : 0.9 * free_bytes / *sharing);
+    co.arena_bytes = static_cast<size_t>(o.memory_limit_gb > 0 ? o.memory_limit_gb * 1e9
+                                                               : 0.9 * free_bytes / *sharing);
     backend = make_cuda_backend(co);
   });
   return backend;

@@ -20,8 +20,10 @@ struct ExecutionOptions {
   std::optional<Precision> precision;       // auto: bf16 on cuda, fp32 on cpu
   bool deterministic = false;               // GPU: fixed algorithms, bit-for-bit repeatable
   std::optional<DeviceTransport> gpu_comm;  // auto: host-staged MPI when ranks share a GPU
-  double gpu_memory_gb = 0;                 // device arena per rank; 0 = 90% of free / sharing
-  int threads = 0;                          // CPU threads per rank; 0 = its CPUs / ranks on them
+  // The most the project's buffers may take per rank, GB (1e9 bytes); on cuda also the device
+  // arena, where 0 = 90% of the free memory / the ranks sharing the GPU; on cpu 0 = no limit.
+  double memory_limit_gb = 0;
+  int threads = 0;  // CPU threads per rank; 0 = its CPUs / ranks on them
 };
 
 struct DeviceSetup {

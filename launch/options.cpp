@@ -42,6 +42,12 @@ Choices<DataOrder> choices(DataOrder*) {
   for (DataOrder k : kDataOrders) out.emplace_back(k, data_order_name(k));
   return out;
 }
+Choices<Recompute> choices(Recompute*) {
+  Choices<Recompute> out;
+  for (Recompute k : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    out.emplace_back(k, recompute_name(k));
+  return out;
+}
 Choices<DeviceKind> choices(DeviceKind*) {
   return {{DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"}};
 }
@@ -141,6 +147,15 @@ po::options_description layout_options(TrainOptions& o) {
       "length must be a multiple of tp)");
   add("micro-batch-size", po::value(&o.micro_batch_size)->default_value(o.micro_batch_size),
       "sequences per microbatch");
+  add("recompute", choice(&o.recompute),
+      ("activation recomputation: " + choice_list<Recompute>(false) +
+       " (selective: the attention's T x T probabilities are rebuilt in the backward; full: each "
+       "block keeps only its input and re-runs its forward; docs/MEMORY.md)")
+          .c_str());
+  add("recompute-layers", po::value(&o.recompute_layers)->default_value(o.recompute_layers),
+      "with --recompute full: recompute only the first N blocks of each stage (0 = all)");
+  add("memory-report", po::bool_switch(&o.memory_report),
+      "print every rank's predicted memory per category and exit without training");
   add("global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),
       "sequences per optimizer step, over all dp ranks");
   return layout;
@@ -259,6 +274,15 @@ void check_train_options(const TrainOptions& o) {
   GPT_INPUT_CHECK(o.virtual_stages >= 1,
                   "--virtual-stages must be at least 1 (got " << o.virtual_stages << ")");
   GPT_INPUT_CHECK(o.ranks_per_node >= 0, "--ranks-per-node must be at least 0");
+  GPT_INPUT_CHECK(o.recompute_layers >= 0, "--recompute-layers must be at least 0 (0 = all)");
+  GPT_INPUT_CHECK(o.recompute_layers == 0 || o.recompute == Recompute::kFull,
+                  "--recompute-layers needs --recompute full");
+  const int64_t fewest_layers =
+      per_stage.empty() ? o.model.n_layer / (static_cast<int64_t>(o.pp) * o.virtual_stages)
+                        : *std::min_element(per_stage.begin(), per_stage.end());
+  GPT_INPUT_CHECK(o.recompute_layers <= fewest_layers,
+                  "--recompute-layers " << o.recompute_layers << " is more than the "
+                                        << fewest_layers << " layers of a stage");
   GPT_INPUT_CHECK(o.micro_batch_size >= 1,
                   "--micro-batch-size must be at least 1 (got " << o.micro_batch_size << ")");
   GPT_INPUT_CHECK(o.global_batch_size >= 1,
@@ -302,16 +326,20 @@ void add_execution_options(po::options_description& desc, ExecutionOptions& o) {
        ": how device buffers move between ranks (auto: mpi over host staging when ranks share "
        "a GPU, else nccl)")
           .c_str());
-  add("gpu-memory-gb", po::value(&o.gpu_memory_gb)->default_value(o.gpu_memory_gb),
-      "device memory reserved per rank at start-up (0 = 90% of the free memory, split among "
-      "ranks sharing the GPU)");
+  add("memory-limit-gb", po::value(&o.memory_limit_gb)->default_value(o.memory_limit_gb),
+      "the most memory (GB, 1e9 bytes) this project's buffers may take per rank: a layout the "
+      "memory model predicts above it stops before allocating. On cuda also the device arena "
+      "reserved at start-up (0 = 90% of the free memory, split among ranks sharing the GPU); "
+      "on cpu 0 = no limit");
   add("threads", po::value(&o.threads)->default_value(o.threads),
       "CPU threads per rank; 0 = the CPUs this rank may run on, shared among the ranks on them, at "
       "most SLURM_CPUS_PER_TASK");
 }
 
 void validate_execution_options(const ExecutionOptions& o) {
-  GPT_INPUT_CHECK(o.gpu_memory_gb >= 0, "--gpu-memory-gb must be at least 0 (0 = auto)");
+  GPT_INPUT_CHECK(
+      std::isfinite(o.memory_limit_gb) && o.memory_limit_gb >= 0,
+      "--memory-limit-gb must be a number of GB, at least 0 (0 = none, or auto on cuda)");
   GPT_INPUT_CHECK(o.threads >= 0, "--threads must be at least 0");
 }
 
@@ -393,6 +421,8 @@ RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
   ro.sequence_parallel = o.sequence_parallel;
   ro.virtual_stages = o.virtual_stages;
   ro.layers_per_stage = parse_layers_per_stage(o);
+  ro.recompute = o.recompute;
+  ro.recompute_layers = o.recompute_layers == 0 ? -1 : o.recompute_layers;
   const int64_t microbatches = o.global_batch_size / (ro.grid.shape.dp * o.micro_batch_size);
   ro.schedule = make_schedule(o.schedule, o.pp, static_cast<int>(microbatches), o.virtual_stages);
   return ro;

@@ -32,6 +32,9 @@ struct TrainOptions {
   int64_t micro_batch_size = 16;
   int64_t global_batch_size = 64;
   int64_t dp_bucket_elements = 1 << 20;  // 4 MiB of fp32 gradients per dp all-reduce
+  Recompute recompute = Recompute::kNone;
+  int64_t recompute_layers = 0;  // with full: the first N blocks of each chunk; 0 = all
+  bool memory_report = false;    // print the memory model's prediction per rank and exit
   // model
   std::string model_preset;
   ModelConfig model{4, 4, 128, 48, 256};  // vocab_size comes from the data set
@@ -85,7 +88,7 @@ RuntimeOptions runtime_options(const TrainOptions& options, int world_size);
 // --layers-per-stage as numbers (empty when not given); validated by parse_train_options.
 std::vector<int64_t> parse_layers_per_stage(const TrainOptions& options);
 
-// --device, --precision, --deterministic, --gpu-comm, --gpu-memory-gb, --threads: shared by
+// --device, --precision, --deterministic, --gpu-comm, --memory-limit-gb, --threads: shared by
 // train, eval and generate; validated by validate_execution_options.
 void add_execution_options(boost::program_options::options_description& desc,
                            ExecutionOptions& options);

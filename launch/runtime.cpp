@@ -9,24 +9,6 @@
 
 namespace gpt {
 
-StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages, int stage,
-                             int chunk, const std::vector<int64_t>& layers_per_stage) {
-  const int64_t parts = static_cast<int64_t>(pp) * virtual_stages;
-  const int64_t vs = static_cast<int64_t>(chunk) * pp + stage;
-  StageSpec spec;
-  spec.first_layer = cfg.n_layer * vs / parts;
-  spec.n_layers = cfg.n_layer * (vs + 1) / parts - spec.first_layer;
-  if (!layers_per_stage.empty()) {
-    spec.first_layer = 0;
-    for (int s = 0; s < stage; ++s) spec.first_layer += layers_per_stage[static_cast<size_t>(s)];
-    spec.n_layers = layers_per_stage[static_cast<size_t>(stage)];
-  }
-  spec.has_embedding = vs == 0;
-  spec.has_head = vs == parts - 1;
-  spec.tied_copy = pp > 1 && spec.has_head;
-  return spec;
-}
-
 Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& options)
     : cfg_(cfg), options_(options) {
   DeviceSetup device = set_up_device(world, options.execution);
@@ -46,8 +28,10 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
                                               grid_->stage(), chunk, options.layers_per_stage);
     const int caches = schedule ? schedule->cache_slots(grid_->stage(), chunk) : 1;
     const int grad_sets = schedule ? schedule->grad_sets(grid_->stage(), chunk) : 1;
+    const ChunkRecompute recompute = chunk_recompute(options.recompute, options.recompute_layers,
+                                                     spec, schedule && schedule->splits_backward());
     chunks_.push_back(std::make_unique<GptStage>(*store_, *tp_, cfg, spec, options.micro_batch,
-                                                 caches, grad_sets));
+                                                 caches, grad_sets, recompute));
   }
   store_->allocate();
 }

@@ -16,6 +16,7 @@
 #include "launch/device_setup.h"
 #include "layers/gpt_chunk.h"
 #include "layers/gpt_stage.h"
+#include "parallel/memory_model.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/process_grid.h"
 #include "parallel/tensor_parallel.h"
@@ -29,17 +30,12 @@ struct RuntimeOptions {
   bool sequence_parallel = false;
   int virtual_stages = 1;                 // model chunks per stage (interleaved schedules)
   std::vector<int64_t> layers_per_stage;  // empty: an even split
+  Recompute recompute = Recompute::kNone;
+  int64_t recompute_layers = -1;  // full: the first N blocks of each chunk; -1 = all
   // The step's schedule: each chunk gets the caches and gradient sets it states for that chunk
   // of this rank's stage. None: one of each, what the forward-only runs of eval and generate use.
   std::optional<Schedule> schedule;
 };
-
-// Balanced split of the layers over the pp * v virtual stages: virtual stage vs = chunk * pp +
-// stage holds layers [vs*L/(pp v), (vs+1)*L/(pp v)); the embedding is on virtual stage 0, the
-// head on the last, which holds a tied copy of wte when it is on another rank.
-// `layers_per_stage` (v = 1 only), when not empty, overrides the even split.
-StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages, int stage,
-                             int chunk, const std::vector<int64_t>& layers_per_stage = {});
 
 class Runtime {
  public:

@@ -11,6 +11,7 @@
 #include "framework/io/shard_record.h"
 #include "framework/io/synthetic_corpus.h"
 #include "framework/logging.h"
+#include "launch/memory_report.h"
 #include "launch/metrics.h"
 #include "launch/program.h"
 #include "launch/run_config.h"
@@ -159,6 +160,20 @@ int train_main(int argc, char** argv) {
                      [&] { finish_train_options(options, comm_size(world)); }))
     return 0;
   TrainInputs inputs = load_inputs(world, options);
+  // The memory model needs only the options and the vocabulary: report and check before
+  // allocating anything (every rank decides alike).
+  const MemoryModelInput predicted =
+      memory_model_input(options, comm_size(world), predicted_device(options.execution));
+  if (options.memory_report) {
+    log::info0(memory_report_table(predicted));
+    return 0;
+  }
+  agree_on_failure(world,
+                   [&] { check_memory_limit(predicted, options.execution.memory_limit_gb); });
+  if (options.recompute == Recompute::kSelective && !attention_cache_is_quadratic(predicted.device))
+    log::info0(
+        "--recompute selective: the CUDA attention keeps only each row's log-sum-exp, "
+        "nothing quadratic in --seq-len to drop; it changes nothing here");
   TrainState0 start = build_runtime_and_state(world, options, inputs.checkpoint.get());
   inputs.checkpoint.reset();  // read: closed before training
   print_startup_report(world, start.runtime->grid().shape(), start.runtime->threads());
@@ -171,11 +186,17 @@ int train_main(int argc, char** argv) {
   std::unique_ptr<Watchdog> watchdog = start_watchdog(world, options, start.runtime->grid());
   install_stop_handlers();
   const TokenDataset* validation = inputs.validation.empty() ? nullptr : &inputs.validation;
+  // The model again with the backend's real kind (auto resolved), as the ledger will be compared.
+  const MemoryModelInput memory =
+      memory_model_input(options, comm_size(world), start.runtime->backend().kind());
+  log_predicted_memory(memory, *metrics);
   Trainer trainer(
       options, *start.runtime, inputs.train, validation, *start.optimizer, start.state,
       config_with_shards(run_config_json(options, options.model), inputs.train, validation),
       *metrics);
-  return trainer.run();
+  const int exit_code = trainer.run();
+  report_measured_memory(world, memory, start.runtime->backend(), *metrics);
+  return exit_code;
 }
 
 }  // namespace

@@ -165,6 +165,7 @@ void Trainer::log_step(const StepStats& s) {
                      {"dp_bytes", s.dp_bytes},
                      {"pp_bytes", s.pp_bytes},
                      {"peak_caches", s.peak_caches},
+                     {"mem_peak_bytes", rt_.backend().memory().peak_total()},
                      {"skipped", s.skipped}};
   metrics_.write(line.dump());
   if (s.step % options_.log_every != 0 && s.step != options_.steps) return;

@@ -24,23 +24,24 @@ Attention::Attention(const LayerContext& ctx, const std::string& name, const Mod
 
 AttentionCache Attention::make_cache() const {
   Backend& be = backend_;
-  const int64_t local_channels = local_heads_ * head_dim_;
   return {.c_attn = c_attn_.make_cache(),
-          .qkv = {be, mb_.N * 3 * local_channels},
-          .att = {be, be.attention_cache_floats(mb_.B, local_heads_, mb_.T)},
-          .atty = {be, mb_.N * local_channels},
+          .qkv = {be, mb_.qkv(), kCache},
+          .att = {be, mb_.attention_cache(), kCache},
+          .atty = {be, mb_.attention_out(), kCache},
           .c_proj = c_proj_.make_cache()};
 }
 
 AttentionGrads Attention::make_grads() const {
   return {.c_proj = c_proj_.make_grads(),
-          .dqkv = {backend_, mb_.N * 3 * local_heads_ * head_dim_},
+          .dqkv = {backend_, mb_.qkv(), kCache},
           .c_attn = c_attn_.make_grads()};
 }
 
 void Attention::forward(float* out, const float* inp, AttentionCache& c) {
   c_attn_.forward(c.qkv.data(), inp, c.c_attn);
-  backend_.attention_forward(c.atty.data(), c.att.data(), c.qkv.data(), mb_.B, mb_.T, local_heads_,
+  // Selective recomputation keeps no attention cache: the forward's goes to scratch.
+  float* att = mb_.drop_attention_cache ? scratch_.att_rebuilt.data() : c.att.data();
+  backend_.attention_forward(c.atty.data(), att, c.qkv.data(), mb_.B, mb_.T, local_heads_,
                              head_dim_);
   c_proj_.forward(out, c.atty.data(), c.c_proj);
 }
@@ -48,9 +49,17 @@ void Attention::forward(float* out, const float* inp, AttentionCache& c) {
 void Attention::backward_input(float* dinp, const float* dout, const AttentionCache& c,
                                AttentionGrads& g) {
   float* datty = scratch_.d_atty.data();
+  const float* att = c.att.data();
+  if (mb_.drop_attention_cache) {
+    // Selective recomputation: the same forward on the kept q, k, v rebuilds the same cache, bit
+    // for bit. Its output lands in datty, which c_proj's input gradient then overwrites.
+    backend_.attention_forward(datty, scratch_.att_rebuilt.data(), c.qkv.data(), mb_.B, mb_.T,
+                               local_heads_, head_dim_);
+    att = scratch_.att_rebuilt.data();
+  }
   c_proj_.backward_input(datty, dout, c.c_proj, g.c_proj);
   backend_.attention_backward(g.dqkv.data(), scratch_.d_att.data(), datty, c.atty.data(),
-                              c.qkv.data(), c.att.data(), mb_.B, mb_.T, local_heads_, head_dim_);
+                              c.qkv.data(), att, mb_.B, mb_.T, local_heads_, head_dim_);
   c_attn_.backward_input(dinp, g.dqkv.data(), c.c_attn, g.c_attn);
 }
 

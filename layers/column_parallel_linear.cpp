@@ -34,7 +34,7 @@ ColumnParallelLinear::ColumnParallelLinear(const LayerContext& ctx, const Linear
 }
 
 ColumnParallelLinearCache ColumnParallelLinear::make_cache() const {
-  return {.gathered = {backend_, tp_.sequence_parallel() ? mb_.N * in_ : 0}};
+  return {.gathered = {backend_, mb_.gathered_rows(), kCache}};
 }
 
 void ColumnParallelLinear::forward(float* out, const float* inp, ColumnParallelLinearCache& c) {

@@ -7,16 +7,21 @@
 namespace gpt {
 
 GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg,
-                   const StageSpec& spec, int64_t micro_batch, int num_caches, int num_grad_sets)
+                   const StageSpec& spec, int64_t micro_batch, int num_caches, int num_grad_sets,
+                   const ChunkRecompute& recompute)
     : backend_(store.backend()),
       tp_(tp),
       store_(store),
       cfg_(cfg),
       spec_(spec),
-      mb_(micro_batch_shape(tp, micro_batch, cfg.seq_len)),
+      recompute_(recompute),
+      mb_(layer_sizes(cfg, tp.size(), tp.sequence_parallel(), micro_batch, backend_.kind(),
+                      recompute.mode)),
       vocab_(vocab_shard(cfg, tp.rank(), tp.size())),
-      scratch_(make_layer_scratch(backend_, cfg, tp, mb_)) {
+      scratch_(make_layer_scratch(backend_, mb_, recompute)) {
   GPT_CHECK(spec.n_layers >= 1, "a stage needs at least one layer");
+  GPT_CHECK(recompute.full_blocks >= 0 && recompute.full_blocks <= spec.n_layers,
+            "recomputing " << recompute.full_blocks << " of " << spec.n_layers << " blocks");
   GPT_CHECK(num_caches >= 1 && num_grad_sets >= 1, "a stage needs a cache and a gradient set");
   const LayerContext ctx{store, tp, mb_, scratch_};
   // Registration order is the flat buffers' order.
@@ -43,15 +48,17 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
 
   for (int i = 0; i < num_caches; ++i) caches_.push_back(make_cache());
   for (int i = 0; i < num_grad_sets; ++i) grad_sets_.push_back(make_grad_set());
+  if (recompute.full_blocks > 0) shared_rebuilt_ = blocks_.front()->make_cache();
 }
 
 GptStage::Cache GptStage::make_cache() const {
   Cache c;
   for (int64_t l = 0; l <= spec_.n_layers; ++l)
-    c.acts.emplace_back(backend_, mb_.Nl * cfg_.d_model);
-  c.tokens = DeviceArray<int32_t>(backend_, mb_.N);
-  c.targets = DeviceArray<int32_t>(backend_, mb_.N);
-  for (auto& block : blocks_) c.blocks.push_back(block->make_cache());
+    c.acts.emplace_back(backend_, mb_.residual(), kCache);
+  c.tokens = DeviceArray<int32_t>(backend_, mb_.tokens(), kCache);
+  c.targets = DeviceArray<int32_t>(backend_, mb_.tokens(), kCache);
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    c.blocks.push_back(recomputes(l) ? BlockCache{} : blocks_[l]->make_cache());
   if (head_) c.head = head_->make_cache();
   return c;
 }
@@ -59,9 +66,11 @@ GptStage::Cache GptStage::make_cache() const {
 GptStage::GradSet GptStage::make_grad_set() const {
   GradSet g;
   for (int64_t l = 0; l <= spec_.n_layers; ++l)
-    g.d_acts.emplace_back(backend_, mb_.Nl * cfg_.d_model);
+    g.d_acts.emplace_back(backend_, mb_.residual(), kCache);
   for (auto& block : blocks_) g.blocks.push_back(block->make_grads());
   if (head_) g.head = head_->make_grads();
+  if (recompute_.split_backward)
+    for (size_t l = 0; recomputes(l); ++l) g.rebuilt.push_back(blocks_[l]->make_cache());
   return g;
 }
 
@@ -74,7 +83,8 @@ void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) 
     embedding_->forward(c.acts[0].data(), c.tokens.data(), c.embedding);
   }
   for (size_t l = 0; l < blocks_.size(); ++l)
-    blocks_[l]->forward(c.acts[l + 1].data(), c.acts[l].data(), c.blocks[l]);
+    blocks_[l]->forward(c.acts[l + 1].data(), c.acts[l].data(),
+                        recomputes(l) ? shared_rebuilt_ : c.blocks[l]);
   if (head_) {
     GPT_CHECK(targets != nullptr, "the last stage needs targets");
     backend_.copy_from_host(c.targets.data(), targets, token_bytes);
@@ -86,25 +96,41 @@ void GptStage::backward_input(int slot, int grad_set, float loss_scale) {
   Cache& c = caches_[slot];
   GradSet& g = grad_sets_[grad_set];
   if (head_) head_->backward_input(g.d_acts.back().data(), loss_scale, c.head, g.head);
-  for (size_t l = blocks_.size(); l-- > 0;)
-    blocks_[l]->backward_input(g.d_acts[l].data(), g.d_acts[l + 1].data(), c.blocks[l],
+  for (size_t l = blocks_.size(); l-- > 0;) {
+    blocks_[l]->backward_input(g.d_acts[l].data(), g.d_acts[l + 1].data(), backward_cache(c, g, l),
                                g.blocks[l]);
+    // A whole B reuses one rebuilt cache for every block, so its weight half runs now.
+    if (recomputes(l) && !recompute_.split_backward) block_weight_pass(c, g, l);
+  }
+}
+
+const BlockCache& GptStage::backward_cache(Cache& c, GradSet& g, size_t l) {
+  if (!recomputes(l)) return c.blocks[l];
+  BlockCache& rebuilt = recompute_.split_backward ? g.rebuilt[l] : shared_rebuilt_;
+  blocks_[l]->forward(scratch_.recomputed_out.data(), c.acts[l].data(), rebuilt);
+  return rebuilt;
+}
+
+void GptStage::block_weight_pass(const Cache& c, const GradSet& g, size_t l) {
+  const BlockCache& cache =
+      !recomputes(l) ? c.blocks[l] : (recompute_.split_backward ? g.rebuilt[l] : shared_rebuilt_);
+  blocks_[l]->backward_weight(cache, g.blocks[l]);
+  ready(block_params_[l]);
+}
+
+void GptStage::ready(const ParamRange& params) {
+  if (weight_ready_ && params.end > params.first) weight_ready_(params.first, params.end);
 }
 
 void GptStage::backward_weight(int slot, int grad_set) {
   const Cache& c = caches_[slot];
   const GradSet& g = grad_sets_[grad_set];
-  auto ready = [this](const ParamRange& r) {
-    if (weight_ready_ && r.end > r.first) weight_ready_(r.first, r.end);
-  };
   if (head_) {
     head_->backward_weight(c.head, g.head);
     ready(head_params_);  // with pp = 1 wte is the embedding's: final only after it
   }
-  for (size_t l = blocks_.size(); l-- > 0;) {
-    blocks_[l]->backward_weight(c.blocks[l], g.blocks[l]);
-    ready(block_params_[l]);
-  }
+  for (size_t l = blocks_.size(); l-- > 0;)
+    if (!recomputes(l) || recompute_.split_backward) block_weight_pass(c, g, l);
   if (embedding_) {
     embedding_->backward_weight(c.embedding, {.dout = g.d_acts.front().data()});
     ready(embedding_params_);

@@ -5,6 +5,12 @@
 // and the scratch its layers share. Activations: acts[l] is the input of local block l,
 // acts[n_layers] the stage output; each is (Nl, C): all N = B*T rows, or this rank's N/tp rows
 // with sequence parallelism. A gradient set holds their gradients d_acts alike.
+// Recomputation (ChunkRecompute, parallel/memory_model.h): with kSelective the attention rebuilds
+// its dropped cache in each backward; with kFull the first `full_blocks` blocks keep no cache per
+// microbatch (acts[l], their input, stays), and their backward first re-runs their forward into a
+// rebuilt cache: one shared by the chunk when B runs whole (the block's weight half then runs at
+// once, before the next block reuses it), one per block in each gradient set when the schedule
+// runs B-input and W apart (ZB-H1), kept until the W.
 #pragma once
 
 #include <functional>
@@ -16,23 +22,17 @@
 #include "layers/embedding.h"
 #include "layers/lm_head.h"
 #include "layers/transformer_block.h"
+#include "parallel/stage_layout.h"
 
 namespace gpt {
-
-struct StageSpec {
-  int64_t first_layer = 0;
-  int64_t n_layers = 0;
-  bool has_embedding = true;  // first stage
-  bool has_head = true;       // last stage
-  bool tied_copy = false;     // pp > 1 and last stage: holds a copy of wte
-};
 
 // Several GptStages (the model chunks of interleaved schedules) can share one ParameterStore:
 // construct them all, then call store.allocate() before running any.
 class GptStage {
  public:
   GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, const StageSpec& spec,
-           int64_t micro_batch, int num_caches, int num_grad_sets);
+           int64_t micro_batch, int num_caches, int num_grad_sets,
+           const ChunkRecompute& recompute = {});
   GptStage(const GptStage&) = delete;  // its layers keep references to its scratch
   GptStage& operator=(const GptStage&) = delete;
 
@@ -43,6 +43,7 @@ class GptStage {
   int64_t local_rows() const { return mb_.Nl; }  // Nl
   int num_caches() const { return static_cast<int>(caches_.size()); }
   int num_grad_sets() const { return static_cast<int>(grad_sets_.size()); }
+  const ChunkRecompute& recompute() const { return recompute_; }
 
   // Forward of one microbatch into cache `slot`. tokens (first stage) and targets (last stage)
   // are host arrays of N tokens; the others may be null. A non-first stage must have received
@@ -89,23 +90,34 @@ class GptStage {
     DeviceArray<int32_t> tokens;           // (N)
     DeviceArray<int32_t> targets;          // (N)
     EmbeddingCache embedding;
-    std::vector<BlockCache> blocks;
+    std::vector<BlockCache> blocks;  // empty (no buffers) for the blocks recomputed in full
     HeadCache head;
   };
   struct GradSet {
     std::vector<DeviceArray<float>> d_acts;  // n_layers + 1 of (Nl,C): the gradients of acts
     std::vector<BlockGrads> blocks;
     HeadGrads head;
+    std::vector<BlockCache> rebuilt;  // split backward: the full-recompute blocks' caches until W
   };
   Cache make_cache() const;
   GradSet make_grad_set() const;
+  bool recomputes(size_t block) const {
+    return static_cast<int64_t>(block) < recompute_.full_blocks;
+  }
+  // The cache block l's backward reads: its own, or (recomputed) its forward re-run from its
+  // input into the rebuilt cache.
+  const BlockCache& backward_cache(Cache& c, GradSet& g, size_t l);
+  void block_weight_pass(const Cache& c, const GradSet& g, size_t l);
+  struct ParamRange;
+  void ready(const ParamRange& params);  // the weight-ready hook, for a non-empty range
 
   Backend& backend_;
   TensorParallel& tp_;
   ParameterStore& store_;
   ModelConfig cfg_;
   StageSpec spec_;
-  MicroBatchShape mb_;
+  ChunkRecompute recompute_;
+  LayerSizes mb_;
   VocabShard vocab_;
   LayerScratch scratch_;  // shared by every layer below
   std::unique_ptr<Embedding> embedding_;
@@ -113,6 +125,7 @@ class GptStage {
   std::unique_ptr<LmHead> head_;
   std::vector<Cache> caches_;
   std::vector<GradSet> grad_sets_;
+  BlockCache shared_rebuilt_;  // full recompute: forwards write here; so does a whole B's rebuild
   // Registration-index ranges of each layer's parameters.
   struct ParamRange {
     size_t first = 0, end = 0;

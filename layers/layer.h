@@ -6,7 +6,7 @@
 
 #include "framework/parameter.h"
 #include "layers/layer_scratch.h"
-#include "layers/micro_batch_shape.h"
+#include "parallel/memory_model.h"
 #include "parallel/tensor_parallel.h"
 
 namespace gpt {
@@ -14,9 +14,12 @@ namespace gpt {
 struct LayerContext {
   ParameterStore& store;
   TensorParallel& tp;
-  MicroBatchShape mb;
+  LayerSizes mb;  // the microbatch shape and the floats of every buffer (memory_model.h)
   LayerScratch& scratch;
 };
+
+// Caches and gradient sets: what the schedule keeps per microbatch in flight.
+inline constexpr MemoryCategory kCache = MemoryCategory::kActivations;
 
 class Layer {
  protected:
@@ -25,7 +28,7 @@ class Layer {
 
   Backend& backend_;
   TensorParallel& tp_;
-  MicroBatchShape mb_;
+  LayerSizes mb_;
   LayerScratch& scratch_;  // read only inside one call: nothing in a cache points into it
 };
 

@@ -1,17 +1,17 @@
-// Sizes of the stage's shared scratch (see layer_scratch.h).
+// The stage's shared scratch, sized by the memory model (see layer_scratch.h).
 #include "layers/layer_scratch.h"
 
 namespace gpt {
 
-LayerScratch make_layer_scratch(Backend& be, const ModelConfig& cfg, const TensorParallel& tp,
-                                const MicroBatchShape& mb) {
-  const int64_t local_heads = cfg.n_head / tp.size(), C = cfg.d_model;
-  const bool sp = tp.sequence_parallel();
-  return {.d_atty = {be, mb.N * local_heads * cfg.head_dim()},
-          .d_att = {be, be.attention_scratch_floats(mb.B, local_heads, mb.T)},
-          .d_fc_act = {be, mb.N * cfg.ffn_dim() / tp.size()},
-          .partial = {be, sp ? mb.N * C : 0},
-          .ln_local = {be, sp ? mb.Nl * C : 0}};
+LayerScratch make_layer_scratch(Backend& be, const LayerSizes& s, const ChunkRecompute& recompute) {
+  constexpr MemoryCategory kScratch = MemoryCategory::kWorkspace;
+  return {.d_atty = {be, s.attention_out(), kScratch},
+          .d_att = {be, s.attention_scratch(), kScratch},
+          .d_fc_act = {be, s.ffn(), kScratch},
+          .partial = {be, s.partial(), kScratch},
+          .ln_local = {be, s.ln_local(), kScratch},
+          .att_rebuilt = {be, s.attention_rebuilt(), kScratch},
+          .recomputed_out = {be, recompute.full_blocks > 0 ? s.residual() : 0, kScratch}};
 }
 
 }  // namespace gpt

@@ -6,7 +6,7 @@
 
 #include "framework/config.h"
 #include "framework/device_array.h"
-#include "layers/micro_batch_shape.h"
+#include "parallel/memory_model.h"
 
 namespace gpt {
 
@@ -16,9 +16,13 @@ struct LayerScratch {
   DeviceArray<float> d_fc_act;  // (N,4C/tp) GELU output gradient
   DeviceArray<float> partial;   // (N,C) partial sums before a reduce-scatter; sequence parallel
   DeviceArray<float> ln_local;  // (Nl,C) a LayerNorm's rows before their all-gather; likewise
+  // Recomputation: the attention cache selective recomputation rebuilds in each backward, and
+  // the output of a block's re-run forward (full), which its backward never reads.
+  DeviceArray<float> att_rebuilt;
+  DeviceArray<float> recomputed_out;  // (Nl,C)
 };
 
-LayerScratch make_layer_scratch(Backend& backend, const ModelConfig& cfg, const TensorParallel& tp,
-                                const MicroBatchShape& mb);
+LayerScratch make_layer_scratch(Backend& backend, const LayerSizes& sizes,
+                                const ChunkRecompute& recompute);
 
 }  // namespace gpt

@@ -22,7 +22,7 @@ LayerNorm::LayerNorm(const LayerContext& ctx, const std::string& name, int64_t C
 }
 
 LayerNormCache LayerNorm::make_cache() const {
-  return {.mean = {backend_, rows_}, .rstd = {backend_, rows_}};
+  return {.mean = {backend_, mb_.ln_stats(), kCache}, .rstd = {backend_, mb_.ln_stats(), kCache}};
 }
 
 void LayerNorm::forward(float* out, const float* inp, LayerNormCache& c) {

@@ -13,18 +13,17 @@ LmHead::LmHead(const LayerContext& ctx, const ModelConfig& cfg, Parameter& wte)
 
 HeadCache LmHead::make_cache() const {
   Backend& be = backend_;
-  const int64_t N = mb_.N;
   return {.ln_f = ln_f_.make_cache(),
-          .lnf_out = {be, N * C_},
-          .logits = {be, N * shard_.count},
-          .row_max = {be, N},
-          .row_sumexp = {be, N},
-          .target_logit = {be, N},
-          .losses = {be, N}};
+          .lnf_out = {be, mb_.head_rows(), kCache},
+          .logits = {be, mb_.logits(), kCache},
+          .row_max = {be, mb_.row_stat(), kCache},
+          .row_sumexp = {be, mb_.row_stat(), kCache},
+          .target_logit = {be, mb_.row_stat(), kCache},
+          .losses = {be, mb_.row_stat(), kCache}};
 }
 
 HeadGrads LmHead::make_grads() const {
-  return {.d_lnf_out = {backend_, mb_.Nl * C_}, .ln_f = ln_f_.make_grads()};
+  return {.d_lnf_out = {backend_, mb_.residual(), kCache}, .ln_f = ln_f_.make_grads()};
 }
 
 void LmHead::forward(const float* inp, const int32_t* targets, HeadCache& c) {

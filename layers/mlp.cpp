@@ -15,16 +15,15 @@ Mlp::Mlp(const LayerContext& ctx, const std::string& name, const ModelConfig& cf
                     .init_std = residual_projection_init_std(cfg.n_layer)}) {}
 
 MlpCache Mlp::make_cache() const {
-  const int64_t n = mb_.N * c_fc_.local_out();
   return {.c_fc = c_fc_.make_cache(),
-          .fc_pre = {backend_, n},
-          .fc_act = {backend_, n},
+          .fc_pre = {backend_, mb_.ffn(), kCache},
+          .fc_act = {backend_, mb_.ffn(), kCache},
           .c_proj = c_proj_.make_cache()};
 }
 
 MlpGrads Mlp::make_grads() const {
   return {.c_proj = c_proj_.make_grads(),
-          .dfc_pre = {backend_, mb_.N * c_fc_.local_out()},
+          .dfc_pre = {backend_, mb_.ffn(), kCache},
           .c_fc = c_fc_.make_grads()};
 }
 

@@ -21,7 +21,7 @@ RowParallelLinear::RowParallelLinear(const LayerContext& ctx, const LinearSpec& 
 }
 
 RowParallelLinearGrads RowParallelLinear::make_grads() const {
-  return {.gathered = {backend_, tp_.sequence_parallel() ? mb_.N * out_ : 0}};
+  return {.gathered = {backend_, mb_.gathered_rows(), kCache}};
 }
 
 void RowParallelLinear::forward(float* out, const float* inp, RowParallelLinearCache& c) {

@@ -14,25 +14,23 @@ TransformerBlock::TransformerBlock(const LayerContext& ctx, int64_t layer, const
 
 BlockCache TransformerBlock::make_cache() const {
   Backend& be = backend_;
-  const int64_t ln_out = sp_ ? 0 : mb_.N * C_;
   return {.ln_1 = ln_1_.make_cache(),
-          .ln1_out = {be, ln_out},
+          .ln1_out = {be, mb_.ln_out(), kCache},
           .attn = attn_.make_cache(),
-          .res_mid = {be, mb_.Nl * C_},
+          .res_mid = {be, mb_.residual(), kCache},
           .ln_2 = ln_2_.make_cache(),
-          .ln2_out = {be, ln_out},
+          .ln2_out = {be, mb_.ln_out(), kCache},
           .mlp = mlp_.make_cache()};
 }
 
 BlockGrads TransformerBlock::make_grads() const {
   Backend& be = backend_;
-  const int64_t residual = mb_.Nl * C_;
   return {.mlp = mlp_.make_grads(),
-          .d_ln2_out = {be, residual},
+          .d_ln2_out = {be, mb_.residual(), kCache},
           .ln_2 = ln_2_.make_grads(),
-          .d_res_mid = {be, residual},
+          .d_res_mid = {be, mb_.residual(), kCache},
           .attn = attn_.make_grads(),
-          .d_ln1_out = {be, residual},
+          .d_ln1_out = {be, mb_.residual(), kCache},
           .ln_1 = ln_1_.make_grads()};
 }
 

@@ -12,10 +12,6 @@
 
 namespace gpt::cpu {
 
-namespace {
-constexpr size_t kAlignment = 64;
-}  // namespace
-
 CpuBackend::CpuBackend(int threads) : threads_(threads) {
   GPT_CHECK(threads >= 0, "CPU backend thread count must be >= 0, got " << threads);
   // oneDNN is built on the OpenMP runtime here, so this one setting governs its sgemm too.
@@ -27,17 +23,16 @@ std::string CpuBackend::name() const {
   return GPT_MSG("cpu (" << threads_ << (threads_ == 1 ? " thread)" : " threads)"));
 }
 
-void* CpuBackend::allocate(size_t bytes) {
-  // aligned_alloc wants a multiple of the alignment; a zero request still gets a unique pointer.
-  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;
+void* CpuBackend::raw_allocate(size_t bytes) {
+  // aligned_alloc wants a multiple of the alignment.
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* ptr = std::aligned_alloc(kAlignment, rounded);
   GPT_CHECK(ptr != nullptr, "out of host memory allocating " << bytes << " bytes");
   std::memset(ptr, 0, rounded);
   return ptr;
 }
 
-void CpuBackend::deallocate(void* ptr) {
+void CpuBackend::raw_deallocate(void* ptr) {
   std::free(ptr);
 }
 

@@ -10,13 +10,14 @@ namespace gpt::cpu {
 
 class CpuBackend : public Backend {
  public:
+  static constexpr size_t kAlignment = 64;  // a cache line: AVX-512 loads never straddle two
+
   explicit CpuBackend(int threads);
   DeviceKind kind() const override { return DeviceKind::kCpu; }
   std::string name() const override;
   int threads() const { return threads_; }
 
-  void* allocate(size_t bytes) override;
-  void deallocate(void* ptr) override;
+  size_t allocation_granularity() const override { return kAlignment; }
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
@@ -42,12 +43,6 @@ class CpuBackend : public Backend {
   void gelu_forward(float* out, const float* inp, int64_t n) override;
   void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) override;
 
-  int64_t attention_cache_floats(int64_t B, int64_t NH, int64_t T) const override {
-    return B * NH * T * T;
-  }
-  int64_t attention_scratch_floats(int64_t B, int64_t NH, int64_t T) const override {
-    return B * NH * T * T;
-  }
   void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t NH,
                          int64_t HS) override;
   void attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
@@ -89,6 +84,10 @@ class CpuBackend : public Backend {
   void sgd_update(float* param, const float* grad, float* momentum_buffer,
                   std::span<const ParameterRun> runs, const SgdStep& decayed,
                   const SgdStep& undecayed) override;
+
+ protected:
+  void* raw_allocate(size_t bytes) override;
+  void raw_deallocate(void* ptr) override;
 
  private:
   int threads_;

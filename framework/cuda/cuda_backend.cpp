@@ -26,29 +26,20 @@ std::string cublas_status_string(cublasStatus_t status) {
   return std::string(cublasLtGetStatusName(status)) + ": " + cublasLtGetStatusString(status);
 }
 
-void* GrowingBuffer::get(DeviceArena& arena, cudaStream_t stream, size_t bytes) {
+void* GrowingBuffer::get(Backend& backend, size_t bytes) {
   if (bytes <= bytes_) return ptr_;
-  if (ptr_ != nullptr) {
-    GPT_CUDA_CHECK(cudaStreamSynchronize(stream));  // kernels may still read the old buffer
-    arena.release(ptr_);
-  }
-  ptr_ = arena.allocate(bytes);
+  backend.deallocate(ptr_);  // synchronizes first: kernels may still read the old buffer
+  ptr_ = backend.allocate(bytes, MemoryCategory::kWorkspace);
   bytes_ = bytes;
   return ptr_;
-}
-
-void GrowingBuffer::release(DeviceArena& arena) {
-  arena.release(ptr_);
-  ptr_ = nullptr;
-  bytes_ = 0;
 }
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : options_(options), arena_(on_device(options.device, options.arena_bytes)) {
   GPT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   GPT_CUBLAS_CHECK(cublasLtCreate(&lt_));
-  gemm_workspace_ = arena_.allocate(kGemmWorkspaceBytes);
-  device_result_ = static_cast<double*>(arena_.allocate(sizeof(double)));
+  gemm_workspace_ = allocate(kGemmWorkspaceBytes, MemoryCategory::kWorkspace);
+  device_result_ = static_cast<double*>(allocate(sizeof(double), MemoryCategory::kWorkspace));
   GPT_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_result_), sizeof(double)));
 }
 
@@ -72,13 +63,13 @@ std::string CudaBackend::name() const {
 
 // ---- memory. Every transfer is stream-ordered on the compute stream; host transfers wait for
 // it, because the caller reads or frees its host buffer as soon as the call returns.
-void* CudaBackend::allocate(size_t bytes) {
+void* CudaBackend::raw_allocate(size_t bytes) {
   void* ptr = arena_.allocate(bytes);
-  if (ptr != nullptr) GPT_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
+  GPT_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
   return ptr;
 }
 
-void CudaBackend::deallocate(void* ptr) {
+void CudaBackend::raw_deallocate(void* ptr) {
   GPT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   arena_.release(ptr);
 }
@@ -123,8 +114,7 @@ void CudaBackend::layernorm_backward_input(float* dinp, const float* dout, const
 void CudaBackend::layernorm_backward_weight(float* dweight, float* dbias, const float* dout,
                                             const float* inp, const float* mean, const float* rstd,
                                             int64_t N, int64_t C) {
-  void* scratch =
-      scratch_.get(arena_, stream_, cuda::layernorm_backward_weight_scratch_bytes(N, C));
+  void* scratch = scratch_.get(*this, cuda::layernorm_backward_weight_scratch_bytes(N, C));
   cuda::layernorm_backward_weight(stream_, dweight, dbias, dout, inp, mean, rstd, N, C, scratch);
 }
 
@@ -149,7 +139,7 @@ void CudaBackend::add_bias(float* out, const float* bias, int64_t N, int64_t C) 
 }
 
 void CudaBackend::bias_backward(float* dbias, const float* dout, int64_t N, int64_t C) {
-  void* scratch = scratch_.get(arena_, stream_, cuda::column_sum_scratch_bytes(N, C));
+  void* scratch = scratch_.get(*this, cuda::column_sum_scratch_bytes(N, C));
   cuda::column_sum_accumulate(stream_, dbias, dout, N, C, scratch);
 }
 
@@ -175,7 +165,7 @@ void CudaBackend::embedding_forward(float* out, const int32_t* tokens, const flo
 
 void CudaBackend::embedding_backward(float* dwte, const float* dout, const int32_t* tokens,
                                      int64_t N, int64_t C, int64_t vocab_start, int64_t V_local) {
-  void* scratch = scratch_.get(arena_, stream_, cuda::embedding_backward_scratch_bytes(N));
+  void* scratch = scratch_.get(*this, cuda::embedding_backward_scratch_bytes(N));
   cuda::embedding_backward(stream_, dwte, dout, tokens, N, C, vocab_start, V_local, scratch);
 }
 
@@ -220,7 +210,7 @@ void CudaBackend::xent_backward(float* logits, const float* row_max, const float
 
 // ---- reductions: the double lands in pinned memory, then the host waits for it
 double CudaBackend::reduce_to_host(bool squares, const float* x, int64_t n) {
-  void* scratch = scratch_.get(arena_, stream_, cuda::full_sum_scratch_bytes());
+  void* scratch = scratch_.get(*this, cuda::full_sum_scratch_bytes());
   if (squares) {
     cuda::sum_squares(stream_, device_result_, x, n, scratch);
   } else {
@@ -259,7 +249,7 @@ const UpdateBlock* CudaBackend::update_blocks(std::span<const ParameterRun> runs
             {run.offset + start, static_cast<int32_t>(numel), run.weight_decay ? 1 : 0});
       }
     }
-    void* table = update_table_.get(arena_, stream_, sizeof(UpdateBlock) * (blocks.size() + 1));
+    void* table = update_table_.get(*this, sizeof(UpdateBlock) * (blocks.size() + 1));
     copy_from_host(table, blocks.data(), sizeof(UpdateBlock) * blocks.size());
     table_runs_.assign(runs.begin(), runs.end());
     table_blocks_ = static_cast<int64_t>(blocks.size());

@@ -25,9 +25,8 @@ namespace gpt::cuda {
 // step, never in the steady state.
 class GrowingBuffer {
  public:
-  void* get(DeviceArena& arena, cudaStream_t stream, size_t bytes);
-  void* data() const { return ptr_; }  // what the last get() returned
-  void release(DeviceArena& arena);
+  void* get(Backend& backend, size_t bytes);  // counted as workspace
+  void* data() const { return ptr_; }         // what the last get() returned
 
  private:
   void* ptr_ = nullptr;
@@ -48,10 +47,9 @@ class CudaBackend final : public Backend {
   int device() const { return options_.device; }
   const DeviceArena& arena() const { return arena_; }
 
-  static constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;  // what Hopper kernels want
+  static constexpr size_t kGemmWorkspaceBytes = kCudaGemmWorkspaceBytes;
 
-  void* allocate(size_t bytes) override;
-  void deallocate(void* ptr) override;
+  size_t allocation_granularity() const override { return DeviceArena::kAlignment; }
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
@@ -78,12 +76,6 @@ class CudaBackend final : public Backend {
   void gelu_forward(float* out, const float* inp, int64_t n) override;
   void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) override;
 
-  int64_t attention_cache_floats(int64_t B, int64_t NH, int64_t T) const override {
-    return B * NH * T;  // log-sum-exp per query row
-  }
-  int64_t attention_scratch_floats(int64_t B, int64_t NH, int64_t T) const override {
-    return B * NH * T;  // rowsum(dout * out) per query row
-  }
   void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t NH,
                          int64_t HS) override;
   void attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
@@ -125,6 +117,10 @@ class CudaBackend final : public Backend {
   void sgd_update(float* param, const float* grad, float* momentum_buffer,
                   std::span<const ParameterRun> runs, const SgdStep& decayed,
                   const SgdStep& undecayed) override;
+
+ protected:
+  void* raw_allocate(size_t bytes) override;
+  void raw_deallocate(void* ptr) override;
 
  private:
   // One cuBLASLt product (gemm_layout.h) D = op(A) op(B) + beta D, A and B float32 in memory

@@ -5,16 +5,16 @@
 
 namespace gpt::cuda {
 namespace {
-constexpr size_t kAlignment = 256;  // cuBLASLt's preferred alignment and a full cache sector
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 }  // namespace
 
 DeviceArena::DeviceArena(size_t capacity_bytes) : blocks_(capacity_bytes, kAlignment) {
-  GPT_INPUT_CHECK(blocks_.capacity() > 0, "--gpu-memory-gb leaves no device memory for the arena");
+  GPT_INPUT_CHECK(blocks_.capacity() > 0,
+                  "--memory-limit-gb leaves no device memory for the arena");
   const cudaError_t rc = cudaMalloc(reinterpret_cast<void**>(&base_), blocks_.capacity());
   GPT_INPUT_CHECK(rc == cudaSuccess, "cannot reserve a device arena of "
                                          << blocks_.capacity() / kGiB << " GiB ("
-                                         << cudaGetErrorString(rc) << "): lower --gpu-memory-gb");
+                                         << cudaGetErrorString(rc) << "): lower --memory-limit-gb");
 }
 
 DeviceArena::~DeviceArena() {
@@ -28,7 +28,7 @@ void* DeviceArena::allocate(size_t bytes) {
                                           << capacity() / kGiB << " GiB is exhausted ("
                                           << in_use() / kGiB << " GiB in use, "
                                           << blocks_.rounded(bytes) / kGiB
-                                          << " GiB more needed): raise --gpu-memory-gb or lower "
+                                          << " GiB more needed): raise --memory-limit-gb or lower "
                                              "--micro-batch-size");
   return base_ + *offset;
 }

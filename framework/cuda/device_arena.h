@@ -11,12 +11,13 @@ namespace gpt::cuda {
 
 class DeviceArena {
  public:
+  static constexpr size_t kAlignment = 256;  // cuBLASLt's preferred alignment, a cache sector
   explicit DeviceArena(size_t capacity_bytes);
   ~DeviceArena();
   DeviceArena(const DeviceArena&) = delete;
   DeviceArena& operator=(const DeviceArena&) = delete;
 
-  // Null for zero bytes; throws a one-line input error naming --gpu-memory-gb when the arena is
+  // Null for zero bytes; throws a one-line input error naming --memory-limit-gb when the arena is
   // exhausted.
   void* allocate(size_t bytes);
   void release(void* ptr);  // null is ignored

@@ -142,9 +142,9 @@ void CudaBackend::gemm(const GemmShape& s, const float* A, const float* B, float
   if (options_.precision == Precision::kBf16) {
     const int64_t a_elements = gemm_a_elements(s), b_elements = gemm_b_elements(s);
     auto* a16 = static_cast<__nv_bfloat16*>(
-        operand_a_.get(arena_, stream_, sizeof(__nv_bfloat16) * static_cast<size_t>(a_elements)));
+        operand_a_.get(*this, sizeof(__nv_bfloat16) * static_cast<size_t>(a_elements)));
     auto* b16 = static_cast<__nv_bfloat16*>(
-        operand_b_.get(arena_, stream_, sizeof(__nv_bfloat16) * static_cast<size_t>(b_elements)));
+        operand_b_.get(*this, sizeof(__nv_bfloat16) * static_cast<size_t>(b_elements)));
     convert_to_bf16(stream_, a16, A, a_elements);
     convert_to_bf16(stream_, b16, B, b_elements);
     a = a16;

@@ -192,9 +192,36 @@ def with_tiny(args):
 
 
 def train(args, np=1, timeout=DEFAULT_TIMEOUT, tiny=True, check=True, cwd=None):
-    """Runs train (with the TINY options unless tiny=False); by default a non-zero exit fails."""
-    return run("train", with_tiny(args) if tiny else list(args), np=np, timeout=timeout,
-               check=check, cwd=cwd)
+    """Runs train (with the TINY options unless tiny=False); by default a non-zero exit fails.
+    A run that finishes also proves the memory model (docs/MEMORY.md): no rank may report its
+    measured peaks differing from the prediction, and the metrics file's measured memory events
+    must equal the predicted ones, category by category."""
+    args = with_tiny(args) if tiny else list(args)
+    result = run("train", args, np=np, timeout=timeout, check=check, cwd=cwd)
+    if result.returncode == 0:
+        check_memory_prediction(args, result, cwd)
+    return result
+
+
+def check_memory_prediction(args, result, cwd=None):
+    text = result.stdout + result.stderr
+    if "differs from the prediction" in text:
+        raise AssertionError("measured memory differs from the memory model:\n" + text[-4000:])
+    if "--metrics" not in args:
+        return
+    path = str(args[args.index("--metrics") + 1])
+    path = path if os.path.isabs(path) or cwd is None else os.path.join(cwd, path)
+    if not os.path.exists(path):
+        return
+    predicted = {}
+    for event in read_metrics(path):
+        if event.get("event") != "memory":
+            continue
+        if event["kind"] == "predicted":
+            predicted[event["rank"]] = event["bytes"]
+        elif event["bytes"] != predicted.get(event["rank"]):
+            raise AssertionError(f"{path}: rank {event['rank']} measured {event['bytes']}, "
+                                 f"predicted {predicted.get(event['rank'])}")
 
 
 def train_resumed(test, options, checkpoint, steps, np=1, timeout=DEFAULT_TIMEOUT):

@@ -268,7 +268,7 @@ class BadInputTest(Fixtures):
         self.check("train", ["--comm-timeout", "-1"], ["--comm-timeout"], self.OPTION_RANKS)
 
     def test_gpu_memory_negative(self):
-        self.check("train", ["--gpu-memory-gb", "-1"], ["--gpu-memory-gb"], self.OPTION_RANKS)
+        self.check("train", ["--memory-limit-gb", "-1"], ["--memory-limit-gb"], self.OPTION_RANKS)
 
     def test_device_cuda_without_a_gpu(self):
         # "no CUDA device is visible", or "this build has no CUDA backend" without nvcc.

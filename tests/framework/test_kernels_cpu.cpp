@@ -4,6 +4,8 @@
 // torch.optim semantics, and determinism (repeat calls and thread counts give identical bits).
 #include <gtest/gtest.h>
 
+#include "framework/check.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -261,9 +263,9 @@ TEST(CpuBackendMemory, AllocateIsZeroedAndAligned) {
   EXPECT_EQ(be.kind(), gpt::DeviceKind::kCpu);
   EXPECT_NE(be.name().find("cpu"), std::string::npos);
   EXPECT_EQ(be.threads(), 1);
-  for (size_t bytes :
-       {size_t{0}, size_t{1}, size_t{3}, size_t{64}, size_t{1000}, size_t{1 << 20}}) {
-    void* p = be.allocate(bytes);
+  EXPECT_EQ(be.allocate(0, gpt::MemoryCategory::kWorkspace), nullptr);  // zero bytes take nothing
+  for (size_t bytes : {size_t{1}, size_t{3}, size_t{64}, size_t{1000}, size_t{1 << 20}}) {
+    void* p = be.allocate(bytes, gpt::MemoryCategory::kWorkspace);
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << bytes;
     const auto* c = static_cast<const unsigned char*>(p);
@@ -272,11 +274,31 @@ TEST(CpuBackendMemory, AllocateIsZeroedAndAligned) {
   }
 }
 
+TEST(CpuBackendMemory, LedgerCountsReservedBytesByCategory) {
+  CpuBackend be(1);
+  using gpt::MemoryCategory;
+  void* w = be.allocate(100, MemoryCategory::kWeights);     // 128 reserved: two cache lines
+  void* a = be.allocate(64, MemoryCategory::kActivations);  // exactly one
+  EXPECT_EQ(be.memory().live()[MemoryCategory::kWeights], 128);
+  EXPECT_EQ(be.memory().live()[MemoryCategory::kActivations], 64);
+  EXPECT_EQ(be.memory().live().total(), 192);
+  be.deallocate(w);
+  void* g = be.allocate(10, MemoryCategory::kGrads);
+  EXPECT_EQ(be.memory().live().total(), 128);
+  EXPECT_EQ(be.memory().peak()[MemoryCategory::kWeights], 128);  // each category's own peak
+  EXPECT_EQ(be.memory().peak_total(), 192);                      // the sum's peak
+  be.deallocate(a);
+  be.deallocate(g);
+  EXPECT_EQ(be.memory().live().total(), 0);
+  EXPECT_THROW(be.deallocate(a), gpt::Error);  // released twice
+}
+
 TEST(CpuBackendMemory, CopiesAndFill) {
   CpuBackend be(2);
   std::mt19937 rng(1);
   Vec host = randn(1001, rng);
-  gpt::DeviceArray<float> a(be, 1001), b(be, 1001);
+  gpt::DeviceArray<float> a(be, 1001, gpt::MemoryCategory::kWorkspace),
+      b(be, 1001, gpt::MemoryCategory::kWorkspace);
   a.upload(host);
   be.copy(b.data(), a.data(), sizeof(float) * 1001);
   expect_bits_equal(b.download(), host, "copy");

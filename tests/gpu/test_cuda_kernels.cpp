@@ -91,7 +91,7 @@ Tokens random_tokens(size_t n, int32_t lo, int32_t hi, std::mt19937& rng) {
 
 template <typename T>
 DeviceArray<T> put(Backend& be, const std::vector<T>& host) {
-  DeviceArray<T> a(be, static_cast<int64_t>(host.size()));
+  DeviceArray<T> a(be, static_cast<int64_t>(host.size()), MemoryCategory::kWorkspace);
   if (!host.empty()) a.upload(host);
   return a;
 }
@@ -211,7 +211,7 @@ TEST(CudaMemory, AllocateIsZeroFilledAlsoWhenReused) {
   for (size_t bytes :
        {size_t{1}, size_t{3}, size_t{64}, size_t{1000}, size_t{1} << 20, (size_t{1} << 26) + 5}) {
     for (int round = 0; round < 2; round++) {
-      void* p = be.allocate(bytes);
+      void* p = be.allocate(bytes, MemoryCategory::kWorkspace);
       ASSERT_NE(p, nullptr) << bytes;
       std::vector<unsigned char> host(bytes, 0xAB);
       be.copy_to_host(host.data(), p, bytes);
@@ -229,7 +229,7 @@ TEST(CudaMemory, CopiesAndFill) {
   Backend& be = cuda();
   std::mt19937 rng(1);
   const Vec host = randn(1001, rng);
-  DeviceArray<float> a = put(be, host), b(be, 1001);
+  DeviceArray<float> a = put(be, host), b(be, 1001, MemoryCategory::kWorkspace);
   be.copy(b.data(), a.data(), sizeof(float) * 1001);
   expect_bits_equal(b.download(), host, "copy");
   // Unaligned offsets and zero-byte copies.

@@ -28,7 +28,7 @@ MODEL = ["--n-layer", "2", "--n-head", "4", "--d-model", "64", "--seq-len", "32"
          "--eval-every", "0", "--log-every", "1", "--data-order", "random", "--seed", "2024",
          "--lr", "0.01", "--min-lr", "0.001", "--warmup-steps", str(STEPS)]
 CPU = ["--device", "cpu", "--precision", "fp32"]
-GPU_MEMORY = ["--gpu-memory-gb", "2"]  # per rank: several ranks and tests share the GPU
+GPU_MEMORY = ["--memory-limit-gb", "2"]  # per rank: several ranks and tests share the GPU
 CUDA_FP32 = ["--device", "cuda", "--precision", "fp32"] + GPU_MEMORY
 CUDA_BF16 = ["--device", "cuda", "--precision", "bf16"] + GPU_MEMORY
 DET = ["--deterministic"]

@@ -22,14 +22,14 @@ namespace {
 class PretendDeviceBackend final : public cpu::CpuBackend {
  public:
   PretendDeviceBackend() : CpuBackend(1) {}
-  void* allocate(size_t bytes) override {
-    void* ptr = CpuBackend::allocate(bytes);
+  void* raw_allocate(size_t bytes) override {
+    void* ptr = CpuBackend::raw_allocate(bytes);
     ranges_[static_cast<const char*>(ptr)] = bytes;
     return ptr;
   }
-  void deallocate(void* ptr) override {
+  void raw_deallocate(void* ptr) override {
     ranges_.erase(static_cast<const char*>(ptr));
-    CpuBackend::deallocate(ptr);
+    CpuBackend::raw_deallocate(ptr);
   }
   bool is_device_memory(const void* ptr) const override {
     const char* p = static_cast<const char*>(ptr);
@@ -62,7 +62,7 @@ class HostStagedTest : public ::testing::Test {
     n_ = comm_->size();
   }
   DeviceArray<float> device(const std::vector<float>& values) {
-    DeviceArray<float> a(backend_, static_cast<int64_t>(values.size()));
+    DeviceArray<float> a(backend_, static_cast<int64_t>(values.size()), MemoryCategory::kComm);
     a.upload(values);
     return a;
   }
@@ -99,20 +99,20 @@ TEST_F(HostStagedTest, HostBuffersPassStraightThrough) {
 
 TEST_F(HostStagedTest, GatherScatterBroadcastMatchMpi) {
   DeviceArray<float> send = device({10.0f * rank_, 10.0f * rank_ + 1});
-  DeviceArray<float> gathered(backend_, 2 * n_);
+  DeviceArray<float> gathered(backend_, 2 * n_, MemoryCategory::kComm);
   comm_->all_gather(send.data(), gathered.data(), 2);
   std::vector<float> want;
   for (int r = 0; r < n_; ++r) want.insert(want.end(), {10.0f * r, 10.0f * r + 1});
   EXPECT_EQ(gathered.download(), want);
   // A host input gathered into device memory.
   std::vector<float> host_send = {static_cast<float>(rank_)};
-  DeviceArray<float> gathered_one(backend_, n_);
+  DeviceArray<float> gathered_one(backend_, n_, MemoryCategory::kComm);
   comm_->all_gather(host_send.data(), gathered_one.data(), 1);
   for (int r = 0; r < n_; ++r) EXPECT_EQ(gathered_one.download()[r], static_cast<float>(r));
 
   std::vector<float> blocks(static_cast<size_t>(2 * n_));
   for (int i = 0; i < 2 * n_; ++i) blocks[i] = static_cast<float>(i + rank_);
-  DeviceArray<float> full = device(blocks), mine(backend_, 2);
+  DeviceArray<float> full = device(blocks), mine(backend_, 2, MemoryCategory::kComm);
   comm_->reduce_scatter(full.data(), mine.data(), 2, ReduceOp::kSum);
   const float ranks_sum = static_cast<float>(n_ * (n_ - 1) / 2);
   EXPECT_EQ(mine.download(), (std::vector<float>{2.0f * rank_ * n_ + ranks_sum,

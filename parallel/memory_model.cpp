@@ -1,0 +1,201 @@
+// The memory model (see memory_model.h). Each sum below lists the buffers of one struct of
+// layers/ in its order (BlockCache, BlockGrads, HeadCache, HeadGrads, LayerScratch, a stage's
+// Cache and GradSet), each rounded as the backend reserves it.
+#include "parallel/memory_model.h"
+
+#include <algorithm>
+
+#include "framework/check.h"
+
+namespace gpt {
+
+const char* recompute_name(Recompute mode) {
+  switch (mode) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+Recompute parse_recompute(const std::string& name) {
+  for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    if (name == recompute_name(mode)) return mode;
+  fail_input("--recompute must be none, selective or full, not '" + name + "'");
+}
+
+LayerSizes layer_sizes(const ModelConfig& model, int tp, bool sequence_parallel,
+                       int64_t micro_batch, DeviceKind device, Recompute recompute) {
+  LayerSizes s;
+  s.B = micro_batch;
+  s.T = model.seq_len;
+  s.N = s.B * s.T;
+  s.sequence_parallel = sequence_parallel && tp > 1;
+  s.Nl = s.sequence_parallel ? s.N / tp : s.N;
+  s.C = model.d_model;
+  s.local_heads = model.n_head / tp;
+  s.local_channels = s.local_heads * model.head_dim();
+  s.local_ffn = model.ffn_dim() / tp;
+  s.local_vocab = model.padded_vocab(tp) / tp;
+  s.device = device;
+  s.drop_attention_cache =
+      recompute == Recompute::kSelective && attention_cache_is_quadratic(device);
+  return s;
+}
+
+int64_t reserved_bytes(DeviceKind device, int64_t count, int64_t element_bytes) {
+  const int64_t unit = device == DeviceKind::kCpu ? 64 : 256;  // Backend::allocation_granularity
+  const int64_t bytes = count * element_bytes;
+  return (bytes + unit - 1) / unit * unit;
+}
+
+namespace {
+
+struct Rounder {
+  DeviceKind device;
+  int64_t operator()(int64_t floats) const { return reserved_bytes(device, floats); }
+};
+
+int64_t block_cache_bytes(const LayerSizes& s) {
+  const Rounder r{s.device};
+  return 2 * r(s.ln_stats()) + r(s.ln_out()) + r(s.gathered_rows()) + r(s.qkv()) +
+         r(s.attention_cache()) + r(s.attention_out()) + r(s.residual()) + 2 * r(s.ln_stats()) +
+         r(s.ln_out()) + r(s.gathered_rows()) + 2 * r(s.ffn());
+}
+
+int64_t block_grads_bytes(const LayerSizes& s) {
+  const Rounder r{s.device};
+  return r(s.gathered_rows()) + r(s.ffn()) + 2 * r(s.residual()) + r(s.gathered_rows()) +
+         r(s.qkv()) + r(s.residual());
+}
+
+int64_t head_cache_bytes(const LayerSizes& s) {
+  const Rounder r{s.device};
+  return 2 * r(s.ln_stats()) + r(s.head_rows()) + r(s.logits()) + 4 * r(s.row_stat());
+}
+
+int64_t scratch_bytes(const LayerSizes& s, const ChunkRecompute& rc) {
+  const Rounder r{s.device};
+  return r(s.attention_out()) + r(s.attention_scratch()) + r(s.ffn()) + r(s.partial()) +
+         r(s.ln_local()) + r(s.attention_rebuilt()) + (rc.full_blocks > 0 ? r(s.residual()) : 0);
+}
+
+// One chunk's activations (its caches, gradient sets and rebuilt caches) and workspace.
+void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, int chunk,
+               MemoryBytes& bytes) {
+  const StageSpec spec = virtual_stage_spec(in.model, in.grid.pp, in.virtual_stages, stage, chunk,
+                                            in.layers_per_stage);
+  const ChunkRecompute rc =
+      chunk_recompute(in.recompute, in.recompute_layers, spec, schedule.splits_backward());
+  const LayerSizes s =
+      layer_sizes(in.model, in.grid.tp, in.sequence_parallel, in.micro_batch, in.device, rc.mode);
+  const Rounder r{in.device};
+  const int64_t n = spec.n_layers;
+  const int64_t cache = (n + 1) * r(s.residual()) + 2 * reserved_bytes(in.device, s.tokens()) +
+                        (n - rc.full_blocks) * block_cache_bytes(s) +
+                        (spec.has_head ? head_cache_bytes(s) : 0);
+  const int64_t grad_set =
+      (n + 1) * r(s.residual()) + n * block_grads_bytes(s) + (spec.has_head ? r(s.residual()) : 0);
+  const int64_t slots = schedule.cache_slots(stage, chunk);
+  const int64_t grad_sets = schedule.grad_sets(stage, chunk);
+  int64_t rebuilt = 0;
+  if (rc.full_blocks > 0)
+    rebuilt = block_cache_bytes(s) * (1 + (rc.split_backward ? grad_sets * rc.full_blocks : 0));
+  bytes[MemoryCategory::kActivations] += slots * cache + grad_sets * grad_set + rebuilt;
+  bytes[MemoryCategory::kWorkspace] += scratch_bytes(s, rc);
+}
+
+}  // namespace
+
+ChunkRecompute chunk_recompute(Recompute mode, int64_t recompute_layers, const StageSpec& spec,
+                               bool split_backward) {
+  ChunkRecompute rc;
+  rc.mode = mode;
+  rc.split_backward = split_backward;
+  if (mode == Recompute::kFull)
+    rc.full_blocks =
+        recompute_layers < 0 ? spec.n_layers : std::min(recompute_layers, spec.n_layers);
+  return rc;
+}
+
+int64_t chunk_parameter_floats(const ModelConfig& model, int tp, const StageSpec& spec) {
+  const int64_t C = model.d_model, T = model.seq_len, F = model.ffn_dim() / tp;
+  const int64_t local_wte = model.padded_vocab(tp) / tp * C;
+  const int64_t block = 2 * C + (3 * C / tp * C + 3 * C / tp) + (C * (C / tp) + C) + 2 * C +
+                        (F * C + F) + (C * F + C);
+  int64_t floats = spec.n_layers * block;
+  if (spec.has_embedding) floats += local_wte + T * C;
+  if (spec.has_head) floats += 2 * C + (spec.has_embedding ? 0 : local_wte);
+  return floats;
+}
+
+MemoryBytes predict_memory(const MemoryModelInput& in, int rank) {
+  const int stage = in.grid.coordinates_of(rank).stage;
+  const Schedule schedule =
+      make_schedule(in.schedule, in.grid.pp, in.microbatches, in.virtual_stages);
+  MemoryBytes bytes;
+  int64_t params = 0;
+  for (int chunk = 0; chunk < in.virtual_stages; ++chunk) {
+    params += chunk_parameter_floats(in.model, in.grid.tp,
+                                     virtual_stage_spec(in.model, in.grid.pp, in.virtual_stages,
+                                                        stage, chunk, in.layers_per_stage));
+    add_chunk(in, schedule, stage, chunk, bytes);
+  }
+  bytes[MemoryCategory::kWeights] = reserved_bytes(in.device, params);
+  bytes[MemoryCategory::kGrads] = reserved_bytes(in.device, params);
+  bytes[MemoryCategory::kOptimizer] = in.optimizer_states * reserved_bytes(in.device, params);
+  if (in.device == DeviceKind::kCuda)
+    bytes[MemoryCategory::kWorkspace] +=
+        reserved_bytes(in.device, kCudaGemmWorkspaceBytes, 1) + reserved_bytes(in.device, 1, 8);
+  return bytes;
+}
+
+std::vector<RankMemory> predict_all_ranks(const MemoryModelInput& in) {
+  std::vector<MemoryBytes> per_stage;
+  for (int stage = 0; stage < in.grid.pp; ++stage)
+    per_stage.push_back(predict_memory(in, stage * in.grid.tp * in.grid.dp));
+  std::vector<RankMemory> ranks;
+  for (int rank = 0; rank < in.grid.world(); ++rank) {
+    const GridCoordinates at = in.grid.coordinates_of(rank);
+    ranks.push_back({rank, at, per_stage[static_cast<size_t>(at.stage)]});
+  }
+  return ranks;
+}
+
+RankMemory heaviest_rank(const std::vector<RankMemory>& ranks) {
+  GPT_CHECK(!ranks.empty(), "no ranks to compare");
+  RankMemory best = ranks.front();
+  for (const RankMemory& r : ranks)
+    if (r.bytes.total() > best.bytes.total()) best = r;
+  return best;
+}
+
+std::vector<RankMemory> heaviest_per_stage(const std::vector<RankMemory>& ranks, int pp) {
+  std::vector<RankMemory> best(static_cast<size_t>(pp));
+  std::vector<bool> seen(static_cast<size_t>(pp), false);
+  for (const RankMemory& r : ranks) {
+    const auto s = static_cast<size_t>(r.coordinates.stage);
+    if (!seen[s] || r.bytes.total() > best[s].bytes.total()) best[s] = r;
+    seen[s] = true;
+  }
+  return best;
+}
+
+double korthikanti_layer_activation_bytes(const ModelConfig& model, int64_t micro_batch, int tp,
+                                          bool sequence_parallel, Recompute recompute) {
+  const double s = static_cast<double>(model.seq_len), b = static_cast<double>(micro_batch),
+               h = static_cast<double>(model.d_model), a = static_cast<double>(model.n_head),
+               t = static_cast<double>(tp);
+  const double sbh = s * b * h;
+  const bool sp = sequence_parallel && tp > 1;
+  if (recompute == Recompute::kFull) return 2.0 * sbh / (sp ? t : 1.0);  // the block's input
+  const double attention_quadratic = recompute == Recompute::kSelective ? 0.0 : 5.0 * a * s / h;
+  // Linear-in-s terms: 24 of the 34 are split by tp, the LayerNorm and dropout 10 only by SP.
+  const double linear = sp ? 34.0 / t : 10.0 + 24.0 / t;
+  return sbh * (linear + attention_quadratic / t);
+}
+
+}  // namespace gpt
