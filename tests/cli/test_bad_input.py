@@ -267,8 +267,28 @@ class BadInputTest(Fixtures):
     def test_comm_timeout_negative(self):
         self.check("train", ["--comm-timeout", "-1"], ["--comm-timeout"], self.OPTION_RANKS)
 
-    def test_gpu_memory_negative(self):
+    def test_memory_limit_negative(self):
         self.check("train", ["--memory-limit-gb", "-1"], ["--memory-limit-gb"], self.OPTION_RANKS)
+
+    def test_memory_limit_not_a_number(self):
+        self.check("train", ["--memory-limit-gb", "lots"], ["--memory-limit-gb", "lots"])
+
+    def test_memory_limit_exceeded(self):
+        # The tiny model needs about 0.3 MB per rank: 1e-5 GB (10 kB) is too little.
+        self.check("train", ["--memory-limit-gb", "0.00001", "--pp", "2"],
+                   ["--memory-limit-gb", "(pp stage", "needs", "activations", "--recompute"],
+                   ranks=(2,))
+
+    def test_recompute_mode(self):
+        self.check("train", ["--recompute", "some"], ["--recompute", "some"], self.OPTION_RANKS)
+
+    def test_recompute_layers_beyond_a_stage(self):
+        # tiny: 2 layers, so 1 per stage at --pp 2.
+        self.check("train", ["--pp", "2", "--recompute", "full", "--recompute-layers", "2"],
+                   ["--recompute-layers 2", "1 layers of a stage"], ranks=(2,))
+
+    def test_recompute_layers_without_full(self):
+        self.check("train", ["--recompute-layers", "1"], ["--recompute-layers", "--recompute full"])
 
     def test_device_cuda_without_a_gpu(self):
         # "no CUDA device is visible", or "this build has no CUDA backend" without nvcc.
