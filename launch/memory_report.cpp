@@ -106,10 +106,10 @@ void check_memory_limit(const MemoryModelInput& in, double limit_gb) {
   const MemoryCategory largest = r.bytes.largest();
   GPT_INPUT_CHECK(r.bytes.total() <= limit,
                   "rank " << r.rank << " (pp stage " << r.coordinates.stage << ") needs "
-                          << format_bytes(r.bytes.total()) << " > --memory-limit-gb " << limit_gb
-                          << ", " << memory_category_name(largest) << " "
-                          << format_bytes(r.bytes[largest]) << ": "
-                          << remedy(largest, in.recompute));
+                          << format_bytes(r.bytes.total()) << " > " << format_bytes(limit)
+                          << " (--memory-limit-gb " << limit_gb << "), "
+                          << memory_category_name(largest) << " " << format_bytes(r.bytes[largest])
+                          << ": " << remedy(largest, in.recompute));
 }
 
 void log_predicted_memory(const MemoryModelInput& in, MetricsWriter& metrics) {

@@ -1,0 +1,133 @@
+// Unit tests of the memory model (parallel/memory_model.h) on its own: the parameter split adds
+// up to the model's count, the schedule's facts move the activations as they should, selective
+// recomputation moves exactly the attention caches, and Korthikanti et al.'s formulas. That the
+// model equals the ledger to the byte is proven end to end by every train run of the suite
+// (tests/integration/test_memory.py and gpt_harness.train).
+#include <gtest/gtest.h>
+
+#include "framework/check.h"
+#include "parallel/memory_model.h"
+
+namespace gpt {
+namespace {
+
+MemoryModelInput small_input() {
+  MemoryModelInput in;
+  in.model = {.n_layer = 4, .n_head = 4, .d_model = 64, .seq_len = 32, .vocab_size = 300};
+  in.micro_batch = 2;
+  in.microbatches = 4;
+  return in;
+}
+
+int64_t activations(const MemoryModelInput& in, int rank) {
+  return predict_memory(in, rank)[MemoryCategory::kActivations];
+}
+
+TEST(MemoryModel, ParametersAddUpToTheModel) {
+  const MemoryModelInput in = small_input();
+  const ModelConfig& m = in.model;
+  for (int pp : {1, 2, 4}) {
+    int64_t total = 0;
+    for (int stage = 0; stage < pp; ++stage)
+      total += chunk_parameter_floats(m, 1, virtual_stage_spec(m, pp, 1, stage, 0));
+    // The padded vocabulary rows, and with pp > 1 the last stage's copy of wte.
+    const int64_t wte = m.padded_vocab(1) * m.d_model;
+    EXPECT_EQ(total, m.num_parameters(true) + (m.padded_vocab(1) - m.vocab_size) * m.d_model +
+                         (pp > 1 ? wte : 0))
+        << "pp " << pp;
+  }
+}
+
+TEST(MemoryModel, WeightsGradsAndOptimizerFollowTheParameters) {
+  MemoryModelInput in = small_input();
+  const MemoryBytes adamw = predict_memory(in, 0);
+  EXPECT_EQ(adamw[MemoryCategory::kWeights], adamw[MemoryCategory::kGrads]);
+  EXPECT_EQ(adamw[MemoryCategory::kOptimizer], 2 * adamw[MemoryCategory::kWeights]);
+  in.optimizer_states = 1;
+  EXPECT_EQ(predict_memory(in, 0)[MemoryCategory::kOptimizer], adamw[MemoryCategory::kWeights]);
+  EXPECT_EQ(adamw[MemoryCategory::kComm], 0);
+}
+
+TEST(MemoryModel, OneFOneBHoldsAtMostPpMicrobatchesGpipeAllOfThem) {
+  MemoryModelInput in = small_input();
+  in.grid = {.tp = 1, .dp = 1, .pp = 2};
+  const int64_t four = activations(in, 0);
+  in.microbatches = 8;
+  EXPECT_EQ(activations(in, 0), four) << "1F1B: stage 0 holds pp caches whatever m is";
+  in.schedule = ScheduleKind::kGpipe;
+  const int64_t gpipe8 = activations(in, 0);
+  in.microbatches = 4;
+  EXPECT_GT(gpipe8, activations(in, 0)) << "GPipe holds every microbatch";
+}
+
+TEST(MemoryModel, SelectiveMovesExactlyTheAttentionCaches) {
+  MemoryModelInput in = small_input();
+  in.grid = {.tp = 1, .dp = 1, .pp = 2};
+  const MemoryBytes none = predict_memory(in, 0);
+  in.recompute = Recompute::kSelective;
+  const MemoryBytes selective = predict_memory(in, 0);
+  const ModelConfig& m = in.model;
+  const int64_t one =
+      reserved_bytes(DeviceKind::kCpu, in.micro_batch * m.n_head * m.seq_len * m.seq_len);
+  const int64_t slots = 2, blocks = 2;  // stage 0 of 1F1B at pp 2 holds two; 2 blocks a stage
+  EXPECT_EQ(none[MemoryCategory::kActivations] - selective[MemoryCategory::kActivations],
+            slots * blocks * one);
+  EXPECT_EQ(selective[MemoryCategory::kWorkspace] - none[MemoryCategory::kWorkspace], one)
+      << "one rebuilt cache in the stage's scratch";
+  in.device = DeviceKind::kCuda;  // only the log-sum-exp is kept: nothing to drop
+  in.recompute = Recompute::kNone;
+  const MemoryBytes cuda_none = predict_memory(in, 0);
+  in.recompute = Recompute::kSelective;
+  EXPECT_EQ(predict_memory(in, 0), cuda_none);
+  EXPECT_GE(cuda_none[MemoryCategory::kWorkspace], int64_t{32} << 20) << "cuBLASLt workspace";
+}
+
+TEST(MemoryModel, FullRecomputeKeepsBlockInputsAndOneRebuiltCache) {
+  MemoryModelInput in = small_input();
+  in.grid = {.tp = 1, .dp = 1, .pp = 2};
+  const int64_t none = activations(in, 0);
+  in.recompute = Recompute::kFull;
+  const int64_t full = activations(in, 0);
+  in.recompute_layers = 1;
+  const int64_t one_block = activations(in, 0);
+  EXPECT_LT(full, one_block);
+  EXPECT_LT(one_block, none);
+  // A block cache X: both blocks of both slots dropped, one shared rebuilt cache gained, saves
+  // 4X - X; one block of both slots, 2X - X.
+  EXPECT_EQ(none - full, 3 * (none - one_block));
+}
+
+TEST(MemoryModel, HeaviestRanks) {
+  MemoryModelInput in = small_input();
+  in.grid = {.tp = 2, .dp = 2, .pp = 2};
+  const std::vector<RankMemory> all = predict_all_ranks(in);
+  ASSERT_EQ(all.size(), 8u);
+  const std::vector<RankMemory> per_stage = heaviest_per_stage(all, 2);
+  EXPECT_EQ(per_stage[0].rank, 0);
+  EXPECT_EQ(per_stage[1].rank, 4);
+  EXPECT_EQ(per_stage[1].coordinates.stage, 1);
+  EXPECT_EQ(heaviest_rank(all).bytes.total(),
+            std::max(per_stage[0].bytes.total(), per_stage[1].bytes.total()));
+}
+
+TEST(MemoryModel, KorthikantiFormulas) {
+  const ModelConfig m{
+      .n_layer = 1, .n_head = 16, .d_model = 1024, .seq_len = 2048, .vocab_size = 50257};
+  const double sbh = 2048.0 * 4 * 1024, as_h = 16.0 * 2048 / 1024;
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(m, 4, 1, false, Recompute::kNone),
+                   sbh * (34 + 5 * as_h));
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(m, 4, 8, false, Recompute::kNone),
+                   sbh * (10 + 24.0 / 8 + 5 * as_h / 8));
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(m, 4, 8, true, Recompute::kSelective),
+                   sbh * 34 / 8);
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(m, 4, 1, false, Recompute::kFull), 2 * sbh);
+}
+
+TEST(MemoryModel, RecomputeNames) {
+  EXPECT_EQ(parse_recompute("selective"), Recompute::kSelective);
+  EXPECT_STREQ(recompute_name(Recompute::kFull), "full");
+  EXPECT_THROW(parse_recompute("some"), Error);
+}
+
+}  // namespace
+}  // namespace gpt
