@@ -51,6 +51,12 @@ int64_t PlanLayout::recomputed_layers_per_stage(const ModelConfig& m) const {
   return recompute_layers <= 0 ? per_stage : std::min<int64_t>(recompute_layers, per_stage);
 }
 
+int64_t PlanLayout::recomputed_layers_in_chunk(const ModelConfig& m, int chunk) const {
+  const int64_t per_chunk = layers_per_chunk(m);
+  const int64_t before = per_chunk * chunk;
+  return std::clamp<int64_t>(recomputed_layers_per_stage(m) - before, 0, per_chunk);
+}
+
 std::string describe(const PlanLayout& l) {
   return GPT_MSG(
       "tp " << l.tp << " pp " << l.pp << " dp " << l.dp << " " << schedule_name(l.schedule)

@@ -43,6 +43,9 @@ struct PlanLayout {
   }
   // Blocks of one stage whose forward is rerun before their backward (full recomputation).
   int64_t recomputed_layers_per_stage(const ModelConfig& m) const;
+  // Of those, the ones in model chunk `chunk` of the stage: the stage's first blocks are its
+  // first chunk's.
+  int64_t recomputed_layers_in_chunk(const ModelConfig& m, int chunk) const;
 };
 
 // "tp 4 pp 4 dp 1 1f1b mb 1 sp full" and the like, for messages.

@@ -66,17 +66,22 @@ int64_t head_cache_bytes(const ModelConfig& m, const PlanLayout& l) {
 int64_t activation_bytes(const ModelConfig& m, const PlanLayout& l, const Schedule& s, int stage) {
   const bool megatron = l.precision == PrecisionRegime::kMegatronMixed;
   const int64_t per_chunk = l.layers_per_chunk(m);
-  const int64_t recomputed =
-      std::min(per_chunk, l.recomputed_layers_per_stage(m) / l.virtual_stages);
   const int64_t kept_bytes = megatron ? megatron_block_bytes(m, l, false) : block_cache_bytes(m, l);
   const int64_t input_bytes =
       megatron
           ? megatron_block_bytes(m, l, true)
           : (l.micro_batch * m.seq_len * m.d_model / (l.sequence_parallel ? l.tp : 1) * kFloat);
-  const int64_t chunk_bytes = (per_chunk - recomputed) * kept_bytes + recomputed * input_bytes;
+  // The caches in flight, each priced as the heaviest chunk's (chunks peak at different times,
+  // so this bounds their sum from above).
+  int64_t chunk_bytes = 0;
+  for (int chunk = 0; chunk < l.virtual_stages; ++chunk) {
+    const int64_t recomputed = l.recomputed_layers_in_chunk(m, chunk);
+    chunk_bytes =
+        std::max(chunk_bytes, (per_chunk - recomputed) * kept_bytes + recomputed * input_bytes);
+  }
   int64_t bytes = s.stated_caches[static_cast<size_t>(stage)] * chunk_bytes;
   // A recomputed block's cache is rebuilt one at a time, just before its backward.
-  if (recomputed > 0) bytes += kept_bytes;
+  if (l.recomputed_layers_per_stage(m) > 0) bytes += kept_bytes;
   if (is_last(l, stage)) {
     const int64_t head = head_cache_bytes(m, l) / (megatron ? 2 : 1);
     bytes += s.stated_b_caches[static_cast<size_t>(stage)] * head;
