@@ -74,9 +74,9 @@ void check_layout(const PlanOptions& o, const Cluster& cluster, const PlanLayout
                                          << l.dp << " x --micro-batch-size " << l.micro_batch);
   GPT_INPUT_CHECK(l.recompute == Recompute::kFull || l.recompute_layers == 0,
                   "--recompute-layers needs --recompute full");
-  GPT_INPUT_CHECK(l.recompute_layers <= m.n_layer / l.pp,
-                  "--recompute-layers " << l.recompute_layers << " exceeds the " << m.n_layer / l.pp
-                                        << " blocks of a stage");
+  GPT_INPUT_CHECK(l.recompute_layers <= l.layers_per_chunk(m),
+                  "--recompute-layers " << l.recompute_layers << " is more than the "
+                                        << l.layers_per_chunk(m) << " blocks of a model chunk");
   make_schedule(l.schedule, l.pp, l.microbatches, l.virtual_stages);  // its own rules
 }
 
@@ -116,7 +116,8 @@ std::vector<Savings> saving_choices(const PlanOptions& o, int tp, int pp, int dp
   for (Recompute r : recomputes) {
     std::vector<int> layer_counts = {o.recompute_layers};
     if (r == Recompute::kFull && !o.was_given("recompute-layers")) {
-      // All blocks (0), and the powers of two below a stage's count.
+      // All blocks (0), and the powers of two below a stage's count (check_layout drops those
+      // above an interleaved chunk's).
       for (int64_t n = 1; n < o.model.n_layer / pp; n *= 2) layer_counts.push_back(n);
     }
     for (int n : layer_counts)
@@ -163,7 +164,7 @@ po::options_description plan_options_description(PlanOptions& o) {
       "sequence parallelism (=false fixes it off)");
   add("recompute", po::value(&o.recompute), "none | selective | full");
   add("recompute-layers", po::value(&o.recompute_layers),
-      "with full: the first N blocks of each stage (0 = all)");
+      "with full: the first N blocks of each model chunk (0 = all)");
   add("distributed-optimizer", po::value(&o.distributed_optimizer)->implicit_value(true),
       "ZeRO-1 over dp (=false fixes it off)");
   add("precision", po::value(&o.precision),

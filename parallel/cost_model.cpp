@@ -278,7 +278,7 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   const Context c = make_context(m, l, cluster);
   const BlockCosts block = block_costs(c);
   const int64_t layers = l.layers_per_chunk(m);
-  const int64_t recomputed = l.recomputed_layers_in_chunk(m, vs / l.pp);
+  const int64_t recomputed = l.recomputed_layers_per_chunk(m);
   ChunkCosts costs;
   add(costs, block.passes, static_cast<double>(layers));
   if (l.recompute == Recompute::kSelective)

@@ -7,18 +7,6 @@
 
 namespace gpt {
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::kNone:
-      return "none";
-    case Recompute::kSelective:
-      return "selective";
-    case Recompute::kFull:
-      return "full";
-  }
-  return "?";
-}
-
 const char* regime_name(PrecisionRegime p) {
   switch (p) {
     case PrecisionRegime::kFp32:
@@ -45,16 +33,10 @@ const char* regime_description(PrecisionRegime p) {
   return "?";
 }
 
-int64_t PlanLayout::recomputed_layers_per_stage(const ModelConfig& m) const {
+int64_t PlanLayout::recomputed_layers_per_chunk(const ModelConfig& m) const {
   if (recompute != Recompute::kFull) return 0;
-  const int64_t per_stage = m.n_layer / pp;
-  return recompute_layers <= 0 ? per_stage : std::min<int64_t>(recompute_layers, per_stage);
-}
-
-int64_t PlanLayout::recomputed_layers_in_chunk(const ModelConfig& m, int chunk) const {
   const int64_t per_chunk = layers_per_chunk(m);
-  const int64_t before = per_chunk * chunk;
-  return std::clamp<int64_t>(recomputed_layers_per_stage(m) - before, 0, per_chunk);
+  return recompute_layers <= 0 ? per_chunk : std::min<int64_t>(recompute_layers, per_chunk);
 }
 
 std::string describe(const PlanLayout& l) {

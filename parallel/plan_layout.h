@@ -10,16 +10,15 @@
 #include <string>
 
 #include "framework/config.h"
+#include "parallel/memory_model.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace gpt {
 
-// Korthikanti et al. 2022: selective recomputes the attention core (QK^T, softmax, its dropout,
-// the product with V) in the backward; full keeps only each block's input and re-runs the
-// block's forward before its backward.
-enum class Recompute { kNone, kSelective, kFull };
-const char* recompute_name(Recompute r);
-
+// Recompute (parallel/memory_model.h), as Korthikanti et al. 2022 and the planner read it:
+// selective recomputes the attention core (QK^T, softmax, its dropout, the product with V) in the
+// backward; full keeps only each block's input and re-runs the block's forward before its
+// backward.
 enum class PrecisionRegime { kFp32, kBf16, kMegatronMixed };
 const char* regime_name(PrecisionRegime p);
 // One line saying what the regime keeps in which precision, for the output.
@@ -33,7 +32,7 @@ struct PlanLayout {
   int microbatches = 1;  // global batch / (dp * micro_batch)
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
-  int recompute_layers = 0;  // full recomputation of the first N blocks of each stage; 0 = all
+  int recompute_layers = 0;  // full: the first N blocks of each chunk (train's); 0 = all
   bool distributed_optimizer = false;
   PrecisionRegime precision = PrecisionRegime::kBf16;
 
@@ -41,11 +40,9 @@ struct PlanLayout {
   int64_t layers_per_chunk(const ModelConfig& m) const {
     return m.n_layer / (static_cast<int64_t>(pp) * virtual_stages);
   }
-  // Blocks of one stage whose forward is rerun before their backward (full recomputation).
-  int64_t recomputed_layers_per_stage(const ModelConfig& m) const;
-  // Of those, the ones in model chunk `chunk` of the stage: the stage's first blocks are its
-  // first chunk's.
-  int64_t recomputed_layers_in_chunk(const ModelConfig& m, int chunk) const;
+  // Blocks of one model chunk whose forward is rerun before their backward (full
+  // recomputation), as train's --recompute-layers counts them.
+  int64_t recomputed_layers_per_chunk(const ModelConfig& m) const;
 };
 
 // "tp 4 pp 4 dp 1 1f1b mb 1 sp full" and the like, for messages.

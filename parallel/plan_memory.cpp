@@ -1,11 +1,14 @@
-// The planner's memory adapter (see plan_memory.h). Two regimes: this project's, from the
-// buffers the layers allocate (layers/*.h caches, one per in-flight microbatch; fp32 values,
-// gradients and AdamW state), with the CUDA backend's fused attention, which keeps the softmax's
-// row statistics instead of the T x T probabilities; and Megatron's, from Korthikanti et al.
-// 2022's activation formulas.
+// The planner's memory adapter (see plan_memory.h). This project's regimes are the memory model's
+// prediction (parallel/memory_model.h) for the CUDA backend, whose fused attention keeps the
+// softmax's row statistics instead of the T x T probabilities; the distributed optimizer, which
+// the memory model does not know yet, divides the optimizer state by dp. Megatron's regime is
+// priced from Korthikanti et al. 2022's per-block activation formulas (the memory model's
+// korthikanti_layer_activation_bytes) and Megatron's 18 bytes per parameter.
 #include "parallel/plan_memory.h"
 
 #include <algorithm>
+
+#include "parallel/memory_model.h"
 
 namespace gpt {
 namespace {
@@ -29,31 +32,6 @@ bool is_last(const PlanLayout& l, int stage) {
   return stage == l.pp - 1;
 }
 
-// One block's cache in this project, bytes: what BlockCache holds for one microbatch.
-int64_t block_cache_bytes(const ModelConfig& m, const PlanLayout& l) {
-  const int64_t N = l.micro_batch * m.seq_len, C = m.d_model, tp = l.tp;
-  const int64_t Nl = l.sequence_parallel ? N / tp : N;
-  const int64_t rows_stats = 2 * Nl * 2;                   // ln_1, ln_2 mean and rstd
-  const int64_t inputs = Nl * C + 2 * N * C;               // block input; ln outputs (all rows)
-  const int64_t attention = N * 3 * C / tp + N * C / tp +  // qkv, attention output
-                            l.micro_batch * (m.n_head / tp) * m.seq_len;  // row log-sum-exp
-  const int64_t mlp = 2 * N * m.ffn_dim() / tp + Nl * C;                  // fc_pre, fc_act, res_mid
-  return (rows_stats + inputs + attention + mlp) * kFloat;
-}
-
-// Megatron's activations per block and microbatch (Korthikanti et al. 2022, section 4, 16-bit
-// activations, 1-byte dropout masks): s b h (34 + 5 a s / h) without parallelism; tensor
-// parallelism divides all but the 10 s b h of the LayerNorm and dropout regions, which sequence
-// parallelism divides too; selective drops the 5 a s / h attention-core term; full keeps 2 s b h.
-int64_t megatron_block_bytes(const ModelConfig& m, const PlanLayout& l, bool recomputed) {
-  const double s = m.seq_len, b = l.micro_batch, h = m.d_model, a = m.n_head, t = l.tp;
-  const double sbh = s * b * h;
-  if (recomputed) return static_cast<int64_t>(2 * sbh / (l.sequence_parallel ? t : 1));
-  const double core = l.recompute == Recompute::kSelective ? 0 : 5 * a * s / h;
-  const double replicated = l.sequence_parallel ? 10 / t : 10;
-  return static_cast<int64_t>(sbh * (replicated + (24 + core) / t));
-}
-
 int64_t head_cache_bytes(const ModelConfig& m, const PlanLayout& l) {
   const int64_t N = l.micro_batch * m.seq_len;
   // ln_f output (all rows), the logits shard in fp32 and four row statistics.
@@ -61,32 +39,48 @@ int64_t head_cache_bytes(const ModelConfig& m, const PlanLayout& l) {
   return floats * kFloat;
 }
 
-// Bytes of the activations stage `stage` holds at its peak: its caches in flight, each one
-// chunk's worth of blocks (the recomputed ones keep only their input), and the head's.
-int64_t activation_bytes(const ModelConfig& m, const PlanLayout& l, const Schedule& s, int stage) {
-  const bool megatron = l.precision == PrecisionRegime::kMegatronMixed;
-  const int64_t per_chunk = l.layers_per_chunk(m);
-  const int64_t kept_bytes = megatron ? megatron_block_bytes(m, l, false) : block_cache_bytes(m, l);
-  const int64_t input_bytes =
-      megatron
-          ? megatron_block_bytes(m, l, true)
-          : (l.micro_batch * m.seq_len * m.d_model / (l.sequence_parallel ? l.tp : 1) * kFloat);
-  // The caches in flight, each priced as the heaviest chunk's (chunks peak at different times,
-  // so this bounds their sum from above).
-  int64_t chunk_bytes = 0;
-  for (int chunk = 0; chunk < l.virtual_stages; ++chunk) {
-    const int64_t recomputed = l.recomputed_layers_in_chunk(m, chunk);
-    chunk_bytes =
-        std::max(chunk_bytes, (per_chunk - recomputed) * kept_bytes + recomputed * input_bytes);
-  }
-  int64_t bytes = s.stated_caches[static_cast<size_t>(stage)] * chunk_bytes;
-  // A recomputed block's cache is rebuilt one at a time, just before its backward.
-  if (l.recomputed_layers_per_stage(m) > 0) bytes += kept_bytes;
-  if (is_last(l, stage)) {
-    const int64_t head = head_cache_bytes(m, l) / (megatron ? 2 : 1);
-    bytes += s.stated_b_caches[static_cast<size_t>(stage)] * head;
-  }
-  return bytes;
+// Megatron's activations on stage `stage` at its peak: its caches in flight (the schedule's
+// count), each one chunk's blocks (Korthikanti et al.'s bytes; the fully recomputed ones keep
+// their input), one rebuilt block where blocks are recomputed, and the head's logits.
+int64_t megatron_activation_bytes(const ModelConfig& m, const PlanLayout& l, const Schedule& s,
+                                  int stage) {
+  const int64_t per_chunk = l.layers_per_chunk(m), recomputed = l.recomputed_layers_per_chunk(m);
+  const Recompute kept_mode = l.recompute == Recompute::kFull ? Recompute::kNone : l.recompute;
+  const double kept =
+      korthikanti_layer_activation_bytes(m, l.micro_batch, l.tp, l.sequence_parallel, kept_mode);
+  const double input = korthikanti_layer_activation_bytes(m, l.micro_batch, l.tp,
+                                                          l.sequence_parallel, Recompute::kFull);
+  const double chunk =
+      static_cast<double>(per_chunk - recomputed) * kept + static_cast<double>(recomputed) * input;
+  double bytes = s.stated_caches[static_cast<size_t>(stage)] * chunk + (recomputed > 0 ? kept : 0);
+  if (is_last(l, stage))
+    bytes +=
+        s.stated_b_caches[static_cast<size_t>(stage)] * static_cast<double>(head_cache_bytes(m, l));
+  return static_cast<int64_t>(bytes);
+}
+
+// This project's prediction, from the memory model, for one rank of `stage`.
+PlannedMemory project_memory(const ModelConfig& m, const PlanLayout& l, int stage) {
+  MemoryModelInput in;
+  in.model = m;
+  in.grid = GridShape{l.tp, l.dp, l.pp};
+  in.schedule = l.schedule;
+  in.virtual_stages = l.virtual_stages;
+  in.microbatches = l.microbatches;
+  in.micro_batch = l.micro_batch;
+  in.sequence_parallel = l.sequence_parallel;
+  in.recompute = l.recompute;
+  in.recompute_layers = l.recompute_layers == 0 ? -1 : l.recompute_layers;
+  in.device = DeviceKind::kCuda;
+  const MemoryBytes b = predict_memory(in, stage * l.tp * l.dp);
+  PlannedMemory mem;
+  mem.weights = b[MemoryCategory::kWeights];
+  mem.grads = b[MemoryCategory::kGrads];
+  mem.optimizer = b[MemoryCategory::kOptimizer] / (l.distributed_optimizer ? l.dp : 1);
+  mem.activations = b[MemoryCategory::kActivations];
+  mem.comm = b[MemoryCategory::kComm];
+  mem.workspace = b[MemoryCategory::kWorkspace];
+  return mem;
 }
 
 }  // namespace
@@ -101,23 +95,21 @@ int64_t stage_parameters(const ModelConfig& m, const PlanLayout& l, int stage) {
 
 PlannedMemory stage_memory(const ModelConfig& m, const PlanLayout& l, const Schedule& s,
                            int stage) {
+  if (l.precision != PrecisionRegime::kMegatronMixed) return project_memory(m, l, stage);
   const int64_t params = stage_parameters(m, l, stage);
-  const bool megatron = l.precision == PrecisionRegime::kMegatronMixed;
   const int64_t shards = l.distributed_optimizer ? l.dp : 1;
   PlannedMemory mem;
-  // Megatron: 16-bit weights, fp32 main gradients, fp32 master weights plus Adam's two moments
-  // (18 bytes per parameter); this project: fp32 values and gradients, AdamW's two moments.
-  mem.weights = params * (megatron ? 2 : kFloat);
+  // 16-bit weights, fp32 main gradients, fp32 master weights plus Adam's two moments.
+  mem.weights = params * 2;
   mem.grads = params * kFloat;
-  mem.optimizer = params * (megatron ? 3 : 2) * kFloat / shards;
-  mem.activations = activation_bytes(m, l, s, stage);
+  mem.optimizer = params * 3 * kFloat / shards;
+  mem.activations = megatron_activation_bytes(m, l, s, stage);
   // Point-to-point buffers: an activation and a gradient to send and to receive.
   const int64_t rows = l.micro_batch * m.seq_len / (l.sequence_parallel ? l.tp : 1);
-  mem.comm = l.pp > 1 ? 4 * rows * m.d_model * (megatron ? 2 : kFloat) : 0;
-  // Scratch no call outlives: the widest layer temporaries (two (N, 4C/tp) buffers) and the
-  // GEMM library's workspace.
+  mem.comm = l.pp > 1 ? 4 * rows * m.d_model * 2 : 0;
+  // Scratch: the widest layer temporaries (two (N, 4C/tp) buffers) and the GEMM workspace.
   const int64_t N = l.micro_batch * m.seq_len;
-  mem.workspace = 2 * N * m.ffn_dim() / l.tp * (megatron ? 2 : kFloat) + kGemmWorkspace;
+  mem.workspace = 2 * N * m.ffn_dim() / l.tp * 2 + kGemmWorkspace;
   return mem;
 }
 

@@ -1,9 +1,8 @@
 // The planner's memory adapter: one function from a layout to the bytes of its heaviest rank, in
 // the memory model's categories (DESIGN.md "Memory": weights grads optimizer activations comm
-// workspace). Until the project's memory model (issue 9) is in the tree, this computes them from
-// the layers' caches and buffers as they are allocated today; the switch to the memory model is
-// this one function. The megatron-mixed regime is priced with Korthikanti et al. 2022's per-layer
-// activation formulas (their section 4) and Megatron's 18 bytes per parameter.
+// workspace). This project's regimes call the memory model (parallel/memory_model.h) for the CUDA
+// backend; the megatron-mixed regime is priced with Korthikanti et al. 2022's per-block activation
+// formulas (their section 4) and Megatron's 18 bytes per parameter.
 #pragma once
 
 #include <cstdint>
