@@ -246,9 +246,10 @@ Peaks count_peaks(const Schedule& s) {
 // pass that runs nothing with actions left is a true stall, whatever the costs.
 class Replay {
  public:
-  Replay(const Schedule& s, const ActionCosts& costs)
+  Replay(const Schedule& s, const ActionCosts& costs, std::vector<PassCosts> per_vs = {})
       : s_(s),
         costs_(costs),
+        per_vs_(std::move(per_vs)),
         slots_(static_cast<size_t>(s.pp) * s.virtual_stages * s.microbatches),
         forward_end_(slots_, -1),
         input_grad_end_(slots_, -1),
@@ -329,16 +330,19 @@ class Replay {
     return "nothing";  // unreachable for a blocked action
   }
 
-  double cost(ActionKind k) const {
+  double cost(ActionKind k, int vs) const {
+    const PassCosts c =
+        per_vs_.empty() ? PassCosts{costs_.forward, costs_.backward_input, costs_.backward_weight}
+                        : per_vs_[static_cast<size_t>(vs)];
     switch (k) {
       case ActionKind::kForward:
-        return costs_.forward;
+        return c.forward;
       case ActionKind::kBackward:
-        return costs_.backward_input + costs_.backward_weight;
+        return c.backward_input + c.backward_weight;
       case ActionKind::kBackwardInput:
-        return costs_.backward_input;
+        return c.backward_input;
       case ActionKind::kBackwardWeight:
-        return costs_.backward_weight;
+        return c.backward_weight;
     }
     return 0;
   }
@@ -350,8 +354,9 @@ class Replay {
       if (in.end < 0) return false;
       start = std::max(start, in.end + (in.stage == stage ? 0.0 : costs_.comm));
     }
-    const double end = start + cost(a.kind);
-    const size_t at = slot(virtual_stage(s_.pp, stage, a.chunk), a.microbatch);
+    const int vs = virtual_stage(s_.pp, stage, a.chunk);
+    const double end = start + cost(a.kind, vs);
+    const size_t at = slot(vs, a.microbatch);
     if (a.kind == ActionKind::kForward) forward_end_[at] = end;
     if (is_backward_input(a.kind)) input_grad_end_[at] = end;
     placed_.push_back({a, stage, start, end});
@@ -362,6 +367,7 @@ class Replay {
 
   const Schedule& s_;
   ActionCosts costs_;
+  std::vector<PassCosts> per_vs_;  // empty: costs_'s uniform pass costs
   size_t slots_;
   std::vector<double> forward_end_, input_grad_end_;
   std::vector<size_t> next_;
@@ -577,8 +583,17 @@ bool transfers_match_in_order(const Schedule& s) {
 }
 
 Timeline simulate(const Schedule& s, const ActionCosts& costs) {
+  return simulate(s, costs, {});
+}
+
+Timeline simulate(const Schedule& s, const ActionCosts& costs,
+                  const std::vector<PassCosts>& per_virtual_stage) {
   check_shape(s);
-  Replay replay(s, costs);
+  GPT_CHECK(per_virtual_stage.empty() ||
+                per_virtual_stage.size() == static_cast<size_t>(s.pp) * s.virtual_stages,
+            "costs for " << per_virtual_stage.size() << " virtual stages, but " << settings_text(s)
+                         << " has " << s.pp * s.virtual_stages);
+  Replay replay(s, costs, per_virtual_stage);
   GPT_INPUT_CHECK(replay.run(), replay.stall_report());
   Timeline t;
   t.actions = replay.placed();

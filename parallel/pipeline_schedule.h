@@ -112,6 +112,16 @@ struct Timeline {
 // and its inputs have arrived. Throws gpt::Error if the lists stall.
 Timeline simulate(const Schedule& s, const ActionCosts& costs);
 
+// The three pass costs of one virtual stage (model part).
+struct PassCosts {
+  double forward = 1, backward_input = 1, backward_weight = 1;
+};
+// The same replay with costs per virtual stage (pp * virtual_stages entries, in virtual-stage
+// order) instead of costs' uniform ones, whose comm still applies: the planner's stages differ
+// (the embedding on the first, the head on the last).
+Timeline simulate(const Schedule& s, const ActionCosts& costs,
+                  const std::vector<PassCosts>& per_virtual_stage);
+
 // The bubble share of a step with F, B and W costing the same: (p-1)/(m+p-1) for GPipe and 1F1B,
 // (p-1)/(v*m+p-1) for interleaved, (p-1)/(3m+p-1) for ZB-H1, and for forward-only
 // 1 - v*m / (v*p + (m-1)*((v-1)*p + 1)) (each microbatch leaves the first stage's chunk 0 only

@@ -1,0 +1,325 @@
+// The cluster presets, the INI cluster file and the link model (see cluster.h). Each preset
+// figure's source is in docs/PLANNER.md, "Presets".
+#include "parallel/cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "framework/check.h"
+
+namespace gpt {
+namespace {
+
+constexpr double kGB = 1e9, kTFLOPS = 1e12, kUs = 1e-6;
+
+// NCCL on NVLink 4 with NVSwitch (H100, H200): about 240 GB/s bus bandwidth at 16 MB and 480
+// (NVLink SHARP all-reduce) from 8 GB; nccl-tests#212 (NCCL's maintainer) gives the 480 peak.
+std::vector<std::pair<double, double>> nvlink4_curve() {
+  return {{16e6, 240 * kGB}, {8e9, 480 * kGB}};
+}
+
+Cluster dgx_a100() {
+  Cluster c;
+  c.name = "dgx-a100";
+  c.gpus_per_node = 8;
+  c.gpu = {"A100-SXM4-80GB", 156 * kTFLOPS, 312 * kTFLOPS, 267.9 / 312, 108,
+           80 * kGB,         2039 * kGB,    0.85};
+  c.intra_node = {200 * kGB, 3 * kUs, {}};  // NVLink 3, nccl-tests#149: ~200 GB/s busbw
+  c.inter_node = {24 * kGB, 8 * kUs, {}};   // 8x HDR 200 Gb/s: 25 GB/s per GPU, 96% reached
+  return c;
+}
+
+Cluster dgx_h100() {
+  Cluster c;
+  c.name = "dgx-h100";
+  c.gpus_per_node = 8;
+  c.gpu = {"H100-SXM5-80GB",
+           494.7 * kTFLOPS,
+           989.4 * kTFLOPS,
+           792.1 / 989.4,
+           132,
+           80 * kGB,
+           3350 * kGB,
+           0.85};
+  c.intra_node = {480 * kGB, 3 * kUs, nvlink4_curve()};
+  c.inter_node = {48 * kGB, 8 * kUs, {}};  // 8x NDR 400 Gb/s: 50 GB/s per GPU, 96% reached
+  return c;
+}
+
+Cluster h200() {
+  Cluster c = dgx_h100();
+  c.name = "h200";
+  c.gpu = {"H200-SXM-141GB",
+           494.7 * kTFLOPS,
+           989.4 * kTFLOPS,
+           794.5 / 989.4,
+           132,
+           141 * kGB,
+           4800 * kGB,
+           0.85};
+  return c;
+}
+
+Cluster l40s_pcie() {
+  Cluster c;
+  c.name = "l40s-pcie";
+  c.gpus_per_node = 8;
+  c.gpu = {"L40S-48GB", 183 * kTFLOPS, 362.05 * kTFLOPS, 0.8, 142, 48 * kGB, 864 * kGB, 0.85};
+  c.intra_node = {20 * kGB, 5 * kUs, {}};    // PCIe Gen4 x16, 31.5 GB/s a direction, no NVLink
+  c.inter_node = {5.6 * kGB, 15 * kUs, {}};  // 400 Gb/s Ethernet per node, shared by 8 GPUs
+  return c;
+}
+
+const std::map<std::string, std::function<Cluster()>>& presets() {
+  static const std::map<std::string, std::function<Cluster()>> table = {
+      {"dgx-a100", dgx_a100}, {"dgx-h100", dgx_h100}, {"h200", h200}, {"l40s-pcie", l40s_pcie}};
+  return table;
+}
+
+std::string preset_list() {
+  std::string list;
+  for (const std::string& name : cluster_preset_names()) list += (list.empty() ? "" : " | ") + name;
+  return list;
+}
+
+std::string trim(const std::string& s) {
+  const size_t begin = s.find_first_not_of(" \t\r");
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(" \t\r") + 1 - begin);
+}
+
+// "16MB", "8GB", "4096", "64KiB": bytes.
+double parse_size(const std::string& text, const std::string& where) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    fail_input(where + ": '" + text + "' is not a message size");
+  }
+  const std::string unit = trim(text.substr(used));
+  static const std::map<std::string, double> units = {
+      {"", 1},     {"B", 1},      {"KB", 1e3},      {"MB", 1e6},
+      {"GB", 1e9}, {"KiB", 1024}, {"MiB", 1 << 20}, {"GiB", 1 << 30}};
+  const auto it = units.find(unit);
+  GPT_INPUT_CHECK(it != units.end() && value > 0,
+                  where << ": '" << text << "' is not a message size (e.g. 16MB, 8GB)");
+  return value * it->second;
+}
+
+double parse_number(const std::string& text, const std::string& where) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  GPT_INPUT_CHECK(used > 0 && used == text.size() && std::isfinite(value) && value >= 0,
+                  where << ": '" << text << "' is not a non-negative number");
+  return value;
+}
+
+// "16MB:240, 8GB:480": (bytes, GB/s) pairs, sizes ascending.
+std::vector<std::pair<double, double>> parse_curve(const std::string& text,
+                                                   const std::string& where) {
+  std::vector<std::pair<double, double>> curve;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const size_t colon = item.find(':');
+    GPT_INPUT_CHECK(colon != std::string::npos,
+                    where << ": curve point '" << trim(item) << "' is not SIZE:GBPS");
+    const double size = parse_size(trim(item.substr(0, colon)), where);
+    const double bandwidth = parse_number(trim(item.substr(colon + 1)), where) * kGB;
+    GPT_INPUT_CHECK(bandwidth > 0, where << ": a curve bandwidth must be above 0");
+    GPT_INPUT_CHECK(curve.empty() || size > curve.back().first,
+                    where << ": curve sizes must ascend");
+    curve.emplace_back(size, bandwidth);
+  }
+  GPT_INPUT_CHECK(!curve.empty(), where << ": an empty curve");
+  return curve;
+}
+
+// Every key a cluster file may set, "section.key" -> what it writes.
+using Setter = std::function<void(Cluster&, const std::string& value, const std::string& where)>;
+
+void add_link_keys(std::map<std::string, Setter>& keys, const std::string& section,
+                   LinkModel Cluster::*link) {
+  keys[section + ".bandwidth_gbs"] = [link](Cluster& c, const std::string& v,
+                                            const std::string& w) {
+    (c.*link).bandwidth = parse_number(v, w) * kGB;
+  };
+  keys[section + ".latency_us"] = [link](Cluster& c, const std::string& v, const std::string& w) {
+    (c.*link).latency = parse_number(v, w) * kUs;
+  };
+  keys[section + ".curve"] = [link](Cluster& c, const std::string& v, const std::string& w) {
+    (c.*link).curve = parse_curve(v, w);
+  };
+}
+
+const std::map<std::string, Setter>& file_keys() {
+  static const std::map<std::string, Setter> keys = [] {
+    std::map<std::string, Setter> k;
+    k["name"] = [](Cluster& c, const std::string& v, const std::string&) { c.name = v; };
+    k["gpus_per_node"] = [](Cluster& c, const std::string& v, const std::string& w) {
+      const double n = parse_number(v, w);
+      GPT_INPUT_CHECK(n >= 1 && n == std::floor(n), w << ": gpus_per_node must be a count");
+      c.gpus_per_node = static_cast<int>(n);
+    };
+    k["gpu.name"] = [](Cluster& c, const std::string& v, const std::string&) { c.gpu.name = v; };
+    const auto number = [&k](const std::string& key, double scale, double GpuModel::*field) {
+      k[key] = [scale, field](Cluster& c, const std::string& v, const std::string& w) {
+        c.gpu.*field = parse_number(v, w) * scale;
+      };
+    };
+    number("gpu.peak_bf16_tflops", kTFLOPS, &GpuModel::peak_bf16);
+    number("gpu.peak_fp32_tflops", kTFLOPS, &GpuModel::peak_fp32);
+    number("gpu.gemm_efficiency", 1, &GpuModel::gemm_efficiency);
+    number("gpu.memory_gb", kGB, &GpuModel::memory_bytes);
+    number("gpu.memory_bandwidth_gbs", kGB, &GpuModel::memory_bandwidth);
+    number("gpu.memory_efficiency", 1, &GpuModel::memory_efficiency);
+    k["gpu.sms"] = [](Cluster& c, const std::string& v, const std::string& w) {
+      c.gpu.sms = std::max(1, static_cast<int>(parse_number(v, w)));
+    };
+    add_link_keys(k, "intra_node", &Cluster::intra_node);
+    add_link_keys(k, "inter_node", &Cluster::inter_node);
+    return k;
+  }();
+  return keys;
+}
+
+// The figures a cluster file must end with, checked after parsing.
+void check_cluster(const Cluster& c, const std::string& what) {
+  const auto positive = [&](double value, const char* key) {
+    GPT_INPUT_CHECK(value > 0, what << ": " << key << " must be given and above 0");
+  };
+  positive(c.gpu.peak_bf16, "gpu.peak_bf16_tflops");
+  positive(c.gpu.peak_fp32, "gpu.peak_fp32_tflops");
+  positive(c.gpu.memory_bytes, "gpu.memory_gb");
+  positive(c.gpu.memory_bandwidth, "gpu.memory_bandwidth_gbs");
+  positive(c.intra_node.bandwidth, "intra_node.bandwidth_gbs");
+  positive(c.inter_node.bandwidth, "inter_node.bandwidth_gbs");
+  GPT_INPUT_CHECK(c.gpu.gemm_efficiency > 0 && c.gpu.gemm_efficiency <= 1,
+                  what << ": gpu.gemm_efficiency must be in (0, 1]");
+  GPT_INPUT_CHECK(c.gpu.memory_efficiency > 0 && c.gpu.memory_efficiency <= 1,
+                  what << ": gpu.memory_efficiency must be in (0, 1]");
+}
+
+}  // namespace
+
+double LinkModel::bus_bandwidth(double bytes) const {
+  if (curve.empty()) return bandwidth;
+  if (bytes <= curve.front().first) return curve.front().second;
+  if (bytes >= curve.back().first) return curve.back().second;
+  for (size_t i = 1; i < curve.size(); ++i) {
+    const auto& [hi_size, hi_bw] = curve[i];
+    if (bytes > hi_size) continue;
+    const auto& [lo_size, lo_bw] = curve[i - 1];
+    const double t = std::log(bytes / lo_size) / std::log(hi_size / lo_size);
+    return lo_bw + t * (hi_bw - lo_bw);
+  }
+  return curve.back().second;
+}
+
+double collective_seconds(const LinkModel& link, Collective op, double bytes, int ranks) {
+  if (ranks <= 1 || bytes <= 0) return 0;
+  const double n = ranks, share = (n - 1) / n, bw = link.bus_bandwidth(bytes);
+  switch (op) {
+    case Collective::kAllReduce: {
+      const double ring = 2 * (n - 1) * link.latency;
+      const double tree = 2 * std::ceil(std::log2(n)) * link.latency;
+      return std::min(ring, tree) + 2 * share * bytes / bw;
+    }
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+      return (n - 1) * link.latency + share * bytes / bw;
+  }
+  return 0;
+}
+
+double p2p_seconds(const LinkModel& link, double bytes) {
+  return bytes <= 0 ? 0 : link.latency + bytes / link.bus_bandwidth(bytes);
+}
+
+std::vector<std::string> cluster_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, make] : presets()) names.push_back(name);
+  return names;
+}
+
+Cluster cluster_preset(const std::string& name) {
+  const auto it = presets().find(name);
+  GPT_INPUT_CHECK(it != presets().end(), "--cluster '" << name << "' is neither a readable file "
+                                                       << "nor a preset (" << preset_list() << ")");
+  return it->second();
+}
+
+Cluster parse_cluster_file(const std::string& text, const std::string& what) {
+  Cluster c;
+  c.gpu = GpuModel{};
+  c.intra_node = c.inter_node = LinkModel{};
+  std::stringstream lines(text);
+  std::string line, section;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    const std::string where = GPT_MSG(what << " line " << number);
+    line = trim(line.substr(0, line.find_first_of("#;")));
+    if (line.empty()) continue;
+    if (line.front() == '[') {
+      GPT_INPUT_CHECK(line.back() == ']', where << ": '" << line << "' is not a [section]");
+      section = trim(line.substr(1, line.size() - 2));
+      GPT_INPUT_CHECK(
+          section == "gpu" || section == "intra_node" || section == "inter_node",
+          where << ": unknown section [" << section << "] (gpu, intra_node, inter_node)");
+      continue;
+    }
+    const size_t eq = line.find('=');
+    GPT_INPUT_CHECK(eq != std::string::npos, where << ": '" << line << "' is not name = value");
+    const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    if (section.empty() && key == "base") {
+      const std::string name = c.name;
+      c = cluster_preset(value);  // start from a preset, the lines below override it
+      if (!name.empty()) c.name = name;
+      continue;
+    }
+    const std::string full = section.empty() ? key : section + "." + key;
+    const auto it = file_keys().find(full);
+    GPT_INPUT_CHECK(it != file_keys().end(), where << ": unknown key '" << full << "'");
+    it->second(c, value, where);
+  }
+  if (c.name.empty()) c.name = what;
+  check_cluster(c, what);
+  return c;
+}
+
+Cluster load_cluster(const std::string& file_or_preset) {
+  std::ifstream in(file_or_preset);
+  if (!in.good()) return cluster_preset(file_or_preset);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_cluster_file(text.str(), "--cluster " + file_or_preset);
+}
+
+LinkModel group_link(const Cluster& cluster, int ranks, int stride) {
+  const int g = cluster.gpus_per_node;
+  const int64_t span = static_cast<int64_t>(ranks - 1) * stride + 1;
+  // Groups start at multiples of their block; a group stays in a node when its span does.
+  if (span <= g && g % std::min<int64_t>(g, static_cast<int64_t>(ranks) * stride) == 0)
+    return cluster.intra_node;
+  LinkModel link = cluster.inter_node;
+  const int per_node = std::max(1, std::min(ranks, g / std::max(1, stride)));
+  // Each member on a node drives its own NIC, so their shares add, up to what NVLink carries.
+  const double intra = cluster.intra_node.bus_bandwidth(1e12);
+  link.bandwidth = std::min(intra, link.bandwidth * per_node);
+  for (auto& [size, bw] : link.curve) bw = std::min(intra, bw * per_node);
+  link.latency = std::max(cluster.intra_node.latency, link.latency);
+  return link;
+}
+
+}  // namespace gpt

@@ -1,0 +1,73 @@
+// The planner's description of a GPU cluster (docs/PLANNER.md): the GPU (dense peak per
+// precision, the share of it large GEMMs reach, memory size and bandwidth) and two links,
+// inside a node and between nodes, each with bandwidth, latency and an optional bandwidth curve
+// by message size; the named presets with sourced figures, and the INI cluster file. The link
+// model turns a collective's size and group into seconds (ring and tree costs: latency per step
+// plus bytes over bus bandwidth, as nccl-tests defines bus bandwidth).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpt {
+
+struct LinkModel {
+  double bandwidth = 0;  // bytes/s: peak bus bandwidth one GPU gets (NCCL's busbw)
+  double latency = 0;    // seconds per algorithm step (one hop)
+  // (message bytes, bus bandwidth bytes/s), sizes ascending: what NCCL reaches at that size.
+  // Empty: `bandwidth` at every size.
+  std::vector<std::pair<double, double>> curve;
+
+  // The bus bandwidth at a message of `bytes`: the curve, interpolated linearly in log(size)
+  // and held at its end values outside it; `bandwidth` without a curve.
+  double bus_bandwidth(double bytes) const;
+};
+
+enum class Collective { kAllReduce, kAllGather, kReduceScatter };
+
+// Seconds of one collective over `ranks` GPUs on `link`; `bytes` is the whole buffer (the
+// all-reduce's, the all-gather's output, the reduce-scatter's input), as nccl-tests sizes it.
+// Ring: all-reduce 2(n-1) steps moving 2(n-1)/n of the buffer, all-gather and reduce-scatter
+// n-1 steps moving (n-1)/n of it; an all-reduce also has the tree's 2 log2(n) steps at the same
+// bus bandwidth, and takes the cheaper. Zero for one rank.
+double collective_seconds(const LinkModel& link, Collective op, double bytes, int ranks);
+// One point-to-point message of `bytes`.
+double p2p_seconds(const LinkModel& link, double bytes);
+
+struct GpuModel {
+  std::string name;
+  // Dense (no sparsity) tensor-core peaks, FLOP/s: fp32 runs as TF32 where the GPU has it
+  // (the CUDA backend's cuBLASLt fp32 path allows TF32), bf16 (and fp16) the 16-bit peak.
+  double peak_fp32 = 0, peak_bf16 = 0;
+  // The share of the peak the best-shaped large GEMM reaches (measured, see docs).
+  double gemm_efficiency = 0.8;
+  int sms = 108;  // streaming multiprocessors: GEMM tiles run in waves of this many
+  double memory_bytes = 0;
+  double memory_bandwidth = 0;     // bytes/s, peak
+  double memory_efficiency = 0.8;  // the share of it streaming kernels reach
+};
+
+struct Cluster {
+  std::string name;
+  GpuModel gpu;
+  int gpus_per_node = 8;
+  LinkModel intra_node, inter_node;  // inter_node: per GPU (its share of the node's NICs)
+};
+
+// The preset names: dgx-a100, dgx-h100, h200, l40s-pcie.
+std::vector<std::string> cluster_preset_names();
+// A preset by name; a one-line input error naming --cluster for an unknown one.
+Cluster cluster_preset(const std::string& name);
+// Parses a cluster file's text (INI, docs/PLANNER.md); errors name `what` and the line.
+Cluster parse_cluster_file(const std::string& text, const std::string& what);
+// --cluster FILE|PRESET: a readable file is parsed, otherwise the name must be a preset.
+Cluster load_cluster(const std::string& file_or_preset);
+
+// The link a group of `ranks` GPUs, `stride` global ranks apart, uses on `cluster`, and its
+// bus bandwidth model: inside a node the intra-node link; across nodes the inter-node link, whose
+// per-GPU bandwidth the group's members on one node add up (each drives its own NIC), at most
+// the intra-node link's.
+LinkModel group_link(const Cluster& cluster, int ranks, int stride);
+
+}  // namespace gpt

@@ -1,0 +1,394 @@
+// The planner's step-time model (see cost_model.h). Sizes are those of one microbatch on one tp
+// rank; "e" is the bytes of one activation element in the regime (fp32 in this project, also
+// under bf16, whose products only round their operands; 16-bit in Megatron's).
+#include "parallel/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "parallel/plan_memory.h"
+
+namespace gpt {
+namespace {
+
+// The thread-block tile of large half-precision GEMMs on A100 and H100, the one NVIDIA's "Matrix
+// Multiplication Background User's Guide" works its wave-quantization examples with.
+constexpr double kTileLong = 256, kTileShort = 128;
+
+bool megatron(const PlanLayout& l) {
+  return l.precision == PrecisionRegime::kMegatronMixed;
+}
+
+double peak_flops(const GpuModel& gpu, PrecisionRegime regime) {
+  return regime == PrecisionRegime::kFp32 ? gpu.peak_fp32 : gpu.peak_bf16;
+}
+
+// One microbatch on one tp rank.
+struct Shapes {
+  double b, s, C, N, Nl, C_l, F_l, heads_l, hd, V_l, e;
+  int tp;
+};
+
+Shapes shapes_of(const ModelConfig& m, const PlanLayout& l) {
+  Shapes sh{};
+  sh.tp = l.tp;
+  sh.b = static_cast<double>(l.micro_batch);
+  sh.s = static_cast<double>(m.seq_len);
+  sh.C = static_cast<double>(m.d_model);
+  sh.N = sh.b * sh.s;
+  sh.Nl = l.sequence_parallel ? sh.N / l.tp : sh.N;
+  sh.C_l = sh.C / l.tp;
+  sh.F_l = static_cast<double>(m.ffn_dim()) / l.tp;
+  sh.heads_l = static_cast<double>(m.n_head) / l.tp;
+  sh.hd = static_cast<double>(m.head_dim());
+  sh.V_l = static_cast<double>(m.padded_vocab(l.tp)) / l.tp;
+  sh.e = megatron(l) ? 2 : 4;
+  return sh;
+}
+
+// The tp group's collectives on its link (tp ranks are consecutive: one node unless tp exceeds
+// it). A collective of one rank costs nothing.
+struct TpComm {
+  LinkModel link;
+  int ranks = 1;
+  double all_reduce(double bytes) const {
+    return collective_seconds(link, Collective::kAllReduce, bytes, ranks);
+  }
+  double all_gather(double bytes) const {
+    return collective_seconds(link, Collective::kAllGather, bytes, ranks);
+  }
+  double reduce_scatter(double bytes) const {
+    return collective_seconds(link, Collective::kReduceScatter, bytes, ranks);
+  }
+};
+
+// What the model needs about one layout on one cluster.
+struct Context {
+  const ModelConfig& model;
+  const PlanLayout& layout;
+  const GpuModel& gpu;
+  Shapes sh;
+  TpComm tp;
+  double gemm(double m, double n, double k, double batch = 1) const {
+    return gemm_seconds(gpu, layout.precision, m, n, k, batch);
+  }
+  double stream(double bytes) const { return stream_seconds(gpu, bytes); }
+};
+
+// A linear of one block: out features (n) by in features (k) on this tp rank.
+struct Linear {
+  double out, in;
+};
+struct BlockLinears {
+  Linear qkv, proj, fc1, fc2;
+};
+BlockLinears linears(const Shapes& sh) {
+  return {{3 * sh.C_l, sh.C}, {sh.C, sh.C_l}, {sh.F_l, sh.C}, {sh.C, sh.F_l}};
+}
+
+// The attention core's forward products, (s x s) scores and their product with V, per head.
+// In Megatron these materialise the (s x s) scores; this project's CUDA kernel is fused (never
+// writes them), so only its FLOPs count.
+double attention_core_forward(const Context& c) {
+  const Shapes& sh = c.sh;
+  const double batch = sh.b * sh.heads_l;
+  if (megatron(c.layout)) {
+    const double probs = batch * sh.s * sh.s;  // softmax in and out, dropout in, out and mask
+    return c.gemm(sh.s, sh.s, sh.hd, batch) + c.gemm(sh.s, sh.hd, sh.s, batch) +
+           c.stream(probs * sh.e * 4.5);
+  }
+  const double flops = 4 * batch * sh.s * sh.s * sh.hd;
+  return flops / (peak_flops(c.gpu, c.layout.precision) * c.gpu.gemm_efficiency);
+}
+
+// Backward of the core: gradients of the probabilities, V, Q and K (four products), and in
+// Megatron the dropout and softmax backward over the (s x s) probabilities; the fused kernel
+// recomputes the scores, 2.5 times the forward's FLOPs.
+double attention_core_backward(const Context& c) {
+  const Shapes& sh = c.sh;
+  const double batch = sh.b * sh.heads_l;
+  if (megatron(c.layout)) {
+    const double probs = batch * sh.s * sh.s;
+    return c.gemm(sh.s, sh.s, sh.hd, batch) + 3 * c.gemm(sh.s, sh.hd, sh.s, batch) +
+           c.stream(probs * sh.e * 5.5);
+  }
+  return 2.5 * attention_core_forward(c);
+}
+
+// Streaming kernels of one block, in activation elements moved (read + written): LayerNorms,
+// bias adds, GELU, residual adds and, in Megatron, the two fused bias-dropout-adds with masks.
+double block_stream_forward(const Context& c) {
+  const Shapes& sh = c.sh;
+  const double per_row = megatron(c.layout) ? 11 : 14;
+  return c.stream((per_row * sh.Nl * sh.C + 2 * sh.N * sh.F_l) * sh.e);
+}
+double block_stream_backward(const Context& c) {
+  const Shapes& sh = c.sh;
+  return c.stream((12 * sh.Nl * sh.C + 3 * sh.N * sh.F_l + sh.N * (sh.F_l + 4 * sh.C_l)) * sh.e);
+}
+
+// The forward's tp collectives: the two row-parallel outputs all-reduced, or with sequence
+// parallelism both column-parallel inputs all-gathered and both outputs reduce-scattered.
+double block_tp_forward(const Context& c) {
+  const double bytes = c.sh.N * c.sh.C * c.sh.e;
+  if (c.layout.sequence_parallel) return 2 * (c.tp.all_gather(bytes) + c.tp.reduce_scatter(bytes));
+  return 2 * c.tp.all_reduce(bytes);
+}
+
+// The input-gradient pass's tp collectives, exposed. This project runs each where it happens.
+// Megatron overlaps the column-parallel input gradient's reduction with that linear's weight
+// gradient, and under sequence parallelism re-gathers the column-parallel inputs it did not keep
+// while computing the input gradient; the row-parallel output gradients' all-gather is exposed.
+double block_tp_backward(const Context& c) {
+  const double bytes = c.sh.N * c.sh.C * c.sh.e;
+  const bool sp = c.layout.sequence_parallel;
+  const double reduce = sp ? c.tp.reduce_scatter(bytes) : c.tp.all_reduce(bytes);
+  const double gather_out = sp ? 2 * c.tp.all_gather(bytes) : 0;
+  if (!megatron(c.layout)) return gather_out + 2 * reduce;
+  const BlockLinears w = linears(c.sh);
+  double exposed = gather_out;
+  for (const Linear& col : {w.qkv, w.fc1}) {
+    exposed += std::max(0.0, reduce - c.gemm(col.out, col.in, c.sh.N));  // beside the wgrad
+    if (sp) exposed += std::max(0.0, c.tp.all_gather(bytes) - c.gemm(c.sh.N, col.in, col.out));
+  }
+  return exposed;
+}
+
+struct BlockCosts {
+  ChunkCosts passes;         // one block, one microbatch, without recomputation
+  PassTime selective_extra;  // the attention core's forward again
+  PassTime full_extra;       // the whole forward again
+};
+
+BlockCosts block_costs(const Context& c) {
+  const BlockLinears w = linears(c.sh);
+  const double N = c.sh.N;
+  BlockCosts b;
+  double fwd = attention_core_forward(c) + block_stream_forward(c);
+  double dgrad = attention_core_backward(c) + block_stream_backward(c), wgrad = 0;
+  for (const Linear& lin : {w.qkv, w.proj, w.fc1, w.fc2}) {
+    fwd += c.gemm(N, lin.out, lin.in);
+    dgrad += c.gemm(N, lin.in, lin.out);
+    wgrad += c.gemm(lin.out, lin.in, N);
+  }
+  b.passes.forward = {fwd, block_tp_forward(c)};
+  b.passes.backward_input = {dgrad, block_tp_backward(c)};
+  b.passes.backward_weight = {wgrad, 0};
+  b.selective_extra = {attention_core_forward(c), 0};
+  b.full_extra = b.passes.forward;
+  return b;
+}
+
+// The embedding (first virtual stage): lookup and position add; its output all-reduced (or
+// reduce-scattered) over tp; the output gradient all-gathered back under sequence parallelism;
+// wte's gradient scattered in by the weight pass.
+ChunkCosts embedding_costs(const Context& c) {
+  const Shapes& sh = c.sh;
+  const double bytes = sh.N * sh.C * sh.e;
+  const bool sp = c.layout.sequence_parallel;
+  ChunkCosts e;
+  e.forward = {c.stream(3 * sh.N * sh.C * sh.e),
+               sp ? c.tp.reduce_scatter(bytes) : c.tp.all_reduce(bytes)};
+  e.backward_input = {0, sp ? c.tp.all_gather(bytes) : 0};
+  e.backward_weight = {c.stream(3 * sh.N * sh.C * 4), 0};
+  return e;
+}
+
+// The head (last virtual stage): ln_f, the vocabulary-parallel logits and cross-entropy (fp32
+// logits, three all-reduces of row statistics), and their backward.
+ChunkCosts head_costs(const Context& c) {
+  const Shapes& sh = c.sh;
+  const double bytes = sh.N * sh.C * sh.e, logits = sh.N * sh.V_l * 4;
+  const bool sp = c.layout.sequence_parallel;
+  ChunkCosts h;
+  h.forward = {
+      c.stream(2 * sh.Nl * sh.C * sh.e) + c.gemm(sh.N, sh.V_l, sh.C) + c.stream(3 * logits),
+      (sp ? c.tp.all_gather(bytes) : 0) + 3 * c.tp.all_reduce(sh.N * 4)};
+  h.backward_input = {
+      c.stream(2 * logits) + c.gemm(sh.N, sh.C, sh.V_l) + c.stream(3 * sh.Nl * sh.C * sh.e),
+      sp ? c.tp.reduce_scatter(bytes) : c.tp.all_reduce(bytes)};
+  h.backward_weight = {c.gemm(sh.V_l, sh.C, sh.N), 0};
+  return h;
+}
+
+void add(ChunkCosts& to, const ChunkCosts& from, double times = 1) {
+  for (auto [t, f] :
+       {std::pair{&to.forward, &from.forward}, std::pair{&to.backward_input, &from.backward_input},
+        std::pair{&to.backward_weight, &from.backward_weight}}) {
+    t->compute += times * f->compute;
+    t->tp_exposed += times * f->tp_exposed;
+  }
+}
+
+Context make_context(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster) {
+  Context c{m, l, cluster.gpu, shapes_of(m, l), {group_link(cluster, l.tp, 1), l.tp}};
+  return c;
+}
+
+// The parts of a step around the pipeline, per stage.
+struct StageExtras {
+  double dp_total = 0, dp_fixed = 0;  // the reduction's seconds, and those nothing overlaps
+  double optimizer = 0;
+};
+
+StageExtras stage_extras(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster,
+                         int stage) {
+  StageExtras x;
+  const double params = static_cast<double>(stage_parameters(m, l, stage));
+  const double grad_bytes = params * 4;  // fp32 gradients in both regimes
+  const LinkModel link = group_link(cluster, l.dp, l.tp);
+  if (l.distributed_optimizer) {
+    x.dp_total = collective_seconds(link, Collective::kReduceScatter, grad_bytes, l.dp);
+    // The updated parameters' all-gather follows the optimizer step.
+    x.dp_fixed =
+        collective_seconds(link, Collective::kAllGather, params * (megatron(l) ? 2 : 4), l.dp);
+  } else {
+    x.dp_total = collective_seconds(link, Collective::kAllReduce, grad_bytes, l.dp);
+  }
+  // AdamW streams value, gradient and both moments in and value and moments out (28 bytes);
+  // clipping reads the gradients once more, and they are zeroed (8). Megatron adds writing the
+  // 16-bit weights (2).
+  const double shards = l.distributed_optimizer ? l.dp : 1;
+  x.optimizer = stream_seconds(cluster.gpu, params / shards * (megatron(l) ? 38 : 36));
+  return x;
+}
+
+}  // namespace
+
+double gemm_seconds(const GpuModel& gpu, PrecisionRegime regime, double m, double n, double k,
+                    double batch) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+  // Output tiles run in waves over the SMs; a partial last wave leaves SMs idle.
+  const double tiles =
+      batch * std::ceil(std::max(m, n) / kTileLong) * std::ceil(std::min(m, n) / kTileShort);
+  const double waves = std::ceil(tiles / gpu.sms);
+  const double wave_use = tiles / (waves * gpu.sms);
+  const double flops = 2 * m * n * k * batch;
+  const double compute = flops / (peak_flops(gpu, regime) * gpu.gemm_efficiency * wave_use);
+  const double operand = regime == PrecisionRegime::kFp32 ? 4 : 2;
+  const double memory = stream_seconds(gpu, operand * (m * k + k * n + m * n) * batch);
+  return std::max(compute, memory);
+}
+
+double stream_seconds(const GpuModel& gpu, double bytes) {
+  return bytes / (gpu.memory_bandwidth * gpu.memory_efficiency);
+}
+
+ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster, int vs) {
+  const Context c = make_context(m, l, cluster);
+  const BlockCosts block = block_costs(c);
+  const int64_t layers = l.layers_per_chunk(m);
+  const int64_t recomputed = l.recomputed_layers_per_chunk(m);
+  ChunkCosts costs;
+  add(costs, block.passes, static_cast<double>(layers));
+  if (l.recompute == Recompute::kSelective)
+    costs.backward_input.compute += static_cast<double>(layers) * block.selective_extra.compute;
+  if (recomputed > 0) {
+    costs.backward_input.compute += static_cast<double>(recomputed) * block.full_extra.compute;
+    costs.backward_input.tp_exposed +=
+        static_cast<double>(recomputed) * block.full_extra.tp_exposed;
+  }
+  if (vs == 0) add(costs, embedding_costs(c));
+  if (vs == l.pp * l.virtual_stages - 1) add(costs, head_costs(c));
+  return costs;
+}
+
+namespace {
+
+// Per stage, the pipeline's work: compute and exposed tp seconds over all its actions.
+struct StageWork {
+  std::vector<double> compute, tp;
+};
+
+StageWork stage_work(const PlanLayout& l, const std::vector<ChunkCosts>& per_vs) {
+  StageWork w{std::vector<double>(l.pp, 0.0), std::vector<double>(l.pp, 0.0)};
+  for (size_t vs = 0; vs < per_vs.size(); ++vs) {
+    const int stage = static_cast<int>(vs) % l.pp;
+    const ChunkCosts& c = per_vs[vs];
+    for (const PassTime* p : {&c.forward, &c.backward_input, &c.backward_weight}) {
+      w.compute[stage] += l.microbatches * p->compute;
+      w.tp[stage] += l.microbatches * p->tp_exposed;
+    }
+  }
+  return w;
+}
+
+std::vector<PassCosts> pass_costs(const std::vector<ChunkCosts>& per_vs) {
+  std::vector<PassCosts> costs;
+  for (const ChunkCosts& c : per_vs)
+    costs.push_back({c.forward.total(), c.backward_input.total(), c.backward_weight.total()});
+  return costs;
+}
+
+// Per stage: when its last action ends, and how long that action ran (the part of the backward
+// a bucketed dp reduction can hide behind).
+void stage_ends(const Timeline& t, int pp, std::vector<double>& end, std::vector<double>& last) {
+  end.assign(pp, 0.0);
+  last.assign(pp, 0.0);
+  for (const TimedAction& a : t.actions) {
+    if (a.end < end[a.stage]) continue;
+    end[a.stage] = a.end;
+    last[a.stage] = a.end - a.start;
+  }
+}
+
+// The point-to-point message of one activation or gradient, and its seconds on the pipeline's
+// slowest link. Megatron sends 1/tp of it (sequence parallel, or its scatter-gather trick).
+double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster) {
+  if (l.pp == 1) return 0;
+  const double e = megatron(l) ? 2 : 4;
+  const double split = (l.sequence_parallel || megatron(l)) ? l.tp : 1;
+  const double bytes = static_cast<double>(l.micro_batch * m.seq_len * m.d_model) * e / split;
+  return p2p_seconds(group_link(cluster, l.pp, l.tp * l.dp), bytes);
+}
+
+}  // namespace
+
+StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster,
+                            const Schedule& schedule) {
+  std::vector<ChunkCosts> per_vs;
+  for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs)
+    per_vs.push_back(chunk_costs(m, l, cluster, vs));
+  const double comm = p2p_time(m, l, cluster);
+  const std::vector<PassCosts> passes = pass_costs(per_vs);
+  const Timeline with_comm = simulate(schedule, ActionCosts{1, 1, 1, comm}, passes);
+  const Timeline without = simulate(schedule, ActionCosts{1, 1, 1, 0}, passes);
+  std::vector<double> end, last;
+  stage_ends(with_comm, l.pp, end, last);
+  const StageWork work = stage_work(l, per_vs);
+  // The tied embedding's gradient, all-reduced between the first and last stage after the step.
+  const double tied =
+      l.pp > 1
+          ? collective_seconds(cluster.inter_node, Collective::kAllReduce,
+                               static_cast<double>(m.padded_vocab(l.tp) / l.tp * m.d_model) * 4, 2)
+          : 0;
+  StepPrediction p;
+  for (int stage = 0; stage < l.pp; ++stage) {
+    const StageExtras x = stage_extras(m, l, cluster, stage);
+    // This project posts dp buckets (4 MiB) during the last backward; Megatron's 2022 runs
+    // reduced after it.
+    const double window = megatron(l) ? 0 : last[stage];
+    const double bucket =
+        std::min(x.dp_total, x.dp_total * (4.0 * (1 << 20)) /
+                                 (static_cast<double>(stage_parameters(m, l, stage)) * 4));
+    const double dp = std::max(bucket, x.dp_total - window) + x.dp_fixed;
+    const double total = end[stage] + dp + tied + x.optimizer;
+    if (total <= p.step_time_s) continue;
+    p.step_time_s = total;
+    p.critical_stage = stage;
+    p.compute_s = work.compute[stage] + x.optimizer;
+    p.tp_comm_exposed_s = work.tp[stage];
+    p.dp_comm_exposed_s = dp;
+    const double idle = std::max(0.0, end[stage] - work.compute[stage] - work.tp[stage]);
+    const double pp_wait = std::max(0.0, with_comm.makespan - without.makespan);
+    p.bubble_s = std::max(0.0, idle - pp_wait);
+    p.pp_comm_exposed_s = idle - p.bubble_s + tied;
+  }
+  const double tokens = static_cast<double>(l.microbatches) * l.micro_batch * l.dp * m.seq_len;
+  p.tokens_per_s_per_gpu = tokens / p.step_time_s / l.world();
+  p.model_tflops_per_gpu = p.tokens_per_s_per_gpu * m.flops_per_token() / 1e12;
+  p.mfu = p.model_tflops_per_gpu * 1e12 / peak_flops(cluster.gpu, l.precision);
+  return p;
+}
+
+}  // namespace gpt

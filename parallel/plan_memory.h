@@ -1,0 +1,31 @@
+// The planner's memory adapter: one function from a layout to the bytes of its heaviest rank, in
+// the memory model's categories (DESIGN.md "Memory": weights grads optimizer activations comm
+// workspace). This project's regimes call the memory model (parallel/memory_model.h) for the CUDA
+// backend; the megatron-mixed regime is priced with Korthikanti et al. 2022's per-block activation
+// formulas (their section 4) and Megatron's 18 bytes per parameter.
+#pragma once
+
+#include <cstdint>
+
+#include "framework/config.h"
+#include "parallel/plan_layout.h"
+
+namespace gpt {
+
+struct PlannedMemory {
+  int64_t weights = 0, grads = 0, optimizer = 0, activations = 0, comm = 0, workspace = 0;
+  int64_t total() const { return weights + grads + optimizer + activations + comm + workspace; }
+};
+
+// Parameters pipeline stage `stage` holds on one tp rank: its blocks' shards, plus the embedding
+// (wte, wpe) on the first stage and wte's tied copy and ln_f on the last.
+int64_t stage_parameters(const ModelConfig& model, const PlanLayout& layout, int stage);
+
+// The memory of one rank of `stage`, with `schedule` (the layout's) giving the caches it holds;
+// plan_memory is the largest total over the stages.
+PlannedMemory stage_memory(const ModelConfig& model, const PlanLayout& layout,
+                           const Schedule& schedule, int stage);
+PlannedMemory plan_memory(const ModelConfig& model, const PlanLayout& layout,
+                          const Schedule& schedule);
+
+}  // namespace gpt

@@ -1,0 +1,108 @@
+// The planner's link model and cluster files: collective costs against their closed forms (ring
+// and tree, latency plus bytes over bus bandwidth), the bandwidth curve's interpolation, which
+// link a group uses, the presets, and the cluster file's parsing and its one-line errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "framework/check.h"
+#include "parallel/cluster.h"
+
+namespace gpt {
+namespace {
+
+TEST(LinkModel, RingAndTreeCostsAreLatencyPlusBytesOverBandwidth) {
+  const LinkModel link{100e9, 5e-6, {}};
+  const double bytes = 1e9;
+  // 8 ranks: ring 14 steps, tree 2*3 = 6; all-reduce moves 2*7/8 of the buffer.
+  EXPECT_DOUBLE_EQ(collective_seconds(link, Collective::kAllReduce, bytes, 8),
+                   6 * 5e-6 + 2 * 7.0 / 8 * bytes / 100e9);
+  EXPECT_DOUBLE_EQ(collective_seconds(link, Collective::kAllGather, bytes, 8),
+                   7 * 5e-6 + 7.0 / 8 * bytes / 100e9);
+  EXPECT_DOUBLE_EQ(collective_seconds(link, Collective::kReduceScatter, bytes, 4),
+                   3 * 5e-6 + 3.0 / 4 * bytes / 100e9);
+  EXPECT_DOUBLE_EQ(collective_seconds(link, Collective::kAllReduce, bytes, 1), 0);
+  EXPECT_DOUBLE_EQ(p2p_seconds(link, bytes), 5e-6 + bytes / 100e9);
+  // Reduce-scatter then all-gather moves what one all-reduce moves (the distributed optimizer).
+  const double rs_ag = collective_seconds(link, Collective::kReduceScatter, bytes, 8) +
+                       collective_seconds(link, Collective::kAllGather, bytes, 8);
+  EXPECT_NEAR(rs_ag - 14 * 5e-6,
+              collective_seconds(link, Collective::kAllReduce, bytes, 8) - 6 * 5e-6, 1e-12);
+}
+
+TEST(LinkModel, CurveInterpolatesInLogSizeAndHoldsItsEnds) {
+  const LinkModel link{0, 0, {{16e6, 240e9}, {8e9, 480e9}}};
+  EXPECT_DOUBLE_EQ(link.bus_bandwidth(1e3), 240e9);
+  EXPECT_DOUBLE_EQ(link.bus_bandwidth(16e6), 240e9);
+  EXPECT_DOUBLE_EQ(link.bus_bandwidth(64e9), 480e9);
+  // Halfway in log size between 16 MB and 8 GB (500x): 16 MB * sqrt(500).
+  EXPECT_NEAR(link.bus_bandwidth(16e6 * std::sqrt(500.0)), 360e9, 1e3);
+}
+
+TEST(ClusterPresets, EveryPresetIsCompleteAndH200MatchesTheIssueFigures) {
+  for (const std::string& name : cluster_preset_names()) {
+    const Cluster c = cluster_preset(name);
+    EXPECT_EQ(c.name, name);
+    EXPECT_GT(c.gpu.peak_bf16, c.gpu.peak_fp32);
+    EXPECT_GT(c.intra_node.bus_bandwidth(1e9), c.inter_node.bus_bandwidth(1e9)) << name;
+  }
+  const Cluster h200 = cluster_preset("h200");
+  EXPECT_DOUBLE_EQ(h200.intra_node.bus_bandwidth(16e6), 240e9);
+  EXPECT_DOUBLE_EQ(h200.intra_node.bus_bandwidth(8e9), 480e9);
+  EXPECT_THROW(cluster_preset("dgx-z100"), Error);
+}
+
+TEST(ClusterPresets, GroupLinkIsIntraNodeInsideANodeAndAddsNicsAcross) {
+  const Cluster c = cluster_preset("dgx-a100");
+  EXPECT_DOUBLE_EQ(group_link(c, 8, 1).bandwidth, c.intra_node.bandwidth);  // tp 8
+  EXPECT_DOUBLE_EQ(group_link(c, 2, 4).bandwidth, c.intra_node.bandwidth);  // dp 2 beside tp 4
+  // dp across nodes beside tp 8: one member a node, one NIC each.
+  EXPECT_DOUBLE_EQ(group_link(c, 4, 8).bandwidth, c.inter_node.bandwidth);
+  // dp 16 of tp 1 on two nodes: eight NICs a node, capped by NVLink.
+  EXPECT_DOUBLE_EQ(group_link(c, 16, 1).bandwidth,
+                   std::min(c.intra_node.bandwidth, 8 * c.inter_node.bandwidth));
+}
+
+const char* kFile = R"(# a 4-GPU-a-node H100 cluster
+base = dgx-h100
+name = h100x4
+gpus_per_node = 4
+[gpu]
+memory_gb = 94   ; an H100 NVL
+[intra_node]
+bandwidth_gbs = 300
+curve = 1MB:50, 1GB:300
+[inter_node]
+latency_us = 10
+)";
+
+TEST(ClusterFile, ParsesOverABaseAndReportsBadLinesInOneLine) {
+  const Cluster c = parse_cluster_file(kFile, "test.ini");
+  EXPECT_EQ(c.name, "h100x4");
+  EXPECT_EQ(c.gpus_per_node, 4);
+  EXPECT_DOUBLE_EQ(c.gpu.memory_bytes, 94e9);
+  EXPECT_DOUBLE_EQ(c.gpu.peak_bf16, cluster_preset("dgx-h100").gpu.peak_bf16);
+  EXPECT_DOUBLE_EQ(c.intra_node.bus_bandwidth(1e6), 50e9);
+  EXPECT_DOUBLE_EQ(c.inter_node.latency, 10e-6);
+  const auto message = [](const std::string& text) {
+    try {
+      parse_cluster_file(text, "c.ini");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message("[gpu]\nspeed = 3\n"), "c.ini line 2: unknown key 'gpu.speed'");
+  EXPECT_EQ(message("[disk]\n"),
+            "c.ini line 1: unknown section [disk] (gpu, intra_node, inter_node)");
+  EXPECT_EQ(message("gpus_per_node 8\n"), "c.ini line 1: 'gpus_per_node 8' is not name = value");
+  EXPECT_EQ(message("[intra_node]\ncurve = 1GB:300, 1MB:50\n"),
+            "c.ini line 2: curve sizes must ascend");
+  EXPECT_EQ(message("gpus_per_node = 8\n"),
+            "c.ini: gpu.peak_bf16_tflops must be given and above 0");
+  EXPECT_EQ(message("[gpu]\nmemory_gb = lots\n"),
+            "c.ini line 2: 'lots' is not a non-negative number");
+}
+
+}  // namespace
+}  // namespace gpt

@@ -1,0 +1,129 @@
+// The planner's cost pieces: the GEMM roofline and its wave quantization, the passes' shares
+// (backward twice the forward's products, recomputation adding its forward), the replay with
+// per-virtual-stage costs against the uniform one, the step's split adding up, and the memory
+// adapter's categories.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "parallel/cluster.h"
+#include "parallel/cost_model.h"
+#include "parallel/plan_memory.h"
+
+namespace gpt {
+namespace {
+
+const ModelConfig kModel{24, 16, 2048, 2048, 51200};
+
+PlanLayout layout(int tp, int pp, int m) {
+  PlanLayout l;
+  l.tp = tp;
+  l.pp = pp;
+  l.microbatches = m;
+  l.micro_batch = 1;
+  return l;
+}
+
+TEST(CostModel, GemmIsComputeBoundWhenLargeAndMemoryBoundWhenThin) {
+  const GpuModel gpu = cluster_preset("dgx-a100").gpu;
+  // 216 tiles of 256 x 128 fill exactly two waves of 108 SMs: the measured efficiency.
+  const double m = 256 * 12, n = 128 * 18, k = 8192;
+  EXPECT_NEAR(gemm_seconds(gpu, PrecisionRegime::kBf16, m, n, k),
+              2 * m * n * k / (gpu.peak_bf16 * gpu.gemm_efficiency), 1e-12);
+  // One more tile column starts a third, nearly empty wave.
+  EXPECT_GT(gemm_seconds(gpu, PrecisionRegime::kBf16, m, n + 128, k) /
+                gemm_seconds(gpu, PrecisionRegime::kBf16, m, n, k),
+            1.3);
+  // A matrix-vector product moves its bytes at the streaming rate.
+  EXPECT_NEAR(gemm_seconds(gpu, PrecisionRegime::kBf16, 8192, 1, 8192),
+              stream_seconds(gpu, 2.0 * (8192.0 * 8192 + 8192 + 8192)), 1e-12);
+  EXPECT_GT(gemm_seconds(gpu, PrecisionRegime::kFp32, m, n, k),
+            1.9 * gemm_seconds(gpu, PrecisionRegime::kBf16, m, n, k));
+}
+
+TEST(CostModel, BackwardCostsAboutTwiceTheForwardAndRecomputationAddsAForward) {
+  const Cluster cluster = cluster_preset("dgx-a100");
+  PlanLayout l = layout(2, 4, 8);
+  const int middle = 1;  // neither the embedding's nor the head's
+  const ChunkCosts plain = chunk_costs(kModel, l, cluster, middle);
+  const double backward = plain.backward_input.compute + plain.backward_weight.compute;
+  EXPECT_GT(backward / plain.forward.compute, 1.7);
+  EXPECT_LT(backward / plain.forward.compute, 2.6);
+  l.recompute = Recompute::kFull;
+  const ChunkCosts full = chunk_costs(kModel, l, cluster, middle);
+  EXPECT_NEAR(full.backward_input.compute - plain.backward_input.compute, plain.forward.compute,
+              1e-12);
+  // Its forward's tp collectives run again too.
+  EXPECT_NEAR(full.backward_input.tp_exposed - plain.backward_input.tp_exposed,
+              plain.forward.tp_exposed, 1e-12);
+  EXPECT_GT(plain.forward.tp_exposed, 0);
+  l.recompute = Recompute::kSelective;
+  const ChunkCosts selective = chunk_costs(kModel, l, cluster, middle);
+  const double extra = selective.backward_input.compute - plain.backward_input.compute;
+  EXPECT_GT(extra, 0);
+  EXPECT_LT(extra, 0.2 * plain.forward.compute);
+  // The last virtual stage carries the head, the first the embedding.
+  EXPECT_GT(chunk_costs(kModel, layout(2, 4, 8), cluster, 3).forward.compute,
+            plain.forward.compute);
+}
+
+TEST(CostModel, ReplayWithEqualPerStageCostsIsTheUniformReplay) {
+  const Schedule s = make_schedule(ScheduleKind::kInterleaved, 4, 8, 2);
+  const ActionCosts uniform{1.0, 1.5, 0.75, 0.25};
+  const std::vector<PassCosts> same(8, PassCosts{1.0, 1.5, 0.75});
+  EXPECT_DOUBLE_EQ(simulate(s, uniform, same).makespan, simulate(s, uniform).makespan);
+  // A slower last part lengthens the step.
+  std::vector<PassCosts> slow_head = same;
+  slow_head.back().forward = 2.0;
+  EXPECT_GT(simulate(s, uniform, slow_head).makespan, simulate(s, uniform).makespan);
+}
+
+TEST(CostModel, StepSplitAddsUpAndBubbleFollowsTheSchedule) {
+  const Cluster cluster = cluster_preset("dgx-h100");
+  for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::k1f1b, ScheduleKind::kZbH1}) {
+    PlanLayout l = layout(4, 4, 8);
+    l.schedule = kind;
+    l.dp = 2;
+    const Schedule s = make_schedule(kind, l.pp, l.microbatches, 1);
+    const StepPrediction p = predict_step(kModel, l, cluster, s);
+    EXPECT_NEAR(
+        p.compute_s + p.tp_comm_exposed_s + p.pp_comm_exposed_s + p.dp_comm_exposed_s + p.bubble_s,
+        p.step_time_s, 1e-9 * p.step_time_s);
+    EXPECT_GT(p.bubble_s, 0);
+    EXPECT_GT(p.mfu, 0);
+    EXPECT_LT(p.mfu, 1);
+  }
+  // ZB-H1 fills the drain that 1F1B leaves idle.
+  PlanLayout a = layout(4, 4, 8), b = a;
+  b.schedule = ScheduleKind::kZbH1;
+  const auto bubble = [&](const PlanLayout& l) {
+    return predict_step(kModel, l, cluster, make_schedule(l.schedule, l.pp, l.microbatches, 1))
+        .bubble_s;
+  };
+  EXPECT_LT(bubble(b), bubble(a));
+}
+
+TEST(PlanMemory, CategoriesFollowTheLayout) {
+  const Schedule s = make_schedule(ScheduleKind::k1f1b, 4, 8, 1);
+  PlanLayout l = layout(2, 4, 8);
+  l.dp = 4;
+  const PlannedMemory base = plan_memory(kModel, l, s);
+  EXPECT_EQ(base.optimizer, 2 * base.weights);  // AdamW's two fp32 moments
+  l.distributed_optimizer = true;
+  EXPECT_EQ(plan_memory(kModel, l, s).optimizer * 4, base.optimizer);
+  l.distributed_optimizer = false;
+  l.recompute = Recompute::kFull;
+  EXPECT_LT(plan_memory(kModel, l, s).activations, base.activations / 3);
+  l.recompute = Recompute::kNone;
+  l.sequence_parallel = true;
+  EXPECT_LT(plan_memory(kModel, l, s).activations, base.activations);
+  // Megatron's 18 bytes a parameter: 2 + 4 + 12.
+  l.sequence_parallel = false;
+  l.precision = PrecisionRegime::kMegatronMixed;
+  const PlannedMemory mixed = plan_memory(kModel, l, s);
+  EXPECT_EQ(mixed.grads, 2 * mixed.weights);
+  EXPECT_EQ(mixed.optimizer, 6 * mixed.weights);
+}
+
+}  // namespace
+}  // namespace gpt

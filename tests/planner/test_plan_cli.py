@@ -1,0 +1,114 @@
+"""plan's command line (docs/PLANNER.md): the JSON fields of every layout, fixed options staying
+fixed, the line saying why the best won, and bad input (a layout that cannot divide the model, an
+unknown preset, a malformed cluster file, a bad option value) ending with exactly one
+"error: ..." line naming the option or file, exit code 1, and no crash.
+
+Run: /usr/bin/python3 test_plan_cli.py --bin BUILD/bin
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BIN = None
+TIMEOUT = 60
+FIELDS = ("tp pp dp schedule virtual_stages micro_batch_size microbatches sequence_parallel "
+          "recompute distributed_optimizer precision fits memory_bytes step_time_s "
+          "tokens_per_s_per_gpu model_tflops_per_gpu mfu compute_s tp_comm_exposed_s "
+          "pp_comm_exposed_s dp_comm_exposed_s bubble_s").split()
+MEMORY = "weights grads optimizer activations comm workspace total".split()
+SMALL = ["--model", "gpt2", "--global-batch-size", "32", "--cluster", "dgx-a100"]
+
+
+def plan(*args):
+    proc = subprocess.run([os.path.join(BIN, "plan")] + list(args), capture_output=True,
+                          text=True, timeout=TIMEOUT,
+                          env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+class PlanOutputTest(unittest.TestCase):
+    def test_json_has_every_field_and_fixed_options_stay_fixed(self):
+        code, out, err = plan(*SMALL, "--nodes", "2", "--tp", "4", "--json")
+        self.assertEqual(code, 0, err)
+        rows = [json.loads(line) for line in out.splitlines()]
+        self.assertGreater(len(rows), 10)
+        for row in rows:
+            for field in FIELDS:
+                self.assertIn(field, row)
+            for part in MEMORY:
+                self.assertIn(part, row["memory_bytes"])
+            self.assertEqual(row["tp"], 4)
+            self.assertEqual(row["tp"] * row["pp"] * row["dp"], 16)
+        times = [r["step_time_s"] for r in rows if r["fits"]]
+        self.assertEqual(times, sorted(times))
+        # Left out, the schedule and recomputation were enumerated.
+        self.assertGreater(len({r["schedule"] for r in rows}), 1)
+        self.assertEqual({r["recompute"] for r in rows}, {"none", "selective", "full"})
+
+    def test_table_names_the_decisive_term(self):
+        code, out, err = plan(*SMALL, "--nodes", "1", "--tp", "2", "--pp", "2",
+                              "--micro-batch-size", "4", "--recompute", "none")
+        self.assertEqual(code, 0, err)
+        self.assertIn("rank", out)
+        self.assertRegex(out, r"why: .* decided by (compute|exposed tp communication|"
+                              r"exposed pp communication|exposed dp communication|"
+                              r"pipeline bubble)")
+
+    def test_megatron_regime_is_named(self):
+        code, out, err = plan(*SMALL, "--tp", "4", "--precision", "megatron-mixed")
+        self.assertEqual(code, 0, err)
+        self.assertIn("precision megatron-mixed: Megatron-LM's mixed precision", out)
+
+
+class PlanBadInputTest(unittest.TestCase):
+    def check(self, args, expected):
+        code, out, err = plan(*args)
+        self.assertEqual(code, 1, out + err)
+        lines = [line for line in err.splitlines() if line.strip()]
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith("error: "), err)
+        self.assertIn(expected, lines[0])
+        for crash in ("terminate called", "Aborted", "Segmentation", "internal error"):
+            self.assertNotIn(crash, err)
+
+    def test_layout_that_cannot_divide_the_model(self):
+        self.check(SMALL + ["--tp", "8", "--n-head", "12"], "--tp 8 does not divide --n-head 12")
+        self.check(SMALL + ["--pp", "5"], "--pp 5 does not divide the 8 GPUs")
+        self.check(SMALL + ["--pp", "8", "--n-layer", "12"],
+                   "--n-layer 12 does not split evenly over --pp 8")
+        self.check(SMALL + ["--tp", "1", "--pp", "1", "--micro-batch-size", "3"],
+                   "--global-batch-size 32 is not a multiple of dp 8 x --micro-batch-size 3")
+
+    def test_unknown_preset(self):
+        self.check(["--cluster", "dgx-z100"], "--cluster 'dgx-z100' is neither a readable file "
+                                              "nor a preset")
+
+    def test_malformed_cluster_file(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".ini", delete=False) as f:
+            f.write("base = dgx-h100\n[gpu]\npeak_bf16_tflops = fast\n")
+        try:
+            self.check(["--cluster", f.name], f"--cluster {f.name} line 3: 'fast' is not a "
+                                              "non-negative number")
+        finally:
+            os.unlink(f.name)
+
+    def test_bad_values(self):
+        self.check(SMALL + ["--schedule", "2f2b"], "--schedule must be one of")
+        self.check(SMALL + ["--precision", "fp8"], "--precision must be one of")
+        self.check(SMALL + ["--nodes", "0"], "--nodes must be at least 1")
+        self.check(SMALL + ["--tp", "4", "--schedule", "interleaved", "--pp", "1"],
+                   "--schedule interleaved needs --pp of at least 2")
+
+
+if __name__ == "__main__":
+    import argparse
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--bin", required=True)
+    args, rest = parser.parse_known_args()
+    BIN = os.path.abspath(args.bin)
+    unittest.main(argv=[sys.argv[0]] + rest)
