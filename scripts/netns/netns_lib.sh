@@ -98,6 +98,17 @@ netns_counters() {
   echo "$a_tx $a_rx $b_tx $b_rx"
 }
 
+# netns_drops: packets the two tbf qdiscs dropped so far (their queue overflowed; TCP resends
+# them, so the veth counters then carry some payload twice). 0 while unshaped.
+netns_drops() {
+  local a b
+  a=$(ip netns exec "$NETNS_A" tc -s qdisc show dev "$NETNS_DEV_A" root |
+    awk '/dropped/ { sub(",", "", $7); print $7; exit }')
+  b=$(ip netns exec "$NETNS_B" tc -s qdisc show dev "$NETNS_DEV_B" root |
+    awk '/dropped/ { sub(",", "", $7); print $7; exit }')
+  echo $((${a:-0} + ${b:-0}))
+}
+
 # netns_mpirun PER_NODE MAP_BY [mpirun options...] -- COMMAND...: 2 x PER_NODE ranks, PER_NODE
 # on each node; --map-by slot fills A first (ranks 0..PER_NODE-1 on A), --map-by node alternates
 # (even ranks on A, odd on B). mpirun runs inside A under A's name; B's daemon comes through the
