@@ -127,7 +127,9 @@ netns_mpirun() {
   for v in OMP_NUM_THREADS OMPI_MCA_mpi_yield_when_idle; do
     [[ -n ${!v:-} ]] && forward+=(-x "$v")
   done
-  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  # The transports are this function's choice: an OMPI_MCA_btl of the caller (the test suite
+  # sets self,vader) is dropped.
+  env -u OMPI_MCA_btl OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     ip netns exec "$NETNS_A" unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh \
     "$NETNS_A" mpirun -np $((2 * per_node)) --hostfile "$NETNS_DIR/hostfile" \
     --map-by "$map_by" --bind-to none --oversubscribe \
