@@ -136,12 +136,28 @@ netns_mpirun() {
     --mca plm_rsh_agent "$NETNS_DIR/agent.sh" \
     --mca btl self,vader,tcp --mca btl_tcp_if_include "$NETNS_SUBNET" \
     --mca oob_tcp_if_include "$NETNS_SUBNET" \
-    "${forward[@]}" "${extra[@]}" "$@"
+    "${forward[@]}" "${extra[@]}" "$@" &
+  # In the background so that a signal's trap runs now, not when mpirun ends; every exec above
+  # replaces its process, so this pid is mpirun's, and netns_down can stop it.
+  NETNS_JOB=$!
+  local status=0
+  wait "$NETNS_JOB" || status=$?
+  NETNS_JOB=
+  return "$status"
 }
 
 # netns_down: removes this owner's namespaces (the veth pair goes with them) and files.
 netns_down() {
   [[ -n ${NETNS_A:-} ]] || return 0
+  # A job still running (a signal ended the caller): mpirun takes its ranks and B's daemon down
+  # on TERM; a namespace of a process that outlives it would live on unnamed.
+  if [[ -n ${NETNS_JOB:-} ]] && kill -0 "$NETNS_JOB" 2>/dev/null; then
+    kill -TERM "$NETNS_JOB" 2>/dev/null || true
+    local i
+    for ((i = 0; i < 50; ++i)); do kill -0 "$NETNS_JOB" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$NETNS_JOB" 2>/dev/null || true
+  fi
+  NETNS_JOB=
   ip netns del "$NETNS_A" 2>/dev/null || true
   ip netns del "$NETNS_B" 2>/dev/null || true
   [[ -n ${NETNS_DIR:-} && -d $NETNS_DIR ]] && rm -rf "$NETNS_DIR"
