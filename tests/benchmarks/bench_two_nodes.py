@@ -27,14 +27,21 @@ Ethernet, IP and TCP headers (66 bytes a 1448-byte segment, 4.6%), the ACKs of t
 direction, Open MPI's fragment headers and rendezvous messages, and resends of what a full tbf
 queue dropped; the ratio column is counters / metrics.
 
+With --plan BIN --clusters DIR, each row at a rate with a cluster file DIR/netns-RATE.ini gets
+the planner's predicted step time beside the measured one (pp_across, tp4_across and dp_across:
+plan places tp groups on consecutive ranks, so tp_across's A,B,A,B placement is not expressible).
+
 Usage: bench_two_nodes.py [--skip 2] --n-layer L --n-head H --d-model D --seq-len S
-                          --global-batch-size G --micro-batch-size B RUNS.jsonl
+                          --global-batch-size G --micro-batch-size B
+                          [--plan BIN --clusters DIR] RUNS.jsonl
 """
 
 import argparse
 import collections
 import json
+import os
 import statistics
+import subprocess
 import sys
 
 from bench_metrics import median, median_share, timed_steps
@@ -70,12 +77,37 @@ def crossing_from_metrics(name, step, a):
     raise ValueError(name)
 
 
+PLAN_LAYOUTS = {  # layout: plan's layout options
+    "pp_across": ["--tp", "2", "--pp", "2"],
+    "tp4_across": ["--tp", "4", "--pp", "1", "--allow-tp-across-nodes"],
+    "dp_across": ["--tp", "2", "--pp", "1", "--dp", "2"],
+}
+
+
+def predicted_step(a, rate, name):
+    """plan's step time for the layout on DIR/netns-RATE.ini, or None."""
+    cluster = os.path.join(a.clusters or "", f"netns-{rate}.ini")
+    if not a.plan or name not in PLAN_LAYOUTS or not os.path.exists(cluster):
+        return None
+    cmd = [a.plan, "--cluster", cluster, "--nodes", "2", "--n-layer", str(a.n_layer),
+           "--n-head", str(a.n_head), "--d-model", str(a.d_model), "--seq-len", str(a.seq_len),
+           "--vocab-size", str(VOCAB), "--global-batch-size", str(a.global_batch_size),
+           "--micro-batch-size", str(a.micro_batch_size), "--precision", "fp32",
+           "--recompute", "none", "--schedule", "1f1b", "--virtual-stages", "1",
+           "--sequence-parallel=false", "--distributed-optimizer=false", "--json",
+           *PLAN_LAYOUTS[name]]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[0])["step_time_s"]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip", type=int, default=2)
     for name in ("--n-layer", "--n-head", "--d-model", "--seq-len", "--global-batch-size",
                  "--micro-batch-size"):
         parser.add_argument(name, type=int, required=True)
+    parser.add_argument("--plan", help="the planner program: adds its predicted step times")
+    parser.add_argument("--clusters", help="folder of netns-RATE.ini cluster files")
     parser.add_argument("runs")
     a = parser.parse_args()
 
@@ -107,7 +139,8 @@ def main():
                          metric_bytes=med("metric_bytes"), a_to_b=med("a_to_b"),
                          b_to_a=med("b_to_a"), drops=max(p["drops"] for p in per_run),
                          loss=per_run[-1]["loss"], loads=",".join(p["load"] for p in per_run),
-                         tok_runs=[p["tok"] for p in per_run]))
+                         tok_runs=[p["tok"] for p in per_run],
+                         step_runs=[p["step"] for p in per_run]))
 
     ref = {r["rate"]: r["tok"] for r in rows if r["name"] == "pp_across"}
     print(f"\nmodel: {a.n_layer} layers, d {a.d_model}, {a.n_head} heads, seq {a.seq_len}; global "
@@ -126,6 +159,19 @@ def main():
               f"{100 * r['tp']:>5.1f}% {100 * r['pp']:>6.1f}% {100 * r['dp']:>5.1f}% "
               f"{r['metric_bytes'] / 1e6:>10.3f} {r['a_to_b'] / 1e6:>8.3f} {ratio:>6.3f} "
               f"{r['b_to_a'] / 1e6:>8.3f} {r['drops']:>6} {per_round:>18} {r['loads']:>10}")
+    if a.plan:
+        print(f"\nplanner ({a.plan}, cluster files {a.clusters}/netns-RATE.ini): predicted step "
+              f"time against the measured median; target within 15%")
+        for r in rows:
+            pred = predicted_step(a, r["rate"], r["name"])
+            if pred is None:
+                print(f"{r['rate']:<8} {r['name']:<11} not predicted")
+                continue
+            err = pred / r["step"] - 1
+            best = min(r["step_runs"])
+            print(f"{r['rate']:<8} {r['name']:<11} predicted {pred:.4f} s, measured {r['step']:.4f}"
+                  f" s (fastest round {best:.4f} s): {100 * err:+.1f}% "
+                  f"({'within 15%' if abs(err) <= 0.15 else 'OUTSIDE 15%'})")
     losses = [r["loss"] for r in rows]
     spread = (max(losses) - min(losses)) / max(losses)
     print(f"\nlast-step loss of every run: {min(losses):.6f} to {max(losses):.6f} "

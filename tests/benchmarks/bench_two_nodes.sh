@@ -19,7 +19,9 @@
 # Usage: tests/benchmarks/bench_two_nodes.sh [build dir] [steps]
 #   GPT_NETNS_RATES ("100mbit 1gbit none"), GPT_NETNS_LAYOUTS ("pp_across tp_across tp4_across
 #   dp_across"), GPT_BENCH_ROUNDS (2), GPT_BENCH_MAX_LOAD (1.5) and GPT_BENCH_WAIT_TRIES (20) as
-#   in bench_common.sh, GPT_BENCH_KEEP=DIR: keep the metrics and counter records there.
+#   in bench_common.sh, GPT_BENCH_KEEP=DIR: keep the metrics and counter records there,
+#   GPT_PLAN (BUILD/bin/plan): where it exists, the table also gets the planner's predicted step
+#   times on scripts/netns/netns-RATE.ini.
 # Exit code 77 where namespaces cannot be created.
 set -euo pipefail
 # shellcheck source=bench_common.sh
@@ -32,11 +34,13 @@ source "$here/../../scripts/netns/netns_lib.sh"
 read -r -a rates <<< "${GPT_NETNS_RATES:-100mbit 1gbit none}"
 read -r -a layouts <<< "${GPT_NETNS_LAYOUTS:-pp_across tp_across tp4_across dp_across}"
 rounds=${GPT_BENCH_ROUNDS:-2}
+plan=${GPT_PLAN:-$build/bin/plan}
 # ~0.9M parameters, 512 tokens a step (4 microbatches of 2 x 64): a tenth of a second of compute
 # a step on 4 ranks over 2 cores, 2.4 MB of tp payload a rank, 0.5 MB of pipeline payload.
 shape=(--n-layer 4 --n-head 4 --d-model 128 --seq-len 64 --global-batch-size 8
        --micro-batch-size 2)
-model=("${shape[@]}" --eval-every 0 --warmup-steps 100 --seed 1234 --threads 1 --log-every 1000)
+model=("${shape[@]}" --eval-every 0 --warmup-steps 100 --seed 1234 --threads 1 --log-every 1000
+       --device cpu)
 export OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1
 
 layout_args() {  # name -> "MAP_BY train options..."
@@ -101,4 +105,6 @@ done
 netns_shape none
 
 echo "load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
-/usr/bin/python3 "$here/bench_two_nodes.py" --skip 2 "${shape[@]}" "$records"
+plan_args=()
+[[ -x $plan ]] && plan_args=(--plan "$plan" --clusters "$here/../../scripts/netns")
+/usr/bin/python3 "$here/bench_two_nodes.py" --skip 2 "${shape[@]}" "${plan_args[@]}" "$records"
