@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Two emulated nodes on one machine (sourced by two_nodes.sh, bench_two_nodes.sh and the netns
 # test): network namespaces A and B joined by a veth pair with private addresses, each end shaped
 # by a tbf qdisc (bandwidth only: this kernel has no netem, so latency cannot be shaped), and an
@@ -24,7 +25,6 @@ NETNS_ADDR_B=10.233.0.2
 # netns_up [ID]: sets NETNS_A, NETNS_B, NETNS_DEV_A, NETNS_DEV_B, NETNS_DIR (agent, hostfile).
 netns_up() {
   local id=${1:-$$}
-  NETNS_OWNER=$id
   NETNS_A=${NETNS_PREFIX}a-$id
   NETNS_B=${NETNS_PREFIX}b-$id
   NETNS_DEV_A=gpta-$id
@@ -34,7 +34,6 @@ netns_up() {
     echo "netns: 'ip netns add' is not permitted here (needs root and CAP_SYS_ADMIN)" >&2
     return 1
   fi
-  NETNS_UP=1
   ip netns add "$NETNS_B" || return 1
   ip link add "$NETNS_DEV_A" netns "$NETNS_A" type veth peer name "$NETNS_DEV_B" netns "$NETNS_B" ||
     return 1
@@ -129,6 +128,7 @@ netns_mpirun() {
   done
   # The transports are this function's choice: an OMPI_MCA_btl of the caller (the test suite
   # sets self,vader) is dropped.
+  # shellcheck disable=SC2016  # $1 and $@ belong to the inner sh
   env -u OMPI_MCA_btl OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     ip netns exec "$NETNS_A" unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh \
     "$NETNS_A" mpirun -np $((2 * per_node)) --hostfile "$NETNS_DIR/hostfile" \
@@ -161,7 +161,6 @@ netns_down() {
   ip netns del "$NETNS_A" 2>/dev/null || true
   ip netns del "$NETNS_B" 2>/dev/null || true
   [[ -n ${NETNS_DIR:-} && -d $NETNS_DIR ]] && rm -rf "$NETNS_DIR"
-  NETNS_UP=
   return 0
 }
 
