@@ -35,6 +35,7 @@ struct TrainOptions {
   Recompute recompute = Recompute::kNone;
   int64_t recompute_layers = 0;  // with full: the first N blocks of each chunk; 0 = all
   bool memory_report = false;    // print the memory model's prediction per rank and exit
+  bool distributed_optimizer = false;    // ZeRO-1 over dp (a layout option: may change on resume)
   // model
   std::string model_preset;
   ModelConfig model{4, 4, 128, 48, 256};  // vocab_size comes from the data set

@@ -94,6 +94,9 @@ TrainState0 build_runtime_and_state(MPI_Comm world, const TrainOptions& options,
                                     const CheckpointReader* checkpoint) {
   if (options.sequence_parallel && options.tp == 1)
     log::info0("--sequence-parallel has no effect at --tp 1");
+  const int dp = comm_size(world) / (options.tp * options.pp);
+  if (options.distributed_optimizer && dp == 1)
+    log::info0("--distributed-optimizer has no effect at dp 1: the optimizer state is not sharded");
   TrainState0 s;
   agree_on_failure(world, [&] {
     s.runtime =

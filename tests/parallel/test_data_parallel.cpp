@@ -36,10 +36,11 @@ TEST(GradientBuckets, TileTheBufferInReverseOrder) {
     int64_t covered = 0;
     size_t expected_end = f.store.params().size();
     for (const auto& b : buckets.buckets()) {
-      EXPECT_EQ(b.end_param, expected_end);  // reverse registration order, no gaps
-      expected_end = b.first_param;
-      EXPECT_TRUE(b.numel >= bucket || b.first_param == 0) << "bucket " << bucket;
-      covered += b.numel;
+      EXPECT_EQ(b.span.end_param, expected_end);  // reverse registration order, no gaps
+      expected_end = b.span.first_param;
+      EXPECT_TRUE(b.span.numel >= bucket || b.span.first_param == 0) << "bucket " << bucket;
+      EXPECT_EQ(b.span.padded_numel, b.span.numel);  // no padding without ZeRO-1
+      covered += b.span.numel;
     }
     EXPECT_EQ(expected_end, 0u);
     EXPECT_EQ(covered, f.store.total_numel());
