@@ -101,6 +101,20 @@ class DistributedOptimizerTest(h.TempDirTest, h.WorstDifferences):
         src = self.source("dp2_replicated", 2, [])
         self.resume(src, 4, ZERO, "dp2->dp4+zero")
 
+    def test_c_dp3_padded_buckets_like_replicated(self):
+        """dp 3 does not divide the buckets (multiples of 32 here): padding is in play. Against
+        the same layout without the option (the global batch must split over 3)."""
+        batch = ["--global-batch-size", "18"]
+        plain, plain_ck, _ = self.run_layout("dp3", 3, batch)
+        got, ck, result = self.run_layout("dp3_zero", 3, batch + ZERO)
+        line = [l for l in (result.stdout + result.stderr).splitlines() if "sharded over dp 3" in l]
+        self.assertTrue(line, result.describe())
+        self.assertNotIn("(padding 0 floats", line[0], "expected padded buckets at dp 3")
+        h.assert_curve_close(self, got, plain, range(1, STEPS + 1), h.CURVE_REL, "dp3+zero")
+        h.assert_state_close(self, h.checkpoint_file(ck, STEPS),
+                             h.load_checkpoint(h.checkpoint_file(plain_ck, STEPS)), h.STATE_REL,
+                             "dp3+zero vs dp3", self.note)
+
     def test_c_dp1_says_no_effect(self):
         got, ck, result = self.run_layout("dp1", 1, ZERO)
         self.assertIn("no effect", result.stdout + result.stderr, result.describe())
