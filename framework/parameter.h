@@ -3,7 +3,9 @@
 // tensor this rank holds (one or more row-major slabs: c_attn's q, k and v rows are three). All
 // parameters of a rank are carved, in registration order, from one value buffer, one gradient
 // buffer and one buffer per optimizer state, so optimizers, clipping and dp reduction run over
-// contiguous memory and checkpoints need no layer code.
+// contiguous memory and checkpoints need no layer code. Under the distributed optimizer (ZeRO-1)
+// the flat buffers carry padding between parameters, and this rank keeps optimizer state for a
+// few segments of them only (StateSegment).
 #pragma once
 
 #include <cstdint>
@@ -54,13 +56,32 @@ struct Parameter : ParameterSpec {
   }
 };
 
+// Elements [offset, offset + numel) of the flat buffers whose optimizer state this rank keeps,
+// at [state_offset, state_offset + numel) of every state buffer and of update_grads(). Without
+// sharding one segment covers the whole buffer.
+struct StateSegment {
+  int64_t offset = 0;
+  int64_t numel = 0;
+  int64_t state_offset = 0;
+};
+
+// A parameter's share of the state segments: elements [begin, begin + numel) of its storage,
+// at state_offset of the state buffers.
+struct StatePiece {
+  int64_t begin = 0;
+  int64_t numel = 0;
+  int64_t state_offset = 0;
+};
+
 // The registry and flat buffers of one rank's parameters. Register everything, then allocate();
 // parameters never move afterwards (held in a deque), so layers keep Parameter pointers.
 class ParameterStore {
  public:
   explicit ParameterStore(Backend& backend) : backend_(backend) {}
   Parameter& add(ParameterSpec spec);  // before allocate()
-  void allocate();                     // value and gradient buffers; values zero
+  // Value and gradient buffers, values zero. padding_after[i] (empty: none) zero elements follow
+  // parameter i, never touched by a layer: how dp buckets become multiples of dp (bucket_plan.h).
+  void allocate(const std::vector<int64_t>& padding_after = {});
 
   // Fills every value from the counter RNG keyed by (seed, name, logical element index): the
   // same logical tensor whatever the layout. Storage outside the slabs (padding) stays zero.
@@ -69,7 +90,23 @@ class ParameterStore {
   // storage outside the slabs (padding) is zero. How weights from elsewhere enter (convert).
   void set_values(Parameter& p, const std::function<float(int64_t)>& value_at);
 
-  // An extra flat buffer with the values' layout, e.g. "exp_avg"; zero-filled.
+  // ZeRO-1, after allocate() and before add_state: this rank keeps optimizer state, and updates
+  // values, for `segments` only (disjoint, in memory order); each state buffer holds them back to
+  // back, and so does update_grads(), a separate buffer for their reduced gradients.
+  void shard_optimizer_state(std::vector<StateSegment> segments);
+  bool optimizer_state_sharded() const { return sharded_; }
+  const std::vector<StateSegment>& state_segments() const { return segments_; }
+  int64_t state_numel() const;  // elements of each state buffer
+  // p's share of the state segments, in storage order (empty: none of it is kept here).
+  std::vector<StatePiece> state_pieces(const Parameter& p) const;
+  // The same as blocks of p's logical tensor (storage_range_slabs), each slab's local_offset an
+  // offset into the state buffers: what a checkpoint writes and reads of p's optimizer state.
+  std::vector<Slab> state_slabs(const Parameter& p) const;
+  // The gradients the optimizer, the clipping and the tied-wte sum read, indexed like a state
+  // buffer: grads() itself unless sharded.
+  float* update_grads() { return sharded_ ? update_grads_.data() : grads_.data(); }
+
+  // An extra buffer of state_numel() elements in the segments' layout, e.g. "exp_avg"; zero-filled.
   float* add_state(const std::string& state_name);
   float* state(const std::string& state_name);  // throws if absent
   const std::vector<std::string>& state_names() const { return state_names_; }
@@ -77,7 +114,7 @@ class ParameterStore {
   std::deque<Parameter>& params() { return params_; }
   const std::deque<Parameter>& params() const { return params_; }
   Parameter* find(const std::string& name);
-  int64_t total_numel() const { return total_; }
+  int64_t total_numel() const { return total_; }  // with the padding
   float* values() { return values_.data(); }
   float* grads() { return grads_.data(); }
   void zero_grads();
@@ -89,6 +126,9 @@ class ParameterStore {
   int64_t total_ = 0;
   bool allocated_ = false;
   DeviceArray<float> values_, grads_;
+  bool sharded_ = false;
+  std::vector<StateSegment> segments_;
+  DeviceArray<float> update_grads_;  // sharded only: (state_numel)
   std::vector<std::string> state_names_;
   std::deque<DeviceArray<float>> states_;
 };
@@ -96,6 +136,12 @@ class ParameterStore {
 // Logical element index (row-major over the full shape) of each local element of a slab, in
 // storage order: the bridge between local storage, the RNG and checkpoint hyperslabs.
 std::vector<int64_t> slab_logical_indices(const Slab& slab, const std::vector<int64_t>& shape);
+
+// The blocks of the logical tensor that elements [begin, end) of p's storage hold, in storage
+// order: rectangular slabs (a partial first row, whole rows, a partial last row, recursively),
+// each with local_offset = the storage offset of its first element. Storage outside p's slabs
+// (padding) is skipped. How a shard of the flat buffers maps onto checkpoint hyperslabs.
+std::vector<Slab> storage_range_slabs(const Parameter& p, int64_t begin, int64_t end);
 
 // The number of elements of a tensor of this shape (1 for a scalar's empty shape).
 int64_t shape_numel(const std::vector<int64_t>& shape);

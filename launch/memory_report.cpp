@@ -70,6 +70,8 @@ MemoryModelInput memory_model_input(const TrainOptions& o, int world_size, Devic
   in.recompute_layers = ro.recompute_layers;
   in.layers_per_stage = ro.layers_per_stage;
   in.optimizer_states = o.optimizer == OptimizerKind::kAdamW ? 2 : 1;
+  in.distributed_optimizer = o.distributed_optimizer;
+  in.dp_bucket_elements = o.dp_bucket_elements;
   in.device = device;
   return in;
 }

@@ -142,6 +142,9 @@ po::options_description layout_options(TrainOptions& o) {
       "allow a tp group to span nodes");
   add("dp-bucket-size", po::value(&o.dp_bucket_elements)->default_value(o.dp_bucket_elements),
       "gradient elements per dp all-reduce bucket");
+  add("distributed-optimizer", po::bool_switch(&o.distributed_optimizer),
+      "ZeRO-1: shard the optimizer state over dp (gradients reduce-scattered per bucket, each dp "
+      "rank updates its shard, the weights all-gathered); no effect at dp 1");
   add("sequence-parallel", po::bool_switch(&o.sequence_parallel),
       "split LayerNorm and residual regions along the sequence over the tp ranks (the sequence "
       "length must be a multiple of tp)");
@@ -419,6 +422,8 @@ RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
   ro.execution = o.execution;
   ro.micro_batch = o.micro_batch_size;
   ro.sequence_parallel = o.sequence_parallel;
+  ro.dp_bucket_elements = o.dp_bucket_elements;
+  ro.distributed_optimizer = o.distributed_optimizer;
   ro.virtual_stages = o.virtual_stages;
   ro.layers_per_stage = parse_layers_per_stage(o);
   ro.recompute = o.recompute;

@@ -33,8 +33,9 @@ struct TrainOptions {
   int64_t global_batch_size = 64;
   int64_t dp_bucket_elements = 1 << 20;  // 4 MiB of fp32 gradients per dp all-reduce
   Recompute recompute = Recompute::kNone;
-  int64_t recompute_layers = 0;  // with full: the first N blocks of each chunk; 0 = all
-  bool memory_report = false;    // print the memory model's prediction per rank and exit
+  int64_t recompute_layers = 0;        // with full: the first N blocks of each chunk; 0 = all
+  bool memory_report = false;          // print the memory model's prediction per rank and exit
+  bool distributed_optimizer = false;  // ZeRO-1 over dp (a layout option: may change on resume)
   // model
   std::string model_preset;
   ModelConfig model{4, 4, 128, 48, 256};  // vocab_size comes from the data set

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "framework/check.h"
+#include "parallel/data_parallel.h"
 
 namespace gpt {
 
@@ -33,7 +34,11 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
     chunks_.push_back(std::make_unique<GptStage>(*store_, *tp_, cfg, spec, options.micro_batch,
                                                  caches, grad_sets, recompute));
   }
-  store_->allocate();
+  bucket_plan_ = plan_buckets(bucket_parameters(*store_), options.dp_bucket_elements,
+                              grid_->shape().dp, options.distributed_optimizer);
+  store_->allocate(bucket_plan_.padding_after);
+  if (bucket_plan_.shards > 1)
+    store_->shard_optimizer_state(shard_segments(bucket_plan_, grid_->dp_rank()));
 }
 
 std::deque<GptChunk> Runtime::pipeline_chunks() {

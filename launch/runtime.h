@@ -1,7 +1,9 @@
 // Everything a program needs to run the model on this rank: the process grid, the backend (on
 // CUDA: this rank's GPU, and the grid's groups moved to NCCL or host-staged MPI), the tp
 // operators, the parameter store and this rank's pipeline stage, built in that order from the
-// model shape and the layout. Shared by train, eval and generate.
+// model shape and the layout; then the store's flat buffers, laid out by the dp bucket plan
+// (padded, and the optimizer state sharded, under the distributed optimizer). Shared by train,
+// eval and generate.
 #pragma once
 
 #include <deque>
@@ -16,6 +18,7 @@
 #include "launch/device_setup.h"
 #include "layers/gpt_chunk.h"
 #include "layers/gpt_stage.h"
+#include "parallel/bucket_plan.h"
 #include "parallel/memory_model.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/process_grid.h"
@@ -28,7 +31,11 @@ struct RuntimeOptions {
   ExecutionOptions execution;
   int64_t micro_batch = 1;
   bool sequence_parallel = false;
-  int virtual_stages = 1;                 // model chunks per stage (interleaved schedules)
+  int virtual_stages = 1;                // model chunks per stage (interleaved schedules)
+  int64_t dp_bucket_elements = 1 << 20;  // gradient elements per dp bucket (bucket_plan.h)
+  // ZeRO-1 (--distributed-optimizer): at dp > 1 the buckets are padded to multiples of dp and
+  // this rank keeps optimizer state for its shard of each (ParameterStore::shard_optimizer_state).
+  bool distributed_optimizer = false;
   std::vector<int64_t> layers_per_stage;  // empty: an even split
   Recompute recompute = Recompute::kNone;
   int64_t recompute_layers = -1;  // full: the first N blocks of each chunk; -1 = all
@@ -44,6 +51,8 @@ class Runtime {
   ProcessGrid& grid() { return *grid_; }
   TensorParallel& tp() { return *tp_; }
   ParameterStore& store() { return *store_; }
+  // The dp buckets the store was allocated with (its padding; sharded under ZeRO-1 at dp > 1).
+  const BucketPlan& bucket_plan() const { return bucket_plan_; }
   GptStage& stage() { return *chunks_.front(); }  // chunk 0: the stage itself when v = 1
   std::vector<std::unique_ptr<GptStage>>& chunks() { return chunks_; }
   // The chunks as the pipeline executor drives them (each reports the buffers its stage holds).
@@ -68,6 +77,7 @@ class Runtime {
   std::unique_ptr<ProcessGrid> grid_;
   std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<ParameterStore> store_;
+  BucketPlan bucket_plan_;
   std::vector<std::unique_ptr<GptStage>> chunks_;
 };
 

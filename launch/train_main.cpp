@@ -94,6 +94,9 @@ TrainState0 build_runtime_and_state(MPI_Comm world, const TrainOptions& options,
                                     const CheckpointReader* checkpoint) {
   if (options.sequence_parallel && options.tp == 1)
     log::info0("--sequence-parallel has no effect at --tp 1");
+  const int dp = comm_size(world) / (options.tp * options.pp);
+  if (options.distributed_optimizer && dp == 1)
+    log::info0("--distributed-optimizer has no effect at dp 1: the optimizer state is not sharded");
   TrainState0 s;
   agree_on_failure(world, [&] {
     s.runtime =
@@ -117,6 +120,21 @@ TrainState0 build_runtime_and_state(MPI_Comm world, const TrainOptions& options,
     GPT_LOG0("resumed from " << checkpoint->path() << " at step " << s.state.step);
   });
   return s;
+}
+
+// Under --distributed-optimizer at dp > 1, what global rank 0 keeps: its share of the optimizer
+// state against the full count, and the padding (bucket_plan.h), so a log shows the saving.
+void log_distributed_optimizer(Runtime& rt, const Optimizer& optimizer) {
+  const ParameterStore& store = rt.store();
+  if (!store.optimizer_state_sharded()) return;
+  const BucketPlan& plan = rt.bucket_plan();
+  int64_t params = 0;
+  for (const Parameter& p : store.params()) params += p.numel();
+  const int64_t states = static_cast<int64_t>(optimizer.state_names().size());
+  GPT_LOG0("--distributed-optimizer: optimizer state sharded over dp "
+           << plan.shards << " in " << plan.buckets.size() << " buckets: " << states << " x "
+           << store.state_numel() << " floats on this rank instead of " << states << " x " << params
+           << " (padding " << plan.padded_total - params << " floats per buffer)");
 }
 
 // Output places are checked before training, not at the first save: a run must not train for
@@ -177,6 +195,7 @@ int train_main(int argc, char** argv) {
   TrainState0 start = build_runtime_and_state(world, options, inputs.checkpoint.get());
   inputs.checkpoint.reset();  // read: closed before training
   print_startup_report(world, start.runtime->grid().shape(), start.runtime->threads());
+  log_distributed_optimizer(*start.runtime, *start.optimizer);
   std::unique_ptr<MetricsWriter> metrics = prepare_outputs(world, options, start.state.step);
   const TokenDataset& data = inputs.train;
   log::info0(

@@ -35,7 +35,7 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
       config_json_(std::move(config_json)),
       lr_schedule_{options.lr, options.min_lr, options.warmup_steps, options.steps},
       metrics_(metrics),
-      dp_buckets_(rt.store(), rt.grid().dp(), options.dp_bucket_elements),
+      dp_buckets_(rt.store(), rt.grid().dp(), rt.bucket_plan()),
       schedule_(rt.schedule()),
       theoretical_bubble_(simulate(schedule_, ActionCosts{}).bubble_fraction),
       executor_(rt.grid().pp(), options.virtual_stages),
@@ -93,9 +93,13 @@ double Trainer::forward_backward(const StepBatch& batch, StepStats& stats) {
   // Summed over tp after dp: the buckets above must not be in flight over the same memory.
   rt_.stage().reduce_sequence_parallel_grads();
   if (Communicator* embedding = grid.embedding()) {
-    Parameter* wte = rt_.store().find("wte");
+    // Under the distributed optimizer, this rank's shard of wte: wte's own bucket gives it the
+    // same elements on both stages.
+    ParameterStore& store = rt_.store();
+    const Parameter* wte = store.find("wte");
     ScopedTimer timer(stats.pp_wait_s, &rt_.backend());
-    embedding->all_reduce(wte->grad, wte->numel(), ReduceOp::kSum);
+    for (const StatePiece& piece : store.state_pieces(*wte))
+      embedding->all_reduce(store.update_grads() + piece.state_offset, piece.numel, ReduceOp::kSum);
   }
   return loss_sum;
 }
@@ -118,6 +122,10 @@ void Trainer::apply_update(StepStats& stats) {
   if (options_.grad_clip > 0)
     scale_grads(store, clip_coefficient(stats.grad_norm, options_.grad_clip));
   optimizer_.step(store, stats.lr);
+  if (dp_buckets_.sharded()) {  // every replica takes the shards the others updated
+    ScopedTimer timer(stats.dp_comm_s, &rt_.backend());
+    dp_buckets_.gather_values();
+  }
 }
 
 StepStats Trainer::train_step() {
@@ -210,16 +218,21 @@ std::string Trainer::save_checkpoint() {
   opt.state_names = optimizer_.state_names();
   const int tp_rank = grid.tp_rank(), dp_rank = grid.dp_rank();
   // One writer per logical block: dp rank 0, tp rank 0 for replicated tensors, the first
-  // stage's wte.
+  // stage's wte. Sharded optimizer state: every dp rank writes its own shard of it.
   WriteOwner owner = [tp_rank, dp_rank](const Parameter& p) {
     return dp_rank == 0 && p.counts_once_over_tp_pp(tp_rank);
   };
+  WriteOwner state_owner = [tp_rank](const Parameter& p) {
+    return p.counts_once_over_tp_pp(tp_rank);
+  };
+  const bool sharded = rt_.store().optimizer_state_sharded();
   // One collective operation on world for the watchdog: a write stuck on the file system, or a
   // rank that never arrives, shows as a wait in it.
   OperationLog::Wait writing(grid.operations(),
                              grid.operations().issue(grid.channel_of_world(), "checkpoint write"));
   const std::string path = write_checkpoint(options_.checkpoint_dir, meta, &opt, rt_.store(), owner,
-                                            grid.world().mpi_comm(), options_.keep_last);
+                                            grid.world().mpi_comm(), options_.keep_last,
+                                            sharded ? &state_owner : nullptr);
   log::info0("saved checkpoint " + path);
   return path;
 }

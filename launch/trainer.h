@@ -1,8 +1,10 @@
 // The training loop: per optimizer step, the step's samples (DESIGN.md "Data") are cut into
 // microbatches, run through the pipeline schedule (forward and backward with gradient
-// accumulation; at pp 1 simply F, B per microbatch), reduced over dp (and the
-// tied embedding over the embedding group), clipped, applied by the optimizer; then logging,
-// metrics, validation, checkpoints and stop requests at the step boundary.
+// accumulation; at pp 1 simply F, B per microbatch), reduced over dp (and the tied embedding
+// over the embedding group), clipped, applied by the optimizer; then logging,
+// metrics, validation, checkpoints and stop requests at the step boundary. Under
+// --distributed-optimizer the dp reduction is a reduce-scatter into this rank's shards, the
+// optimizer updates the shards, and the updated shards are all-gathered after it.
 #pragma once
 
 #include <cstdint>

@@ -138,8 +138,13 @@ void GptStage::backward_weight(int slot, int grad_set) {
 }
 
 void GptStage::reduce_sequence_parallel_grads() {
-  for (Parameter& p : store_.params())
-    if (p.tp_partial_grad) tp_.all_reduce(p.grad, p.numel(), ReduceOp::kSum);
+  // The gradients the optimizer reads: under the distributed optimizer this rank's dp shard of
+  // them, which covers the same elements on every tp rank (their layouts are identical).
+  for (Parameter& p : store_.params()) {
+    if (!p.tp_partial_grad) continue;
+    for (const StatePiece& piece : store_.state_pieces(p))
+      tp_.all_reduce(store_.update_grads() + piece.state_offset, piece.numel, ReduceOp::kSum);
+  }
 }
 
 double GptStage::loss_sum(int slot, int64_t valid_rows) {

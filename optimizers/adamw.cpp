@@ -1,4 +1,4 @@
-// AdamW: bias corrections in double from the step count, then one backend call for all runs.
+// AdamW: bias corrections in double from the step count, then one backend call per state segment.
 #include "optimizers/adamw.h"
 
 #include <cmath>
@@ -37,10 +37,14 @@ void AdamW::step(ParameterStore& store, double lr) {
   begin_step(store, lr);
   Backend& backend = store.backend();
   float* values = store.values();
-  float* grads = store.grads();
+  const float* grads = store.update_grads();
   const AdamWStep decayed = make_adamw_step(lr, beta1_, beta2_, eps_, weight_decay_, step_count_);
   const AdamWStep undecayed = make_adamw_step(lr, beta1_, beta2_, eps_, 0.0, step_count_);
-  backend.adamw_update(values, grads, exp_avg_, exp_avg_sq_, runs_, decayed, undecayed);
+  for (const SegmentRuns& s : segments_) {
+    const int64_t state = s.segment.state_offset;
+    backend.adamw_update(values + s.segment.offset, grads + state, exp_avg_ + state,
+                         exp_avg_sq_ + state, s.runs, decayed, undecayed);
+  }
 }
 
 }  // namespace gpt

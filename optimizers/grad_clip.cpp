@@ -10,9 +10,9 @@ namespace gpt {
 
 double local_grad_sum_squares(ParameterStore& store, int tp_rank) {
   Backend& backend = store.backend();
-  const float* grads = store.grads();
+  const float* grads = store.update_grads();
   double sum = 0.0;
-  // One reduction per run of consecutive counted parameters rather than one per tensor.
+  // One reduction per run of consecutive counted pieces rather than one per tensor.
   int64_t run_offset = 0, run_numel = 0;
   auto flush = [&] {
     if (run_numel > 0) sum += backend.sum_squares(grads + run_offset, run_numel);
@@ -24,28 +24,34 @@ double local_grad_sum_squares(ParameterStore& store, int tp_rank) {
       flush();
       continue;
     }
-    if (run_numel == 0 || run_offset + run_numel != p.offset) {
-      flush();
-      run_offset = p.offset;
+    for (const StatePiece& piece : store.state_pieces(p)) {
+      if (run_numel == 0 || run_offset + run_numel != piece.state_offset) {
+        flush();
+        run_offset = piece.state_offset;
+      }
+      run_numel += piece.numel;
     }
-    run_numel += p.numel();
   }
   flush();
   return sum;
 }
 
-double global_grad_norm(ParameterStore& store, int tp_rank, Communicator& tp, Communicator& pp) {
+double global_grad_norm(ParameterStore& store, int tp_rank, Communicator& tp, Communicator& pp,
+                        Communicator* dp) {
   double sum = local_grad_sum_squares(store, tp_rank);
   // Over tp, then over pp: together the whole tp x pp model of this dp replica. Every dp replica
   // reduces the same values over groups of the same shape, so all ranks agree on the result
-  // (and hence on skipping a non-finite step).
+  // (and hence on skipping a non-finite step). With sharded optimizer state each dp rank holds
+  // its shard of the reduced gradient, so the shards are summed over dp too.
   tp.all_reduce(&sum, 1, ReduceOp::kSum);
   pp.all_reduce(&sum, 1, ReduceOp::kSum);
+  if (dp != nullptr) dp->all_reduce(&sum, 1, ReduceOp::kSum);
   return std::sqrt(sum);
 }
 
 double global_grad_norm(ParameterStore& store, ProcessGrid& grid) {
-  return global_grad_norm(store, grid.tp_rank(), grid.tp(), grid.pp());
+  return global_grad_norm(store, grid.tp_rank(), grid.tp(), grid.pp(),
+                          store.optimizer_state_sharded() ? &grid.dp() : nullptr);
 }
 
 double clip_coefficient(double norm, double max_norm) {
@@ -57,7 +63,7 @@ double clip_coefficient(double norm, double max_norm) {
 
 void scale_grads(ParameterStore& store, double coef) {
   if (coef == 1.0) return;  // x * 1.0f == x: skip the pass
-  store.backend().scale(store.grads(), static_cast<float>(coef), store.total_numel());
+  store.backend().scale(store.update_grads(), static_cast<float>(coef), store.state_numel());
 }
 
 }  // namespace gpt

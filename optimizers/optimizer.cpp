@@ -10,21 +10,44 @@
 
 namespace gpt {
 
-std::vector<ParameterRun> weight_decay_runs(const ParameterStore& store) {
-  std::vector<ParameterRun> runs;
-  for (const Parameter& p : store.params()) {
-    if (p.numel() == 0) continue;  // nothing to update, and it must not split a run
-    if (!runs.empty() && runs.back().weight_decay == p.weight_decay &&
-        runs.back().offset + runs.back().numel == p.offset) {
-      runs.back().numel += p.numel();
-    } else {
-      runs.push_back({p.offset, p.numel(), p.weight_decay});
-    }
+namespace {
+
+// Extends the last run when the piece continues it with the same flag.
+void append_run(std::vector<ParameterRun>& runs, int64_t offset, int64_t numel, bool decay) {
+  if (!runs.empty() && runs.back().weight_decay == decay &&
+      runs.back().offset + runs.back().numel == offset) {
+    runs.back().numel += numel;
+  } else {
+    runs.push_back({offset, numel, decay});
   }
-  return runs;
 }
 
-Optimizer::Optimizer(ParameterStore& store) : store_(store), runs_(weight_decay_runs(store)) {}
+}  // namespace
+
+std::vector<SegmentRuns> weight_decay_runs_by_segment(const ParameterStore& store) {
+  std::vector<SegmentRuns> out;
+  for (const StateSegment& segment : store.state_segments()) {
+    SegmentRuns s{segment, {}};
+    const int64_t segment_end = segment.offset + segment.numel;
+    for (const Parameter& p : store.params()) {
+      const int64_t begin = std::max(segment.offset, p.offset);
+      const int64_t end = std::min(segment_end, p.offset + p.numel());
+      // Empty parameters never split a run.
+      if (begin < end) append_run(s.runs, begin - segment.offset, end - begin, p.weight_decay);
+    }
+    if (!s.runs.empty()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<ParameterRun> weight_decay_runs(const ParameterStore& store) {
+  GPT_CHECK(!store.optimizer_state_sharded(), "weight_decay_runs of a sharded store");
+  std::vector<SegmentRuns> segments = weight_decay_runs_by_segment(store);
+  return segments.empty() ? std::vector<ParameterRun>{} : std::move(segments.front().runs);
+}
+
+Optimizer::Optimizer(ParameterStore& store)
+    : store_(store), segments_(weight_decay_runs_by_segment(store)) {}
 
 void Optimizer::set_step_count(int64_t steps) {
   GPT_CHECK(steps >= 0, "optimizer step count must be >= 0, got " << steps);

@@ -1,9 +1,11 @@
 // The optimizer interface (DESIGN.md "Optimizer semantics"): one object updates every parameter of
-// a ParameterStore with one backend launch per run of consecutive parameters that share a weight
-// decay flag, over the store's flat value, gradient and state buffers. Its state buffers are
-// store states (checkpointed as /optimizer/<name>/<state>); `step_count` is the one optimizer step
-// count of the checkpoint's /optimizer `step` attribute. Weight decay applies only to parameters
-// with Parameter::weight_decay (two or more dimensions); lr comes from the schedule per step.
+// a ParameterStore with one backend launch per state segment (the whole store, or under the
+// distributed optimizer each bucket's shard of this dp rank) over the runs of consecutive
+// parameters in it that share a weight decay flag, reading the store's update_grads(). Its state
+// buffers are store states (checkpointed as /optimizer/<name>/<state>); `step_count` is the one
+// optimizer step count of the checkpoint's /optimizer `step` attribute. Weight decay applies only
+// to parameters with Parameter::weight_decay (two or more dimensions); lr comes from the schedule
+// per step.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +32,16 @@ void check_hyperparameter(const std::string& key, double value);
 // The store's parameters as runs of one weight decay flag (ParameterRun, framework/backend.h).
 // Registration order keeps a layer's weight and bias apart, so a GPT block gives a handful of
 // runs; one backend call updates them all.
-std::vector<ParameterRun> weight_decay_runs(const ParameterStore& store);
+std::vector<ParameterRun> weight_decay_runs(const ParameterStore& store);  // unsharded stores
+
+// One state segment (parameter.h) and its parameters' runs, offsets relative to the segment's
+// start (the same in the flat buffers and in the state buffers): one backend call.
+struct SegmentRuns {
+  StateSegment segment;
+  std::vector<ParameterRun> runs;
+};
+// Segments holding no parameter element (padding alone) are left out.
+std::vector<SegmentRuns> weight_decay_runs_by_segment(const ParameterStore& store);
 
 class Optimizer {
  public:
@@ -62,7 +73,7 @@ class Optimizer {
   void begin_step(const ParameterStore& store, double lr);
 
   ParameterStore& store_;
-  std::vector<ParameterRun> runs_;
+  std::vector<SegmentRuns> segments_;
   int64_t step_count_ = 0;
 };
 

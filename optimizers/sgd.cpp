@@ -1,4 +1,4 @@
-// SGD with momentum: one backend launch per run of parameters sharing a weight decay flag.
+// SGD with momentum: one backend launch per state segment (see optimizer.h).
 #include "optimizers/sgd.h"
 
 #include <cmath>
@@ -35,11 +35,15 @@ void Sgd::step(ParameterStore& store, double lr) {
   s.first_step = first;
   Backend& backend = store.backend();
   float* values = store.values();
-  float* grads = store.grads();
+  const float* grads = store.update_grads();
   SgdStep undecayed = s;
   s.weight_decay = static_cast<float>(weight_decay_);
   undecayed.weight_decay = 0.0f;
-  backend.sgd_update(values, grads, momentum_buffer_, runs_, s, undecayed);
+  for (const SegmentRuns& seg : segments_) {
+    const int64_t state = seg.segment.state_offset;
+    backend.sgd_update(values + seg.segment.offset, grads + state, momentum_buffer_ + state,
+                       seg.runs, s, undecayed);
+  }
 }
 
 }  // namespace gpt

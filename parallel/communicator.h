@@ -32,7 +32,9 @@ class Communicator {
 
   virtual void all_reduce(float* buf, int64_t count, ReduceOp op) = 0;  // in place
   virtual void all_reduce(double* buf, int64_t count, ReduceOp op) = 0;
-  // recv (size() * count) = every rank's send (count), in rank order
+  // recv (size() * count) = every rank's send (count), in rank order. In place when send ==
+  // recv + rank() * count (MPI_IN_PLACE; NCCL's in-place form): the distributed optimizer
+  // gathers the updated shards straight into the flat value buffer.
   virtual void all_gather(const float* send, float* recv, int64_t count) = 0;
   // recv (count) = this rank's block of the sum over ranks of send (size() * count)
   virtual void reduce_scatter(const float* send, float* recv, int64_t count, ReduceOp op) = 0;
@@ -46,6 +48,11 @@ class Communicator {
                                          int tag = 0) = 0;
   virtual std::unique_ptr<Request> irecv(float* buf, int64_t count, int peer, int tag = 0) = 0;
   virtual std::unique_ptr<Request> iall_reduce(float* buf, int64_t count, ReduceOp op) = 0;
+  // Non-blocking all_gather and reduce_scatter (same buffers and in-place rule), so the
+  // distributed optimizer can post a bucket's reduce-scatter as its weight passes finish.
+  virtual std::unique_ptr<Request> iall_gather(const float* send, float* recv, int64_t count) = 0;
+  virtual std::unique_ptr<Request> ireduce_scatter(const float* send, float* recv, int64_t count,
+                                                   ReduceOp op) = 0;
   virtual void barrier() = 0;
   // Whether point-to-point messages match by tag (MPI). Without tags (NCCL) the k-th send to a
   // peer matches the peer's k-th receive from this rank, whatever the tags say.

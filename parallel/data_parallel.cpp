@@ -5,32 +5,60 @@
 
 namespace gpt {
 
-GradientBuckets::GradientBuckets(ParameterStore& store, Communicator& dp, int64_t bucket_elements)
-    : store_(store), dp_(dp) {
-  GPT_CHECK(bucket_elements >= 1, "a gradient bucket needs at least one element");
+std::vector<StateSegment> shard_segments(const BucketPlan& plan, int dp_rank) {
+  GPT_CHECK(dp_rank >= 0 && dp_rank < plan.shards,
+            "dp rank " << dp_rank << " outside the plan's " << plan.shards << " shards");
+  std::vector<StateSegment> segments;
+  for (size_t k = plan.buckets.size(); k-- > 0;) {  // memory order
+    const BucketSpan& b = plan.buckets[k];
+    segments.push_back({b.offset + dp_rank * b.shard_numel, b.shard_numel, b.shard_offset});
+  }
+  return segments;
+}
+
+std::vector<BucketParameter> bucket_parameters(const ParameterStore& store) {
+  std::vector<BucketParameter> out;
+  for (const Parameter& p : store.params()) out.push_back({p.name, p.numel()});
+  return out;
+}
+
+GradientBuckets::GradientBuckets(ParameterStore& store, Communicator& dp, const BucketPlan& plan)
+    : store_(store), dp_(dp), sharded_(plan.shards > 1) {
   const auto& params = store.params();
+  GPT_CHECK(plan.padding_after.size() == params.size() && plan.padded_total == store.total_numel(),
+            "the bucket plan is not the one the parameter store was allocated with");
+  GPT_CHECK(!sharded_ || (plan.shards == dp.size() && store.optimizer_state_sharded()),
+            "a sharded bucket plan needs dp = " << plan.shards << " and sharded optimizer state");
   bucket_of_param_.assign(params.size(), -1);
-  // Walk the parameters backwards: the last registered are the first the backward finishes.
-  size_t end = params.size();
-  while (end > 0) {
-    Bucket b;
-    b.end_param = end;
-    size_t first = end;
-    int64_t numel = 0;
-    while (first > 0 && numel < bucket_elements) numel += params[--first].numel();
-    b.first_param = first;
-    b.offset = params[first].offset;
-    b.numel = params[end - 1].offset + params[end - 1].numel() - b.offset;
-    for (size_t i = first; i < end; ++i) bucket_of_param_[i] = static_cast<int>(buckets_.size());
-    buckets_.push_back(std::move(b));
-    end = first;
+  for (const BucketSpan& span : plan.buckets) {
+    GPT_CHECK(span.end_param > span.first_param && params[span.first_param].offset == span.offset,
+              "bucket at " << span.offset << " does not match the store's layout");
+    for (size_t i = span.first_param; i < span.end_param; ++i)
+      bucket_of_param_[i] = static_cast<int>(buckets_.size());
+    buckets_.push_back({span, 0, nullptr});
   }
 }
+
+GradientBuckets::GradientBuckets(ParameterStore& store, Communicator& dp, int64_t bucket_elements)
+    : GradientBuckets(store, dp,
+                      plan_buckets(bucket_parameters(store), bucket_elements, dp.size(), false)) {}
 
 void GradientBuckets::begin_step() {
   for (Bucket& b : buckets_) {
     GPT_CHECK(b.request == nullptr, "a gradient bucket is still in flight from the last step");
-    b.pending = b.end_param - b.first_param;
+    b.pending = b.span.end_param - b.span.first_param;
+  }
+}
+
+void GradientBuckets::post(Bucket& b) {
+  if (dp_.size() == 1) return;
+  float* grads = store_.grads() + b.span.offset;
+  if (sharded_) {
+    // This rank's shard of the dp sum lands where the optimizer reads it (update_grads).
+    b.request = dp_.ireduce_scatter(grads, store_.update_grads() + b.span.shard_offset,
+                                    b.span.shard_numel, ReduceOp::kSum);
+  } else {
+    b.request = dp_.iall_reduce(grads, b.span.numel, ReduceOp::kSum);
   }
 }
 
@@ -38,8 +66,7 @@ void GradientBuckets::mark_ready(size_t first, size_t end) {
   for (size_t i = first; i < end; ++i) {
     Bucket& b = buckets_[static_cast<size_t>(bucket_of_param_[i])];
     GPT_CHECK(b.pending > 0, "parameter " << store_.params()[i].name << " marked ready twice");
-    if (--b.pending == 0 && dp_.size() > 1)
-      b.request = dp_.iall_reduce(store_.grads() + b.offset, b.numel, ReduceOp::kSum);
+    if (--b.pending == 0) post(b);
   }
 }
 
@@ -47,12 +74,24 @@ void GradientBuckets::finish() {
   for (Bucket& b : buckets_) {
     if (b.pending > 0) {  // parameters the backward never marked (none on a full stage)
       b.pending = 0;
-      if (dp_.size() > 1)
-        b.request = dp_.iall_reduce(store_.grads() + b.offset, b.numel, ReduceOp::kSum);
+      post(b);
     }
   }
   for (Bucket& b : buckets_) {
     if (b.request) b.request->wait();
+    b.request.reset();
+  }
+}
+
+void GradientBuckets::gather_values() {
+  GPT_CHECK(sharded_, "gather_values without sharded optimizer state");
+  for (Bucket& b : buckets_) {
+    float* bucket = store_.values() + b.span.offset;
+    b.request = dp_.iall_gather(bucket + dp_.rank() * b.span.shard_numel, bucket,
+                                b.span.shard_numel);  // in place
+  }
+  for (Bucket& b : buckets_) {
+    b.request->wait();
     b.request.reset();
   }
 }

@@ -1,9 +1,14 @@
 // Data-parallel gradient reduction in buckets of the flat gradient buffer (PyTorch DDP /
-// Megatron style): parameters are grouped, in reverse registration order (the order the
-// backward finishes them), into contiguous buckets of at least `bucket_elements`; during the
-// step's last backward each bucket's all-reduce (sum over dp) is posted as soon as every
-// parameter in it is final, so a backend with asynchronous communication overlaps it with the
-// rest of the backward. finish() waits for all of them. Gradients arrive pre-scaled by 1/dp.
+// Megatron style): the buckets of a BucketPlan (bucket_plan.h: parameters grouped in reverse
+// registration order, the order the backward finishes them); during the step's last backward
+// each bucket's reduction is posted as soon as every parameter in it is final, so a backend with
+// asynchronous communication overlaps it with the rest of the backward. finish() waits for all of
+// them. Gradients arrive pre-scaled by 1/dp.
+//  - Replicated optimizer: an all-reduce (sum over dp) of each bucket, in place.
+//  - Distributed optimizer (ZeRO-1, the store's state sharded by shard_segments): a
+//    reduce-scatter of each padded bucket into this rank's shard of update_grads(); after the
+//    optimizer has updated the shards, gather_values() all-gathers them back into every
+//    replica's value buffer, in place.
 #pragma once
 
 #include <cstdint>
@@ -11,21 +16,29 @@
 #include <vector>
 
 #include "framework/parameter.h"
+#include "parallel/bucket_plan.h"
 #include "parallel/communicator.h"
 
 namespace gpt {
 
+// The state segments of dp rank `dp_rank` under the plan: its shard of every bucket.
+std::vector<StateSegment> shard_segments(const BucketPlan& plan, int dp_rank);
+
+// The plan's input from a store's registered parameters.
+std::vector<BucketParameter> bucket_parameters(const ParameterStore& store);
+
 class GradientBuckets {
  public:
+  // `plan` is the one the store was allocated with (its padding); sharded when plan.shards > 1,
+  // which must then equal dp's size and the store's state must be sharded by shard_segments.
+  GradientBuckets(ParameterStore& store, Communicator& dp, const BucketPlan& plan);
+  // Replicated optimizer, buckets of at least bucket_elements (an unpadded store).
   GradientBuckets(ParameterStore& store, Communicator& dp, int64_t bucket_elements);
 
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
-  // [first, last] element ranges, for tests and logs.
+  bool sharded() const { return sharded_; }
   struct Bucket {
-    int64_t offset = 0;  // in the flat gradient buffer
-    int64_t numel = 0;
-    size_t first_param = 0;  // parameter indices [first_param, end_param)
-    size_t end_param = 0;
+    BucketSpan span;
     size_t pending = 0;  // parameters not yet final this step
     std::unique_ptr<Request> request;
   };
@@ -36,10 +49,16 @@ class GradientBuckets {
   void mark_ready(size_t first, size_t end);
   // Posts what is left and waits for every bucket's reduction.
   void finish();
+  // Sharded only, after the optimizer step: every bucket's updated shards all-gathered (posted
+  // together, then waited).
+  void gather_values();
 
  private:
+  void post(Bucket& b);
+
   ParameterStore& store_;
   Communicator& dp_;
+  bool sharded_ = false;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_param_;
 };

@@ -2,6 +2,7 @@
 // (the copy waits for the compute stream, so the data is final), moved by the MPI communicator,
 // and copied back. Host buffers pass straight through. Bytes are counted by the MPI one inside.
 #include <algorithm>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -11,19 +12,25 @@ namespace gpt {
 namespace {
 
 // A non-blocking operation on a staged copy: wait() completes the MPI request, then copies the
-// result back to the device when there is one (receives, all-reduces).
+// result back to its destination when there is one (receives, all-reduces, gathers, scatters).
+// The result is the staged input itself (in-place operations) or a separate receive buffer.
 class StagedRequest final : public Request {
  public:
-  StagedRequest(Backend& backend, std::vector<float> host, float* device_dst)
-      : backend_(backend), host_(std::move(host)), device_dst_(device_dst) {}
+  using CopyBack = std::function<void(float* dst, const float* host, int64_t count)>;
+  StagedRequest(std::vector<float> host, float* dst, CopyBack copy_back, int64_t result_count = -1)
+      : host_(std::move(host)), dst_(dst), copy_back_(std::move(copy_back)) {
+    if (result_count >= 0) result_.resize(static_cast<size_t>(result_count));
+  }
   float* host() { return host_.data(); }
+  float* result() { return result_.empty() ? host_.data() : result_.data(); }
   void attach(std::unique_ptr<Request> inner) { inner_ = std::move(inner); }
   void wait() override {
     if (inner_ == nullptr) return;
     inner_->wait();
     inner_.reset();
-    if (device_dst_ != nullptr)
-      backend_.copy_from_host(device_dst_, host_.data(), sizeof(float) * host_.size());
+    if (dst_ == nullptr) return;
+    const std::vector<float>& out = result_.empty() ? host_ : result_;
+    copy_back_(dst_, out.data(), static_cast<int64_t>(out.size()));
   }
   ~StagedRequest() override {
     // An abandoned request still completes its MPI operation before its buffer dies.
@@ -31,9 +38,9 @@ class StagedRequest final : public Request {
   }
 
  private:
-  Backend& backend_;
-  std::vector<float> host_;
-  float* device_dst_;
+  std::vector<float> host_, result_;
+  float* dst_;
+  CopyBack copy_back_;
   std::unique_ptr<Request> inner_;
 };
 
@@ -93,21 +100,37 @@ class HostStagedCommunicator final : public Communicator {
   }
   std::unique_ptr<Request> isend(const float* buf, int64_t count, int peer, int tag) override {
     if (!on_device(buf)) return mpi_->isend(buf, count, peer, tag);
-    auto request = std::make_unique<StagedRequest>(backend_, copy_out(buf, count), nullptr);
+    auto request = std::make_unique<StagedRequest>(copy_out(buf, count), nullptr, copy_back());
     request->attach(mpi_->isend(request->host(), count, peer, tag));
     return request;
   }
   std::unique_ptr<Request> irecv(float* buf, int64_t count, int peer, int tag) override {
     if (!on_device(buf)) return mpi_->irecv(buf, count, peer, tag);
-    auto request = std::make_unique<StagedRequest>(
-        backend_, std::vector<float>(static_cast<size_t>(count)), buf);
+    auto request = std::make_unique<StagedRequest>(std::vector<float>(static_cast<size_t>(count)),
+                                                   buf, copy_back());
     request->attach(mpi_->irecv(request->host(), count, peer, tag));
     return request;
   }
   std::unique_ptr<Request> iall_reduce(float* buf, int64_t count, ReduceOp op) override {
     if (!on_device(buf)) return mpi_->iall_reduce(buf, count, op);
-    auto request = std::make_unique<StagedRequest>(backend_, copy_out(buf, count), buf);
+    auto request = std::make_unique<StagedRequest>(copy_out(buf, count), buf, copy_back());
     request->attach(mpi_->iall_reduce(request->host(), count, op));
+    return request;
+  }
+  // Staged into separate host buffers, so an in-place gather (send inside recv) stays legal.
+  std::unique_ptr<Request> iall_gather(const float* send, float* recv, int64_t count) override {
+    if (!on_device(send) && !on_device(recv)) return mpi_->iall_gather(send, recv, count);
+    auto request =
+        std::make_unique<StagedRequest>(copy_out(send, count), recv, copy_back(), count * size());
+    request->attach(mpi_->iall_gather(request->host(), request->result(), count));
+    return request;
+  }
+  std::unique_ptr<Request> ireduce_scatter(const float* send, float* recv, int64_t count,
+                                           ReduceOp op) override {
+    if (!on_device(send) && !on_device(recv)) return mpi_->ireduce_scatter(send, recv, count, op);
+    auto request =
+        std::make_unique<StagedRequest>(copy_out(send, count * size()), recv, copy_back(), count);
+    request->attach(mpi_->ireduce_scatter(request->host(), request->result(), count, op));
     return request;
   }
   void barrier() override { mpi_->barrier(); }
@@ -124,11 +147,7 @@ class HostStagedCommunicator final : public Communicator {
   }
   float* stage_in(int which, const float* src, int64_t count) {
     float* host = staging(which, count);
-    if (on_device(src)) {
-      backend_.copy_to_host(host, src, bytes(count));
-    } else {
-      std::copy(src, src + count, host);
-    }
+    stage_copy(host, src, count);
     return host;
   }
   void stage_out(float* dst, const float* host, int64_t count) {
@@ -140,8 +159,18 @@ class HostStagedCommunicator final : public Communicator {
   }
   std::vector<float> copy_out(const float* src, int64_t count) {
     std::vector<float> host(static_cast<size_t>(count));
-    if (count > 0) backend_.copy_to_host(host.data(), src, bytes(count));
+    if (count > 0) stage_copy(host.data(), src, count);
     return host;
+  }
+  void stage_copy(float* host, const float* src, int64_t count) {
+    if (on_device(src)) {
+      backend_.copy_to_host(host, src, bytes(count));
+    } else {
+      std::copy(src, src + count, host);
+    }
+  }
+  StagedRequest::CopyBack copy_back() {
+    return [this](float* dst, const float* host, int64_t count) { stage_out(dst, host, count); };
   }
 
   std::unique_ptr<Communicator> mpi_;

@@ -121,32 +121,73 @@ ChunkRecompute chunk_recompute(Recompute mode, int64_t recompute_layers, const S
   return rc;
 }
 
-int64_t chunk_parameter_floats(const ModelConfig& model, int tp, const StageSpec& spec) {
+std::vector<BucketParameter> chunk_parameters(const ModelConfig& model, int tp,
+                                              const StageSpec& spec) {
   const int64_t C = model.d_model, T = model.seq_len, F = model.ffn_dim() / tp;
   const int64_t local_wte = model.padded_vocab(tp) / tp * C;
-  const int64_t block = 2 * C + (3 * C / tp * C + 3 * C / tp) + (C * (C / tp) + C) + 2 * C +
-                        (F * C + F) + (C * F + C);
-  int64_t floats = spec.n_layers * block;
-  if (spec.has_embedding) floats += local_wte + T * C;
-  if (spec.has_head) floats += 2 * C + (spec.has_embedding ? 0 : local_wte);
+  std::vector<BucketParameter> params;
+  if (spec.has_embedding) params.insert(params.end(), {{"wte", local_wte}, {"wpe", T * C}});
+  for (int64_t l = spec.first_layer; l < spec.first_layer + spec.n_layers; ++l) {
+    const std::string h = "h." + std::to_string(l) + ".";
+    params.insert(params.end(), {{h + "ln_1.weight", C},
+                                 {h + "ln_1.bias", C},
+                                 {h + "attn.c_attn.weight", 3 * C / tp * C},
+                                 {h + "attn.c_attn.bias", 3 * C / tp},
+                                 {h + "attn.c_proj.weight", C * (C / tp)},
+                                 {h + "attn.c_proj.bias", C},
+                                 {h + "ln_2.weight", C},
+                                 {h + "ln_2.bias", C},
+                                 {h + "mlp.c_fc.weight", F * C},
+                                 {h + "mlp.c_fc.bias", F},
+                                 {h + "mlp.c_proj.weight", C * F},
+                                 {h + "mlp.c_proj.bias", C}});
+  }
+  if (spec.has_head) {  // the tied copy of wte is registered before ln_f
+    if (!spec.has_embedding) params.push_back({"wte", local_wte});
+    params.insert(params.end(), {{"ln_f.weight", C}, {"ln_f.bias", C}});
+  }
+  return params;
+}
+
+int64_t chunk_parameter_floats(const ModelConfig& model, int tp, const StageSpec& spec) {
+  int64_t floats = 0;
+  for (const BucketParameter& p : chunk_parameters(model, tp, spec)) floats += p.numel;
   return floats;
 }
+
+namespace {
+
+// Weights, gradients and optimizer state of the rank's parameters `params` (all its chunks, in
+// registration order): replicated, or sharded over dp by the bucket plan (padded buffers, 1/dp
+// of the optimizer state, and the reduced-gradient shard in comm).
+void add_parameter_buffers(const MemoryModelInput& in, const std::vector<BucketParameter>& params,
+                           MemoryBytes& bytes) {
+  const BucketPlan plan =
+      plan_buckets(params, in.dp_bucket_elements, in.grid.dp, in.distributed_optimizer);
+  bytes[MemoryCategory::kWeights] = reserved_bytes(in.device, plan.padded_total);
+  bytes[MemoryCategory::kGrads] = reserved_bytes(in.device, plan.padded_total);
+  bytes[MemoryCategory::kOptimizer] =
+      in.optimizer_states * reserved_bytes(in.device, plan.shard_total);
+  if (plan.shards > 1) bytes[MemoryCategory::kComm] += reserved_bytes(in.device, plan.shard_total);
+}
+
+}  // namespace
 
 MemoryBytes predict_memory(const MemoryModelInput& in, int rank) {
   const int stage = in.grid.coordinates_of(rank).stage;
   const Schedule schedule =
       make_schedule(in.schedule, in.grid.pp, in.microbatches, in.virtual_stages);
   MemoryBytes bytes;
-  int64_t params = 0;
+  std::vector<BucketParameter> params;
   for (int chunk = 0; chunk < in.virtual_stages; ++chunk) {
-    params += chunk_parameter_floats(in.model, in.grid.tp,
-                                     virtual_stage_spec(in.model, in.grid.pp, in.virtual_stages,
-                                                        stage, chunk, in.layers_per_stage));
+    const std::vector<BucketParameter> chunk_params =
+        chunk_parameters(in.model, in.grid.tp,
+                         virtual_stage_spec(in.model, in.grid.pp, in.virtual_stages, stage, chunk,
+                                            in.layers_per_stage));
+    params.insert(params.end(), chunk_params.begin(), chunk_params.end());
     add_chunk(in, schedule, stage, chunk, bytes);
   }
-  bytes[MemoryCategory::kWeights] = reserved_bytes(in.device, params);
-  bytes[MemoryCategory::kGrads] = reserved_bytes(in.device, params);
-  bytes[MemoryCategory::kOptimizer] = in.optimizer_states * reserved_bytes(in.device, params);
+  add_parameter_buffers(in, params, bytes);
   if (in.device == DeviceKind::kCuda)
     bytes[MemoryCategory::kWorkspace] +=
         reserved_bytes(in.device, kCudaGemmWorkspaceBytes, 1) + reserved_bytes(in.device, 1, 8);

@@ -14,6 +14,7 @@
 #include "framework/backend.h"
 #include "framework/config.h"
 #include "framework/memory_ledger.h"
+#include "parallel/bucket_plan.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/process_grid.h"
 #include "parallel/stage_layout.h"
@@ -88,6 +89,10 @@ struct MemoryModelInput {
   int64_t recompute_layers = -1;  // full: blocks per chunk recomputed; -1 = all of them
   std::vector<int64_t> layers_per_stage;
   int optimizer_states = 2;  // float states per parameter: AdamW 2, SGD 1
+  // --distributed-optimizer and --dp-bucket-size: at dp > 1 the buckets are padded and the
+  // optimizer state (and a reduced-gradient shard, comm) is 1/dp of them (bucket_plan.h).
+  bool distributed_optimizer = false;
+  int64_t dp_bucket_elements = 1 << 20;
   DeviceKind device = DeviceKind::kCpu;
 };
 
@@ -99,6 +104,10 @@ ChunkRecompute chunk_recompute(Recompute mode, int64_t recompute_layers, const S
                                bool split_backward);
 // Floats of the parameters chunk `spec` registers on one tp rank.
 int64_t chunk_parameter_floats(const ModelConfig& model, int tp, const StageSpec& spec);
+// Those parameters, in the order the chunk registers them (layers/gpt_stage.cpp): what the dp
+// bucket plan groups and pads.
+std::vector<BucketParameter> chunk_parameters(const ModelConfig& model, int tp,
+                                              const StageSpec& spec);
 
 // The predicted bytes of every category at the rank's peak (everything is allocated at set-up,
 // so each category's peak is what it holds). Throws a one-line gpt::Error for settings the

@@ -57,7 +57,7 @@ class OwnedDatatype {
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
 };
 
-// The chunks of one isend, irecv or iall_reduce. Every chunk is waited even when an earlier one
+// The chunks of one non-blocking operation. Every chunk is waited even when an earlier one
 // failed, so no buffer is left in flight behind a thrown error.
 class MpiRequest final : public Request {
  public:
@@ -136,15 +136,30 @@ class MpiCommunicator final : public Communicator {
   }
 
   void all_gather(const float* send, float* recv, int64_t count) override {
+    iall_gather(send, recv, count)->wait();
+  }
+
+  void reduce_scatter(const float* send, float* recv, int64_t count, ReduceOp op) override {
+    ireduce_scatter(send, recv, count, op)->wait();
+  }
+
+  std::unique_ptr<Request> iall_gather(const float* send, float* recv, int64_t count) override {
     check_count(count);
     count_bytes(count * static_cast<int64_t>(sizeof(float)));
+    // MPI forbids aliased send and receive buffers; this rank's block of recv is the in-place form.
+    const bool in_place = send == recv + rank_ * count;
+    auto request = std::make_unique<MpiRequest>("all_gather on '" + name_ + "'");
+    MPI_Request r;
     if (count <= max_chunk_) {
-      GPT_MPI_CHECK(MPI_Allgather(send, static_cast<int>(count), MPI_FLOAT, recv,
-                                  static_cast<int>(count), MPI_FLOAT, comm_.get()));
-      return;
+      GPT_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, static_cast<int>(count),
+                                   MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT, comm_.get(),
+                                   &r));
+      request->add(r, -1);
+      return request;
     }
     // Chunk k of every rank's block lands at recv + r * count + offset: one element of a type
-    // whose extent is a whole block places each rank's piece at its stride.
+    // whose extent is a whole block places each rank's piece at its stride. (A datatype may be
+    // freed while an operation using it is pending.)
     for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
       OwnedDatatype piece, strided;
       GPT_MPI_CHECK(MPI_Type_contiguous(span.count, MPI_FLOAT, piece.out()));
@@ -152,18 +167,29 @@ class MpiCommunicator final : public Communicator {
           piece.get(), 0, static_cast<MPI_Aint>(count * static_cast<int64_t>(sizeof(float))),
           strided.out()));
       GPT_MPI_CHECK(MPI_Type_commit(strided.out()));
-      GPT_MPI_CHECK(MPI_Allgather(send + span.offset, span.count, MPI_FLOAT, recv + span.offset, 1,
-                                  strided.get(), comm_.get()));
+      if (in_place) {
+        GPT_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv + span.offset, 1,
+                                     strided.get(), comm_.get(), &r));
+      } else {
+        GPT_MPI_CHECK(MPI_Iallgather(send + span.offset, span.count, MPI_FLOAT, recv + span.offset,
+                                     1, strided.get(), comm_.get(), &r));
+      }
+      request->add(r, -1);
     }
+    return request;
   }
 
-  void reduce_scatter(const float* send, float* recv, int64_t count, ReduceOp op) override {
+  std::unique_ptr<Request> ireduce_scatter(const float* send, float* recv, int64_t count,
+                                           ReduceOp op) override {
     check_count(count);
     count_bytes(count * size_ * static_cast<int64_t>(sizeof(float)));
+    auto request = std::make_unique<MpiRequest>("reduce_scatter on '" + name_ + "'");
+    MPI_Request r;
     if (count <= max_chunk_) {
-      GPT_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, static_cast<int>(count), MPI_FLOAT,
-                                             to_mpi(op), comm_.get()));
-      return;
+      GPT_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(count), MPI_FLOAT,
+                                              to_mpi(op), comm_.get(), &r));
+      request->add(r, -1);
+      return request;
     }
     // Predefined reductions are only guaranteed on predefined types, so no strided datatype
     // here: each block is reduced to its owner, one chunk at a time.
@@ -171,9 +197,12 @@ class MpiCommunicator final : public Communicator {
       for (int root = 0; root < size_; ++root) {
         const float* block = send + root * count + span.offset;
         float* out = root == rank_ ? recv + span.offset : nullptr;
-        GPT_MPI_CHECK(MPI_Reduce(block, out, span.count, MPI_FLOAT, to_mpi(op), root, comm_.get()));
+        GPT_MPI_CHECK(
+            MPI_Ireduce(block, out, span.count, MPI_FLOAT, to_mpi(op), root, comm_.get(), &r));
+        request->add(r, -1);
       }
     }
+    return request;
   }
 
   void broadcast(float* buf, int64_t count, int root) override {

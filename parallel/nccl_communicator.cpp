@@ -173,6 +173,23 @@ class NcclCommunicator final : public Communicator {
         ncclAllReduce(buf, buf, elements(count), ncclFloat, nccl_op(op), comm_, stream_));
     return std::make_unique<NcclRequest>(*this, end(), -1);
   }
+  // In place when send == recv + rank() * count: NCCL's own in-place form.
+  std::unique_ptr<Request> iall_gather(const float* send, float* recv, int64_t count) override {
+    if (!on_device(send) || !on_device(recv)) return mpi_->iall_gather(send, recv, count);
+    count_bytes(count * kFloat);
+    begin();
+    GPT_NCCL_CHECK(ncclAllGather(send, recv, elements(count), ncclFloat, comm_, stream_));
+    return std::make_unique<NcclRequest>(*this, end(), -1);
+  }
+  std::unique_ptr<Request> ireduce_scatter(const float* send, float* recv, int64_t count,
+                                           ReduceOp op) override {
+    if (!on_device(send) || !on_device(recv)) return mpi_->ireduce_scatter(send, recv, count, op);
+    count_bytes(count * size() * kFloat);
+    begin();
+    GPT_NCCL_CHECK(
+        ncclReduceScatter(send, recv, elements(count), ncclFloat, nccl_op(op), comm_, stream_));
+    return std::make_unique<NcclRequest>(*this, end(), -1);
+  }
   bool matches_by_tag() const override { return false; }
   void barrier() override {
     flush_sends();

@@ -1,7 +1,7 @@
 // The planner's memory adapter (see plan_memory.h). This project's regimes are the memory model's
 // prediction (parallel/memory_model.h) for the CUDA backend, whose fused attention keeps the
-// softmax's row statistics instead of the T x T probabilities; the distributed optimizer, which
-// the memory model does not know yet, divides the optimizer state by dp. Megatron's regime is
+// softmax's row statistics instead of the T x T probabilities, the distributed optimizer's
+// sharded state and padding included (bucket_plan.h). Megatron's regime is
 // priced from Korthikanti et al. 2022's per-block activation formulas (the memory model's
 // korthikanti_layer_activation_bytes) and Megatron's 18 bytes per parameter.
 #include "parallel/plan_memory.h"
@@ -71,12 +71,13 @@ PlannedMemory project_memory(const ModelConfig& m, const PlanLayout& l, int stag
   in.sequence_parallel = l.sequence_parallel;
   in.recompute = l.recompute;
   in.recompute_layers = l.recompute_layers == 0 ? -1 : l.recompute_layers;
+  in.distributed_optimizer = l.distributed_optimizer;
   in.device = DeviceKind::kCuda;
   const MemoryBytes b = predict_memory(in, stage * l.tp * l.dp);
   PlannedMemory mem;
   mem.weights = b[MemoryCategory::kWeights];
   mem.grads = b[MemoryCategory::kGrads];
-  mem.optimizer = b[MemoryCategory::kOptimizer] / (l.distributed_optimizer ? l.dp : 1);
+  mem.optimizer = b[MemoryCategory::kOptimizer];  // sharded by the model under ZeRO-1
   mem.activations = b[MemoryCategory::kActivations];
   mem.comm = b[MemoryCategory::kComm];
   mem.workspace = b[MemoryCategory::kWorkspace];

@@ -116,6 +116,19 @@ std::unique_ptr<Request> TrackedCommunicator::iall_reduce(float* buf, int64_t co
   return std::make_unique<TrackedRequest>(inner_->iall_reduce(buf, count, op), log_, ticket);
 }
 
+std::unique_ptr<Request> TrackedCommunicator::iall_gather(const float* send, float* recv,
+                                                          int64_t count) {
+  const OperationTicket ticket = collective("all_gather");
+  return std::make_unique<TrackedRequest>(inner_->iall_gather(send, recv, count), log_, ticket);
+}
+
+std::unique_ptr<Request> TrackedCommunicator::ireduce_scatter(const float* send, float* recv,
+                                                              int64_t count, ReduceOp op) {
+  const OperationTicket ticket = collective("reduce_scatter");
+  return std::make_unique<TrackedRequest>(inner_->ireduce_scatter(send, recv, count, op), log_,
+                                          ticket);
+}
+
 void TrackedCommunicator::barrier() {
   blocking(collective("barrier"), [&] { inner_->barrier(); });
 }

@@ -41,6 +41,9 @@ class TrackedCommunicator final : public Communicator {
   std::unique_ptr<Request> isend(const float* buf, int64_t count, int peer, int tag) override;
   std::unique_ptr<Request> irecv(float* buf, int64_t count, int peer, int tag) override;
   std::unique_ptr<Request> iall_reduce(float* buf, int64_t count, ReduceOp op) override;
+  std::unique_ptr<Request> iall_gather(const float* send, float* recv, int64_t count) override;
+  std::unique_ptr<Request> ireduce_scatter(const float* send, float* recv, int64_t count,
+                                           ReduceOp op) override;
   void barrier() override;
 
  private:

@@ -45,28 +45,42 @@ struct CatalogueEntry {
   std::vector<int64_t> shape;
   int64_t max_owned_slabs = 0;  // most slabs any one rank writes: the number of write rounds
   int64_t owned_elements = 0;   // over all ranks; must equal the tensor's size
-  int first_rank = -1;          // for messages
+  // The same for the optimizer states' datasets (ParameterStore::state_slabs of the state owners).
+  int64_t max_state_slabs = 0;
+  int64_t state_elements = 0;
+  int first_rank = -1;  // for messages
 };
 using Catalogue = std::map<std::string, CatalogueEntry>;
 
-// One line per parameter this rank holds: "<owned slabs> <owned elements> <ndim> <dims...>
-// <name>", the name last so it may contain anything but a newline.
-std::string describe_local(const ParameterStore& store, const WriteOwner& owner) {
+// The blocks of p's optimizer state this rank writes, local offsets into the state buffers.
+std::vector<Slab> owned_state_slabs(const ParameterStore& store, const Parameter& p,
+                                    const WriteOwner& state_owner) {
+  return state_owner(p) ? store.state_slabs(p) : std::vector<Slab>{};
+}
+
+// One line per parameter this rank holds: "<owned slabs> <owned elements> <state slabs> <state
+// elements> <ndim> <dims...> <name>", the name last so it may contain anything but a newline.
+std::string describe_local(const ParameterStore& store, const WriteOwner& owner,
+                           const WriteOwner& state_owner) {
   std::ostringstream out;
   for (const Parameter& p : store.params()) {
-    int64_t slabs = 0, elements = 0;
+    int64_t slabs = 0, elements = 0, state_elements = 0;
     if (owner(p)) {
       slabs = static_cast<int64_t>(p.slabs.size());
       for (const Slab& s : p.slabs) elements += s.numel();
     }
-    out << slabs << ' ' << elements << ' ' << p.shape.size();
+    const std::vector<Slab> state_slabs = owned_state_slabs(store, p, state_owner);
+    for (const Slab& s : state_slabs) state_elements += s.numel();
+    out << slabs << ' ' << elements << ' ' << state_slabs.size() << ' ' << state_elements << ' '
+        << p.shape.size();
     for (int64_t d : p.shape) out << ' ' << d;
     out << ' ' << p.name << '\n';
   }
   return out.str();
 }
 
-Catalogue gather_catalogue(MPI_Comm comm, const std::string& local) {
+// with_states: the optimizer's datasets are written too, so their writers must cover them.
+Catalogue gather_catalogue(MPI_Comm comm, const std::string& local, bool with_states) {
   const int size = comm_size(comm);
   int length = static_cast<int>(local.size());
   std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
@@ -86,9 +100,9 @@ Catalogue gather_catalogue(MPI_Comm comm, const std::string& local) {
     std::string line;
     while (std::getline(lines, line)) {
       std::istringstream fields(line);
-      int64_t slabs = 0, elements = 0;
+      int64_t slabs = 0, elements = 0, state_slabs = 0, state_elements = 0;
       size_t ndim = 0;
-      fields >> slabs >> elements >> ndim;
+      fields >> slabs >> elements >> state_slabs >> state_elements >> ndim;
       std::vector<int64_t> shape(ndim);
       for (int64_t& d : shape) fields >> d;
       fields.get();  // the space before the name
@@ -107,14 +121,21 @@ Catalogue gather_catalogue(MPI_Comm comm, const std::string& local) {
                                                    << h5::shape_string(shape) << " on rank " << r);
       entry.max_owned_slabs = std::max(entry.max_owned_slabs, slabs);
       entry.owned_elements += elements;
+      entry.max_state_slabs = std::max(entry.max_state_slabs, state_slabs);
+      entry.state_elements += state_elements;
     }
   }
-  for (const auto& [name, entry] : catalogue)
+  for (const auto& [name, entry] : catalogue) {
     GPT_CHECK(entry.owned_elements == shape_numel(entry.shape),
               "checkpoint writers cover " << entry.owned_elements << " of the "
                                           << shape_numel(entry.shape) << " elements of parameter "
                                           << name
                                           << " (each element needs exactly one writing rank)");
+    GPT_CHECK(!with_states || entry.state_elements == shape_numel(entry.shape),
+              "checkpoint writers cover " << entry.state_elements << " of the "
+                                          << shape_numel(entry.shape)
+                                          << " optimizer state elements of parameter " << name);
+  }
   return catalogue;
 }
 
@@ -189,15 +210,16 @@ uint32_t slab_crc32_share(const std::vector<int64_t>& shape, const Slab& slab, c
   return share.share();
 }
 
-// One dataset's collective writes: round r writes every rank's r-th owned slab, ranks with
-// fewer slabs joining with an empty selection (a collective call needs every rank). A failed
+// One dataset's collective writes: round r (of `rounds`, the most any rank has) writes every
+// rank's r-th slab (its data at base + local_offset), ranks with fewer slabs joining with an
+// empty selection (a collective call needs every rank). A failed
 // write (a full disk) does not throw here: this rank would leave the collective sequence the
 // others are still in. It is recorded in `error` (the first one kept), the remaining rounds
 // still run, and the caller agrees on it with the other ranks after the dataset. Returns this
 // rank's crc32 share of the dataset.
 uint32_t write_dataset_collective(hid_t file, const std::string& path, const CatalogueEntry& entry,
-                                  const Parameter* local, const float* local_base, Backend& backend,
-                                  hid_t dcpl, hid_t dxpl, std::string& error) {
+                                  int64_t rounds, const std::vector<Slab>& slabs, const float* base,
+                                  Backend& backend, hid_t dcpl, hid_t dxpl, std::string& error) {
   const std::vector<hsize_t> dims = to_hsize(entry.shape);
   h5::Handle space(
       GPT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
@@ -205,11 +227,10 @@ uint32_t write_dataset_collective(hid_t file, const std::string& path, const Cat
       H5Dcreate2(file, path.c_str(), H5T_IEEE_F32LE, space.id(), H5P_DEFAULT, dcpl, H5P_DEFAULT)));
   std::vector<float> host;
   uint32_t share = 0;
-  for (int64_t round = 0; round < entry.max_owned_slabs; ++round) {
+  for (int64_t round = 0; round < rounds; ++round) {
     h5::Handle file_space(GPT_H5_CHECK(H5Dget_space(dataset.id())));
     const Slab* slab = nullptr;
-    if (local != nullptr && round < static_cast<int64_t>(local->slabs.size()))
-      slab = &local->slabs[static_cast<size_t>(round)];
+    if (round < static_cast<int64_t>(slabs.size())) slab = &slabs[static_cast<size_t>(round)];
     hsize_t n = slab != nullptr ? static_cast<hsize_t>(slab->numel()) : 0;
     const hsize_t one = 1;
     h5::Handle mem_space(GPT_H5_CHECK(H5Screate_simple(1, n > 0 ? &n : &one, nullptr)));
@@ -219,7 +240,7 @@ uint32_t write_dataset_collective(hid_t file, const std::string& path, const Cat
       GPT_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr,
                                        count.data(), nullptr));
       // A slab is stored row-major like the hyperslab's own iteration order.
-      backend.copy_to_host(host.data(), local_base + slab->local_offset, n * sizeof(float));
+      backend.copy_to_host(host.data(), base + slab->local_offset, n * sizeof(float));
       share ^= slab_crc32_share(entry.shape, *slab, host.data());
     } else {
       GPT_H5_CHECK(H5Sselect_none(file_space.id()));
@@ -250,10 +271,13 @@ uint32_t write_dataset_collective(hid_t file, const std::string& path, const Cat
 // the others waiting; truncating gives the space back first.
 std::vector<uint32_t> write_collective(const std::string& temp, const Catalogue& catalogue,
                                        const OptimizerMeta* optimizer, ParameterStore& store,
-                                       const WriteOwner& owner, MPI_Comm comm) {
-  std::map<std::string, const Parameter*> owned;
-  for (const Parameter& p : store.params())
+                                       const WriteOwner& owner, const WriteOwner& state_owner,
+                                       MPI_Comm comm) {
+  std::map<std::string, const Parameter*> owned, state_owned;
+  for (const Parameter& p : store.params()) {
     if (owner(p)) owned[p.name] = &p;
+    if (state_owner(p)) state_owned[p.name] = &p;
+  }
 
   h5::Handle fapl(GPT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
   GPT_H5_CHECK(H5Pset_fapl_mpio(fapl.id(), comm, MPI_INFO_NULL));
@@ -284,18 +308,21 @@ std::vector<uint32_t> write_collective(const std::string& temp, const Catalogue&
     for (const auto& [name, entry] : catalogue) {
       auto it = owned.find(name);
       const Parameter* local = it != owned.end() ? it->second : nullptr;
-      shares.push_back(write_dataset_collective(file.id(), "/model/" + name, entry, local,
-                                                local != nullptr ? local->value : nullptr, backend,
-                                                dcpl.id(), dxpl.id(), error));
+      shares.push_back(write_dataset_collective(
+          file.id(), "/model/" + name, entry, entry.max_owned_slabs,
+          local != nullptr ? local->slabs : std::vector<Slab>{},
+          local != nullptr ? local->value : nullptr, backend, dcpl.id(), dxpl.id(), error));
       if (optimizer != nullptr) {
         h5::Handle group(GPT_H5_CHECK(
             H5Gcreate2(optimizer_group.id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
-        for (const std::string& state : optimizer->state_names) {
-          const float* base = local != nullptr ? store.state(state) + local->offset : nullptr;
-          shares.push_back(write_dataset_collective(file.id(), "/optimizer/" + name + "/" + state,
-                                                    entry, local, base, backend, dcpl.id(),
-                                                    dxpl.id(), error));
-        }
+        auto state_it = state_owned.find(name);
+        const std::vector<Slab> state_slabs = state_it != state_owned.end()
+                                                  ? store.state_slabs(*state_it->second)
+                                                  : std::vector<Slab>{};
+        for (const std::string& state : optimizer->state_names)
+          shares.push_back(write_dataset_collective(
+              file.id(), "/optimizer/" + name + "/" + state, entry, entry.max_state_slabs,
+              state_slabs, store.state(state), backend, dcpl.id(), dxpl.id(), error));
       }
       // Agreeing costs a collective: after every 64 MiB written and after the last parameter.
       // Writes after a failed one still run on every rank (they fail fast on a full disk), so
@@ -496,9 +523,9 @@ void finish_on_rank0(const std::string& temp, const std::string& final_path, con
 // ---- reading
 
 // With leading_rows, the file's tensor may have more rows than the parameter (the rest of the
-// shape equal): its first rows are read.
-void read_parameter(const CheckpointReader& reader, const std::string& dataset, const Parameter& p,
-                    float* dst, Backend& backend, bool leading_rows = false) {
+// shape equal): its first rows are read. Throws unless the dataset fits the parameter.
+void check_dataset_shape(const CheckpointReader& reader, const std::string& dataset,
+                         const Parameter& p, bool leading_rows) {
   GPT_INPUT_CHECK(reader.has(dataset), "checkpoint " << reader.path() << " has no dataset "
                                                      << dataset << " for parameter " << p.name);
   const std::vector<int64_t> file_shape = reader.shape(dataset);
@@ -509,11 +536,18 @@ void read_parameter(const CheckpointReader& reader, const std::string& dataset, 
                   "checkpoint " << reader.path() << ": parameter " << p.name << " has shape "
                                 << h5::shape_string(p.shape) << " in the model but "
                                 << h5::shape_string(file_shape) << " in the checkpoint");
-  std::vector<float> host(static_cast<size_t>(p.local_numel), 0.0f);
-  for (const Slab& slab : p.slabs) {
-    GPT_CHECK(slab.local_offset >= 0 && slab.local_offset + slab.numel() <= p.local_numel,
+}
+
+// Elements [begin, begin + count) of p's storage from the dataset into dst (count floats);
+// storage outside p's slabs (padding) is set to 0.
+void read_storage_range(const CheckpointReader& reader, const std::string& dataset,
+                        const Parameter& p, int64_t begin, int64_t count, float* dst,
+                        Backend& backend) {
+  std::vector<float> host(static_cast<size_t>(count), 0.0f);
+  for (const Slab& slab : storage_range_slabs(p, begin, begin + count)) {
+    GPT_CHECK(slab.local_offset >= begin && slab.local_offset + slab.numel() <= begin + count,
               "parameter " << p.name << " has a slab outside its storage");
-    reader.read_slab(dataset, slab, host.data() + slab.local_offset);
+    reader.read_slab(dataset, slab, host.data() + (slab.local_offset - begin));
   }
   if (!host.empty()) backend.copy_from_host(dst, host.data(), host.size() * sizeof(float));
 }
@@ -540,7 +574,9 @@ std::string checkpoint_path(const std::string& dir, int64_t step) {
 
 std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
                              const OptimizerMeta* optimizer, ParameterStore& store,
-                             const WriteOwner& owner, MPI_Comm comm, int keep_last) {
+                             const WriteOwner& owner, MPI_Comm comm, int keep_last,
+                             const WriteOwner* state_owner_or_null) {
+  const WriteOwner& state_owner = state_owner_or_null != nullptr ? *state_owner_or_null : owner;
   h5::silence_errors();
   const bool root = comm_rank(comm) == 0;
   const std::string final_path = checkpoint_path(dir, meta.step);
@@ -560,13 +596,15 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
       std::ofstream probe(temp, std::ios::trunc);
       GPT_INPUT_CHECK(probe.good(), "cannot write in checkpoint directory " << dir);
     });
-    const Catalogue catalogue = gather_catalogue(comm, describe_local(store, owner));
+    const Catalogue catalogue =
+        gather_catalogue(comm, describe_local(store, owner, state_owner), optimizer != nullptr);
     agree_on_failure(comm, [&] {
       if (root) check_free_space(dir, data_bytes(catalogue, optimizer));
     });
     std::vector<uint32_t> shares;
-    agree_on_failure(
-        comm, [&] { shares = write_collective(temp, catalogue, optimizer, store, owner, comm); });
+    agree_on_failure(comm, [&] {
+      shares = write_collective(temp, catalogue, optimizer, store, owner, state_owner, comm);
+    });
     // Every element has one writer, so the XOR of the shares is each tensor's full crc32.
     std::vector<uint32_t> crcs(shares.size());
     GPT_MPI_CHECK(MPI_Reduce(shares.data(), crcs.data(), static_cast<int>(shares.size()),
@@ -790,12 +828,18 @@ void load_checkpoint(const CheckpointReader& reader, ParameterStore& store, bool
   Backend& backend = store.backend();
   for (Parameter& p : store.params()) {
     GPT_CHECK(p.value != nullptr, "load_checkpoint before the parameters are allocated");
-    read_parameter(reader, "/model/" + p.name, p, p.value, backend,
-                   truncate_positions && p.name == "wpe");
+    const std::string model = "/model/" + p.name;
+    check_dataset_shape(reader, model, p, truncate_positions && p.name == "wpe");
+    read_storage_range(reader, model, p, 0, p.local_numel, p.value, backend);
     if (!include_optimizer) continue;
-    for (const std::string& state : store.state_names())
-      read_parameter(reader, "/optimizer/" + p.name + "/" + state, p, store.state(state) + p.offset,
-                     backend);
+    // The state this rank keeps: all of p, or its shard of it under the distributed optimizer.
+    for (const std::string& state : store.state_names()) {
+      const std::string dataset = "/optimizer/" + p.name + "/" + state;
+      check_dataset_shape(reader, dataset, p, false);
+      for (const StatePiece& piece : store.state_pieces(p))
+        read_storage_range(reader, dataset, p, piece.begin, piece.numel,
+                           store.state(state) + piece.state_offset, backend);
+    }
   }
 }
 

@@ -60,9 +60,13 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 // (no rank is left in a collective) and never leaves a partial file under the final name; a
 // disk without room for the tensors, or one that fills during the write, is such a failure
 // (the temporary is removed, earlier checkpoints are untouched). Returns the final path.
+// state_owner (null: owner) decides the writers of the optimizer states; each writes the blocks
+// its state buffers hold (ParameterStore::state_slabs: all of a parameter, or under the
+// distributed optimizer this dp rank's shard of it, into the same full datasets).
 std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
                              const OptimizerMeta* optimizer, ParameterStore& store,
-                             const WriteOwner& owner, MPI_Comm comm, int keep_last);
+                             const WriteOwner& owner, MPI_Comm comm, int keep_last,
+                             const WriteOwner* state_owner = nullptr);
 
 // A checkpoint opened read-only with the serial driver. The constructor checks the file's
 // structure and throws a one-line gpt::Error naming the file: missing, not HDF5 or truncated,
@@ -105,7 +109,8 @@ class CheckpointReader {
 std::unique_ptr<CheckpointReader> open_checkpoint(const std::string& path, MPI_Comm comm);
 
 // Loads every parameter of store from a verified reader: values, and each of store.state_names()
-// when include_optimizer. Tied copies read /model/<name> like any other. A missing dataset or a
+// when include_optimizer (the part of it the store's state segments keep: any layout, sharded or
+// not, reads any file). Tied copies read /model/<name> like any other. A missing dataset or a
 // logical shape different from the parameter's throws a one-line error naming the parameter
 // and both shapes. Storage outside the slabs (padding) is set to 0.
 // With truncate_positions (fine-tuning at a shorter --seq-len), the file's wpe may hold more

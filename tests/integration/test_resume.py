@@ -1,7 +1,7 @@
 """Checkpoint and resume, end to end (DESIGN.md "Checkpoint", "Testing"): resuming gives exactly
 (bit for bit) the run that never stopped in the same layout -- losses and gradient norms in the
 metrics files, every /model and /optimizer dataset of the final checkpoints -- at 1 rank, at
-tp 2 and at dp 2; in another layout it continues the same loss curve to float32 rounding. Also
+tp 2 and at dp 2 (also with --distributed-optimizer); in another layout it continues the same loss curve to float32 rounding. Also
 --resume auto (fresh start, skipping a corrupt newest file), --keep-last, --steps 0,
 --init-from and a stop request (SIGTERM -> exit code 3, a checkpoint, an exact continuation).
 
@@ -111,6 +111,15 @@ class ResumeTest(h.TempDirTest):
         for s in range(1, 7):
             h.assert_close(self, h.by_step(a, "loss")[s], h.by_step(self.ref, "loss")[s], 1e-5,
                            f"dp 2 loss at step {s} vs 1 rank")
+
+    def test_resume_bit_exact_dp2_distributed_optimizer(self):
+        """ZeRO-1: each dp rank writes its shard of the optimizer state into the full datasets
+        and reads its shard back, so the continuation is still exact."""
+        a = self.assert_bit_exact_resume(2, ["--distributed-optimizer", "--dp-bucket-size",
+                                             "5000"])
+        for s in range(1, 7):
+            h.assert_close(self, h.by_step(a, "loss")[s], h.by_step(self.ref, "loss")[s], 1e-5,
+                           f"dp 2 distributed-optimizer loss at step {s} vs 1 rank")
 
     # ---- another layout
 

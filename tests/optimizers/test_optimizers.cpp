@@ -453,6 +453,14 @@ class FakeGroup final : public Communicator {
     unexpected("iall_reduce");
     return nullptr;
   }
+  std::unique_ptr<Request> iall_gather(const float*, float*, int64_t) override {
+    unexpected("iall_gather");
+    return nullptr;
+  }
+  std::unique_ptr<Request> ireduce_scatter(const float*, float*, int64_t, ReduceOp) override {
+    unexpected("ireduce_scatter");
+    return nullptr;
+  }
   void barrier() override { unexpected("barrier"); }
   MPI_Comm mpi_comm() const override { return MPI_COMM_SELF; }
 

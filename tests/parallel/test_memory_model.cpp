@@ -48,6 +48,37 @@ TEST(MemoryModel, WeightsGradsAndOptimizerFollowTheParameters) {
   EXPECT_EQ(adamw[MemoryCategory::kComm], 0);
 }
 
+// ZeRO-1: weights and grads grow by the bucket padding, the optimizer state is the shard of the
+// padded buckets (distributed_optimizer_shard_floats), the reduced-gradient shard is comm.
+TEST(MemoryModel, DistributedOptimizerShardsTheStatePlusPadding) {
+  MemoryModelInput in = small_input();
+  in.grid = GridShape{1, 3, 2};  // dp 3 does not divide the buckets: padding in play
+  in.dp_bucket_elements = 5000;
+  const MemoryBytes replicated = predict_memory(in, 0);
+  in.distributed_optimizer = true;
+  for (int stage = 0; stage < 2; ++stage) {
+    const std::vector<BucketParameter> params =
+        chunk_parameters(in.model, 1, virtual_stage_spec(in.model, 2, 1, stage, 0));
+    int64_t full = 0;
+    for (const BucketParameter& p : params) full += p.numel;
+    const int64_t shard = distributed_optimizer_shard_floats(params, 5000, 3);
+    const int64_t padding = distributed_optimizer_padding_floats(params, 5000, 3);
+    EXPECT_GT(padding, 0);
+    EXPECT_EQ(shard * 3, full + padding);
+    const MemoryBytes zero = predict_memory(in, stage * 3);
+    EXPECT_EQ(zero[MemoryCategory::kWeights], reserved_bytes(DeviceKind::kCpu, full + padding));
+    EXPECT_EQ(zero[MemoryCategory::kGrads], zero[MemoryCategory::kWeights]);
+    EXPECT_EQ(zero[MemoryCategory::kOptimizer], 2 * reserved_bytes(DeviceKind::kCpu, shard));
+    EXPECT_EQ(zero[MemoryCategory::kComm], reserved_bytes(DeviceKind::kCpu, shard));
+  }
+  EXPECT_LT(predict_memory(in, 0)[MemoryCategory::kOptimizer],
+            replicated[MemoryCategory::kOptimizer] / 2);
+  in.grid = GridShape{1, 1, 2};  // a no-op at dp 1
+  const MemoryBytes dp1 = predict_memory(in, 0);
+  in.distributed_optimizer = false;
+  EXPECT_EQ(dp1, predict_memory(in, 0));
+}
+
 TEST(MemoryModel, OneFOneBHoldsAtMostPpMicrobatchesGpipeAllOfThem) {
   MemoryModelInput in = small_input();
   in.grid = {.tp = 1, .dp = 1, .pp = 2};
