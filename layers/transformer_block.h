@@ -62,6 +62,17 @@ class TransformerBlock : Layer {
   // Parameter gradients += from cache and grads (filled by backward_input of the same microbatch).
   void backward_weight(const BlockCache& cache, const BlockGrads& grads);
 
+  // Generation (without sequence parallelism): a cache of B rows for decode, the block's
+  // key/value cache, and the keys and values a forward left in `cache` stored into it.
+  BlockCache make_decode_cache() const;
+  KvCache make_kv_cache() const { return attn_.make_kv_cache(); }
+  void store_keys_values(KvCache& kv, const BlockCache& cache) {
+    attn_.store_keys_values(kv, cache.attn);
+  }
+  // out (B,C) = block(inp (B,C)) for the new row of each sequence at position pos, attending over
+  // the keys and values in kv (which gains this row's).
+  void decode(float* out, const float* inp, BlockCache& cache, KvCache& kv, int64_t pos);
+
  private:
   bool sp_;
   int64_t C_;
