@@ -27,6 +27,9 @@ namespace gpt {
 //   gradients, recorded by backward_input, so a zero-bubble schedule can run the halves apart.
 // - Scratch that no call outlives is shared by every layer of a stage (LayerScratch) and handed
 //   over at construction; caches and grads never point into it.
+// - Generation: decode(out, inp, cache, ...) is forward for one new row per sequence (B rows,
+//   no sequence parallelism), into a cache of that size from make_decode_cache(); what must
+//   outlive the call (the attention's keys and values of earlier positions) is in a KvCache.
 
 struct BlockCache {
   LayerNormCache ln_1;         // its input is the block's
