@@ -126,8 +126,11 @@ class Backend {
                                   int64_t start) = 0;
   // out (B,NH*HS) = causal attention of the one query row per sequence in qkv (B,3*NH*HS) over
   // the cached positions 0..length-1 (the query's own among them), scaled by 1/sqrt(HS): what
-  // attention_forward gives for row length-1. scores is scratch of attention_decode_floats().
-  virtual int64_t attention_decode_floats(int64_t B, int64_t NH, int64_t T_max) const = 0;
+  // attention_forward gives for row length-1. scores is scratch of attention_decode_floats(): one
+  // row of scores per (sequence, head) on either backend.
+  int64_t attention_decode_floats(int64_t B, int64_t NH, int64_t T_max) const {
+    return B * NH * T_max;
+  }
   virtual void attention_decode(float* out, float* scores, const float* qkv, const float* k_cache,
                                 const float* v_cache, int64_t B, int64_t NH, int64_t HS,
                                 int64_t T_max, int64_t length) = 0;

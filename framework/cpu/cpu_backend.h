@@ -51,9 +51,6 @@ class CpuBackend : public Backend {
 
   void attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t rows,
                           int64_t NH, int64_t HS, int64_t T_max, int64_t start) override;
-  int64_t attention_decode_floats(int64_t B, int64_t NH, int64_t T_max) const override {
-    return B * NH * T_max;  // one row of scores per (sequence, head)
-  }
   void attention_decode(float* out, float* scores, const float* qkv, const float* k_cache,
                         const float* v_cache, int64_t B, int64_t NH, int64_t HS, int64_t T_max,
                         int64_t length) override;
