@@ -117,6 +117,24 @@ class Backend {
                                   const float* qkv, const float* att, int64_t B, int64_t T,
                                   int64_t NH, int64_t HS) = 0;
 
+  // ---- attention over a key/value cache (generation: one new query row per sequence). The
+  // caches k_cache and v_cache (B,NH,T_max,HS) hold the keys and values of positions 0..T_max-1
+  // of each (sequence, head), head-major so each head's rows are contiguous.
+  // Positions [start, start + rows) of every (b, h) = the k and v parts of qkv (B,rows,3*NH*HS).
+  virtual void attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B,
+                                  int64_t rows, int64_t NH, int64_t HS, int64_t T_max,
+                                  int64_t start) = 0;
+  // out (B,NH*HS) = causal attention of the one query row per sequence in qkv (B,3*NH*HS) over
+  // the cached positions 0..length-1 (the query's own among them), scaled by 1/sqrt(HS): what
+  // attention_forward gives for row length-1. scores is scratch of attention_decode_floats(): one
+  // row of scores per (sequence, head) on either backend.
+  int64_t attention_decode_floats(int64_t B, int64_t NH, int64_t T_max) const {
+    return B * NH * T_max;
+  }
+  virtual void attention_decode(float* out, float* scores, const float* qkv, const float* k_cache,
+                                const float* v_cache, int64_t B, int64_t NH, int64_t HS,
+                                int64_t T_max, int64_t length) = 0;
+
   // ---- residual stream and biases
   virtual void accumulate(float* y, const float* x, int64_t n) = 0;  // y += x
   virtual void scale(float* x, float factor, int64_t n) = 0;         // x *= factor

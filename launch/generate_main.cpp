@@ -1,8 +1,9 @@
 // generate: sample text from a checkpoint (DESIGN.md "Programs"). The prompt is tokenized by the
 // checkpoint's tokenizer (bytes, or gpt2 with the files --vocab and --merges name); each new token
-// comes from the logits at the last position of a window of the most recent seq_len tokens,
-// gathered over tp ranks, sampled on the last stage with the counter RNG's draw and broadcast so
-// every rank extends the same sequence.
+// comes from the logits that follow the sequence (launch/next_token.h: the prompt prefilled once
+// into a KV cache, then one row per token; --no-kv-cache re-runs the window of the most recent
+// seq_len tokens instead), gathered over tp ranks, sampled on the last stage with the counter
+// RNG's draw and broadcast so every rank extends the same sequence.
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <memory>
@@ -14,11 +15,10 @@
 #include "framework/rng.h"
 #include "framework/text/gpt2_tokenizer.h"
 #include "launch/checkpoint_model.h"
+#include "launch/next_token.h"
 #include "launch/options.h"
 #include "launch/program.h"
 #include "launch/sampling.h"
-#include "layers/gpt_chunk.h"
-#include "parallel/pipeline_executor.h"
 
 namespace po = boost::program_options;
 
@@ -34,6 +34,7 @@ struct GenerateOptions {
   uint64_t seed = 1;
   int pp = 1;
   bool stop_at_newline = false;
+  bool no_kv_cache = false;
   ExecutionOptions execution;
 };
 
@@ -61,6 +62,9 @@ po::options_description generate_options(GenerateOptions& o) {
   add("vocab", po::value(&o.vocab)->default_value(o.vocab), "gpt2 checkpoints: the vocabulary");
   add("merges", po::value(&o.merges)->default_value(o.merges), "gpt2 checkpoints: the merges");
   add("pp", po::value(&o.pp)->default_value(o.pp), "pipeline stages; the ranks / pp are tp ranks");
+  add("no-kv-cache", po::bool_switch(&o.no_kv_cache),
+      "re-run the whole window for every token instead of decoding over cached keys and values "
+      "(same tokens; for checking and benchmarks)");
   add_execution_options(desc, o.execution);
   return desc;
 }
@@ -107,32 +111,20 @@ std::vector<int32_t> parse_token_ids(const std::string& list, int64_t vocab_size
   return ids;
 }
 
-// Continues `sequence` by up to max_new_tokens tokens, one forward through every stage each;
+// Continues `sequence` by up to max_new_tokens tokens, each from the logits `model` gives;
 // returns the new tokens (the same on every rank). Sample s draws token i with the counter RNG's
 // number (s << 32) + i, so sample 0 is what a single sample is.
-std::vector<int32_t> generate_tokens(Runtime& rt, std::vector<int32_t> sequence,
-                                     const GenerateOptions& o, int32_t newline, int64_t sample) {
-  const int64_t T = rt.model().seq_len;
+std::vector<int32_t> generate_tokens(Runtime& rt, NextTokenLogits& model,
+                                     std::vector<int32_t> sequence, const GenerateOptions& o,
+                                     int32_t newline, int64_t sample) {
   ProcessGrid& grid = rt.grid();
-  std::vector<int32_t> window(static_cast<size_t>(T)), targets(static_cast<size_t>(T), 0);
-  const Schedule forward = make_forward_only_schedule(grid.shape().pp, 1, 1);
-  MicrobatchData batch{window.data(), targets.data(), 1, 1.0f, {}};
-  GptChunk chunk(rt.stage());
-  chunk.begin(&batch, nullptr);
-  const std::vector<PipelineChunk*> chunks{&chunk};
-  PipelineExecutor executor(grid.pp(), 1);
   const int sampler = grid.rank_of(0, 0, grid.shape().pp - 1);
   const CounterRng rng(o.seed, "generate");
   std::vector<int32_t> generated;
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
-    // The last min(n, T) tokens, left-aligned: causal attention ignores what follows them.
-    const int64_t used = std::min(static_cast<int64_t>(sequence.size()), T);
-    std::fill(window.begin(), window.end(), 0);
-    std::copy(sequence.end() - used, sequence.end(), window.begin());
-    executor.run(forward, chunks);
+    const std::vector<float> logits = model.next(sequence);
     int32_t next = 0;
     if (grid.is_last_stage()) {
-      const std::vector<float> logits = rt.stage().gather_last_logits(0, used - 1);
       const uint64_t draw = (static_cast<uint64_t>(sample) << 32) + static_cast<uint64_t>(i);
       const double uniform = static_cast<double>(rng.bits(draw) >> 11) * 0x1p-53;
       next = static_cast<int32_t>(sample_token(logits, o.sampling, uniform));
@@ -193,9 +185,14 @@ int generate_main(int argc, char** argv) {
     return gpt2 ? gpt2->decode(ids) : std::string(ids.begin(), ids.end());
   };
   const std::string shown_prompt = o.prompt_tokens.empty() ? prompt_text : decode(prompt);
+  std::unique_ptr<NextTokenLogits> logits;
+  if (o.no_kv_cache)
+    logits = std::make_unique<WindowForward>(*model.runtime);
+  else
+    logits = std::make_unique<KvCacheDecoder>(*model.runtime);
   for (int64_t sample = 0; sample < o.num_samples; ++sample) {
     const std::vector<int32_t> generated =
-        generate_tokens(*model.runtime, prompt, o, newline, sample);
+        generate_tokens(*model.runtime, *logits, prompt, o, newline, sample);
     if (comm_rank(world) != 0) continue;
     const std::string text = decode(generated);
     if (o.num_samples > 1) std::cout << "--- sample " << sample + 1 << " ---\n";

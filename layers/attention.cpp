@@ -46,6 +46,37 @@ void Attention::forward(float* out, const float* inp, AttentionCache& c) {
   c_proj_.forward(out, c.atty.data(), c.c_proj);
 }
 
+AttentionCache Attention::make_decode_cache() const {
+  const int64_t local_channels = local_heads_ * head_dim_;
+  return {
+      .c_attn = {},
+      .qkv = {backend_, mb_.B * 3 * local_channels, kDecodeStep},
+      // No backward reads it: decode's attention scores, written and read within the step.
+      .att = {backend_, backend_.attention_decode_floats(mb_.B, local_heads_, mb_.T), kDecodeStep},
+      .atty = {backend_, mb_.B * local_channels, kDecodeStep},
+      .c_proj = {}};
+}
+
+KvCache Attention::make_kv_cache() const {
+  const int64_t n = mb_.B * local_heads_ * mb_.T * head_dim_;
+  return {.k = {backend_, n, kKvCache}, .v = {backend_, n, kKvCache}};
+}
+
+void Attention::store_keys_values(KvCache& kv, const AttentionCache& c) {
+  backend_.attention_kv_store(kv.k.data(), kv.v.data(), c.qkv.data(), mb_.B, mb_.T, local_heads_,
+                              head_dim_, mb_.T, 0);
+}
+
+void Attention::decode(float* out, const float* inp, AttentionCache& c, KvCache& kv, int64_t pos) {
+  GPT_CHECK(pos >= 0 && pos < mb_.T, "decode at position " << pos << " of " << mb_.T);
+  c_attn_.decode(c.qkv.data(), inp);
+  backend_.attention_kv_store(kv.k.data(), kv.v.data(), c.qkv.data(), mb_.B, 1, local_heads_,
+                              head_dim_, mb_.T, pos);
+  backend_.attention_decode(c.atty.data(), c.att.data(), c.qkv.data(), kv.k.data(), kv.v.data(),
+                            mb_.B, local_heads_, head_dim_, mb_.T, pos + 1);
+  c_proj_.decode(out, c.atty.data());
+}
+
 void Attention::backward_input(float* dinp, const float* dout, const AttentionCache& c,
                                AttentionGrads& g) {
   float* datty = scratch_.d_atty.data();

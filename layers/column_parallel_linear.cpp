@@ -47,6 +47,11 @@ void ColumnParallelLinear::forward(float* out, const float* inp, ColumnParallelL
                           local_out_);
 }
 
+void ColumnParallelLinear::decode(float* out, const float* inp) {
+  backend_.matmul_forward(out, inp, params_.weight->value, params_.bias->value, mb_.B, in_,
+                          local_out_);
+}
+
 void ColumnParallelLinear::backward_input(float* dinp, const float* dout,
                                           const ColumnParallelLinearCache& /*cache*/,
                                           ColumnParallelLinearGrads& g) {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "framework/check.h"
+
 namespace gpt {
 
 VocabShard vocab_shard(const ModelConfig& cfg, int tp_rank, int tp_size) {
@@ -55,6 +57,14 @@ void Embedding::forward(float* out, const int32_t* tokens, EmbeddingCache& cache
   backend_.embedding_forward(full, tokens, wte_.value, N, C_, shard_.start, shard_.count);
   if (tp_.rank() == 0) backend_.position_embedding_forward(full, wpe_->value, mb_.B, mb_.T, C_);
   tp_.reduce_scatter_rows(out, full, mb_.Nl, C_);
+}
+
+void Embedding::decode(float* out, const int32_t* tokens, int64_t pos) {
+  GPT_CHECK(pos >= 0 && pos < mb_.T, "decode at position " << pos << " of " << mb_.T);
+  backend_.embedding_forward(out, tokens, wte_.value, mb_.B, C_, shard_.start, shard_.count);
+  tp_.reduce_from_tp_region(out, mb_.B * C_);
+  // Row pos of wpe added to each sequence's row: a position embedding of B sequences of one token.
+  backend_.position_embedding_forward(out, wpe_->value + pos * C_, mb_.B, 1, C_);
 }
 
 void Embedding::backward_weight(const EmbeddingCache& cache, const EmbeddingGrads& grads) {

@@ -156,10 +156,49 @@ double GptStage::loss_sum(int slot, int64_t valid_rows) {
 std::vector<float> GptStage::gather_last_logits(int slot, int64_t row) {
   GPT_CHECK(head_ != nullptr, "only the last stage has logits");
   GPT_CHECK(row >= 0 && row < rows(), "logits row " << row << " of " << rows());
+  return gather_logits(local_logits(slot) + row * vocab_.count);
+}
+
+StageDecodeState GptStage::make_decode_state() const {
+  GPT_CHECK(!tp_.sequence_parallel(), "generation runs without sequence parallelism");
+  StageDecodeState s;
+  for (auto& block : blocks_) {
+    s.kv.push_back(block->make_kv_cache());
+    s.blocks.push_back(block->make_decode_cache());
+  }
+  for (int64_t l = 0; l <= spec_.n_layers; ++l)
+    s.acts.emplace_back(backend_, mb_.B * cfg_.d_model, kDecodeStep);
+  if (embedding_) s.tokens = DeviceArray<int32_t>(backend_, mb_.B, kDecodeStep);
+  if (head_) s.head = head_->make_decode_cache();
+  return s;
+}
+
+void GptStage::store_keys_values(int slot, StageDecodeState& state) {
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    blocks_[l]->store_keys_values(state.kv[l], caches_[slot].blocks[l]);
+}
+
+void GptStage::decode(StageDecodeState& s, int64_t pos, const int32_t* tokens) {
+  if (embedding_) {
+    GPT_CHECK(tokens != nullptr, "the first stage needs input tokens");
+    backend_.copy_from_host(s.tokens.data(), tokens, sizeof(int32_t) * static_cast<size_t>(mb_.B));
+    embedding_->decode(s.acts[0].data(), s.tokens.data(), pos);
+  }
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    blocks_[l]->decode(s.acts[l + 1].data(), s.acts[l].data(), s.blocks[l], s.kv[l], pos);
+  if (head_) head_->decode(s.acts.back().data(), s.head);
+}
+
+std::vector<float> GptStage::gather_decoded_logits(const StageDecodeState& state, int64_t b) {
+  GPT_CHECK(head_ != nullptr, "only the last stage has logits");
+  GPT_CHECK(b >= 0 && b < mb_.B, "logits of sequence " << b << " of " << mb_.B);
+  return gather_logits(state.head.logits.data() + b * vocab_.count);
+}
+
+std::vector<float> GptStage::gather_logits(const float* local_row) {
   std::vector<float> local(static_cast<size_t>(vocab_.count));
   std::vector<float> gathered(static_cast<size_t>(vocab_.count * tp_.size()));
-  backend_.copy_to_host(local.data(), local_logits(slot) + row * vocab_.count,
-                        sizeof(float) * local.size());
+  backend_.copy_to_host(local.data(), local_row, sizeof(float) * local.size());
   tp_.comm().all_gather(local.data(), gathered.data(), vocab_.count);  // host buffers: MPI
   gathered.resize(static_cast<size_t>(cfg_.vocab_size));               // drop the padding columns
   return gathered;

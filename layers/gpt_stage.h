@@ -10,7 +10,9 @@
 // microbatch (acts[l], their input, stays), and their backward first re-runs their forward into a
 // rebuilt cache: one shared by the chunk when B runs whole (the block's weight half then runs at
 // once, before the next block reuses it), one per block in each gradient set when the schedule
-// runs B-input and W apart (ZB-H1), kept until the W.
+// runs B-input and W apart (ZB-H1), kept until the W. Generation adds a decode state
+// (StageDecodeState): the keys and values of every block, and the buffers of one new token per
+// sequence run through the same layers.
 #pragma once
 
 #include <functional>
@@ -25,6 +27,18 @@
 #include "parallel/stage_layout.h"
 
 namespace gpt {
+
+// What generation keeps on a stage between tokens: per local block the key/value cache of this
+// rank's heads (the prompt's positions and every token's since), and the buffers of one decode
+// step (B rows: one new token per sequence). acts[l] is the input of local block l,
+// acts[n_layers] the stage's output; the last stage leaves the new rows' logits in head.logits.
+struct StageDecodeState {
+  std::vector<KvCache> kv;               // n_layers
+  std::vector<DeviceArray<float>> acts;  // n_layers + 1 of (B,C)
+  DeviceArray<int32_t> tokens;           // (B) first stage
+  std::vector<BlockCache> blocks;        // n_layers, of B rows
+  HeadCache head;                        // last stage: logits (B,Vp/tp)
+};
 
 // Several GptStages (the model chunks of interleaved schedules) can share one ParameterStore:
 // construct them all, then call store.allocate() before running any.
@@ -84,6 +98,20 @@ class GptStage {
   std::vector<float> gather_last_logits(int slot, int64_t row);
   VocabShard vocab() const { return vocab_; }
 
+  // ---- generation (needs tp without sequence parallelism). A window of T tokens per sequence
+  // goes through forward(slot, ...) as usual; store_keys_values then keeps the keys and values of
+  // its T positions (those past the prompt are overwritten as tokens follow). decode runs the new
+  // token of each sequence at position pos (< T) through the stage: tokens (B, host) on the first
+  // stage, else the input received into decode_input(state) first.
+  StageDecodeState make_decode_state() const;
+  void store_keys_values(int slot, StageDecodeState& state);
+  void decode(StageDecodeState& state, int64_t pos, const int32_t* tokens);
+  float* decode_input(StageDecodeState& state) { return state.acts.front().data(); }
+  float* decode_output(StageDecodeState& state) { return state.acts.back().data(); }
+  // Last stage: the decoded logits of sequence b (V floats), gathered over tp as
+  // gather_last_logits.
+  std::vector<float> gather_decoded_logits(const StageDecodeState& state, int64_t b);
+
  private:
   struct Cache {
     std::vector<DeviceArray<float>> acts;  // n_layers + 1 of (Nl,C)
@@ -101,6 +129,8 @@ class GptStage {
   };
   Cache make_cache() const;
   GradSet make_grad_set() const;
+  // This rank's logits of one row (Vp/tp floats in backend memory), gathered over tp.
+  std::vector<float> gather_logits(const float* local_row);
   bool recomputes(size_t block) const {
     return static_cast<int64_t>(block) < recompute_.full_blocks;
   }

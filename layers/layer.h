@@ -20,6 +20,9 @@ struct LayerContext {
 
 // Caches and gradient sets: what the schedule keeps per microbatch in flight.
 inline constexpr MemoryCategory kCache = MemoryCategory::kActivations;
+// Generation: the key/value cache lives across tokens; a decode step's buffers only within it.
+inline constexpr MemoryCategory kKvCache = MemoryCategory::kActivations;
+inline constexpr MemoryCategory kDecodeStep = MemoryCategory::kWorkspace;
 
 class Layer {
  protected:

@@ -31,6 +31,16 @@ void LayerNorm::forward(float* out, const float* inp, LayerNormCache& c) {
                              rows_, C_);
 }
 
+LayerNormCache LayerNorm::make_decode_cache() const {
+  return {.mean = {backend_, mb_.B, kDecodeStep}, .rstd = {backend_, mb_.B, kDecodeStep}};
+}
+
+void LayerNorm::decode(float* out, const float* inp, LayerNormCache& c) {
+  c.inp = inp;
+  backend_.layernorm_forward(out, c.mean.data(), c.rstd.data(), inp, weight_->value, bias_->value,
+                             mb_.B, C_);
+}
+
 void LayerNorm::backward_input(float* dinp, const float* dout, const LayerNormCache& c,
                                LayerNormGrads& g) {
   g.dout = dout;

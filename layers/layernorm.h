@@ -30,6 +30,9 @@ class LayerNorm : Layer {
 
   // out (Nl,C) = LN(inp (Nl,C))
   void forward(float* out, const float* inp, LayerNormCache& cache);
+  // Generation: out (B,C) = LN(inp (B,C)), one new row per sequence, into a cache of B rows.
+  LayerNormCache make_decode_cache() const;
+  void decode(float* out, const float* inp, LayerNormCache& cache);
   // dinp (Nl,C) += the input gradient of dout (Nl,C): LayerNorm inputs are residual streams.
   void backward_input(float* dinp, const float* dout, const LayerNormCache& cache,
                       LayerNormGrads& grads);

@@ -45,6 +45,24 @@ void LmHead::forward(const float* inp, const int32_t* targets, HeadCache& c) {
                      N);
 }
 
+HeadCache LmHead::make_decode_cache() const {
+  // No loss: the statistics of the cross-entropy stay empty.
+  return {.ln_f = ln_f_.make_decode_cache(),
+          .lnf_out = {backend_, mb_.B * C_, kDecodeStep},
+          .targets = nullptr,
+          .logits = {backend_, mb_.B * shard_.count, kDecodeStep},
+          .row_max = {},
+          .row_sumexp = {},
+          .target_logit = {},
+          .losses = {}};
+}
+
+void LmHead::decode(const float* inp, HeadCache& c) {
+  ln_f_.decode(c.lnf_out.data(), inp, c.ln_f);
+  backend_.matmul_forward(c.logits.data(), c.lnf_out.data(), wte_.value, nullptr, mb_.B, C_,
+                          shard_.count);
+}
+
 void LmHead::backward_input(float* dinp, float loss_scale, HeadCache& c, HeadGrads& g) {
   const int64_t N = mb_.N, V_local = shard_.count;
   backend_.xent_backward(c.logits.data(), c.row_max.data(), c.row_sumexp.data(), c.targets, N,

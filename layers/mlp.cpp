@@ -33,6 +33,20 @@ void Mlp::forward(float* out, const float* inp, MlpCache& c) {
   c_proj_.forward(out, c.fc_act.data(), c.c_proj);
 }
 
+MlpCache Mlp::make_decode_cache() const {
+  const int64_t n = mb_.B * c_fc_.local_out();
+  return {.c_fc = {},
+          .fc_pre = {backend_, n, kDecodeStep},
+          .fc_act = {backend_, n, kDecodeStep},
+          .c_proj = {}};
+}
+
+void Mlp::decode(float* out, const float* inp, MlpCache& c) {
+  c_fc_.decode(c.fc_pre.data(), inp);
+  backend_.gelu_forward(c.fc_act.data(), c.fc_pre.data(), c.fc_pre.size());
+  c_proj_.decode(out, c.fc_act.data());
+}
+
 void Mlp::backward_input(float* dinp, const float* dout, const MlpCache& c, MlpGrads& g) {
   float* dfc_act = scratch_.d_fc_act.data();
   c_proj_.backward_input(dfc_act, dout, c.c_proj, g.c_proj);

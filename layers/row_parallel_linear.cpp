@@ -38,6 +38,12 @@ void RowParallelLinear::forward(float* out, const float* inp, RowParallelLinearC
   backend_.add_bias(out, params_.bias->value, mb_.Nl, out_);
 }
 
+void RowParallelLinear::decode(float* out, const float* inp) {
+  backend_.matmul_forward(out, inp, params_.weight->value, nullptr, mb_.B, local_in_, out_);
+  tp_.reduce_from_tp_region(out, mb_.B * out_);
+  backend_.add_bias(out, params_.bias->value, mb_.B, out_);
+}
+
 void RowParallelLinear::backward_input(float* dinp, const float* dout,
                                        const RowParallelLinearCache& /*cache*/,
                                        RowParallelLinearGrads& g) {

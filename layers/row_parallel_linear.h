@@ -31,6 +31,8 @@ class RowParallelLinear : Layer {
 
   // out (Nl,OC) = inp (N,IC/tp) . W^T summed over tp, + b.
   void forward(float* out, const float* inp, RowParallelLinearCache& cache);
+  // Generation, one new row per sequence: out (B,OC) = inp (B,IC/tp) . W^T summed over tp, + b.
+  void decode(float* out, const float* inp);
   // dinp (N,IC/tp) = dout . W for dout (Nl,OC).
   void backward_input(float* dinp, const float* dout, const RowParallelLinearCache& cache,
                       RowParallelLinearGrads& grads);

@@ -47,6 +47,28 @@ void TransformerBlock::forward(float* out, const float* inp, BlockCache& c) {
   backend_.accumulate(out, c.res_mid.data(), mb_.Nl * C_);  // residual: x1 + mlp
 }
 
+BlockCache TransformerBlock::make_decode_cache() const {
+  Backend& be = backend_;
+  const int64_t rows = mb_.B * C_;
+  return {.ln_1 = ln_1_.make_decode_cache(),
+          .ln1_out = {be, rows, kDecodeStep},
+          .attn = attn_.make_decode_cache(),
+          .res_mid = {be, rows, kDecodeStep},
+          .ln_2 = ln_2_.make_decode_cache(),
+          .ln2_out = {be, rows, kDecodeStep},
+          .mlp = mlp_.make_decode_cache()};
+}
+
+void TransformerBlock::decode(float* out, const float* inp, BlockCache& c, KvCache& kv,
+                              int64_t pos) {
+  ln_1_.decode(c.ln1_out.data(), inp, c.ln_1);
+  attn_.decode(c.res_mid.data(), c.ln1_out.data(), c.attn, kv, pos);
+  backend_.accumulate(c.res_mid.data(), inp, mb_.B * C_);  // residual: x + attn
+  ln_2_.decode(c.ln2_out.data(), c.res_mid.data(), c.ln_2);
+  mlp_.decode(out, c.ln2_out.data(), c.mlp);
+  backend_.accumulate(out, c.res_mid.data(), mb_.B * C_);  // residual: x1 + mlp
+}
+
 void TransformerBlock::backward_input(float* dinp, const float* dout, const BlockCache& c,
                                       BlockGrads& g) {
   const size_t residual_bytes = sizeof(float) * static_cast<size_t>(mb_.Nl * C_);

@@ -27,6 +27,9 @@ namespace gpt {
 //   gradients, recorded by backward_input, so a zero-bubble schedule can run the halves apart.
 // - Scratch that no call outlives is shared by every layer of a stage (LayerScratch) and handed
 //   over at construction; caches and grads never point into it.
+// - Generation: decode(out, inp, cache, ...) is forward for one new row per sequence (B rows,
+//   no sequence parallelism), into a cache of that size from make_decode_cache(); what must
+//   outlive the call (the attention's keys and values of earlier positions) is in a KvCache.
 
 struct BlockCache {
   LayerNormCache ln_1;         // its input is the block's
@@ -61,6 +64,17 @@ class TransformerBlock : Layer {
   void backward_input(float* dinp, const float* dout, const BlockCache& cache, BlockGrads& grads);
   // Parameter gradients += from cache and grads (filled by backward_input of the same microbatch).
   void backward_weight(const BlockCache& cache, const BlockGrads& grads);
+
+  // Generation (without sequence parallelism): a cache of B rows for decode, the block's
+  // key/value cache, and the keys and values a forward left in `cache` stored into it.
+  BlockCache make_decode_cache() const;
+  KvCache make_kv_cache() const { return attn_.make_kv_cache(); }
+  void store_keys_values(KvCache& kv, const BlockCache& cache) {
+    attn_.store_keys_values(kv, cache.attn);
+  }
+  // out (B,C) = block(inp (B,C)) for the new row of each sequence at position pos, attending over
+  // the keys and values in kv (which gains this row's).
+  void decode(float* out, const float* inp, BlockCache& cache, KvCache& kv, int64_t pos);
 
  private:
   bool sp_;

@@ -2,6 +2,8 @@
 // backward products are dnnl_sgemm calls reading q, k and v in place inside qkv (leading dimension
 // 3*NH*HS). Rows are processed in blocks so that only the block lower triangle of each T x T
 // product is computed: causal masking then saves close to half the FLOPs at T = 256.
+// Generation's decode attends one query row per (batch, head) over a key/value cache with plain
+// vectorised loops: a 1 x length product is too small for sgemm's set-up to pay.
 #include <omp.h>
 
 #include <algorithm>
@@ -100,7 +102,61 @@ void head_backward(float* dqkv, float* datt, const float* dout, const float* qkv
   }
 }
 
+// One (batch, head) of the decode: scores (length) = scale * q . K^T, their causal softmax (the
+// query is the last position, so every cached key counts), out (HS) = p . V.
+void head_decode(float* out, float* scores, const float* q, const float* k, const float* v,
+                 int64_t HS, int64_t length, float scale) {
+  for (int64_t t = 0; t < length; t++) {
+    const float* key = k + t * HS;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t d = 0; d < HS; d++) dot += q[d] * key[d];
+    scores[t] = dot * scale;
+  }
+  causal_softmax_row(scores, length - 1, length);
+  for (int64_t d = 0; d < HS; d++) out[d] = 0.0f;
+  for (int64_t t = 0; t < length; t++) {
+    const float p = scores[t];
+    const float* value = v + t * HS;
+#pragma omp simd
+    for (int64_t d = 0; d < HS; d++) out[d] += p * value[d];
+  }
+}
+
 }  // namespace
+
+void CpuBackend::attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B,
+                                    int64_t rows, int64_t NH, int64_t HS, int64_t T_max,
+                                    int64_t start) {
+  GPT_CHECK(start >= 0 && rows >= 0 && start + rows <= T_max, "attention_kv_store of positions ["
+                                                                  << start << ", " << start + rows
+                                                                  << ") into a cache of " << T_max);
+  const int64_t C = NH * HS;
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads_)
+  for (int64_t bh = 0; bh < B * NH; bh++)
+    for (int64_t r = 0; r < rows; r++) {
+      const int64_t b = bh / NH, h = bh % NH;
+      const float* src = qkv + (b * rows + r) * 3 * C + h * HS;
+      const int64_t dst = (bh * T_max + start + r) * HS;
+      std::copy(src + C, src + C + HS, k_cache + dst);
+      std::copy(src + 2 * C, src + 2 * C + HS, v_cache + dst);
+    }
+}
+
+void CpuBackend::attention_decode(float* out, float* scores, const float* qkv, const float* k_cache,
+                                  const float* v_cache, int64_t B, int64_t NH, int64_t HS,
+                                  int64_t T_max, int64_t length) {
+  GPT_CHECK(length >= 1 && length <= T_max,
+            "attention_decode over " << length << " positions of a cache of " << T_max);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const int64_t C = NH * HS;
+#pragma omp parallel for schedule(static) num_threads(threads_)
+  for (int64_t bh = 0; bh < B * NH; bh++) {
+    const int64_t b = bh / NH, h = bh % NH, cached = bh * T_max * HS;
+    head_decode(out + b * C + h * HS, scores + bh * T_max, qkv + b * 3 * C + h * HS,
+                k_cache + cached, v_cache + cached, HS, length, scale);
+  }
+}
 
 void CpuBackend::attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
                                    int64_t NH, int64_t HS) {

@@ -49,6 +49,12 @@ class CpuBackend : public Backend {
                           const float* qkv, const float* att, int64_t B, int64_t T, int64_t NH,
                           int64_t HS) override;
 
+  void attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t rows,
+                          int64_t NH, int64_t HS, int64_t T_max, int64_t start) override;
+  void attention_decode(float* out, float* scores, const float* qkv, const float* k_cache,
+                        const float* v_cache, int64_t B, int64_t NH, int64_t HS, int64_t T_max,
+                        int64_t length) override;
+
   void accumulate(float* y, const float* x, int64_t n) override;
   void scale(float* x, float factor, int64_t n) override;
   void add_bias(float* out, const float* bias, int64_t N, int64_t C) override;

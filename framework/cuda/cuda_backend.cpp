@@ -157,6 +157,19 @@ void CudaBackend::attention_backward(float* dqkv, float* datt, const float* dout
                            options_.precision == Precision::kBf16);
 }
 
+// ---- generation: the key/value cache and the one-row attention over it (always float32)
+void CudaBackend::attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B,
+                                     int64_t rows, int64_t NH, int64_t HS, int64_t T_max,
+                                     int64_t start) {
+  cuda::attention_kv_store(stream_, k_cache, v_cache, qkv, B, rows, NH, HS, T_max, start);
+}
+
+void CudaBackend::attention_decode(float* out, float* scores, const float* qkv,
+                                   const float* k_cache, const float* v_cache, int64_t B,
+                                   int64_t NH, int64_t HS, int64_t T_max, int64_t length) {
+  cuda::attention_decode(stream_, out, scores, qkv, k_cache, v_cache, B, NH, HS, T_max, length);
+}
+
 // ---- embeddings
 void CudaBackend::embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N,
                                     int64_t C, int64_t vocab_start, int64_t V_local) {

@@ -107,4 +107,14 @@ void attention_backward(cudaStream_t stream, float* dqkv, float* delta, const fl
                         const float* out, const float* qkv, const float* lse, int64_t B, int64_t T,
                         int64_t NH, int64_t HS, bool bf16_operands);
 
+// ---- generation's attention over a key/value cache (attention_decode.cu): float32 whatever the
+// precision (a decode step reads each cached value once; it is bound by memory). Semantics of
+// Backend::attention_kv_store and attention_decode; scores holds B*NH*T_max floats.
+void attention_kv_store(cudaStream_t stream, float* k_cache, float* v_cache, const float* qkv,
+                        int64_t B, int64_t rows, int64_t NH, int64_t HS, int64_t T_max,
+                        int64_t start);
+void attention_decode(cudaStream_t stream, float* out, float* scores, const float* qkv,
+                      const float* k_cache, const float* v_cache, int64_t B, int64_t NH, int64_t HS,
+                      int64_t T_max, int64_t length);
+
 }  // namespace gpt::cuda

@@ -689,6 +689,40 @@ TEST_F(CudaEmulation, Attention) {
   EXPECT_TRUE(emu::launches().empty());
 }
 
+// Generation: a row's keys and values stored at position length-1 of caches whose later
+// positions are NaN (a read past `length` shows), then the row's query over the cache.
+TEST_F(CudaEmulation, AttentionDecode) {
+  struct Shape {
+    int64_t B, NH, HS, T_max, length;
+  };
+  const Shape shapes[] = {{1, 1, 1, 1, 1},      {2, 3, 4, 9, 5},     {1, 2, 64, 300, 300},
+                          {2, 1, 17, 200, 129}, {1, 2, 256, 40, 33}, {3, 2, 8, 128, 128}};
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(
+        shape({{"B", s.B}, {"NH", s.NH}, {"HS", s.HS}, {"T_max", s.T_max}, {"length", s.length}}));
+    const int64_t C = s.NH * s.HS, cache = s.B * s.NH * s.T_max * s.HS;
+    const Vec row = normal(s.B * 3 * C, 1.0f);
+    Vec k0 = normal(cache, 1.0f), v0 = normal(cache, 1.0f);
+    for (int64_t i = 0; i < cache; i++)
+      if (i / s.HS % s.T_max >= s.length) k0[i] = v0[i] = kNaN;
+    Vec k = k0, v = v0, out(static_cast<size_t>(s.B * C)),
+        scores(static_cast<size_t>(cpu.attention_decode_floats(s.B, s.NH, s.T_max)));
+    cpu.attention_kv_store(k.data(), v.data(), row.data(), s.B, 1, s.NH, s.HS, s.T_max,
+                           s.length - 1);
+    cpu.attention_decode(out.data(), scores.data(), row.data(), k.data(), v.data(), s.B, s.NH, s.HS,
+                         s.T_max, s.length);
+    Floats d_row(row), d_k(k0), d_v(v0), d_out(Vec(out.size(), kNaN)),
+        d_scores(Vec(scores.size(), kNaN));
+    gc::attention_kv_store(nullptr, d_k.get(), d_v.get(), d_row.get(), s.B, 1, s.NH, s.HS, s.T_max,
+                           s.length - 1);
+    EXPECT_TRUE(Same(d_k.read(), k)) << "attention_kv_store keys";
+    EXPECT_TRUE(Same(d_v.read(), v)) << "attention_kv_store values";
+    gc::attention_decode(nullptr, d_out.get(), d_scores.get(), d_row.get(), d_k.get(), d_v.get(),
+                         s.B, s.NH, s.HS, s.T_max, s.length);
+    EXPECT_TRUE(Close(d_out.read(), out, 1e-5)) << "attention_decode";
+  }
+}
+
 // ------------------------------------------------------------------------- thread orders, limits
 
 // Every thread and block order gives the same bits: no kernel reads what another thread of its

@@ -604,6 +604,43 @@ TEST(CpuAttention, BackwardMatchesReferenceAndFiniteDifferences) {
   }
 }
 
+// Generation: rows appended to the key/value cache one position at a time (and a whole window
+// at once), each decoded row against the full forward's row on the same data. The cache starts
+// as NaN past what was stored (and T_max exceeds T), so a read of an unstored position shows.
+TEST(CpuAttention, DecodeOverCacheMatchesForward) {
+  for (int threads : {1, 2}) {
+    CpuBackend be(threads);
+    std::mt19937 rng(12);
+    for (const auto& s : kAttShapes) {
+      const int64_t C = s.NH * s.HS, T_max = s.T + 3;
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      Vec qkv = randn(s.B * s.T * 3 * C, rng);
+      Vec out(s.B * s.T * C), att(be.attention_cache_floats(s.B, s.NH, s.T));
+      be.attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.NH, s.HS);
+      Vec k(s.B * s.NH * T_max * s.HS, nan), v = k, window_k = k, window_v = k;
+      Vec scores(be.attention_decode_floats(s.B, s.NH, T_max), nan);
+      be.attention_kv_store(window_k.data(), window_v.data(), qkv.data(), s.B, s.T, s.NH, s.HS,
+                            T_max, 0);
+      for (int64_t t = 0; t < s.T; t++) {
+        Vec row(s.B * 3 * C), got(s.B * C, nan), want(s.B * C);
+        for (int64_t b = 0; b < s.B; b++) {
+          std::copy_n(&qkv[(b * s.T + t) * 3 * C], 3 * C, &row[b * 3 * C]);
+          std::copy_n(&out[(b * s.T + t) * C], C, &want[b * C]);
+        }
+        be.attention_kv_store(k.data(), v.data(), row.data(), s.B, 1, s.NH, s.HS, T_max, t);
+        be.attention_decode(got.data(), scores.data(), row.data(), k.data(), v.data(), s.B, s.NH,
+                            s.HS, T_max, t + 1);
+        expect_close(got, to_double(want), 1e-5, 1e-6,
+                     "decode at " + std::to_string(t) + att_tag(s));
+        if (t == s.T - 1) {  // the window stored at once holds the same keys and values
+          ASSERT_EQ(0, std::memcmp(k.data(), window_k.data(), k.size() * sizeof(float)));
+          ASSERT_EQ(0, std::memcmp(v.data(), window_v.data(), v.size() * sizeof(float)));
+        }
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // residual and bias kernels
 

@@ -1,7 +1,8 @@
 """The main job, end to end (DESIGN.md "Data", "Programs", "Testing"): train on the built-in
 arithmetic corpus with the default model and watch the loss fall; the metrics file's fields;
 eval of the final checkpoint agrees with the last validation loss; generate is deterministic and
-continues the prompt; and the same short run at 2 ranks (dp 2, and tp 2) gives the 1-rank losses
+continues the prompt, its KV cache gives the full window's tokens, and a seed samples alike in
+every layout; and the same short run at 2 ranks (dp 2, and tp 2) gives the 1-rank losses
 to float32 rounding.
 
 Run: /usr/bin/python3 test_training.py --bin BUILD/bin [--mpiexec PATH --mpiexec-flags "..."]
@@ -173,6 +174,23 @@ class TrainingTest(unittest.TestCase):
         self.assertEqual(self.generate(args + ["--prompt-file", path]), want)
         ids = ",".join(str(b) for b in b"12+34=")
         self.assertEqual(self.generate(args + ["--prompt-tokens", ids]), want)
+
+    def test_generate_kv_cache_gives_the_full_window_tokens(self):
+        """Decoding over cached keys and values gives the tokens of re-running the window, also
+        past seq_len (64), where each token re-prefills the last window."""
+        args = ["--prompt", "12+34=46\n5", "--temperature", 0, "--max-new-tokens", 64]
+        cached = self.generate(args)
+        self.assertEqual(cached, self.generate(args + ["--no-kv-cache"]))
+        self.assertGreater(len(cached), 64 + 1, repr(cached))
+
+    def test_generate_sampled_alike_in_every_layout(self):
+        """The same seed gives the same sampled text at 1 rank, tp 2, pp 2 and tp 2 x pp 2 (each
+        tp rank caches its heads, each stage its blocks)."""
+        args = ["--prompt", "7+8=", "--temperature", 1.0, "--seed", 21, "--max-new-tokens", 40]
+        want = self.generate(args)
+        for np, layout in ((2, []), (2, ["--pp", 2]), (4, ["--pp", 2])):
+            with self.subTest(np=np, layout=layout):
+                self.assertEqual(self.generate(args + layout, np=np), want)
 
     def short_run(self, name, np, layout):
         metrics = os.path.join(self.dir, name + ".jsonl")
