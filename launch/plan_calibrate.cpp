@@ -180,7 +180,7 @@ double measure_mpi(MPI_Comm world, int n, double bytes, bool p2p, double budget)
 }
 
 // The intra-node link from all-reduces over 2 ranks (2 algorithm steps, bus bytes = the
-// buffer): latency from the smallest message, the bus bandwidth curve from the others; then
+// buffer): latency and bus bandwidth fitted to their times by size; then
 // the measured all-reduces over larger groups and the messages beside the model's figures.
 void measure_links(MPI_Comm world, double budget, Cluster& c) {
   const int ranks = comm_size(world);
@@ -188,12 +188,23 @@ void measure_links(MPI_Comm world, double budget, Cluster& c) {
   const double share = budget / (sizes.size() * 4);
   std::vector<double> two;
   for (double s : sizes) two.push_back(measure_mpi(world, 2, s, false, share));
+  // Least squares of t = 2 a + S / B over the sizes (a line in S): robust to one noisy size,
+  // where a curve point per size is not (a small message's median can exceed a larger one's on
+  // a loaded machine). Intercept and slope kept positive.
+  double mean_s = 0, mean_t = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) mean_s += sizes[i], mean_t += two[i];
+  mean_s /= static_cast<double>(sizes.size());
+  mean_t /= static_cast<double>(sizes.size());
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    sxx += (sizes[i] - mean_s) * (sizes[i] - mean_s);
+    sxy += (sizes[i] - mean_s) * (two[i] - mean_t);
+  }
+  const double slope = std::max(sxy / sxx, 1e-12);
   LinkModel& link = c.intra_node;
-  link.latency = two.front() / 2;
   link.curve.clear();
-  for (size_t i = 1; i < sizes.size(); ++i)
-    link.curve.emplace_back(sizes[i], sizes[i] / std::max(two[i] - 2 * link.latency, 1e-9));
-  link.bandwidth = link.curve.back().second;
+  link.bandwidth = 1 / slope;
+  link.latency = std::max(0.0, (mean_t - slope * mean_s) / 2);
   c.inter_node = link;  // one machine: no second link to measure
   const bool root = comm_rank(world) == 0;
   for (int n = 2; n <= ranks; n *= 2)
