@@ -1,10 +1,12 @@
 // plan: predicts the memory and step time of every layout of a model on a described cluster by
 // replaying the real pipeline schedules with per-action costs, and ranks them (docs/PLANNER.md).
-// One process, no GPU: `plan --cluster dgx-h100 --nodes 4 --tp 4 --pp 4 --model gpt2`. Bad
+// One process, no GPU: `plan --cluster dgx-h100 --nodes 4 --tp 4 --pp 4 --model gpt2`;
+// `mpiexec -n 2 plan --calibrate FILE [model options]` measures this machine instead. Bad
 // input (an unknown preset, a malformed cluster file, a layout that cannot divide the model) is
 // one "error: ..." line and exit code 1.
 #include <iostream>
 
+#include "launch/plan_calibrate.h"
 #include "launch/plan_options.h"
 #include "launch/plan_report.h"
 #include "launch/program.h"
@@ -21,9 +23,14 @@ int main(int argc, char** argv) {
         "usage: plan --cluster FILE|PRESET --nodes N [model options] [layout options]",
         description, &options.given, [&] {
           gpt::finish_plan_options(options);
+          if (!options.calibrate.empty()) return;
           cluster = gpt::load_cluster(options.cluster);
           layouts = gpt::enumerate_layouts(options, cluster);
         });
+    if (run && !options.calibrate.empty()) {
+      gpt::calibrate_cpu_cluster(MPI_COMM_WORLD, options);
+      return 0;
+    }
     if (!run || gpt::comm_rank(MPI_COMM_WORLD) != 0) return 0;
     const auto ranked = gpt::price_layouts(options.model, layouts, cluster);
     if (options.json) {

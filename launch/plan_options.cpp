@@ -49,7 +49,7 @@ std::vector<T> values(const PlanOptions& o, const char* name, T fixed, std::vect
 // their messages; throws the first one `l` breaks.
 void check_layout(const PlanOptions& o, const Cluster& cluster, const PlanLayout& l) {
   const ModelConfig& m = o.model;
-  const int world = o.nodes * cluster.gpus_per_node;
+  const int world = job_ranks(o, cluster);
   GPT_INPUT_CHECK(m.n_head % l.tp == 0,
                   "--tp " << l.tp << " does not divide --n-head " << m.n_head);
   GPT_INPUT_CHECK(m.d_model % l.tp == 0,
@@ -151,6 +151,14 @@ po::options_description plan_options_description(PlanOptions& o) {
   add("cluster", po::value(&o.cluster)->default_value(o.cluster),
       "cluster FILE (INI, docs/PLANNER.md) or preset: dgx-a100 | dgx-h100 | h200 | l40s-pcie");
   add("nodes", po::value(&o.nodes)->default_value(o.nodes), "nodes of the job");
+  add("ranks", po::value(&o.ranks),
+      "ranks of the job, filling the nodes in order (default: every GPU of --nodes; on a "
+      "calibrated CPU cluster, ranks beyond its cores share them)");
+  add("calibrate", po::value(&o.calibrate),
+      "measure this machine and write a CPU cluster FILE, then exit (run under mpiexec with "
+      "2 or more ranks for the MPI figures; docs/PLANNER.md)");
+  add("calibrate-seconds", po::value(&o.calibrate_seconds)->default_value(o.calibrate_seconds),
+      "rough time budget of --calibrate");
   po::options_description layout(
       "Layout (train's names: each one given is fixed, each one left out is enumerated)");
   add = layout.add_options();
@@ -191,6 +199,9 @@ void finish_plan_options(PlanOptions& o) {
   o.model.validate();
   GPT_INPUT_CHECK(o.global_batch_size >= 1, "--global-batch-size must be at least 1");
   GPT_INPUT_CHECK(o.nodes >= 1, "--nodes must be at least 1 (got " << o.nodes << ")");
+  GPT_INPUT_CHECK(!o.was_given("ranks") || o.ranks >= 1,
+                  "--ranks must be at least 1 (got " << o.ranks << ")");
+  GPT_INPUT_CHECK(o.calibrate_seconds > 0, "--calibrate-seconds must be above 0");
   GPT_INPUT_CHECK(o.top >= 1, "--top must be at least 1");
   for (const char* name : {"tp", "pp", "dp", "virtual-stages", "micro-batch-size"}) {
     const int64_t value = std::string(name) == "micro-batch-size" ? o.micro_batch_size
@@ -213,8 +224,16 @@ void finish_plan_options(PlanOptions& o) {
       "--precision must be one of fp32 | bf16 | megatron-mixed (got '" << o.precision << "')");
 }
 
+int job_ranks(const PlanOptions& o, const Cluster& cluster) {
+  const int gpus = o.nodes * cluster.gpus_per_node;
+  if (!o.was_given("ranks")) return gpus;
+  GPT_INPUT_CHECK(o.ranks <= gpus, "--ranks " << o.ranks << " exceeds the " << gpus
+                                              << " GPUs of --nodes " << o.nodes);
+  return o.ranks;
+}
+
 std::vector<PlanLayout> enumerate_layouts(const PlanOptions& o, const Cluster& cluster) {
-  const int world = o.nodes * cluster.gpus_per_node;
+  const int world = job_ranks(o, cluster);
   const auto precisions = values<PrecisionRegime>(o, "precision", *regime_from_name(o.precision),
                                                   {PrecisionRegime::kBf16, PrecisionRegime::kFp32});
   std::vector<PlanLayout> layouts;

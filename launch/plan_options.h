@@ -23,6 +23,9 @@ struct PlanOptions {
   int64_t global_batch_size = 64;
   std::string cluster = "dgx-h100";
   int nodes = 1;
+  int ranks = 0;          // --ranks: 0 (not given) = nodes * gpus_per_node
+  std::string calibrate;  // --calibrate FILE: measure this machine, write FILE, exit
+  double calibrate_seconds = 20;
   // Layout options; the ones not in `given` are enumerated.
   int tp = 1, pp = 1, dp = 0, virtual_stages = 1, recompute_layers = 0;
   std::string schedule = "1f1b", recompute = "none", precision = "bf16";
@@ -40,6 +43,9 @@ boost::program_options::options_description plan_options_description(PlanOptions
 // Applies --model's preset to the shape options not given and checks every option alone
 // (ranges, names); throws a one-line input error naming the option.
 void finish_plan_options(PlanOptions& options);
+
+// The job's ranks: --ranks, or every GPU of --nodes; an input error when --ranks exceeds them.
+int job_ranks(const PlanOptions& options, const Cluster& cluster);
 
 // Every layout of the options on `cluster`; a one-line input error naming the fixed option
 // that rules them all out (e.g. "--tp 3 does not divide --n-head 8").

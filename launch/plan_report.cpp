@@ -40,7 +40,9 @@ std::vector<PricedLayout> price_layouts(const ModelConfig& model,
   std::vector<PricedLayout> priced;
   for (const PlanLayout& l : layouts) {
     const Schedule schedule = make_schedule(l.schedule, l.pp, l.microbatches, l.virtual_stages);
-    PricedLayout p{l, plan_memory(model, l, schedule), predict_step(model, l, cluster, schedule)};
+    const DeviceKind device = cluster.cpu.active() ? DeviceKind::kCpu : DeviceKind::kCuda;
+    PricedLayout p{l, plan_memory(model, l, schedule, device),
+                   predict_step(model, l, cluster, schedule)};
     p.fits = static_cast<double>(p.memory.total()) <= cluster.gpu.memory_bytes;
     priced.push_back(p);
   }

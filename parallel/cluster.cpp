@@ -27,7 +27,7 @@ Cluster dgx_a100() {
   c.name = "dgx-a100";
   c.gpus_per_node = 8;
   c.gpu = {"A100-SXM4-80GB", 156 * kTFLOPS, 312 * kTFLOPS, 267.9 / 312, 108,
-           80 * kGB,         2039 * kGB,    0.85};
+           80 * kGB,         2039 * kGB,    0.85,          {}};
   c.intra_node = {200 * kGB, 3 * kUs, {}};  // NVLink 3, nccl-tests#149: ~200 GB/s busbw
   c.inter_node = {24 * kGB, 8 * kUs, {}};   // 8x HDR 200 Gb/s: 25 GB/s per GPU, 96% reached
   return c;
@@ -44,7 +44,8 @@ Cluster dgx_h100() {
            132,
            80 * kGB,
            3350 * kGB,
-           0.85};
+           0.85,
+           {}};
   c.intra_node = {480 * kGB, 3 * kUs, nvlink4_curve()};
   c.inter_node = {48 * kGB, 8 * kUs, {}};  // 8x NDR 400 Gb/s: 50 GB/s per GPU, 96% reached
   return c;
@@ -60,7 +61,8 @@ Cluster h200() {
            132,
            141 * kGB,
            4800 * kGB,
-           0.85};
+           0.85,
+           {}};
   return c;
 }
 
@@ -68,7 +70,7 @@ Cluster l40s_pcie() {
   Cluster c;
   c.name = "l40s-pcie";
   c.gpus_per_node = 8;
-  c.gpu = {"L40S-48GB", 183 * kTFLOPS, 362.05 * kTFLOPS, 0.8, 142, 48 * kGB, 864 * kGB, 0.85};
+  c.gpu = {"L40S-48GB", 183 * kTFLOPS, 362.05 * kTFLOPS, 0.8, 142, 48 * kGB, 864 * kGB, 0.85, {}};
   c.intra_node = {20 * kGB, 5 * kUs, {}};    // PCIe Gen4 x16, 31.5 GB/s a direction, no NVLink
   c.inter_node = {5.6 * kGB, 15 * kUs, {}};  // 400 Gb/s Ethernet per node, shared by 8 GPUs
   return c;
@@ -124,9 +126,10 @@ double parse_number(const std::string& text, const std::string& where) {
   return value;
 }
 
-// "16MB:240, 8GB:480": (bytes, GB/s) pairs, sizes ascending.
+// "16MB:240, 8GB:480": (bytes, GB/s) pairs, sizes ascending; the values are multiplied by
+// `scale` (kGB for bandwidths, 1 for the GEMM curve's shares).
 std::vector<std::pair<double, double>> parse_curve(const std::string& text,
-                                                   const std::string& where) {
+                                                   const std::string& where, double scale = kGB) {
   std::vector<std::pair<double, double>> curve;
   std::stringstream items(text);
   std::string item;
@@ -135,8 +138,8 @@ std::vector<std::pair<double, double>> parse_curve(const std::string& text,
     GPT_INPUT_CHECK(colon != std::string::npos,
                     where << ": curve point '" << trim(item) << "' is not SIZE:GBPS");
     const double size = parse_size(trim(item.substr(0, colon)), where);
-    const double bandwidth = parse_number(trim(item.substr(colon + 1)), where) * kGB;
-    GPT_INPUT_CHECK(bandwidth > 0, where << ": a curve bandwidth must be above 0");
+    const double bandwidth = parse_number(trim(item.substr(colon + 1)), where) * scale;
+    GPT_INPUT_CHECK(bandwidth > 0, where << ": a curve value must be above 0");
     GPT_INPUT_CHECK(curve.empty() || size > curve.back().first,
                     where << ": curve sizes must ascend");
     curve.emplace_back(size, bandwidth);
@@ -160,6 +163,28 @@ void add_link_keys(std::map<std::string, Setter>& keys, const std::string& secti
   keys[section + ".curve"] = [link](Cluster& c, const std::string& v, const std::string& w) {
     (c.*link).curve = parse_curve(v, w);
   };
+}
+
+// [cpu]: cores, threads per rank and the three pass scales (cluster.h, CpuModel).
+void add_cpu_keys(std::map<std::string, Setter>& keys) {
+  const auto count = [&keys](const std::string& key, int CpuModel::*field) {
+    keys[key] = [field](Cluster& c, const std::string& v, const std::string& w) {
+      const double n = parse_number(v, w);
+      GPT_INPUT_CHECK(n >= 1 && n == std::floor(n), w << ": " << v << " is not a count");
+      c.cpu.*field = static_cast<int>(n);
+    };
+  };
+  count("cpu.cores", &CpuModel::cores);
+  count("cpu.threads", &CpuModel::threads);
+  const auto scale = [&keys](const std::string& key, double CpuModel::*field) {
+    keys[key] = [field](Cluster& c, const std::string& v, const std::string& w) {
+      c.cpu.*field = parse_number(v, w);
+      GPT_INPUT_CHECK(c.cpu.*field > 0, w << ": a pass scale must be above 0");
+    };
+  };
+  scale("cpu.forward_scale", &CpuModel::forward_scale);
+  scale("cpu.backward_input_scale", &CpuModel::backward_input_scale);
+  scale("cpu.backward_weight_scale", &CpuModel::backward_weight_scale);
 }
 
 const std::map<std::string, Setter>& file_keys() {
@@ -186,6 +211,12 @@ const std::map<std::string, Setter>& file_keys() {
     k["gpu.sms"] = [](Cluster& c, const std::string& v, const std::string& w) {
       c.gpu.sms = std::max(1, static_cast<int>(parse_number(v, w)));
     };
+    k["gpu.gemm_curve"] = [](Cluster& c, const std::string& v, const std::string& w) {
+      c.gpu.gemm_curve = parse_curve(v, w, 1);
+      for (const auto& [flops, share] : c.gpu.gemm_curve)
+        GPT_INPUT_CHECK(share <= 1, w << ": a gemm_curve share must be in (0, 1]");
+    };
+    add_cpu_keys(k);
     add_link_keys(k, "intra_node", &Cluster::intra_node);
     add_link_keys(k, "inter_node", &Cluster::inter_node);
     return k;
@@ -210,20 +241,63 @@ void check_cluster(const Cluster& c, const std::string& what) {
                   what << ": gpu.memory_efficiency must be in (0, 1]");
 }
 
+// A curve's value at x: linear in log(x) between its points, held at its ends.
+double curve_at(const std::vector<std::pair<double, double>>& curve, double x) {
+  if (x <= curve.front().first) return curve.front().second;
+  if (x >= curve.back().first) return curve.back().second;
+  for (size_t i = 1; i < curve.size(); ++i) {
+    const auto& [hi_x, hi_y] = curve[i];
+    if (x > hi_x) continue;
+    const auto& [lo_x, lo_y] = curve[i - 1];
+    const double t = std::log(x / lo_x) / std::log(hi_x / lo_x);
+    return lo_y + t * (hi_y - lo_y);
+  }
+  return curve.back().second;
+}
+
+std::string curve_text(const std::vector<std::pair<double, double>>& curve, double scale) {
+  std::ostringstream out;
+  out.precision(6);
+  for (size_t i = 0; i < curve.size(); ++i)
+    out << (i ? ", " : "") << curve[i].first << ":" << curve[i].second / scale;
+  return out.str();
+}
+
+void write_link(std::ostream& out, const char* section, const LinkModel& link) {
+  out << "[" << section << "]\nbandwidth_gbs = " << link.bandwidth / kGB
+      << "\nlatency_us = " << link.latency / kUs << "\n";
+  if (!link.curve.empty()) out << "curve = " << curve_text(link.curve, kGB) << "\n";
+}
+
 }  // namespace
 
 double LinkModel::bus_bandwidth(double bytes) const {
-  if (curve.empty()) return bandwidth;
-  if (bytes <= curve.front().first) return curve.front().second;
-  if (bytes >= curve.back().first) return curve.back().second;
-  for (size_t i = 1; i < curve.size(); ++i) {
-    const auto& [hi_size, hi_bw] = curve[i];
-    if (bytes > hi_size) continue;
-    const auto& [lo_size, lo_bw] = curve[i - 1];
-    const double t = std::log(bytes / lo_size) / std::log(hi_size / lo_size);
-    return lo_bw + t * (hi_bw - lo_bw);
-  }
-  return curve.back().second;
+  return curve.empty() ? bandwidth : curve_at(curve, bytes);
+}
+
+double GpuModel::gemm_efficiency_at(double flops) const {
+  return gemm_curve.empty() ? gemm_efficiency : curve_at(gemm_curve, flops);
+}
+
+std::string cluster_file_text(const Cluster& c) {
+  std::ostringstream out;
+  out.precision(6);
+  out << "name = " << c.name << "\ngpus_per_node = " << c.gpus_per_node
+      << "\n[gpu]\nname = " << c.gpu.name << "\npeak_bf16_tflops = " << c.gpu.peak_bf16 / kTFLOPS
+      << "\npeak_fp32_tflops = " << c.gpu.peak_fp32 / kTFLOPS
+      << "\ngemm_efficiency = " << c.gpu.gemm_efficiency << "\nsms = " << c.gpu.sms
+      << "\nmemory_gb = " << c.gpu.memory_bytes / kGB
+      << "\nmemory_bandwidth_gbs = " << c.gpu.memory_bandwidth / kGB
+      << "\nmemory_efficiency = " << c.gpu.memory_efficiency << "\n";
+  if (!c.gpu.gemm_curve.empty()) out << "gemm_curve = " << curve_text(c.gpu.gemm_curve, 1) << "\n";
+  write_link(out, "intra_node", c.intra_node);
+  write_link(out, "inter_node", c.inter_node);
+  if (c.cpu.active())
+    out << "[cpu]\ncores = " << c.cpu.cores << "\nthreads = " << c.cpu.threads
+        << "\nforward_scale = " << c.cpu.forward_scale
+        << "\nbackward_input_scale = " << c.cpu.backward_input_scale
+        << "\nbackward_weight_scale = " << c.cpu.backward_weight_scale << "\n";
+  return out.str();
 }
 
 double collective_seconds(const LinkModel& link, Collective op, double bytes, int ranks) {
@@ -275,8 +349,9 @@ Cluster parse_cluster_file(const std::string& text, const std::string& what) {
       GPT_INPUT_CHECK(line.back() == ']', where << ": '" << line << "' is not a [section]");
       section = trim(line.substr(1, line.size() - 2));
       GPT_INPUT_CHECK(
-          section == "gpu" || section == "intra_node" || section == "inter_node",
-          where << ": unknown section [" << section << "] (gpu, intra_node, inter_node)");
+          section == "gpu" || section == "intra_node" || section == "inter_node" ||
+              section == "cpu",
+          where << ": unknown section [" << section << "] (gpu, intra_node, inter_node, cpu)");
       continue;
     }
     const size_t eq = line.find('=');

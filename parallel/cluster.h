@@ -46,6 +46,22 @@ struct GpuModel {
   double memory_bytes = 0;
   double memory_bandwidth = 0;     // bytes/s, peak
   double memory_efficiency = 0.8;  // the share of it streaming kernels reach
+  // Optional (FLOPs of one product, share of the peak it reaches), FLOPs ascending: a measured
+  // efficiency by product size, interpolated in log(FLOPs), used instead of gemm_efficiency
+  // (the CPU, whose small products run far below its best; `plan --calibrate` writes it).
+  std::vector<std::pair<double, double>> gemm_curve;
+  double gemm_efficiency_at(double flops) const;
+};
+
+// A CPU "cluster" (`plan --calibrate`, docs/PLANNER.md "Calibration"): a device is one rank's
+// share of the cores. Each pass kind's modelled time is multiplied by the measured ratio of the
+// real layers' time to the model's at the calibration shapes, and ranks beyond the cores share
+// them (cost_model.cpp, oversubscription).
+struct CpuModel {
+  int cores = 0;    // 0: not a CPU cluster (GPUs: no sharing, the GPU formulas alone)
+  int threads = 1;  // OpenMP threads per rank, as train's --threads
+  double forward_scale = 1, backward_input_scale = 1, backward_weight_scale = 1;
+  bool active() const { return cores > 0; }
 };
 
 struct Cluster {
@@ -53,7 +69,12 @@ struct Cluster {
   GpuModel gpu;
   int gpus_per_node = 8;
   LinkModel intra_node, inter_node;  // inter_node: per GPU (its share of the node's NICs)
+  CpuModel cpu;
 };
+
+// The cluster file's text of `cluster` (every figure, curves included), which
+// parse_cluster_file reads back to the same cluster.
+std::string cluster_file_text(const Cluster& cluster);
 
 // The preset names: dgx-a100, dgx-h100, h200, l40s-pcie.
 std::vector<std::string> cluster_preset_names();

@@ -19,6 +19,16 @@ bool megatron(const PlanLayout& l) {
   return l.precision == PrecisionRegime::kMegatronMixed;
 }
 
+// How many times slower a rank runs than alone on its share of the CPU: ranks beyond the cores
+// share them. Open MPI's shared-memory transport polls while a rank waits (a rank in a receive or
+// a collective spins), so every rank holds a core all the step, computing or waiting, and each
+// gets cores / (ranks x threads) of one: every pass and every transfer stretches by that factor.
+// 1 on GPUs and whenever the ranks fit the cores.
+double oversubscription(const Cluster& cluster, const PlanLayout& l) {
+  if (!cluster.cpu.active()) return 1;
+  return std::max(1.0, static_cast<double>(l.world()) * cluster.cpu.threads / cluster.cpu.cores);
+}
+
 double peak_flops(const GpuModel& gpu, PrecisionRegime regime) {
   return regime == PrecisionRegime::kFp32 ? gpu.peak_fp32 : gpu.peak_bf16;
 }
@@ -69,6 +79,7 @@ struct Context {
   const GpuModel& gpu;
   Shapes sh;
   TpComm tp;
+  bool cpu = false;  // the CPU backend: attention materialises its probabilities
   double gemm(double m, double n, double k, double batch = 1) const {
     return gemm_seconds(gpu, layout.precision, m, n, k, batch);
   }
@@ -87,12 +98,13 @@ BlockLinears linears(const Shapes& sh) {
 }
 
 // The attention core's forward products, (s x s) scores and their product with V, per head.
-// In Megatron these materialise the (s x s) scores; this project's CUDA kernel is fused (never
-// writes them), so only its FLOPs count.
+// In Megatron and on this project's CPU backend these materialise the (s x s) scores (the CPU
+// keeps the probabilities, no dropout: the 4.5 passes overcount it by the masks); this
+// project's CUDA kernel is fused (never writes them), so only its FLOPs count.
 double attention_core_forward(const Context& c) {
   const Shapes& sh = c.sh;
   const double batch = sh.b * sh.heads_l;
-  if (megatron(c.layout)) {
+  if (megatron(c.layout) || c.cpu) {
     const double probs = batch * sh.s * sh.s;  // softmax in and out, dropout in, out and mask
     return c.gemm(sh.s, sh.s, sh.hd, batch) + c.gemm(sh.s, sh.hd, sh.s, batch) +
            c.stream(probs * sh.e * 4.5);
@@ -107,7 +119,7 @@ double attention_core_forward(const Context& c) {
 double attention_core_backward(const Context& c) {
   const Shapes& sh = c.sh;
   const double batch = sh.b * sh.heads_l;
-  if (megatron(c.layout)) {
+  if (megatron(c.layout) || c.cpu) {
     const double probs = batch * sh.s * sh.s;
     return c.gemm(sh.s, sh.s, sh.hd, batch) + 3 * c.gemm(sh.s, sh.hd, sh.s, batch) +
            c.stream(probs * sh.e * 5.5);
@@ -221,7 +233,12 @@ void add(ChunkCosts& to, const ChunkCosts& from, double times = 1) {
 }
 
 Context make_context(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster) {
-  Context c{m, l, cluster.gpu, shapes_of(m, l), {group_link(cluster, l.tp, 1), l.tp}};
+  Context c{m,
+            l,
+            cluster.gpu,
+            shapes_of(m, l),
+            {group_link(cluster, l.tp, 1), l.tp},
+            cluster.cpu.active()};
   return c;
 }
 
@@ -264,7 +281,8 @@ double gemm_seconds(const GpuModel& gpu, PrecisionRegime regime, double m, doubl
   const double waves = std::ceil(tiles / gpu.sms);
   const double wave_use = tiles / (waves * gpu.sms);
   const double flops = 2 * m * n * k * batch;
-  const double compute = flops / (peak_flops(gpu, regime) * gpu.gemm_efficiency * wave_use);
+  const double compute =
+      flops / (peak_flops(gpu, regime) * gpu.gemm_efficiency_at(flops / batch) * wave_use);
   const double operand = regime == PrecisionRegime::kFp32 ? 4 : 2;
   const double memory = stream_seconds(gpu, operand * (m * k + k * n + m * n) * batch);
   return std::max(compute, memory);
@@ -290,6 +308,16 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   }
   if (vs == 0) add(costs, embedding_costs(c));
   if (vs == l.pp * l.virtual_stages - 1) add(costs, head_costs(c));
+  // On the CPU: the real layers' time over the model's, measured at calibration, per pass kind;
+  // then the sharing of the cores.
+  const double share = oversubscription(cluster, l);
+  const CpuModel& cpu = cluster.cpu;
+  for (auto [pass, scale] : {std::pair{&costs.forward, cpu.forward_scale},
+                             std::pair{&costs.backward_input, cpu.backward_input_scale},
+                             std::pair{&costs.backward_weight, cpu.backward_weight_scale}}) {
+    pass->compute *= share * (cpu.active() ? scale : 1);
+    pass->tp_exposed *= share;
+  }
   return costs;
 }
 
@@ -349,7 +377,8 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   std::vector<ChunkCosts> per_vs;
   for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs)
     per_vs.push_back(chunk_costs(m, l, cluster, vs));
-  const double comm = p2p_time(m, l, cluster);
+  const double share = oversubscription(cluster, l);
+  const double comm = share * p2p_time(m, l, cluster);
   const std::vector<PassCosts> passes = pass_costs(per_vs);
   const Timeline with_comm = simulate(schedule, ActionCosts{1, 1, 1, comm}, passes);
   const Timeline without = simulate(schedule, ActionCosts{1, 1, 1, 0}, passes);
@@ -357,14 +386,19 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   stage_ends(with_comm, l.pp, end, last);
   const StageWork work = stage_work(l, per_vs);
   // The tied embedding's gradient, all-reduced between the first and last stage after the step.
+  // Its two members are (pp - 1) tp dp ranks apart: one node's link when both are on it.
   const double tied =
       l.pp > 1
-          ? collective_seconds(cluster.inter_node, Collective::kAllReduce,
-                               static_cast<double>(m.padded_vocab(l.tp) / l.tp * m.d_model) * 4, 2)
+          ? share * collective_seconds(
+                        group_link(cluster, 2, (l.pp - 1) * l.tp * l.dp), Collective::kAllReduce,
+                        static_cast<double>(m.padded_vocab(l.tp) / l.tp * m.d_model) * 4, 2)
           : 0;
   StepPrediction p;
   for (int stage = 0; stage < l.pp; ++stage) {
-    const StageExtras x = stage_extras(m, l, cluster, stage);
+    StageExtras x = stage_extras(m, l, cluster, stage);
+    x.dp_total *= share;
+    x.dp_fixed *= share;
+    x.optimizer *= share;
     // This project posts dp buckets (4 MiB) during the last backward; Megatron's 2022 runs
     // reduced after it.
     const double window = megatron(l) ? 0 : last[stage];

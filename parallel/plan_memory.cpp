@@ -60,7 +60,8 @@ int64_t megatron_activation_bytes(const ModelConfig& m, const PlanLayout& l, con
 }
 
 // This project's prediction, from the memory model, for one rank of `stage`.
-PlannedMemory project_memory(const ModelConfig& m, const PlanLayout& l, int stage) {
+PlannedMemory project_memory(const ModelConfig& m, const PlanLayout& l, int stage,
+                             DeviceKind device) {
   MemoryModelInput in;
   in.model = m;
   in.grid = GridShape{l.tp, l.dp, l.pp};
@@ -72,7 +73,7 @@ PlannedMemory project_memory(const ModelConfig& m, const PlanLayout& l, int stag
   in.recompute = l.recompute;
   in.recompute_layers = l.recompute_layers == 0 ? -1 : l.recompute_layers;
   in.distributed_optimizer = l.distributed_optimizer;
-  in.device = DeviceKind::kCuda;
+  in.device = device;
   const MemoryBytes b = predict_memory(in, stage * l.tp * l.dp);
   PlannedMemory mem;
   mem.weights = b[MemoryCategory::kWeights];
@@ -94,9 +95,9 @@ int64_t stage_parameters(const ModelConfig& m, const PlanLayout& l, int stage) {
   return n;
 }
 
-PlannedMemory stage_memory(const ModelConfig& m, const PlanLayout& l, const Schedule& s,
-                           int stage) {
-  if (l.precision != PrecisionRegime::kMegatronMixed) return project_memory(m, l, stage);
+PlannedMemory stage_memory(const ModelConfig& m, const PlanLayout& l, const Schedule& s, int stage,
+                           DeviceKind device) {
+  if (l.precision != PrecisionRegime::kMegatronMixed) return project_memory(m, l, stage, device);
   const int64_t params = stage_parameters(m, l, stage);
   const int64_t shards = l.distributed_optimizer ? l.dp : 1;
   PlannedMemory mem;
@@ -114,10 +115,11 @@ PlannedMemory stage_memory(const ModelConfig& m, const PlanLayout& l, const Sche
   return mem;
 }
 
-PlannedMemory plan_memory(const ModelConfig& m, const PlanLayout& l, const Schedule& s) {
+PlannedMemory plan_memory(const ModelConfig& m, const PlanLayout& l, const Schedule& s,
+                          DeviceKind device) {
   PlannedMemory heaviest;
   for (int stage = 0; stage < l.pp; ++stage) {
-    const PlannedMemory mem = stage_memory(m, l, s, stage);
+    const PlannedMemory mem = stage_memory(m, l, s, stage, device);
     if (mem.total() > heaviest.total()) heaviest = mem;
   }
   return heaviest;

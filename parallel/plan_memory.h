@@ -22,10 +22,12 @@ struct PlannedMemory {
 int64_t stage_parameters(const ModelConfig& model, const PlanLayout& layout, int stage);
 
 // The memory of one rank of `stage`, with `schedule` (the layout's) giving the caches it holds;
-// plan_memory is the largest total over the stages.
+// plan_memory is the largest total over the stages. `device`: the backend this project's
+// regimes run on (the CPU for a calibrated CPU cluster, where it equals train's ledger).
 PlannedMemory stage_memory(const ModelConfig& model, const PlanLayout& layout,
-                           const Schedule& schedule, int stage);
+                           const Schedule& schedule, int stage,
+                           DeviceKind device = DeviceKind::kCuda);
 PlannedMemory plan_memory(const ModelConfig& model, const PlanLayout& layout,
-                          const Schedule& schedule);
+                          const Schedule& schedule, DeviceKind device = DeviceKind::kCuda);
 
 }  // namespace gpt

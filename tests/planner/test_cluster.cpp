@@ -94,7 +94,7 @@ TEST(ClusterFile, ParsesOverABaseAndReportsBadLinesInOneLine) {
   };
   EXPECT_EQ(message("[gpu]\nspeed = 3\n"), "c.ini line 2: unknown key 'gpu.speed'");
   EXPECT_EQ(message("[disk]\n"),
-            "c.ini line 1: unknown section [disk] (gpu, intra_node, inter_node)");
+            "c.ini line 1: unknown section [disk] (gpu, intra_node, inter_node, cpu)");
   EXPECT_EQ(message("gpus_per_node 8\n"), "c.ini line 1: 'gpus_per_node 8' is not name = value");
   EXPECT_EQ(message("[intra_node]\ncurve = 1GB:300, 1MB:50\n"),
             "c.ini line 2: curve sizes must ascend");
@@ -102,6 +102,23 @@ TEST(ClusterFile, ParsesOverABaseAndReportsBadLinesInOneLine) {
             "c.ini: gpu.peak_bf16_tflops must be given and above 0");
   EXPECT_EQ(message("[gpu]\nmemory_gb = lots\n"),
             "c.ini line 2: 'lots' is not a non-negative number");
+}
+
+// plan --calibrate writes cluster_file_text; the planner must read back the same figures,
+// the CPU section and the GEMM curve included.
+TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
+  Cluster c = cluster_preset("dgx-h100");
+  c.gpu.gemm_curve = {{1e5, 0.25}, {1e8, 1.0}};
+  c.cpu.cores = 2;
+  c.cpu.forward_scale = 1.5;
+  const Cluster back = parse_cluster_file(cluster_file_text(c), "c.ini");
+  EXPECT_EQ(back.cpu.cores, 2);
+  EXPECT_NEAR(back.cpu.forward_scale, 1.5, 1e-9);
+  EXPECT_NEAR(back.gpu.gemm_efficiency_at(1e5), 0.25, 1e-9);
+  EXPECT_NEAR(back.gpu.gemm_efficiency_at(1e8), 1.0, 1e-9);
+  EXPECT_NEAR(back.gpu.peak_bf16, c.gpu.peak_bf16, c.gpu.peak_bf16 * 1e-5);
+  EXPECT_NEAR(back.intra_node.bus_bandwidth(1e9), c.intra_node.bus_bandwidth(1e9),
+              c.intra_node.bus_bandwidth(1e9) * 1e-5);
 }
 
 }  // namespace

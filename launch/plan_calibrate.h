@@ -1,0 +1,23 @@
+// `plan --calibrate FILE` (docs/PLANNER.md, "Calibrating a CPU cluster"): measures this machine
+// and writes a cluster file the planner prices CPU layouts with. A "GPU" there is one rank's
+// share of the CPU: its GEMM FLOP/s by product size, its streaming bandwidth, the real layers'
+// pass times against the model's (the pass scales), and the MPI all-reduce and point-to-point
+// cost by message size over the job's ranks.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+#include "launch/plan_options.h"
+#include "parallel/cluster.h"
+
+namespace gpt {
+
+// Runs the measurements on every rank of `world` (the GEMM, stream and layer timings on rank 0,
+// the others waiting; the collectives on all) within about options.calibrate_seconds, prints
+// what it measured beside what the written model predicts, and returns the cluster; rank 0
+// writes it to options.calibrate.
+Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options);
+
+}  // namespace gpt

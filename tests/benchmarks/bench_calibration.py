@@ -1,0 +1,83 @@
+"""The table of bench_calibration.sh: per layout, plan's predicted step time and heaviest rank's
+memory (NAME.plan.jsonl, plan --json with the layout fixed) against the run's measured ones
+(NAME.jsonl, train --metrics: the median step time of the steps after --skip, and the largest
+total of the "measured" memory events), the errors and their verdicts (memory: equal to the byte;
+step time: within 15% with no more ranks than cores, 25% oversubscribed), then the ranking
+check: the layout plan predicts fastest must be the measured fastest or within 5% of it.
+
+Usage: bench_calibration.py --skip 2 --cores C --work DIR NAME:RANKS ...
+"""
+
+import argparse
+import json
+import sys
+
+from bench_metrics import median, timed_steps
+
+
+def measured_memory(path):
+    """The largest total over the run's measured memory events (the heaviest rank)."""
+    with open(path) as f:
+        events = [m for m in map(json.loads, filter(str.strip, f))
+                  if m.get("event") == "memory" and m.get("kind") == "measured"]
+    if not events:
+        sys.exit(f"{path}: no measured memory events")
+    return max(m["bytes"]["total"] for m in events)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--skip", type=int, default=2)
+    parser.add_argument("--cores", type=int, required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("runs", nargs="+", help="NAME:RANKS")
+    a = parser.parse_args()
+
+    rows = []
+    for spec in a.runs:
+        name, ranks = spec.split(":")
+        with open(f"{a.work}/{name}.plan.jsonl") as f:
+            plan = json.loads(f.readline())
+        used = timed_steps(f"{a.work}/{name}.jsonl", a.skip)
+        rows.append(dict(name=name, ranks=int(ranks), pred_s=plan["step_time_s"],
+                         meas_s=median(used, "step_time_s"),
+                         pred_mem=plan["memory_bytes"]["total"],
+                         meas_mem=measured_memory(f"{a.work}/{name}.jsonl"),
+                         bytes=[int(median(used, k)) for k in ("tp_bytes", "pp_bytes", "dp_bytes")]))
+
+    head = (f"{'layout':<12} {'ranks':>5} {'pred s':>8} {'meas s':>8} {'error':>7} {'limit':>5} "
+            f"{'time':>4} {'pred bytes':>11} {'meas bytes':>11} {'mem':>5} "
+            f"{'tp MB':>7} {'pp MB':>7} {'dp MB':>7}")
+    print(f"\nstep time: median over steps > {a.skip}; {a.cores} cores; memory: the heaviest rank; "
+          "bytes per step handed to MPI by rank 0 (metrics' tp_bytes, pp_bytes, dp_bytes)")
+    print(head)
+    print("-" * len(head))
+    failures = 0
+    for r in rows:
+        err = r["pred_s"] / r["meas_s"] - 1
+        limit = 0.15 if r["ranks"] <= a.cores else 0.25
+        time_ok = abs(err) <= limit
+        mem_ok = r["pred_mem"] == r["meas_mem"]
+        failures += (not time_ok) + (not mem_ok)
+        print(f"{r['name']:<12} {r['ranks']:>5} {r['pred_s']:>8.4f} {r['meas_s']:>8.4f} "
+              f"{100 * err:>+6.1f}% {100 * limit:>4.0f}% {'ok' if time_ok else 'FAIL':>4} "
+              f"{r['pred_mem']:>11} {r['meas_mem']:>11} {'equal' if mem_ok else 'DIFF':>5} "
+              + " ".join(f"{b / 1e6:>7.3f}" for b in r["bytes"]))
+
+    best_pred = min(rows, key=lambda r: r["pred_s"])
+    best_meas = min(rows, key=lambda r: r["meas_s"])
+    gap = best_pred["meas_s"] / best_meas["meas_s"] - 1
+    rank_ok = gap <= 0.05
+    print(f"\nplan ranks first: {best_pred['name']} (measured {best_pred['meas_s']:.4f} s); "
+          f"measured best: {best_meas['name']} ({best_meas['meas_s']:.4f} s); gap "
+          f"{100 * gap:.1f}% (target <= 5%: {'ok' if rank_ok else 'FAIL'})")
+    by_pred = [r["name"] for r in sorted(rows, key=lambda r: r["pred_s"])]
+    by_meas = [r["name"] for r in sorted(rows, key=lambda r: r["meas_s"])]
+    print(f"predicted order: {' '.join(by_pred)}\nmeasured order:  {' '.join(by_meas)}")
+    failures += not rank_ok
+    print(f"{failures} check(s) failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""docs/TP-VS-PP.md's Table B: for three model shapes on three clusters, each layout of LAYOUTS
+priced by `plan --json` with its grid and schedule fixed (micro-batch, recomputation, sequence
+parallelism and the distributed optimizer left to plan, this project's bf16 regime), printed as
+Markdown rows: fits, memory, step time, tokens/s per GPU, MFU, the exposed-tp and bubble shares
+of the step, and per model and cluster the winner and the term of the step split where it beats
+the runner-up by most.
+
+Usage: tp_vs_pp_table.py --bin BUILD/bin [--global-batch-size 512] [--seq-len 2048]
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+
+MODELS = {  # name: (layers, d_model, heads)
+    "1.3B": (24, 2048, 16),
+    "13B": (40, 5120, 40),
+    "70B-class": (80, 8192, 64),
+}
+CLUSTERS = {  # name: (preset, nodes)
+    "8 H100 NVLink": ("dgx-h100", 1),
+    "8 L40S PCIe": ("l40s-pcie", 1),
+    "4x8 H100 IB": ("dgx-h100", 4),
+}
+# name: (tp, pp, extra options); tp None: every GPU of a node (TP inside nodes).
+LAYOUTS = [
+    ("TP8", 8, 1, []),
+    ("PP8 1f1b", 1, 8, ["--schedule", "1f1b"]),
+    ("PP8 gpipe", 1, 8, ["--schedule", "gpipe"]),
+    ("PP8 interleaved", 1, 8, ["--schedule", "interleaved"]),
+    ("PP8 zb-h1", 1, 8, ["--schedule", "zb-h1"]),
+    ("TP4 x PP2", 4, 2, []),
+    ("TP2 x PP4", 2, 4, []),
+    ("DP + dist. opt.", 1, 1, ["--distributed-optimizer"]),
+    ("TP8 in node x PP4 across", 8, 4, []),
+    ("TP16 across nodes x PP2", 16, 2, ["--allow-tp-across-nodes"]),
+]
+TERMS = {"compute_s": "compute", "tp_comm_exposed_s": "exposed tp",
+         "pp_comm_exposed_s": "exposed pp", "dp_comm_exposed_s": "exposed dp",
+         "bubble_s": "bubble"}
+
+
+def price(a, model, cluster, tp, pp, extra):
+    layers, d, heads = MODELS[model]
+    preset, nodes = CLUSTERS[cluster]
+    if tp * pp > 8 * nodes:
+        return None, "needs more GPUs"
+    cmd = [f"{a.bin}/plan", "--cluster", preset, "--nodes", str(nodes), "--n-layer", str(layers),
+           "--d-model", str(d), "--n-head", str(heads), "--seq-len", str(a.seq_len),
+           "--vocab-size", str(a.vocab_size), "--global-batch-size", str(a.global_batch_size),
+           "--tp", str(tp), "--pp", str(pp), "--precision", "bf16", "--json", *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None, proc.stderr.strip().removeprefix("error: ")
+    return json.loads(proc.stdout.splitlines()[0]), ""
+
+
+def describe(row):
+    rec = row["recompute"] + (f" {row['recompute_layers']}" if row["recompute_layers"] else "")
+    sp = " sp" if row["sequence_parallel"] else ""
+    zero = " zero" if row["distributed_optimizer"] else ""
+    v = f" v{row['virtual_stages']}" if row["schedule"] == "interleaved" else ""
+    return f"dp {row['dp']} mb {row['micro_batch_size']}{v}{sp} {rec}{zero}"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--global-batch-size", type=int, default=512)
+    parser.add_argument("--seq-len", type=int, default=2048)
+    parser.add_argument("--vocab-size", type=int, default=50257)
+    a = parser.parse_args()
+    print("| model | cluster | layout | plan's choice | fits | GiB | step s | tok/s/GPU | MFU | "
+          "exposed tp | bubble |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    winners = []
+    for model in MODELS:
+        for cluster in CLUSTERS:
+            priced = []
+            for name, tp, pp, extra in LAYOUTS:
+                row, why = price(a, model, cluster, tp, pp, extra)
+                if row is None:
+                    print(f"| {model} | {cluster} | {name} | - | n/a: {why} | | | | | | |")
+                    continue
+                step = row["step_time_s"]
+                priced.append((name, row))
+                print(f"| {model} | {cluster} | {name} | {describe(row)} | "
+                      f"{'yes' if row['fits'] else 'no'} | "
+                      f"{row['memory_bytes']['total'] / 2**30:.1f} | {step:.3g} | "
+                      f"{row['tokens_per_s_per_gpu']:.0f} | {row['mfu']:.3f} | "
+                      f"{100 * row['tp_comm_exposed_s'] / step:.0f}% | "
+                      f"{100 * row['bubble_s'] / step:.0f}% |")
+            fitting = sorted((p for p in priced if p[1]["fits"]),
+                             key=lambda p: p[1]["step_time_s"])
+            if not fitting:
+                winners.append((model, cluster, "none fits", ""))
+                continue
+            best = fitting[0]
+            if len(fitting) == 1:
+                winners.append((model, cluster, best[0], "the only layout that fits"))
+                continue
+            second = fitting[1]
+            gains = {t: second[1][k] - best[1][k] for k, t in TERMS.items()}
+            term = max(gains, key=gains.get)
+            gap = second[1]["step_time_s"] / best[1]["step_time_s"] - 1
+            winners.append((model, cluster, best[0],
+                            f"{100 * gap:.0f}% faster than {second[0]}; {term} "
+                            f"{best[1][[k for k, t in TERMS.items() if t == term][0]]:.3g} s "
+                            f"against {second[1][[k for k, t in TERMS.items() if t == term][0]]:.3g} s"))
+    print("\n| model | cluster | winner | decided by |")
+    print("|---|---|---|---|")
+    for model, cluster, best, why in winners:
+        print(f"| {model} | {cluster} | {best} | {why} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
