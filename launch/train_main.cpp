@@ -180,14 +180,15 @@ int train_main(int argc, char** argv) {
   TrainInputs inputs = load_inputs(world, options);
   // The memory model needs only the options and the vocabulary: report and check before
   // allocating anything (every rank decides alike).
-  const MemoryModelInput predicted =
-      memory_model_input(options, comm_size(world), predicted_device(options.execution));
+  MemoryModelInput predicted;
+  agree_on_failure(world, [&] {
+    predicted = memory_model_input(options, comm_size(world), predicted_device(options.execution));
+    if (!options.memory_report) check_memory_limit(predicted, options.execution.memory_limit_gb);
+  });
   if (options.memory_report) {
     log::info0(memory_report_table(predicted));
     return 0;
   }
-  agree_on_failure(world,
-                   [&] { check_memory_limit(predicted, options.execution.memory_limit_gb); });
   if (options.recompute == Recompute::kSelective && !attention_cache_is_quadratic(predicted.device))
     log::info0(
         "--recompute selective: the CUDA attention keeps only each row's log-sum-exp, "
