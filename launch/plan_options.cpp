@@ -57,6 +57,10 @@ void check_layout(const PlanOptions& o, const Cluster& cluster, const PlanLayout
   GPT_INPUT_CHECK(o.allow_tp_across_nodes || l.tp <= cluster.gpus_per_node,
                   "--tp " << l.tp << " spans more than a node of " << cluster.gpus_per_node
                           << " GPUs (--allow-tp-across-nodes allows it)");
+  GPT_INPUT_CHECK(
+      o.allow_tp_across_nodes || l.tp == 1 || !l.placement.by_node || l.placement.nodes == 1,
+      "--tp " << l.tp << " with --map-by node puts each tp group across nodes "
+              << "(--allow-tp-across-nodes allows it)");
   GPT_INPUT_CHECK(world % (l.tp * l.pp) == 0, "--tp " << l.tp << " x --pp " << l.pp
                                                       << " does not divide the " << world
                                                       << " GPUs of --nodes " << o.nodes);
@@ -152,8 +156,11 @@ po::options_description plan_options_description(PlanOptions& o) {
       "cluster FILE (INI, docs/PLANNER.md) or preset: dgx-a100 | dgx-h100 | h200 | l40s-pcie");
   add("nodes", po::value(&o.nodes)->default_value(o.nodes), "nodes of the job");
   add("ranks", po::value(&o.ranks),
-      "ranks of the job, filling the nodes in order (default: every GPU of --nodes; on a "
+      "ranks of the job, placed as --map-by says (default: every GPU of --nodes; on a "
       "calibrated CPU cluster, ranks beyond its cores share them)");
+  add("map-by", po::value(&o.map_by)->default_value(o.map_by),
+      "where ranks sit, as mpirun's --map-by: slot (consecutive ranks fill a node) | node "
+      "(round robin over the nodes)");
   add("calibrate", po::value(&o.calibrate),
       "measure this machine and write a CPU cluster FILE, then exit (run under mpiexec with "
       "2 or more ranks for the MPI figures; docs/PLANNER.md)");
@@ -202,6 +209,8 @@ void finish_plan_options(PlanOptions& o) {
   GPT_INPUT_CHECK(!o.was_given("ranks") || o.ranks >= 1,
                   "--ranks must be at least 1 (got " << o.ranks << ")");
   GPT_INPUT_CHECK(o.calibrate_seconds > 0, "--calibrate-seconds must be above 0");
+  GPT_INPUT_CHECK(o.map_by == "slot" || o.map_by == "node",
+                  "--map-by must be one of slot | node (got '" << o.map_by << "')");
   GPT_INPUT_CHECK(o.top >= 1, "--top must be at least 1");
   for (const char* name : {"tp", "pp", "dp", "virtual-stages", "micro-batch-size"}) {
     const int64_t value = std::string(name) == "micro-batch-size" ? o.micro_batch_size
@@ -259,6 +268,7 @@ std::vector<PlanLayout> enumerate_layouts(const PlanOptions& o, const Cluster& c
               l.sequence_parallel = s.sequence_parallel;
               l.distributed_optimizer = s.distributed_optimizer;
               l.precision = precision;
+              l.placement = {o.map_by == "node", o.nodes};
               try {
                 check_layout(o, cluster, l);
                 layouts.push_back(l);

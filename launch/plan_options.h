@@ -23,8 +23,9 @@ struct PlanOptions {
   int64_t global_batch_size = 64;
   std::string cluster = "dgx-h100";
   int nodes = 1;
-  int ranks = 0;          // --ranks: 0 (not given) = nodes * gpus_per_node
-  std::string calibrate;  // --calibrate FILE: measure this machine, write FILE, exit
+  int ranks = 0;                // --ranks: 0 (not given) = nodes * gpus_per_node
+  std::string map_by = "slot";  // --map-by slot|node, as mpirun places the ranks
+  std::string calibrate;        // --calibrate FILE: measure this machine, write FILE, exit
   double calibrate_seconds = 20;
   // Layout options; the ones not in `given` are enumerated.
   int tp = 1, pp = 1, dp = 0, virtual_stages = 1, recompute_layers = 0;

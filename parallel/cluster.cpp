@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <sstream>
 
 #include "framework/check.h"
@@ -15,6 +16,10 @@ namespace gpt {
 namespace {
 
 constexpr double kGB = 1e9, kTFLOPS = 1e12, kUs = 1e-6;
+
+// Latency per algorithm step, NCCL's own tuning model (src/graph/tuning.cc, hwLat, ring
+// algorithm, Simple protocol, the one large messages use): NVLink 3.4 us, PCIe 5.7, network 9.6.
+constexpr double kNvlinkStep = 3.4 * kUs, kPcieStep = 5.7 * kUs, kNetworkStep = 9.6 * kUs;
 
 // NCCL on NVLink 4 with NVSwitch (H100, H200): about 240 GB/s bus bandwidth at 16 MB and 480
 // (NVLink SHARP all-reduce) from 8 GB; nccl-tests#212 (NCCL's maintainer) gives the 480 peak.
@@ -28,8 +33,8 @@ Cluster dgx_a100() {
   c.gpus_per_node = 8;
   c.gpu = {"A100-SXM4-80GB", 156 * kTFLOPS, 312 * kTFLOPS, 267.9 / 312, 108,
            80 * kGB,         2039 * kGB,    0.85,          {}};
-  c.intra_node = {200 * kGB, 3 * kUs, {}};  // NVLink 3, nccl-tests#149: ~200 GB/s busbw
-  c.inter_node = {24 * kGB, 8 * kUs, {}};   // 8x HDR 200 Gb/s: 25 GB/s per GPU, 96% reached
+  c.intra_node = {200 * kGB, kNvlinkStep, {}};  // NVLink 3, nccl-tests#149: ~200 GB/s busbw
+  c.inter_node = {24 * kGB, kNetworkStep, {}};  // 8x HDR 200 Gb/s: 25 GB/s per GPU, 96% reached
   return c;
 }
 
@@ -46,8 +51,8 @@ Cluster dgx_h100() {
            3350 * kGB,
            0.85,
            {}};
-  c.intra_node = {480 * kGB, 3 * kUs, nvlink4_curve()};
-  c.inter_node = {48 * kGB, 8 * kUs, {}};  // 8x NDR 400 Gb/s: 50 GB/s per GPU, 96% reached
+  c.intra_node = {480 * kGB, kNvlinkStep, nvlink4_curve()};
+  c.inter_node = {48 * kGB, kNetworkStep, {}};  // 8x NDR 400 Gb/s: 50 GB/s per GPU, 96% reached
   return c;
 }
 
@@ -71,8 +76,8 @@ Cluster l40s_pcie() {
   c.name = "l40s-pcie";
   c.gpus_per_node = 8;
   c.gpu = {"L40S-48GB", 183 * kTFLOPS, 362.05 * kTFLOPS, 0.8, 142, 48 * kGB, 864 * kGB, 0.85, {}};
-  c.intra_node = {20 * kGB, 5 * kUs, {}};    // PCIe Gen4 x16, 31.5 GB/s a direction, no NVLink
-  c.inter_node = {5.6 * kGB, 15 * kUs, {}};  // 400 Gb/s Ethernet per node, shared by 8 GPUs
+  c.intra_node = {20 * kGB, kPcieStep, {}};      // PCIe Gen4 x16, 31.5 GB/s a direction
+  c.inter_node = {5.6 * kGB, kNetworkStep, {}};  // 400 Gb/s Ethernet per node, shared by 8 GPUs
   return c;
 }
 
@@ -381,20 +386,47 @@ Cluster load_cluster(const std::string& file_or_preset) {
   return parse_cluster_file(text.str(), "--cluster " + file_or_preset);
 }
 
-LinkModel group_link(const Cluster& cluster, int ranks, int stride) {
+LinkModel group_link(const Cluster& cluster, int ranks, int stride,
+                     const RankPlacement& placement) {
   const int g = cluster.gpus_per_node;
-  const int64_t span = static_cast<int64_t>(ranks - 1) * stride + 1;
-  // Groups start at multiples of their block; a group stays in a node when its span does.
-  if (span <= g && g % std::min<int64_t>(g, static_cast<int64_t>(ranks) * stride) == 0)
-    return cluster.intra_node;
+  if (ranks <= 1 || stride <= 0) return cluster.intra_node;  // no transfer between nodes
+  int per_node = 0;  // the group's members on one node; 0 while it stays inside one
+  if (placement.by_node && placement.nodes > 1) {
+    // Members i * stride (plus the group's first rank) visit nodes i * stride mod nodes: as many
+    // distinct nodes as nodes / gcd(stride, nodes), at most `ranks`.
+    const int nodes_touched = std::min(ranks, placement.nodes / std::gcd(stride, placement.nodes));
+    if (nodes_touched > 1) per_node = (ranks + nodes_touched - 1) / nodes_touched;
+  } else {
+    const int64_t span = static_cast<int64_t>(ranks - 1) * stride + 1;
+    // Groups start at multiples of their block; a group stays in a node when its span does.
+    if (!(span <= g && g % std::min<int64_t>(g, static_cast<int64_t>(ranks) * stride) == 0))
+      per_node = std::max(1, std::min(ranks, g / std::max(1, stride)));
+  }
+  if (per_node == 0) return cluster.intra_node;
   LinkModel link = cluster.inter_node;
-  const int per_node = std::max(1, std::min(ranks, g / std::max(1, stride)));
+  link.crosses_nodes = true;
   // Each member on a node drives its own NIC, so their shares add, up to what NVLink carries.
   const double intra = cluster.intra_node.bus_bandwidth(1e12);
-  link.bandwidth = std::min(intra, link.bandwidth * per_node);
-  for (auto& [size, bw] : link.curve) bw = std::min(intra, bw * per_node);
+  double scale = per_node;
+  if (cluster.cpu.active()) {
+    // A CPU cluster's collectives are Open MPI's: its all-reduce halves and doubles with the
+    // nearest partners first, so the data crossing between k nodes is 2(k-1)/k of the buffer a
+    // node, where a ring (NCCL, the model's bus bytes) moves 2(n-1)/n over its crossing edge:
+    // the link serves the n-rank collective as if (n-1)/n / ((k-1)/k) times faster. (Measured
+    // with scripts/netns: tp 4 over 2 nodes moves the buffer once each way, not 1.5 times.)
+    const int k = (ranks + per_node - 1) / per_node;
+    scale *= ((ranks - 1.0) / ranks) / ((k - 1.0) / k);
+  }
+  link.bandwidth = std::min(intra, link.bandwidth * scale);
+  for (auto& [size, bw] : link.curve) bw = std::min(intra, bw * scale);
   link.latency = std::max(cluster.intra_node.latency, link.latency);
   return link;
+}
+
+int ranks_per_node(const Cluster& cluster, int world, const RankPlacement& placement) {
+  if (placement.by_node && placement.nodes > 1)
+    return (world + placement.nodes - 1) / placement.nodes;
+  return std::min(world, cluster.gpus_per_node);
 }
 
 }  // namespace gpt

@@ -18,6 +18,9 @@ struct LinkModel {
   // (message bytes, bus bandwidth bytes/s), sizes ascending: what NCCL reaches at that size.
   // Empty: `bandwidth` at every size.
   std::vector<std::pair<double, double>> curve;
+  // Set by group_link (never read from a file): the group spans nodes, so its transfers are
+  // bound by the network, not by the CPU time of the ranks that drive them.
+  bool crosses_nodes = false;
 
   // The bus bandwidth at a message of `bytes`: the curve, interpolated linearly in log(size)
   // and held at its end values outside it; `bandwidth` without a curve.
@@ -85,10 +88,23 @@ Cluster parse_cluster_file(const std::string& text, const std::string& what);
 // --cluster FILE|PRESET: a readable file is parsed, otherwise the name must be a preset.
 Cluster load_cluster(const std::string& file_or_preset);
 
+// Where the job's ranks sit, as mpirun's --map-by: slot (the default) fills each node with
+// consecutive ranks; node deals them round robin over `nodes` (rank r on node r % nodes), which
+// puts a tp group of consecutive ranks across nodes.
+struct RankPlacement {
+  bool by_node = false;
+  int nodes = 1;
+};
+
 // The link a group of `ranks` GPUs, `stride` global ranks apart, uses on `cluster`, and its
 // bus bandwidth model: inside a node the intra-node link; across nodes the inter-node link, whose
 // per-GPU bandwidth the group's members on one node add up (each drives its own NIC), at most
 // the intra-node link's.
-LinkModel group_link(const Cluster& cluster, int ranks, int stride);
+LinkModel group_link(const Cluster& cluster, int ranks, int stride,
+                     const RankPlacement& placement = {});
+
+// The most ranks `world` puts on one node under `placement`: the ranks that share one node's
+// cores on a CPU cluster.
+int ranks_per_node(const Cluster& cluster, int world, const RankPlacement& placement);
 
 }  // namespace gpt

@@ -11,22 +11,31 @@
 namespace gpt {
 namespace {
 
-// The thread-block tile of large half-precision GEMMs on A100 and H100, the one NVIDIA's "Matrix
-// Multiplication Background User's Guide" works its wave-quantization examples with.
+// The thread-block tile of large 16-bit tensor-core GEMMs on A100: CUTLASS's default for sm80
+// (include/cutlass/gemm/device/default_gemm_configuration.h, DefaultGemmConfiguration for
+// OpClassTensorOp and Sm80: ThreadblockShape GemmShape<128, 256, 64>), also among the tiles
+// NVIDIA's "Matrix Multiplication Background User's Guide" lists for its wave quantization.
 constexpr double kTileLong = 256, kTileShort = 128;
 
 bool megatron(const PlanLayout& l) {
   return l.precision == PrecisionRegime::kMegatronMixed;
 }
 
-// How many times slower a rank runs than alone on its share of the CPU: ranks beyond the cores
-// share them. Open MPI's shared-memory transport polls while a rank waits (a rank in a receive or
-// a collective spins), so every rank holds a core all the step, computing or waiting, and each
-// gets cores / (ranks x threads) of one: every pass and every transfer stretches by that factor.
-// 1 on GPUs and whenever the ranks fit the cores.
+// How many times slower a rank runs than alone on its share of the CPU: ranks beyond a node's
+// cores share them. Open MPI's shared-memory transport polls while a rank waits (a rank in a
+// receive or a collective spins), so every rank holds a core all the step, computing or waiting,
+// and each gets cores / (ranks on the node x threads) of one: every pass and every transfer the
+// CPU drives (shared memory, inside a node) stretches by that factor; a transfer across nodes is
+// bound by the network and does not. 1 on GPUs and whenever the ranks fit the cores.
 double oversubscription(const Cluster& cluster, const PlanLayout& l) {
   if (!cluster.cpu.active()) return 1;
-  return std::max(1.0, static_cast<double>(l.world()) * cluster.cpu.threads / cluster.cpu.cores);
+  const int ranks = ranks_per_node(cluster, l.world(), l.placement);
+  return std::max(1.0, static_cast<double>(ranks) * cluster.cpu.threads / cluster.cpu.cores);
+}
+
+// The stretch of a transfer on `link`: the CPU's sharing inside a node, none across nodes.
+double transfer_share(double share, const LinkModel& link) {
+  return link.crosses_nodes ? 1 : share;
 }
 
 double peak_flops(const GpuModel& gpu, PrecisionRegime regime) {
@@ -237,7 +246,7 @@ Context make_context(const ModelConfig& m, const PlanLayout& l, const Cluster& c
             l,
             cluster.gpu,
             shapes_of(m, l),
-            {group_link(cluster, l.tp, 1), l.tp},
+            {group_link(cluster, l.tp, 1, l.placement), l.tp},
             cluster.cpu.active()};
   return c;
 }
@@ -253,7 +262,7 @@ StageExtras stage_extras(const ModelConfig& m, const PlanLayout& l, const Cluste
   StageExtras x;
   const double params = static_cast<double>(stage_parameters(m, l, stage));
   const double grad_bytes = params * 4;  // fp32 gradients in both regimes
-  const LinkModel link = group_link(cluster, l.dp, l.tp);
+  const LinkModel link = group_link(cluster, l.dp, l.tp, l.placement);
   if (l.distributed_optimizer) {
     x.dp_total = collective_seconds(link, Collective::kReduceScatter, grad_bytes, l.dp);
     // The updated parameters' all-gather follows the optimizer step.
@@ -316,7 +325,7 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
                              std::pair{&costs.backward_input, cpu.backward_input_scale},
                              std::pair{&costs.backward_weight, cpu.backward_weight_scale}}) {
     pass->compute *= share * (cpu.active() ? scale : 1);
-    pass->tp_exposed *= share;
+    pass->tp_exposed *= transfer_share(share, c.tp.link);
   }
   return costs;
 }
@@ -360,6 +369,11 @@ void stage_ends(const Timeline& t, int pp, std::vector<double>& end, std::vector
   }
 }
 
+// The pipeline's link: a stage's ranks and the next stage's are tp * dp ranks apart.
+LinkModel pipeline_link(const PlanLayout& l, const Cluster& cluster) {
+  return group_link(cluster, l.pp, l.tp * l.dp, l.placement);
+}
+
 // The point-to-point message of one activation or gradient, and its seconds on the pipeline's
 // slowest link. Megatron sends 1/tp of it (sequence parallel, or its scatter-gather trick).
 double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster) {
@@ -367,7 +381,7 @@ double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluste
   const double e = megatron(l) ? 2 : 4;
   const double split = (l.sequence_parallel || megatron(l)) ? l.tp : 1;
   const double bytes = static_cast<double>(l.micro_batch * m.seq_len * m.d_model) * e / split;
-  return p2p_seconds(group_link(cluster, l.pp, l.tp * l.dp), bytes);
+  return p2p_seconds(pipeline_link(l, cluster), bytes);
 }
 
 }  // namespace
@@ -378,7 +392,7 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs)
     per_vs.push_back(chunk_costs(m, l, cluster, vs));
   const double share = oversubscription(cluster, l);
-  const double comm = share * p2p_time(m, l, cluster);
+  const double comm = transfer_share(share, pipeline_link(l, cluster)) * p2p_time(m, l, cluster);
   const std::vector<PassCosts> passes = pass_costs(per_vs);
   const Timeline with_comm = simulate(schedule, ActionCosts{1, 1, 1, comm}, passes);
   const Timeline without = simulate(schedule, ActionCosts{1, 1, 1, 0}, passes);
@@ -387,17 +401,19 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   const StageWork work = stage_work(l, per_vs);
   // The tied embedding's gradient, all-reduced between the first and last stage after the step.
   // Its two members are (pp - 1) tp dp ranks apart: one node's link when both are on it.
+  const LinkModel tied_link = group_link(cluster, 2, (l.pp - 1) * l.tp * l.dp, l.placement);
   const double tied =
-      l.pp > 1
-          ? share * collective_seconds(
-                        group_link(cluster, 2, (l.pp - 1) * l.tp * l.dp), Collective::kAllReduce,
-                        static_cast<double>(m.padded_vocab(l.tp) / l.tp * m.d_model) * 4, 2)
-          : 0;
+      l.pp > 1 ? transfer_share(share, tied_link) *
+                     collective_seconds(
+                         tied_link, Collective::kAllReduce,
+                         static_cast<double>(m.padded_vocab(l.tp) / l.tp * m.d_model) * 4, 2)
+               : 0;
   StepPrediction p;
   for (int stage = 0; stage < l.pp; ++stage) {
     StageExtras x = stage_extras(m, l, cluster, stage);
-    x.dp_total *= share;
-    x.dp_fixed *= share;
+    const double dp_share = transfer_share(share, group_link(cluster, l.dp, l.tp, l.placement));
+    x.dp_total *= dp_share;
+    x.dp_fixed *= dp_share;
     x.optimizer *= share;
     // This project posts dp buckets (4 MiB) during the last backward; Megatron's 2022 runs
     // reduced after it.

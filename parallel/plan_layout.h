@@ -10,6 +10,7 @@
 #include <string>
 
 #include "framework/config.h"
+#include "parallel/cluster.h"
 #include "parallel/memory_model.h"
 #include "parallel/pipeline_schedule.h"
 
@@ -35,6 +36,7 @@ struct PlanLayout {
   int recompute_layers = 0;  // full: the first N blocks of each chunk (train's); 0 = all
   bool distributed_optimizer = false;
   PrecisionRegime precision = PrecisionRegime::kBf16;
+  RankPlacement placement;  // plan's --map-by and --nodes
 
   int world() const { return tp * pp * dp; }
   int64_t layers_per_chunk(const ModelConfig& m) const {

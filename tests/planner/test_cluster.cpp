@@ -63,6 +63,35 @@ TEST(ClusterPresets, GroupLinkIsIntraNodeInsideANodeAndAddsNicsAcross) {
                    std::min(c.intra_node.bandwidth, 8 * c.inter_node.bandwidth));
 }
 
+TEST(ClusterPresets, GroupLinkFollowsRoundRobinPlacement) {
+  const Cluster c = cluster_preset("dgx-a100");
+  const RankPlacement by_node{true, 2};  // mpirun --map-by node over 2 nodes
+  // Consecutive ranks alternate nodes: a tp pair crosses, one member a node.
+  const LinkModel tp = group_link(c, 2, 1, by_node);
+  EXPECT_TRUE(tp.crosses_nodes);
+  EXPECT_DOUBLE_EQ(tp.bandwidth, c.inter_node.bandwidth);
+  // Ranks an even distance apart share a node.
+  EXPECT_FALSE(group_link(c, 4, 2, by_node).crosses_nodes);
+  EXPECT_FALSE(group_link(c, 8, 1).crosses_nodes);
+  // tp 4 over 2 nodes round robin: two members a node, two NICs.
+  EXPECT_DOUBLE_EQ(group_link(c, 4, 1, by_node).bandwidth, 2 * c.inter_node.bandwidth);
+  EXPECT_EQ(ranks_per_node(c, 16, by_node), 8);
+  EXPECT_EQ(ranks_per_node(c, 16, {}), 8);
+  EXPECT_EQ(ranks_per_node(c, 4, {}), 4);
+  EXPECT_EQ(ranks_per_node(c, 5, {true, 2}), 3);
+}
+
+TEST(ClusterPresets, CpuClusterCollectivesCrossNodesAsOpenMpiDoes) {
+  // Open MPI's all-reduce moves 2(k-1)/k of the buffer between k nodes where the ring model's
+  // bus bytes are 2(n-1)/n: tp 4 over 2 nodes of 2 sees a link 1.5 times faster than a ring.
+  Cluster c = cluster_preset("dgx-a100");
+  c.gpus_per_node = 2;
+  c.cpu.cores = 1;
+  const LinkModel tp4 = group_link(c, 4, 1);
+  EXPECT_DOUBLE_EQ(tp4.bandwidth, 2 * c.inter_node.bandwidth * 1.5);
+  EXPECT_DOUBLE_EQ(group_link(c, 2, 2).bandwidth, c.inter_node.bandwidth);  // 2 ranks: alike
+}
+
 const char* kFile = R"(# a 4-GPU-a-node H100 cluster
 base = dgx-h100
 name = h100x4

@@ -103,6 +103,9 @@ class PlanBadInputTest(unittest.TestCase):
         self.check(SMALL + ["--nodes", "0"], "--nodes must be at least 1")
         self.check(SMALL + ["--tp", "4", "--schedule", "interleaved", "--pp", "1"],
                    "--schedule interleaved needs --pp of at least 2")
+        self.check(SMALL + ["--map-by", "diagonal"], "--map-by must be one of slot | node")
+        self.check(SMALL + ["--nodes", "2", "--map-by", "node", "--tp", "2"],
+                   "--tp 2 with --map-by node puts each tp group across nodes")
 
 
 if __name__ == "__main__":
