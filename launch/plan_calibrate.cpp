@@ -141,25 +141,77 @@ void measure_pass_scales(Backend& backend, const ModelConfig& cfg, double budget
   c.cpu.backward_weight_scale = std::exp(log_sum[2] / n);
 }
 
-// Median seconds of an all-reduce of `bytes` over the first `n` ranks (rank 0's view; the
-// others join), or of a one-way message between ranks 0 and 1 (half a ping-pong) when p2p.
-double measure_mpi(MPI_Comm world, int n, double bytes, bool p2p, double budget) {
-  const int rank = comm_rank(world);
+// Where this rank sits in the job: its node (ranks that share memory, as MPI sees them; under
+// scripts/netns each namespace is one), its place there, and how many nodes share rank 0's
+// machine (the same kernel boot id: emulated nodes on one machine share its cores).
+struct JobShape {
+  int nodes = 1, node = 0, local_rank = 0, ranks_on_first_node = 1, nodes_on_first_machine = 1;
+};
+
+JobShape job_shape(MPI_Comm world) {
+  JobShape shape;
+  MPI_Comm local, leaders;
+  GPT_MPI_CHECK(
+      MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm_rank(world), MPI_INFO_NULL, &local));
+  shape.local_rank = comm_rank(local);
+  GPT_MPI_CHECK(
+      MPI_Comm_split(world, shape.local_rank == 0 ? 0 : MPI_UNDEFINED, comm_rank(world), &leaders));
+  std::array<char, 64> boot{}, first_boot{};
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    if (!std::fgets(boot.data(), boot.size(), f)) boot.fill(0);
+    std::fclose(f);
+  }
+  int same_machine = 0;
+  if (leaders != MPI_COMM_NULL) {
+    shape.node = comm_rank(leaders);
+    shape.nodes = comm_size(leaders);
+    first_boot = boot;
+    GPT_MPI_CHECK(
+        MPI_Bcast(first_boot.data(), static_cast<int>(first_boot.size()), MPI_CHAR, 0, leaders));
+    int mine = first_boot == boot ? 1 : 0;
+    GPT_MPI_CHECK(MPI_Allreduce(&mine, &same_machine, 1, MPI_INT, MPI_SUM, leaders));
+    MPI_Comm_free(&leaders);
+  }
+  GPT_MPI_CHECK(MPI_Bcast(&shape.node, 1, MPI_INT, 0, local));
+  GPT_MPI_CHECK(MPI_Bcast(&shape.nodes, 1, MPI_INT, 0, local));
+  GPT_MPI_CHECK(MPI_Bcast(&same_machine, 1, MPI_INT, 0, local));
+  shape.nodes_on_first_machine = same_machine;
+  int local_size = comm_size(local);
+  GPT_MPI_CHECK(MPI_Bcast(&local_size, 1, MPI_INT, 0, world));  // rank 0's node's
+  shape.ranks_on_first_node = local_size;
+  MPI_Comm_free(&local);
+  return shape;
+}
+
+// What measure_mpi times: an all-reduce over the group; one message, half a ping-pong between
+// the group's two ranks; or the two exchanging a message each way at once, as each step of a
+// ring does.
+enum class Pattern { kAllReduce, kPingPong, kExchange };
+
+// Median seconds of `pattern` with `bytes` in groups of ranks of the same `color`
+// (MPI_UNDEFINED: not measuring), all groups at once; rank 0's group's figure, which every rank
+// returns. A group's first rank decides how many repetitions fit the budget, the others follow
+// its count.
+double measure_mpi(MPI_Comm world, int color, double bytes, Pattern pattern, double budget) {
   MPI_Comm group;
-  GPT_MPI_CHECK(MPI_Comm_split(world, rank < n ? 0 : MPI_UNDEFINED, rank, &group));
+  GPT_MPI_CHECK(MPI_Comm_split(world, color, comm_rank(world), &group));
   double t = 0;
   if (group != MPI_COMM_NULL) {
+    const int rank = comm_rank(group);
     const int count = static_cast<int>(bytes / 4);
-    std::vector<float> buf(static_cast<size_t>(count), 1.0f);
+    std::vector<float> buf(static_cast<size_t>(count), 1.0f), in(buf.size());
+    const int peer = 1 - rank;
     int reps = 0;
     double t0 = 0;
-    // Rank 0 decides how many repetitions fit the budget (the others follow its count).
     for (int rep = 0;; ++rep) {
       int go = rank == 0 && rep < 200 && (rep < 5 || now_seconds() - t0 < budget);
       GPT_MPI_CHECK(MPI_Bcast(&go, 1, MPI_INT, 0, group));
       if (!go) break;
       if (rep == 1) t0 = now_seconds();  // the first is a warm-up
-      if (p2p) {
+      if (pattern == Pattern::kExchange) {
+        GPT_MPI_CHECK(MPI_Sendrecv(buf.data(), count, MPI_FLOAT, peer, 0, in.data(), count,
+                                   MPI_FLOAT, peer, 0, group, MPI_STATUS_IGNORE));
+      } else if (pattern == Pattern::kPingPong) {
         if (rank == 0) {
           GPT_MPI_CHECK(MPI_Send(buf.data(), count, MPI_FLOAT, 1, 0, group));
           GPT_MPI_CHECK(MPI_Recv(buf.data(), count, MPI_FLOAT, 1, 0, group, MPI_STATUS_IGNORE));
@@ -172,54 +224,105 @@ double measure_mpi(MPI_Comm world, int n, double bytes, bool p2p, double budget)
       }
       reps = rep;
     }
-    t = reps > 0 ? (now_seconds() - t0) / reps / (p2p ? 2 : 1) : 0;
+    t = reps > 0 ? (now_seconds() - t0) / reps / (pattern == Pattern::kPingPong ? 2 : 1) : 0;
     MPI_Comm_free(&group);
   }
   GPT_MPI_CHECK(MPI_Bcast(&t, 1, MPI_DOUBLE, 0, world));
   return t;
 }
 
-// The intra-node link from all-reduces over 2 ranks (2 algorithm steps, bus bytes = the
-// buffer): latency and bus bandwidth fitted to their times by size; then
-// the measured all-reduces over larger groups and the messages beside the model's figures.
-void measure_links(MPI_Comm world, double budget, Cluster& c) {
-  const int ranks = comm_size(world);
-  const std::vector<double> sizes = {4e3, 64e3, 1e6, 16e6};
-  const double share = budget / (sizes.size() * 4);
-  std::vector<double> two;
-  for (double s : sizes) two.push_back(measure_mpi(world, 2, s, false, share));
-  // Least squares of t = 2 a + S / B over the sizes (a line in S): robust to one noisy size,
-  // where a curve point per size is not (a small message's median can exceed a larger one's on
-  // a loaded machine). Intercept and slope kept positive.
+// A link's latency per step and bus bandwidth from `times` at `sizes` of a pattern with `steps`
+// latencies and the size once over the bandwidth (a 2-rank all-reduce: 2 algorithm steps, bus
+// bytes = the buffer; an exchange: 1): least squares of t = steps a + S / B (a line in S),
+// robust to one noisy size where a curve point per size is not (a small message's median can
+// exceed a larger one's on a loaded machine). Intercept and slope kept positive.
+LinkModel fit_link(const std::vector<double>& sizes, const std::vector<double>& times, int steps) {
   double mean_s = 0, mean_t = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) mean_s += sizes[i], mean_t += two[i];
+  for (size_t i = 0; i < sizes.size(); ++i) mean_s += sizes[i], mean_t += times[i];
   mean_s /= static_cast<double>(sizes.size());
   mean_t /= static_cast<double>(sizes.size());
   double sxx = 0, sxy = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     sxx += (sizes[i] - mean_s) * (sizes[i] - mean_s);
-    sxy += (sizes[i] - mean_s) * (two[i] - mean_t);
+    sxy += (sizes[i] - mean_s) * (times[i] - mean_t);
   }
   const double slope = std::max(sxy / sxx, 1e-12);
-  LinkModel& link = c.intra_node;
-  link.curve.clear();
+  LinkModel link;
   link.bandwidth = 1 / slope;
-  link.latency = std::max(0.0, (mean_t - slope * mean_s) / 2);
-  c.inter_node = link;  // one machine: no second link to measure
+  link.latency = std::max(0.0, (mean_t - slope * mean_s) / steps);
+  return link;
+}
+
+// The intra-node link from 2-rank all-reduces on rank 0's node; with more than one node, the
+// inter-node link from exchanges between the first two nodes, every rank of the first node
+// paired with its peer on the second at once (so each pair gets its share of the nodes' link,
+// the per-GPU figure of the cluster file), as a bandwidth curve by size. Then the measured
+// all-reduces over larger groups and the messages beside the model's figures.
+void measure_links(MPI_Comm world, const JobShape& shape, double budget, Cluster& c) {
   const bool root = comm_rank(world) == 0;
-  for (int n = 2; n <= ranks; n *= 2)
+  const std::vector<double> sizes = {4e3, 64e3, 1e6, 16e6};
+  const double share = budget / (sizes.size() * 4);
+  std::vector<double> intra;
+  const bool pair_inside = shape.ranks_on_first_node >= 2;
+  for (double s : sizes) {
+    const int color = shape.node == 0 && shape.local_rank < 2 ? 0 : MPI_UNDEFINED;
+    if (pair_inside) intra.push_back(measure_mpi(world, color, s, Pattern::kAllReduce, share));
+  }
+  if (shape.nodes > 1) {
+    // Across nodes a bandwidth curve by message size, each point the size over the exchange's
+    // time (the link's latency inside it): on a shaped link a message's effective rate depends on
+    // its size beyond latency plus size over bandwidth (Open MPI's rendezvous handshakes above
+    // its eager limit wait behind the data queued in the shaper). Sizes up to 1 MB: an emulated
+    // node's link may carry only a few MB/s.
+    const std::vector<double> inter_sizes = {4e3, 16e3, 64e3, 256e3, 1e6};
+    const int color = shape.node < 2 ? shape.local_rank : MPI_UNDEFINED;
+    LinkModel& link = c.inter_node;
+    link.curve.clear();
+    link.latency = 0;
+    for (double s : inter_sizes) {
+      const double t = measure_mpi(world, color, s, Pattern::kExchange, share);
+      link.curve.emplace_back(s, s / t);
+      if (root)
+        std::printf(
+            "calibrate: exchange of %.3g B each way across nodes, %d pair(s) at once: "
+            "%.1f us (%.4g GB/s a pair)\n",
+            s, shape.ranks_on_first_node, t * 1e6, s / t / kGB);
+    }
+    link.bandwidth = link.curve.back().second;
+  }
+  c.intra_node = pair_inside ? fit_link(sizes, intra, 2) : c.inter_node;
+  if (shape.nodes == 1) c.inter_node = c.intra_node;  // one machine: no second link to measure
+  if (!pair_inside && root) std::printf("calibrate: one rank a node: intra_node = inter_node\n");
+  const LinkModel& link = c.intra_node;
+  for (int n = 2; pair_inside && n <= shape.ranks_on_first_node; n *= 2)
     for (size_t i = 0; i < sizes.size(); ++i) {
       const double s = sizes[i];
-      const double t = n == 2 ? two[i] : measure_mpi(world, n, s, false, share / 2);
+      const int color = shape.node == 0 && shape.local_rank < n ? 0 : MPI_UNDEFINED;
+      const double t =
+          n == 2 ? intra[i] : measure_mpi(world, color, s, Pattern::kAllReduce, share / 2);
       if (root)
         std::printf("calibrate: all-reduce %.3g B over %d ranks: %.1f us (model %.1f)\n", s, n,
                     t * 1e6, collective_seconds(link, Collective::kAllReduce, s, n) * 1e6);
     }
   for (double s : sizes) {
-    const double t = measure_mpi(world, 2, s, true, share / 2);
+    const int color = shape.node == 0 && shape.local_rank < 2 ? 0 : MPI_UNDEFINED;
+    if (!pair_inside) break;
+    const double t = measure_mpi(world, color, s, Pattern::kPingPong, share / 2);
     if (root)
       std::printf("calibrate: send-recv %.3g B: %.1f us (model %.1f)\n", s, t * 1e6,
                   p2p_seconds(link, s) * 1e6);
+  }
+}
+
+// A barrier whose waiters sleep between polls, so the ranks waiting for rank 0's compute
+// measurements leave it the cores (MPI_Barrier would spin beside it when ranks share cores).
+void sleeping_barrier(MPI_Comm world) {
+  MPI_Request request;
+  GPT_MPI_CHECK(MPI_Ibarrier(world, &request));
+  for (int done = 0;;) {
+    GPT_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    usleep(2000);
   }
 }
 
@@ -236,10 +339,13 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
                   "--calibrate needs 2 or more ranks (mpiexec -n 2 plan --calibrate FILE) to "
                   "measure MPI");
   const double budget = options.calibrate_seconds;
+  const JobShape shape = job_shape(world);
   Cluster c;
   c.name = "cpu-calibrated";
-  c.gpus_per_node = 64;  // rank slots on the one node: ranks beyond the cores share them
-  c.cpu.cores = online_cores();
+  // One node: 64 rank slots, ranks beyond the cores share them. Several: the job's ranks a node,
+  // and the cores of the machine shared by the nodes on it.
+  c.gpus_per_node = shape.nodes == 1 ? 64 : shape.ranks_on_first_node;
+  c.cpu.cores = std::max(1, online_cores() / shape.nodes_on_first_machine);
   c.cpu.threads = 1;
   c.gpu.name = "cpu-core";
   c.gpu.sms = 1;  // no tiles in waves: the GEMM curve carries the size effects
@@ -251,12 +357,13 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
     c.gpu.memory_bandwidth = measure_stream(budget * 0.05);
     measure_pass_scales(*backend, options.model, budget * 0.4, c);
   }
-  GPT_MPI_CHECK(MPI_Barrier(world));
-  measure_links(world, budget * 0.4, c);
+  sleeping_barrier(world);
+  measure_links(world, shape, budget * 0.4, c);
   if (comm_rank(world) == 0) {
     std::ofstream out(options.calibrate);
     GPT_INPUT_CHECK(out.good(), "--calibrate " << options.calibrate << " cannot be written");
-    out << "# plan --calibrate: this machine, " << c.cpu.cores << " cores, measured with "
+    out << "# plan --calibrate: " << shape.nodes << " node(s) (" << shape.nodes_on_first_machine
+        << " on the first machine), " << c.cpu.cores << " cores a node, measured with "
         << comm_size(world) << " ranks and the model " << options.model.n_layer << " layers, d "
         << options.model.d_model << ", seq " << options.model.seq_len << " (docs/PLANNER.md)\n"
         << cluster_file_text(c);

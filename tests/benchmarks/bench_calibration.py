@@ -1,15 +1,16 @@
 """The table of bench_calibration.sh: per layout, plan's predicted step time and heaviest rank's
 memory (NAME.plan.jsonl, plan --json with the layout fixed) against the run's measured ones
-(NAME.jsonl, train --metrics: the median step time of the steps after --skip, and the largest
-total of the "measured" memory events), the errors and their verdicts (memory: equal to the byte;
+(NAME.ROUND.jsonl, train --metrics: the median over the rounds of each run's median step time
+after --skip, and the largest total of the "measured" memory events), the errors and their verdicts (memory: equal to the byte;
 step time: within 15% with no more ranks than cores, 25% oversubscribed), then the ranking
 check: the layout plan predicts fastest must be the measured fastest or within 5% of it.
 
-Usage: bench_calibration.py --skip 2 --cores C --work DIR NAME:RANKS ...
+Usage: bench_calibration.py --skip 2 --cores C --rounds R --work DIR NAME:RANKS ...
 """
 
 import argparse
 import json
+import statistics
 import sys
 
 from bench_metrics import median, timed_steps
@@ -29,6 +30,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip", type=int, default=2)
     parser.add_argument("--cores", type=int, required=True)
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--work", required=True)
     parser.add_argument("runs", nargs="+", help="NAME:RANKS")
     a = parser.parse_args()
@@ -38,17 +40,20 @@ def main():
         name, ranks = spec.split(":")
         with open(f"{a.work}/{name}.plan.jsonl") as f:
             plan = json.loads(f.readline())
-        used = timed_steps(f"{a.work}/{name}.jsonl", a.skip)
+        runs = [f"{a.work}/{name}.{r}.jsonl" for r in range(1, a.rounds + 1)]
+        per_round = [median(timed_steps(run, a.skip), "step_time_s") for run in runs]
+        used = timed_steps(runs[0], a.skip)
         rows.append(dict(name=name, ranks=int(ranks), pred_s=plan["step_time_s"],
-                         meas_s=median(used, "step_time_s"),
+                         meas_s=statistics.median(per_round), rounds=per_round,
                          pred_mem=plan["memory_bytes"]["total"],
-                         meas_mem=measured_memory(f"{a.work}/{name}.jsonl"),
+                         meas_mem=max(measured_memory(run) for run in runs),
                          bytes=[int(median(used, k)) for k in ("tp_bytes", "pp_bytes", "dp_bytes")]))
 
     head = (f"{'layout':<12} {'ranks':>5} {'pred s':>8} {'meas s':>8} {'error':>7} {'limit':>5} "
             f"{'time':>4} {'pred bytes':>11} {'meas bytes':>11} {'mem':>5} "
-            f"{'tp MB':>7} {'pp MB':>7} {'dp MB':>7}")
-    print(f"\nstep time: median over steps > {a.skip}; {a.cores} cores; memory: the heaviest rank; "
+            f"{'tp MB':>7} {'pp MB':>7} {'dp MB':>7}  rounds (s)")
+    print(f"\nstep time: median over {a.rounds} round(s) of the median over steps > {a.skip}; "
+          f"{a.cores} cores; memory: the heaviest rank; "
           "bytes per step handed to MPI by rank 0 (metrics' tp_bytes, pp_bytes, dp_bytes)")
     print(head)
     print("-" * len(head))
@@ -62,7 +67,8 @@ def main():
         print(f"{r['name']:<12} {r['ranks']:>5} {r['pred_s']:>8.4f} {r['meas_s']:>8.4f} "
               f"{100 * err:>+6.1f}% {100 * limit:>4.0f}% {'ok' if time_ok else 'FAIL':>4} "
               f"{r['pred_mem']:>11} {r['meas_mem']:>11} {'equal' if mem_ok else 'DIFF':>5} "
-              + " ".join(f"{b / 1e6:>7.3f}" for b in r["bytes"]))
+              + " ".join(f"{b / 1e6:>7.3f}" for b in r["bytes"])
+              + "  " + "/".join(f"{t:.4f}" for t in r["rounds"]))
 
     best_pred = min(rows, key=lambda r: r["pred_s"])
     best_meas = min(rows, key=lambda r: r["meas_s"])

@@ -8,14 +8,18 @@
 # fail against 15% (ranks <= cores) and 25% (oversubscribed) and exact bytes, and whether the
 # layout the planner ranks first is the measured best or within 5% of it.
 #
-# Usage: tests/benchmarks/bench_calibration.sh [build dir] [steps (default 6)]
+# Each layout runs in GPT_BENCH_ROUNDS (3) interleaved rounds (round 1: every layout, round 2:
+# again...), so a change of the machine's speed touches all alike; its measured step time is the
+# median over the rounds of each run's median step.
+#
+# Usage: tests/benchmarks/bench_calibration.sh [build dir] [steps (default 12)]
 #   GPT_BENCH_MAX_LOAD / GPT_BENCH_WAIT_TRIES: see bench_common.sh. GPT_BENCH_LAYOUTS: a
 #   space-separated subset of the layout names below. GPT_CALIBRATE_SECONDS (20): --calibrate's
-#   budget.
+#   budget. GPT_BENCH_ROUNDS (3).
 set -euo pipefail
 # shellcheck source=bench_common.sh
 source "$(dirname "$0")/bench_common.sh"
-bench_start bench_calibration 6 "$@"
+bench_start bench_calibration 12 "$@"
 plan=$build/bin/plan
 
 # Small enough that 16 ranks on two cores take seconds a step; 4 layers and 4 heads so that
@@ -65,26 +69,34 @@ plan_layout() {  # options...
 }
 
 names=()
-for entry in "${LAYOUTS[@]}"; do
-  read -r name np opts <<< "$entry"
-  if [[ -n ${GPT_BENCH_LAYOUTS:-} && " $GPT_BENCH_LAYOUTS " != *" $name "* ]]; then continue; fi
-  # shellcheck disable=SC2086
-  read -r -a layout <<< "$opts"
-  # shellcheck disable=SC2046
-  "$plan" --cluster "$cluster" --ranks "$np" "${shape[@]}" --vocab-size 256 \
-    --global-batch-size "$batch" $(plan_layout "${layout[@]}") --json > "$work/$name.plan.jsonl"
-  args=("${shape[@]}" --global-batch-size "$batch" "${layout[@]}" --steps "$steps" --threads 1
-        --eval-every 0 --warmup-steps 100 --seed 1234 --checkpoint-dir "$work/$name.ck"
-        --metrics "$work/$name.jsonl" --log-every 1000)
-  echo "== $name: $np rank(s): train ${args[*]}" >&2
-  start=$SECONDS
-  OMP_NUM_THREADS=1 timeout 900 "$mpiexec" --oversubscribe --bind-to none -n "$np" \
-    "$train" "${args[@]}" > "$work/$name.log" 2>&1 ||
-    { echo "bench_calibration: $name failed:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
-  echo "   $((SECONDS - start)) s; load average now $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-  names+=("$name:$np")
+rounds=${GPT_BENCH_ROUNDS:-3}
+for ((round = 1; round <= rounds; ++round)); do
+  for entry in "${LAYOUTS[@]}"; do
+    read -r name np opts <<< "$entry"
+    if [[ -n ${GPT_BENCH_LAYOUTS:-} && " $GPT_BENCH_LAYOUTS " != *" $name "* ]]; then continue; fi
+    # shellcheck disable=SC2086
+    read -r -a layout <<< "$opts"
+    if ((round == 1)); then
+      # shellcheck disable=SC2046
+      "$plan" --cluster "$cluster" --ranks "$np" "${shape[@]}" --vocab-size 256 \
+        --global-batch-size "$batch" $(plan_layout "${layout[@]}") --json > "$work/$name.plan.jsonl"
+      names+=("$name:$np")
+    fi
+    tag=$name.$round
+    args=("${shape[@]}" --global-batch-size "$batch" "${layout[@]}" --steps "$steps" --threads 1
+          --eval-every 0 --warmup-steps 100 --seed 1234 --checkpoint-dir "$work/$tag.ck"
+          --metrics "$work/$tag.jsonl" --log-every 1000)
+    echo "== $name, round $round: $np rank(s): train ${args[*]}" >&2
+    start=$SECONDS
+    OMP_NUM_THREADS=1 timeout 900 "$mpiexec" --oversubscribe --bind-to none -n "$np" \
+      "$train" "${args[@]}" > "$work/$tag.log" 2>&1 ||
+      { echo "bench_calibration: $tag failed:" >&2; tail -20 "$work/$tag.log" >&2; exit 1; }
+    rm -rf "$work/$tag.ck"
+    echo "   $((SECONDS - start)) s; load average now $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  done
 done
 
 echo "load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
 cores=$(awk -F' *= *' '/^cores/ { print $2 }' "$cluster")
-/usr/bin/python3 "$here/bench_calibration.py" --skip 2 --cores "$cores" --work "$work" "${names[@]}"
+/usr/bin/python3 "$here/bench_calibration.py" --skip 2 --cores "$cores" --rounds "$rounds" \
+  --work "$work" "${names[@]}"

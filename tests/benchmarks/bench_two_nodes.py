@@ -28,8 +28,8 @@ direction, Open MPI's fragment headers and rendezvous messages, and resends of w
 queue dropped; the ratio column is counters / metrics.
 
 With --plan BIN --clusters DIR, each row at a rate with a cluster file DIR/netns-RATE.ini gets
-the planner's predicted step time beside the measured one (pp_across, tp4_across and dp_across:
-plan places tp groups on consecutive ranks, so tp_across's A,B,A,B placement is not expressible).
+the planner's predicted step time beside the measured one (tp_across's A,B,A,B placement is
+plan's --map-by node, as mpirun's).
 
 Usage: bench_two_nodes.py [--skip 2] --n-layer L --n-head H --d-model D --seq-len S
                           --global-batch-size G --micro-batch-size B
@@ -77,8 +77,9 @@ def crossing_from_metrics(name, step, a):
     raise ValueError(name)
 
 
-PLAN_LAYOUTS = {  # layout: plan's layout options
+PLAN_LAYOUTS = {  # layout: plan's layout options (tp_across: mpirun --map-by node)
     "pp_across": ["--tp", "2", "--pp", "2"],
+    "tp_across": ["--tp", "2", "--pp", "2", "--map-by", "node", "--allow-tp-across-nodes"],
     "tp4_across": ["--tp", "4", "--pp", "1", "--allow-tp-across-nodes"],
     "dp_across": ["--tp", "2", "--pp", "1", "--dp", "2"],
 }

@@ -20,8 +20,11 @@
 #   GPT_NETNS_RATES ("100mbit 1gbit none"), GPT_NETNS_LAYOUTS ("pp_across tp_across tp4_across
 #   dp_across"), GPT_BENCH_ROUNDS (2), GPT_BENCH_MAX_LOAD (1.5) and GPT_BENCH_WAIT_TRIES (20) as
 #   in bench_common.sh, GPT_BENCH_KEEP=DIR: keep the metrics and counter records there,
-#   GPT_PLAN (BUILD/bin/plan): where it exists, the table also gets the planner's predicted step
-#   times on scripts/netns/netns-RATE.ini.
+#   GPT_PLAN (BUILD/bin/plan): where it exists, each rate's link is first measured with
+#   `plan --calibrate` run across the two namespaces (2 ranks in each, the same placement as the
+#   layouts; the cluster file it writes has both links and each namespace's share of the cores),
+#   and the table gets the planner's predicted step time of every layout on that file.
+#   GPT_CALIBRATE_SECONDS (20): --calibrate's budget.
 # Exit code 77 where namespaces cannot be created.
 set -euo pipefail
 # shellcheck source=bench_common.sh
@@ -93,12 +96,26 @@ run() {  # name rate round steps
     "load average now $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 }
 
+calibrate() {  # rate: the link as `plan --calibrate` measures it, into $work/netns-RATE.ini
+  local rate=$1 start=$SECONDS
+  echo "== calibrate at $rate: plan --calibrate $work/netns-$rate.ini" >&2
+  netns_mpirun 2 slot --timeout 600 -- "$plan" --calibrate "$work/netns-$rate.ini" \
+    --n-layer 4 --n-head 4 --d-model 128 --seq-len 64 --vocab-size 256 \
+    --calibrate-seconds "${GPT_CALIBRATE_SECONDS:-20}" > "$work/calibrate-$rate.log" 2>&1 ||
+    { echo "bench_two_nodes: calibration at $rate failed:" >&2; tail -20 "$work/calibrate-$rate.log" >&2
+      exit 1; }
+  sed -i "s/^name = .*/name = netns-$rate/" "$work/netns-$rate.ini"
+  grep '^calibrate:' "$work/calibrate-$rate.log" | grep -v 'gemm\|stream' >&2
+  echo "   $((SECONDS - start)) s" >&2
+}
+
 # The start-up and shut-down traffic of each layout, unshaped.
 netns_shape none
 for name in "${layouts[@]}"; do run "$name" none 0 0; done
 for ((round = 1; round <= rounds; ++round)); do
   for rate in "${rates[@]}"; do
     netns_shape "$rate"
+    [[ $round == 1 && -x $plan ]] && calibrate "$rate"
     for name in "${layouts[@]}"; do run "$name" "$rate" "$round" "$steps"; done
   done
 done
@@ -106,5 +123,5 @@ netns_shape none
 
 echo "load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
 plan_args=()
-[[ -x $plan ]] && plan_args=(--plan "$plan" --clusters "$here/../../scripts/netns")
+[[ -x $plan ]] && plan_args=(--plan "$plan" --clusters "$work")
 /usr/bin/python3 "$here/bench_two_nodes.py" --skip 2 "${shape[@]}" "${plan_args[@]}" "$records"

@@ -8,6 +8,9 @@
 #     arithmetic);
 #   - each direction's veth byte counter moved at least the bytes the run's metrics say crossed
 #     (tp 2 ranks x pp_bytes / 2 a step, the activations one way and the gradients back);
+#   - `plan --calibrate` run across the namespaces sees two nodes of 2 ranks on one machine (2
+#     rank slots a node, the machine's cores halved) and measures the link between them as a
+#     bandwidth curve, which `plan --map-by node` prices a tp group across;
 #   - no namespace is left afterwards.
 # Exit 77 (CTest SKIP_RETURN_CODE) where `ip netns add` is not permitted.
 #
@@ -80,7 +83,23 @@ for name, moved in (("A->B", int(a_to_b)), ("B->A", int(b_to_a))):
     print(f"ok: veth {name} moved {moved} bytes >= {crossed} the metrics say crossed")
 EOF
 
-# 4. Nothing left behind.
+# 4. The planner's calibration across the two nodes.
+netns_mpirun 2 slot --timeout 120 -- "$bin/plan" --calibrate "$work/two.ini" \
+  --calibrate-seconds 2 --n-layer 2 --n-head 4 --d-model 64 --seq-len 16 --vocab-size 256 \
+  > "$work/calibrate.log" 2>&1 || { tail -20 "$work/calibrate.log" >&2; fail "calibration failed"; }
+grep -q '^gpus_per_node = 2$' "$work/two.ini" || fail "calibration did not see 2 ranks a node"
+cores=$(nproc)
+expected_cores=$((cores / 2 > 0 ? cores / 2 : 1))
+grep -q "^cores = $expected_cores\$" "$work/two.ini" ||
+  fail "calibration did not halve the $cores cores between the two nodes on this machine"
+sed -n '/^\[inter_node\]/,/^\[/p' "$work/two.ini" | grep -q '^curve = ' ||
+  fail "calibration wrote no inter-node curve"
+"$bin/plan" --cluster "$work/two.ini" --nodes 2 --n-layer 2 --n-head 4 --d-model 64 --seq-len 16 \
+  --vocab-size 256 --global-batch-size 8 --micro-batch-size 2 --tp 2 --pp 2 --map-by node \
+  --allow-tp-across-nodes --json > "$work/plan.jsonl" ||
+  fail "plan did not price tp across the calibrated link"
+echo "ok: calibration across the nodes: $(grep -c . "$work/plan.jsonl") layout(s) priced on it"
+# 5. Nothing left behind.
 netns_down
 for ns in "$created_a" "$created_b"; do
   netns_exists "$ns" && fail "namespace $ns is still there"
