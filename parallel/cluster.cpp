@@ -75,7 +75,8 @@ Cluster l40s_pcie() {
   Cluster c;
   c.name = "l40s-pcie";
   c.gpus_per_node = 8;
-  c.gpu = {"L40S-48GB", 183 * kTFLOPS, 362.05 * kTFLOPS, 0.8, 142, 48 * kGB, 864 * kGB, 0.85, {}};
+  // GEMM efficiency: the low end of cuBLAS's on the L20, the same AD102 chip (docs/PLANNER.md).
+  c.gpu = {"L40S-48GB", 183 * kTFLOPS, 362.05 * kTFLOPS, 0.88, 142, 48 * kGB, 864 * kGB, 0.85, {}};
   c.intra_node = {20 * kGB, kPcieStep, {}};      // PCIe Gen4 x16, 31.5 GB/s a direction
   c.inter_node = {5.6 * kGB, kNetworkStep, {}};  // 400 Gb/s Ethernet per node, shared by 8 GPUs
   return c;
