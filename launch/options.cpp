@@ -444,7 +444,7 @@ RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
   ro.virtual_stages = o.virtual_stages;
   ro.layers_per_stage = parse_layers_per_stage(o);
   ro.recompute = o.recompute;
-  ro.recompute_layers = o.recompute_layers == 0 ? -1 : o.recompute_layers;
+  ro.recompute_layers = o.recompute_layers;
   const int64_t microbatches = o.global_batch_size / (ro.grid.shape.dp * o.micro_batch_size);
   ro.schedule = make_schedule(o.schedule, o.pp, static_cast<int>(microbatches), o.virtual_stages);
   return ro;

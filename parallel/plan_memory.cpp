@@ -71,7 +71,7 @@ PlannedMemory project_memory(const ModelConfig& m, const PlanLayout& l, int stag
   in.micro_batch = l.micro_batch;
   in.sequence_parallel = l.sequence_parallel;
   in.recompute = l.recompute;
-  in.recompute_layers = l.recompute_layers == 0 ? -1 : l.recompute_layers;
+  in.recompute_layers = l.recompute_layers;
   in.distributed_optimizer = l.distributed_optimizer;
   in.device = device;
   const MemoryBytes b = predict_memory(in, stage * l.tp * l.dp);
