@@ -166,14 +166,7 @@ po::options_description layout_options(TrainOptions& o) {
 
 po::options_description model_options(TrainOptions& o) {
   po::options_description model("Model (GPT-2)");
-  auto add = model.add_options();
-  add("model", po::value(&o.model_preset)->default_value(""),
-      "preset: tiny | small | gpt2 | gpt2-medium (the shape options below override it)");
-  add("n-layer", po::value(&o.model.n_layer)->default_value(o.model.n_layer), "transformer blocks");
-  add("n-head", po::value(&o.model.n_head)->default_value(o.model.n_head), "attention heads");
-  add("d-model", po::value(&o.model.d_model)->default_value(o.model.d_model), "model width");
-  add("seq-len", po::value(&o.model.seq_len)->default_value(o.model.seq_len),
-      "sequence length (and learned positions)");
+  add_model_options(model, o.model_preset, o.model, "sequence length (and learned positions)");
   return model;
 }
 
@@ -373,6 +366,30 @@ std::vector<int64_t> parse_layers_per_stage(const TrainOptions& o) {
   return counts;
 }
 
+void add_model_options(po::options_description& desc, std::string& preset, ModelConfig& model,
+                       const char* seq_len_help, const char* vocab_size_help) {
+  auto add = desc.add_options();
+  add("model", po::value(&preset)->default_value(""),
+      "preset: tiny | small | gpt2 | gpt2-medium (the shape options below override it)");
+  add("n-layer", po::value(&model.n_layer)->default_value(model.n_layer), "transformer blocks");
+  add("n-head", po::value(&model.n_head)->default_value(model.n_head), "attention heads");
+  add("d-model", po::value(&model.d_model)->default_value(model.d_model), "model width");
+  add("seq-len", po::value(&model.seq_len)->default_value(model.seq_len), seq_len_help);
+  if (vocab_size_help)
+    add("vocab-size", po::value(&model.vocab_size)->default_value(model.vocab_size),
+        vocab_size_help);
+}
+
+void apply_model_preset(const std::string& preset, const std::set<std::string>& given,
+                        ModelConfig& model) {
+  if (preset.empty()) return;
+  const ModelConfig shape = model_preset(preset);
+  if (!given.count("n-layer")) model.n_layer = shape.n_layer;
+  if (!given.count("n-head")) model.n_head = shape.n_head;
+  if (!given.count("d-model")) model.d_model = shape.d_model;
+  if (!given.count("seq-len")) model.seq_len = shape.seq_len;
+}
+
 ModelConfig model_preset(const std::string& name) {
   ModelConfig m;
   if (name == "tiny") {
@@ -427,20 +444,14 @@ RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
   ro.virtual_stages = o.virtual_stages;
   ro.layers_per_stage = parse_layers_per_stage(o);
   ro.recompute = o.recompute;
-  ro.recompute_layers = o.recompute_layers == 0 ? -1 : o.recompute_layers;
+  ro.recompute_layers = o.recompute_layers;
   const int64_t microbatches = o.global_batch_size / (ro.grid.shape.dp * o.micro_batch_size);
   ro.schedule = make_schedule(o.schedule, o.pp, static_cast<int>(microbatches), o.virtual_stages);
   return ro;
 }
 
 void finish_train_options(TrainOptions& o, int world_size) {
-  if (!o.model_preset.empty()) {
-    const ModelConfig preset = model_preset(o.model_preset);
-    if (!o.was_given("n-layer")) o.model.n_layer = preset.n_layer;
-    if (!o.was_given("n-head")) o.model.n_head = preset.n_head;
-    if (!o.was_given("d-model")) o.model.d_model = preset.d_model;
-    if (!o.was_given("seq-len")) o.model.seq_len = preset.seq_len;
-  }
+  apply_model_preset(o.model_preset, o.given, o.model);
   validate_train_options(o, world_size);
 }
 

@@ -139,15 +139,9 @@ std::vector<Savings> saving_choices(const PlanOptions& o, int tp, int pp, int dp
 po::options_description plan_options_description(PlanOptions& o) {
   po::options_description all;
   po::options_description model("Model (GPT-2, train's names)");
+  add_model_options(model, o.model_preset, o.model, "sequence length",
+                    "vocabulary size (GPT-2's 50257)");
   auto add = model.add_options();
-  add("model", po::value(&o.model_preset)->default_value(""),
-      "preset: tiny | small | gpt2 | gpt2-medium (the shape options below override it)");
-  add("n-layer", po::value(&o.model.n_layer)->default_value(o.model.n_layer), "transformer blocks");
-  add("n-head", po::value(&o.model.n_head)->default_value(o.model.n_head), "attention heads");
-  add("d-model", po::value(&o.model.d_model)->default_value(o.model.d_model), "model width");
-  add("seq-len", po::value(&o.model.seq_len)->default_value(o.model.seq_len), "sequence length");
-  add("vocab-size", po::value(&o.model.vocab_size)->default_value(o.model.vocab_size),
-      "vocabulary size (GPT-2's 50257)");
   add("global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),
       "sequences per optimizer step");
   po::options_description cluster("Cluster");
@@ -196,13 +190,7 @@ po::options_description plan_options_description(PlanOptions& o) {
 }
 
 void finish_plan_options(PlanOptions& o) {
-  if (!o.model_preset.empty()) {
-    const ModelConfig preset = model_preset(o.model_preset);
-    if (!o.was_given("n-layer")) o.model.n_layer = preset.n_layer;
-    if (!o.was_given("n-head")) o.model.n_head = preset.n_head;
-    if (!o.was_given("d-model")) o.model.d_model = preset.d_model;
-    if (!o.was_given("seq-len")) o.model.seq_len = preset.seq_len;
-  }
+  apply_model_preset(o.model_preset, o.given, o.model);
   o.model.validate();
   GPT_INPUT_CHECK(o.global_batch_size >= 1, "--global-batch-size must be at least 1");
   GPT_INPUT_CHECK(o.nodes >= 1, "--nodes must be at least 1 (got " << o.nodes << ")");

@@ -69,11 +69,9 @@ Json layout_json(const PricedLayout& p) {
   j["distributed_optimizer"] = l.distributed_optimizer;
   j["precision"] = regime_name(l.precision);
   j["fits"] = p.fits;
-  const PlannedMemory& m = p.memory;
-  j["memory_bytes"] = {{"weights", m.weights},     {"grads", m.grads},
-                       {"optimizer", m.optimizer}, {"activations", m.activations},
-                       {"comm", m.comm},           {"workspace", m.workspace},
-                       {"total", m.total()}};
+  Json& memory = j["memory_bytes"];
+  for (MemoryCategory c : kAllMemoryCategories) memory[memory_category_name(c)] = p.memory.bytes[c];
+  memory["total"] = p.memory.total();
   const StepPrediction& s = p.step;
   j["step_time_s"] = s.step_time_s;
   j["tokens_per_s_per_gpu"] = s.tokens_per_s_per_gpu;

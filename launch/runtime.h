@@ -38,7 +38,7 @@ struct RuntimeOptions {
   bool distributed_optimizer = false;
   std::vector<int64_t> layers_per_stage;  // empty: an even split
   Recompute recompute = Recompute::kNone;
-  int64_t recompute_layers = -1;  // full: the first N blocks of each chunk; -1 = all
+  int64_t recompute_layers = 0;  // full: the first N blocks of each chunk; 0 = all
   // The step's schedule: each chunk gets the caches and gradient sets it states for that chunk
   // of this rank's stage. None: one of each, what the forward-only runs of eval and generate use.
   std::optional<Schedule> schedule;

@@ -117,7 +117,7 @@ ChunkRecompute chunk_recompute(Recompute mode, int64_t recompute_layers, const S
   rc.split_backward = split_backward;
   if (mode == Recompute::kFull)
     rc.full_blocks =
-        recompute_layers < 0 ? spec.n_layers : std::min(recompute_layers, spec.n_layers);
+        recompute_layers == 0 ? spec.n_layers : std::min(recompute_layers, spec.n_layers);
   return rc;
 }
 

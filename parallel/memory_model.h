@@ -86,7 +86,7 @@ struct MemoryModelInput {
   int64_t micro_batch = 1;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
-  int64_t recompute_layers = -1;  // full: blocks per chunk recomputed; -1 = all of them
+  int64_t recompute_layers = 0;  // full: the first N blocks of each chunk; 0 = all
   std::vector<int64_t> layers_per_stage;
   int optimizer_states = 2;  // float states per parameter: AdamW 2, SGD 1
   // --distributed-optimizer and --dp-bucket-size: at dp > 1 the buckets are padded and the
@@ -99,7 +99,7 @@ struct MemoryModelInput {
 // Bytes of a buffer of `count` elements of `element_bytes` as `device` reserves it.
 int64_t reserved_bytes(DeviceKind device, int64_t count, int64_t element_bytes = 4);
 
-// How the chunk `spec` recomputes under --recompute and --recompute-layers (-1 = every block).
+// How the chunk `spec` recomputes under --recompute and --recompute-layers (0 = every block).
 ChunkRecompute chunk_recompute(Recompute mode, int64_t recompute_layers, const StageSpec& spec,
                                bool split_backward);
 // Floats of the parameters chunk `spec` registers on one tp rank.

@@ -17,17 +17,6 @@ constexpr int64_t kFloat = 4;
 // cuBLASLt's workspace the CUDA backend allocates (framework/cuda), per rank.
 constexpr int64_t kGemmWorkspace = 32 << 20;
 
-int64_t block_parameters(const ModelConfig& m, int tp) {
-  const int64_t C = m.d_model, F = m.ffn_dim();
-  // Column- and row-parallel weights are split over tp; LayerNorms and the row-parallel biases
-  // are replicated.
-  const int64_t split = 3 * C * C + 3 * C + C * C + F * C + F + C * F;
-  return split / tp + 4 * C + 2 * C;
-}
-
-bool is_first(int stage) {
-  return stage == 0;
-}
 bool is_last(const PlanLayout& l, int stage) {
   return stage == l.pp - 1;
 }
@@ -71,27 +60,20 @@ PlannedMemory project_memory(const ModelConfig& m, const PlanLayout& l, int stag
   in.micro_batch = l.micro_batch;
   in.sequence_parallel = l.sequence_parallel;
   in.recompute = l.recompute;
-  in.recompute_layers = l.recompute_layers == 0 ? -1 : l.recompute_layers;
+  in.recompute_layers = l.recompute_layers;
   in.distributed_optimizer = l.distributed_optimizer;
   in.device = device;
-  const MemoryBytes b = predict_memory(in, stage * l.tp * l.dp);
-  PlannedMemory mem;
-  mem.weights = b[MemoryCategory::kWeights];
-  mem.grads = b[MemoryCategory::kGrads];
-  mem.optimizer = b[MemoryCategory::kOptimizer];  // sharded by the model under ZeRO-1
-  mem.activations = b[MemoryCategory::kActivations];
-  mem.comm = b[MemoryCategory::kComm];
-  mem.workspace = b[MemoryCategory::kWorkspace];
-  return mem;
+  // The optimizer state is sharded by the model under ZeRO-1.
+  return {predict_memory(in, stage * l.tp * l.dp)};
 }
 
 }  // namespace
 
 int64_t stage_parameters(const ModelConfig& m, const PlanLayout& l, int stage) {
-  int64_t n = (m.n_layer / l.pp) * block_parameters(m, l.tp);
-  const int64_t wte = m.padded_vocab(l.tp) / l.tp * m.d_model;
-  if (is_first(stage)) n += wte + m.seq_len * m.d_model;
-  if (is_last(l, stage)) n += (l.pp > 1 ? wte : 0) + 2 * m.d_model;
+  int64_t n = 0;
+  for (int chunk = 0; chunk < l.virtual_stages; ++chunk)
+    n += chunk_parameter_floats(m, l.tp,
+                                virtual_stage_spec(m, l.pp, l.virtual_stages, stage, chunk));
   return n;
 }
 
@@ -100,19 +82,19 @@ PlannedMemory stage_memory(const ModelConfig& m, const PlanLayout& l, const Sche
   if (l.precision != PrecisionRegime::kMegatronMixed) return project_memory(m, l, stage, device);
   const int64_t params = stage_parameters(m, l, stage);
   const int64_t shards = l.distributed_optimizer ? l.dp : 1;
-  PlannedMemory mem;
+  MemoryBytes b;
   // 16-bit weights, fp32 main gradients, fp32 master weights plus Adam's two moments.
-  mem.weights = params * 2;
-  mem.grads = params * kFloat;
-  mem.optimizer = params * 3 * kFloat / shards;
-  mem.activations = megatron_activation_bytes(m, l, s, stage);
+  b[MemoryCategory::kWeights] = params * 2;
+  b[MemoryCategory::kGrads] = params * kFloat;
+  b[MemoryCategory::kOptimizer] = params * 3 * kFloat / shards;
+  b[MemoryCategory::kActivations] = megatron_activation_bytes(m, l, s, stage);
   // Point-to-point buffers: an activation and a gradient to send and to receive.
   const int64_t rows = l.micro_batch * m.seq_len / (l.sequence_parallel ? l.tp : 1);
-  mem.comm = l.pp > 1 ? 4 * rows * m.d_model * 2 : 0;
+  b[MemoryCategory::kComm] = l.pp > 1 ? 4 * rows * m.d_model * 2 : 0;
   // Scratch: the widest layer temporaries (two (N, 4C/tp) buffers) and the GEMM workspace.
   const int64_t N = l.micro_batch * m.seq_len;
-  mem.workspace = 2 * N * m.ffn_dim() / l.tp * 2 + kGemmWorkspace;
-  return mem;
+  b[MemoryCategory::kWorkspace] = 2 * N * m.ffn_dim() / l.tp * 2 + kGemmWorkspace;
+  return {b};
 }
 
 PlannedMemory plan_memory(const ModelConfig& m, const PlanLayout& l, const Schedule& s,

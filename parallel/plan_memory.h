@@ -8,17 +8,19 @@
 #include <cstdint>
 
 #include "framework/config.h"
+#include "framework/memory_ledger.h"
 #include "parallel/plan_layout.h"
 
 namespace gpt {
 
 struct PlannedMemory {
-  int64_t weights = 0, grads = 0, optimizer = 0, activations = 0, comm = 0, workspace = 0;
-  int64_t total() const { return weights + grads + optimizer + activations + comm + workspace; }
+  MemoryBytes bytes;  // per category, as the memory model and train's ledger count them
+  int64_t total() const { return bytes.total(); }
 };
 
-// Parameters pipeline stage `stage` holds on one tp rank: its blocks' shards, plus the embedding
-// (wte, wpe) on the first stage and wte's tied copy and ln_f on the last.
+// Parameters pipeline stage `stage` holds on one tp rank: the memory model's count
+// (chunk_parameter_floats) summed over the stage's model chunks: its blocks' shards, plus the
+// embedding (wte, wpe) on the first stage and wte's tied copy and ln_f on the last.
 int64_t stage_parameters(const ModelConfig& model, const PlanLayout& layout, int stage);
 
 // The memory of one rank of `stage`, with `schedule` (the layout's) giving the caches it holds;

@@ -38,9 +38,10 @@ TINY = ["--model", "tiny", "--global-batch-size", "8", "--micro-batch-size", "4"
 
 DEFAULT_TIMEOUT = 60
 
-# The equivalence tests' model and data (test_layouts.py, test_pipeline.py): a batch every layout
-# there splits (dp 4 x micro-batch 2 divides 16), and the random data order, which checks that
-# every layout takes the same samples; with their tolerances against the serial run.
+# The equivalence tests' model and data (test_layouts.py, test_pipeline.py,
+# test_distributed_optimizer.py): a batch every layout there splits (dp 4 x micro-batch 2 divides
+# 16), and the random data order, which checks that every layout takes the same samples; with
+# their tolerances against the serial run (EquivalenceTest below).
 EQUIVALENCE_MODEL = [
     "--n-layer", "2", "--n-head", "4", "--d-model", "32", "--seq-len", "16",
     "--global-batch-size", "16", "--micro-batch-size", "2", "--threads", "1",
@@ -48,6 +49,10 @@ EQUIVALENCE_MODEL = [
     "--lr", "0.01", "--min-lr", "0.001", "--warmup-steps", "2"]
 CURVE_REL = 1e-5   # losses and gradient norms, relative
 STATE_REL = 1e-4   # checkpoint tensors, relative by tensor norm
+# Every equivalence run trains to step 6 with checkpoints at 3 and 6, so the lr schedule is the
+# same in all of them and the step-3 files can be resumed.
+EQUIVALENCE_STEPS = 6
+EQUIVALENCE_SAVE_AT = 3
 
 
 def with_options(model, **replace):
@@ -423,3 +428,93 @@ def assert_state_close(test, path, ref, rel_tol, name, note=None):
         test.assertLessEqual(worst, rel_tol,
                              f"{name}: {worst_name} differs from the 1-rank run by "
                              f"{worst:.3e} relative (norm)")
+
+
+def train_to(folder, options, steps, save_every, np=1, timeout=DEFAULT_TIMEOUT):
+    """Trains `options` to --steps `steps` with a checkpoint every `save_every` steps: the
+    checkpoints in folder/ck, the metrics in folder/m.jsonl (folder made if missing). Returns
+    (metrics lines, checkpoint folder, Result)."""
+    ck, metrics = os.path.join(folder, "ck"), os.path.join(folder, "m.jsonl")
+    os.makedirs(folder, exist_ok=True)
+    result = train(list(options) + ["--steps", steps, "--save-every", save_every,
+                                    "--checkpoint-dir", ck, "--metrics", metrics],
+                   np=np, timeout=timeout)
+    return read_metrics(metrics), ck, result
+
+
+class EquivalenceTest(TempDirTest, WorstDifferences):
+    """Base of the suites that train layouts and compare them with 1-rank runs
+    (tests/integration/test_layouts.py, test_pipeline.py, test_distributed_optimizer.py). Each
+    run trains to STEPS with a checkpoint every SAVE_AT steps, in a folder of one of two
+    class-wide temporary directories: the references' (train_reference) and the layout runs'
+    (train_layout, kept in `runs` for the tests that reuse them). Both are removed at the end,
+    after the worst relative differences seen are printed. A subclass sets its own `worst = {}`
+    and PREFIX and calls make_folders() first in its setUpClass."""
+
+    STEPS = EQUIVALENCE_STEPS
+    SAVE_AT = EQUIVALENCE_SAVE_AT
+    RUN_TIMEOUT = 60
+    PREFIX = "gpt-equivalence"
+    WORST_TITLE = "worst relative differences against the 1-rank run"
+
+    @classmethod
+    def make_folders(cls):
+        cls._ref = tempfile.TemporaryDirectory(prefix=cls.PREFIX + "-ref-")
+        cls._runs = tempfile.TemporaryDirectory(prefix=cls.PREFIX + "-runs-")
+        cls.runs = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._ref.cleanup()
+        cls._runs.cleanup()
+        cls.report_worst(cls.WORST_TITLE)
+
+    @classmethod
+    def train_reference(cls, name, options):
+        """A 1-rank run of `options` in the references' folder `name`: {"metrics": its lines,
+        "ck": its checkpoint folder, "final": its step-STEPS checkpoint, loaded}."""
+        metrics, ck, _ = train_to(os.path.join(cls._ref.name, name), options, cls.STEPS,
+                                  cls.SAVE_AT, timeout=cls.RUN_TIMEOUT)
+        return {"metrics": metrics, "ck": ck,
+                "final": load_checkpoint(checkpoint_file(ck, cls.STEPS))}
+
+    @classmethod
+    def train_layout(cls, name, options, np):
+        """A run of `options` on `np` ranks in the layout runs' folder `name`: (metrics lines,
+        checkpoint folder, Result)."""
+        return train_to(os.path.join(cls._runs.name, name), options, cls.STEPS, cls.SAVE_AT,
+                        np=np, timeout=cls.RUN_TIMEOUT)
+
+    def assert_like(self, metrics, ck, ref, steps, name):
+        """The run's per-step loss and gradient norm at `steps` within CURVE_REL of reference
+        `ref`'s, and every /model and /optimizer dataset of its step-STEPS checkpoint (in folder
+        `ck`) within STATE_REL of ref's final one by tensor norm; the worst differences noted."""
+        assert_curve_close(self, metrics, ref["metrics"], steps, CURVE_REL, name, self.note)
+        assert_state_close(self, checkpoint_file(ck, self.STEPS), ref["final"], STATE_REL, name,
+                           self.note)
+
+    def resume_like(self, checkpoint, options, np, ref, name):
+        """Continues `checkpoint` with `options` on `np` ranks to STEPS; its steps after SAVE_AT
+        and its final checkpoint as assert_like checks them against `ref`."""
+        metrics, ck = train_resumed(self, options, checkpoint, self.STEPS, np, self.RUN_TIMEOUT)
+        self.assert_like(metrics, ck, ref, range(self.SAVE_AT + 1, self.STEPS + 1), name)
+
+    def assert_same_run(self, metrics, ck, ref):
+        """Bit for bit the reference `ref`: the loss and gradient norm of every step, and the
+        final checkpoint."""
+        for key in ("loss", "grad_norm"):
+            self.assertEqual(by_step(metrics, key), by_step(ref["metrics"], key), key)
+        assert_checkpoints_identical(self, checkpoint_file(ck, self.STEPS),
+                                     checkpoint_file(ref["ck"], self.STEPS))
+
+
+def add_layout_tests(cls, cases):
+    """For each `name: (arguments, docstring)` of `cases`, a test test_a_<name> of `cls` calling
+    cls.check_layout(*arguments). "test_a_..." sorts the layouts before the tests that reuse
+    their runs."""
+    for name, (arguments, doc) in cases.items():
+        def test(self, arguments=arguments):
+            self.check_layout(*arguments)
+        test.__name__ = f"test_a_{name}"
+        test.__doc__ = doc
+        setattr(cls, test.__name__, test)

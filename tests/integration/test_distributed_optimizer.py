@@ -13,14 +13,13 @@ Run: /usr/bin/python3 test_distributed_optimizer.py --bin BUILD/bin [--mpiexec P
 
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import gpt_harness as h  # noqa: E402
 
 MODEL = h.EQUIVALENCE_MODEL
-STEPS = 6
-SAVE_AT = 3
+STEPS = h.EQUIVALENCE_STEPS
+SAVE_AT = h.EQUIVALENCE_SAVE_AT
 RUN_TIMEOUT = 90
 ZERO = ["--distributed-optimizer", "--dp-bucket-size", "3000"]
 
@@ -35,51 +34,30 @@ LAYOUTS = {
 }
 
 
-class DistributedOptimizerTest(h.TempDirTest, h.WorstDifferences):
+class DistributedOptimizerTest(h.EquivalenceTest):
     """The 1-rank reference (6 steps, checkpoints at 3 and 6) is made once for all tests."""
 
     worst = {}
+    RUN_TIMEOUT = RUN_TIMEOUT
+    PREFIX = "gpt-zero"
 
     @classmethod
     def setUpClass(cls):
-        cls._ref = tempfile.TemporaryDirectory(prefix="gpt-zero-ref-")
-        cls.ref_dir = os.path.join(cls._ref.name, "ck")
-        metrics = os.path.join(cls._ref.name, "m.jsonl")
-        h.train(MODEL + ["--steps", STEPS, "--save-every", SAVE_AT, "--checkpoint-dir",
-                         cls.ref_dir, "--metrics", metrics], timeout=RUN_TIMEOUT)
-        cls.ref = h.read_metrics(metrics)
-        cls.ref_final = h.load_checkpoint(h.checkpoint_file(cls.ref_dir, STEPS))
-        cls._runs = tempfile.TemporaryDirectory(prefix="gpt-zero-runs-")
-        cls.runs = {}
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._ref.cleanup()
-        cls._runs.cleanup()
-        cls.report_worst("worst relative differences against the 1-rank run")
+        cls.make_folders()
+        cls.ref = cls.train_reference("serial", MODEL)
 
     def run_layout(self, label, np, options):
         """Trains to STEPS; returns (metrics, checkpoint dir, result)."""
-        folder = os.path.join(self._runs.name, label)
-        ck, metrics = os.path.join(folder, "ck"), os.path.join(folder, "m.jsonl")
-        os.makedirs(folder, exist_ok=True)
-        result = h.train(MODEL + options + ["--steps", STEPS, "--save-every", SAVE_AT,
-                                            "--checkpoint-dir", ck, "--metrics", metrics],
-                         np=np, timeout=RUN_TIMEOUT)
+        metrics, ck, result = self.train_layout(label, MODEL + options, np)
         type(self).runs[label] = ck
-        return h.read_metrics(metrics), ck, result
-
-    def assert_like_reference(self, metrics, ck, steps, label):
-        h.assert_curve_close(self, metrics, self.ref, steps, h.CURVE_REL, label, self.note)
-        h.assert_state_close(self, h.checkpoint_file(ck, STEPS), self.ref_final, h.STATE_REL,
-                             label, self.note)
+        return metrics, ck, result
 
     def check_layout(self, name):
         np, layout = LAYOUTS[name]
         got, ck, result = self.run_layout(name, np, layout + ZERO)
         self.assertIn("optimizer state sharded over dp", result.stdout + result.stderr,
                       result.describe())
-        self.assert_like_reference(got, ck, range(1, STEPS + 1), name)
+        self.assert_like(got, ck, self.ref, range(1, STEPS + 1), name)
 
     def source(self, label, np, options):
         """The step-3 checkpoint of a run (made here if no earlier test made it)."""
@@ -88,8 +66,7 @@ class DistributedOptimizerTest(h.TempDirTest, h.WorstDifferences):
         return h.checkpoint_file(self.runs[label], SAVE_AT)
 
     def resume(self, source, np, options, label):
-        metrics, ck = h.train_resumed(self, MODEL + options, source, STEPS, np, RUN_TIMEOUT)
-        self.assert_like_reference(metrics, ck, range(SAVE_AT + 1, STEPS + 1), label)
+        self.resume_like(source, MODEL + options, np, self.ref, label)
 
     # ---- checkpoints across the option
 
@@ -118,22 +95,12 @@ class DistributedOptimizerTest(h.TempDirTest, h.WorstDifferences):
     def test_c_dp1_says_no_effect(self):
         got, ck, result = self.run_layout("dp1", 1, ZERO)
         self.assertIn("no effect", result.stdout + result.stderr, result.describe())
-        for key in ("loss", "grad_norm"):
-            self.assertEqual(h.by_step(got, key), h.by_step(self.ref, key), key)
-        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, STEPS),
-                                       h.checkpoint_file(self.ref_dir, STEPS))
+        self.assert_same_run(got, ck, self.ref)
 
 
-def _add_layout_tests():
-    for name in LAYOUTS:
-        def test(self, name=name):
-            self.check_layout(name)
-        test.__doc__ = f"{name} with --distributed-optimizer against the 1-rank run"
-        # "test_a_..." sorts the layouts before the resume tests that reuse their runs.
-        setattr(DistributedOptimizerTest, f"test_a_{name}", test)
-
-
-_add_layout_tests()
+h.add_layout_tests(DistributedOptimizerTest, {
+    name: ((name,), f"{name} with --distributed-optimizer against the 1-rank run")
+    for name in LAYOUTS})
 
 if __name__ == "__main__":
     h.main()

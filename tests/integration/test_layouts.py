@@ -23,16 +23,13 @@ Run: /usr/bin/python3 test_layouts.py --bin BUILD/bin [--mpiexec PATH --mpiexec-
 
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import gpt_harness as h  # noqa: E402
 
 MODEL = h.EQUIVALENCE_MODEL
-STEPS = 6
-SAVE_AT = 3
-CURVE_REL = h.CURVE_REL
-STATE_REL = h.STATE_REL
+STEPS = h.EQUIVALENCE_STEPS
+SAVE_AT = h.EQUIVALENCE_SAVE_AT
 RUN_TIMEOUT = 60
 
 # name: (ranks, layout options)
@@ -57,63 +54,32 @@ def allreduce_tp_bytes(dp):
     return 4 * micro * ((4 * layers + 2) * b * s * d + 3 * b * s) + 8
 
 
-class LayoutTest(h.TempDirTest, h.WorstDifferences):
+class LayoutTest(h.EquivalenceTest):
     """The 1-rank reference (6 steps, checkpoints at 3 and 6) is made once for all tests."""
 
     worst = {}  # what -> (relative difference, where)
+    RUN_TIMEOUT = RUN_TIMEOUT
+    PREFIX = "gpt-layouts"
 
     @classmethod
     def setUpClass(cls):
-        cls._ref = tempfile.TemporaryDirectory(prefix="gpt-layouts-ref-")
-        cls.ref_dir = os.path.join(cls._ref.name, "ck")
-        metrics = os.path.join(cls._ref.name, "m.jsonl")
-        h.train(MODEL + ["--steps", STEPS, "--save-every", SAVE_AT, "--checkpoint-dir",
-                         cls.ref_dir, "--metrics", metrics], timeout=RUN_TIMEOUT)
-        cls.ref = h.read_metrics(metrics)
-        cls.ref_final = h.load_checkpoint(h.checkpoint_file(cls.ref_dir, STEPS))
+        cls.make_folders()  # the layout runs are kept for the resume tests (step-3 checkpoints)
+        cls.ref = cls.train_reference("serial", MODEL)
         help_text = h.run("train", ["--help"], timeout=30, check=True)
         cls.has_sp = SP in help_text.stdout + help_text.stderr
         if not cls.has_sp:
             print(f"NOTE: train --help has no {SP}: its variants are skipped", flush=True)
-        # Layout runs kept for the resume tests (their step-3 checkpoints).
-        cls._runs = tempfile.TemporaryDirectory(prefix="gpt-layouts-runs-")
-        cls.runs = {}
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._ref.cleanup()
-        cls._runs.cleanup()
-        cls.report_worst("worst relative differences against the 1-rank run")
 
     # ---- helpers
-
-    def run_layout(self, name, np, layout, extra=(), folder=None):
-        """Trains to STEPS in a layout; returns (metrics, checkpoint dir, result)."""
-        folder = folder or self.path(name)
-        ck, metrics = os.path.join(folder, "ck"), os.path.join(folder, "m.jsonl")
-        os.makedirs(folder, exist_ok=True)
-        result = h.train(MODEL + layout + list(extra) +
-                         ["--steps", STEPS, "--save-every", SAVE_AT, "--checkpoint-dir", ck,
-                          "--metrics", metrics], np=np, timeout=RUN_TIMEOUT)
-        return h.read_metrics(metrics), ck, result
-
-    def assert_curve(self, got, steps, name):
-        h.assert_curve_close(self, got, self.ref, steps, CURVE_REL, name, self.note)
-
-    def assert_state(self, path, name):
-        """Every /model and /optimizer dataset of path against the reference's final file."""
-        h.assert_state_close(self, path, self.ref_final, STATE_REL, name, self.note)
 
     def check_layout(self, name, sp):
         np, layout = LAYOUTS[name]
         label = name + ("+sp" if sp else "")
         if sp and not self.has_sp:
             self.skipTest(f"train --help has no {SP} yet")
-        got, ck, result = self.run_layout(label, np, layout, [SP] if sp else [],
-                                          folder=os.path.join(self._runs.name, label))
+        got, ck, result = self.train_layout(label, MODEL + layout + ([SP] if sp else []), np)
         type(self).runs[label] = ck
-        self.assert_curve(got, range(1, STEPS + 1), label)
-        self.assert_state(h.checkpoint_file(ck, STEPS), label)
+        self.assert_like(got, ck, self.ref, range(1, STEPS + 1), label)
         if "--tp" not in layout and sp:
             self.assertIn("no effect", result.stdout + result.stderr,
                           f"{SP} at tp 1 should say it has no effect\n" + result.describe())
@@ -129,17 +95,13 @@ class LayoutTest(h.TempDirTest, h.WorstDifferences):
         """The step-3 checkpoint of a layout's run (made here if its test has not run)."""
         if label not in self.runs:
             np, layout = LAYOUTS[label]
-            _, ck, _ = self.run_layout(label, np, layout,
-                                       folder=os.path.join(self._runs.name, label))
+            _, ck, _ = self.train_layout(label, MODEL + layout, np)
             type(self).runs[label] = ck
         return h.checkpoint_file(self.runs[label], SAVE_AT)
 
     def resume(self, source_label, name, np, layout):
-        src = self.source(source_label)
-        metrics, ck = h.train_resumed(self, MODEL + layout, src, STEPS, np, RUN_TIMEOUT)
-        label = f"{source_label}->{name}"
-        self.assert_curve(metrics, range(SAVE_AT + 1, STEPS + 1), label)
-        self.assert_state(h.checkpoint_file(ck, STEPS), label)
+        self.resume_like(self.source(source_label), MODEL + layout, np, self.ref,
+                         f"{source_label}->{name}")
 
     # ---- resume across layouts
 
@@ -173,26 +135,16 @@ class LayoutTest(h.TempDirTest, h.WorstDifferences):
         """One rank: trains as without the option (bit for bit) and says it has no effect."""
         if not self.has_sp:
             self.skipTest(f"train --help has no {SP} yet")
-        got, ck, result = self.run_layout("serial+sp", 1, [], [SP])
+        got, ck, result = h.train_to(self.path("serial+sp"), MODEL + [SP], STEPS, SAVE_AT,
+                                     timeout=RUN_TIMEOUT)
         self.assertIn("no effect", result.stdout + result.stderr, result.describe())
-        for key in ("loss", "grad_norm"):
-            self.assertEqual(h.by_step(got, key), h.by_step(self.ref, key), key)
-        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, STEPS),
-                                       h.checkpoint_file(self.ref_dir, STEPS))
+        self.assert_same_run(got, ck, self.ref)
 
 
-def _add_layout_tests():
-    for name in LAYOUTS:
-        for sp in (False, True):
-            def test(self, name=name, sp=sp):
-                self.check_layout(name, sp)
-            test.__name__ = f"test_{name}" + ("_sp" if sp else "")
-            test.__doc__ = f"{name}{' with ' + SP if sp else ''} against the 1-rank run"
-            # "test_a..." sorts the layouts before the resume tests that reuse their runs.
-            setattr(LayoutTest, "test_a_" + test.__name__[5:], test)
-
-
-_add_layout_tests()
+h.add_layout_tests(LayoutTest, {
+    name + ("_sp" if sp else ""): ((name, sp),
+                                   f"{name}{' with ' + SP if sp else ''} against the 1-rank run")
+    for name in LAYOUTS for sp in (False, True)})
 
 if __name__ == "__main__":
     h.main()

@@ -27,18 +27,16 @@ Run: /usr/bin/python3 test_pipeline.py --bin BUILD/bin [--mpiexec PATH --mpiexec
 import os
 import re
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import gpt_harness as h  # noqa: E402
 
 MODEL = h.with_options(h.EQUIVALENCE_MODEL, n_layer=4)
 GLOBAL_BATCH, MICRO_BATCH = 16, 2
-STEPS = 6
-SAVE_AT = 3
+STEPS = h.EQUIVALENCE_STEPS
+SAVE_AT = h.EQUIVALENCE_SAVE_AT
 EVAL_EVERY = ["--eval-every", "3", "--eval-windows", "16"]
 CURVE_REL = h.CURVE_REL
-STATE_REL = h.STATE_REL
 EVAL_REL = 1e-6    # eval of one checkpoint in another layout
 RUN_TIMEOUT = 60
 SP = "--sequence-parallel"
@@ -108,33 +106,22 @@ def stated_stage0_caches(pp, dp, schedule, v):
 EVAL_LINE = re.compile(r": loss ([0-9.eE+-]+) \| perplexity")
 
 
-class PipelineTest(h.TempDirTest, h.WorstDifferences):
+class PipelineTest(h.EquivalenceTest):
     """The serial references (4 and 8 layers, 6 steps, checkpoints at 3 and 6) are made once;
     the layout runs are kept for the peak-cache, val-loss and resume tests."""
 
     worst = {}  # what -> (relative difference, where)
+    RUN_TIMEOUT = RUN_TIMEOUT
+    PREFIX = "gpt-pipeline"
+    WORST_TITLE = "worst relative differences against the 1-rank runs"
 
     @classmethod
     def setUpClass(cls):
-        cls._ref = tempfile.TemporaryDirectory(prefix="gpt-pipeline-ref-")
+        cls.make_folders()  # runs: name -> (metrics, checkpoint dir)
         cls.refs = {}
         for layers, extra in ((4, EVAL_EVERY), (8, [])):
-            folder = os.path.join(cls._ref.name, f"L{layers}")
-            ck, metrics = os.path.join(folder, "ck"), os.path.join(folder, "m.jsonl")
-            os.makedirs(folder)
-            h.train(merged(h.with_options(MODEL, n_layer=layers), extra) +
-                    ["--steps", STEPS, "--save-every", SAVE_AT, "--checkpoint-dir", ck,
-                     "--metrics", metrics], timeout=RUN_TIMEOUT)
-            cls.refs[layers] = {"metrics": h.read_metrics(metrics), "ck": ck,
-                                "final": h.load_checkpoint(h.checkpoint_file(ck, STEPS))}
-        cls._runs = tempfile.TemporaryDirectory(prefix="gpt-pipeline-runs-")
-        cls.runs = {}  # name -> (metrics, checkpoint dir)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._ref.cleanup()
-        cls._runs.cleanup()
-        cls.report_worst("worst relative differences against the 1-rank runs")
+            cls.refs[layers] = cls.train_reference(
+                f"L{layers}", merged(h.with_options(MODEL, n_layer=layers), extra))
 
     # ---- helpers
 
@@ -142,27 +129,14 @@ class PipelineTest(h.TempDirTest, h.WorstDifferences):
         """Trains a LAYOUTS entry to STEPS (once per class); returns (metrics, checkpoint dir)."""
         if name not in self.runs:
             np, layers, options, _ = LAYOUTS[name]
-            folder = os.path.join(self._runs.name, name)
-            ck, metrics = os.path.join(folder, "ck"), os.path.join(folder, "m.jsonl")
-            os.makedirs(folder, exist_ok=True)
-            h.train(merged(h.with_options(MODEL, n_layer=layers), options) +
-                    ["--steps", STEPS, "--save-every", SAVE_AT, "--checkpoint-dir", ck,
-                     "--metrics", metrics], np=np, timeout=RUN_TIMEOUT)
-            type(self).runs[name] = (h.read_metrics(metrics), ck)
+            metrics, ck, _ = self.train_layout(
+                name, merged(h.with_options(MODEL, n_layer=layers), options), np)
+            type(self).runs[name] = (metrics, ck)
         return self.runs[name]
-
-    def assert_curve(self, got, ref, steps, name):
-        h.assert_curve_close(self, got, ref, steps, CURVE_REL, name, self.note)
-
-    def assert_state(self, path, ref, name):
-        """Every /model and /optimizer dataset of path against the reference's final file."""
-        h.assert_state_close(self, path, ref, STATE_REL, name, self.note)
 
     def check_layout(self, name):
         metrics, ck = self.run_layout(name)
-        ref = self.refs[LAYOUTS[name][1]]
-        self.assert_curve(metrics, ref["metrics"], range(1, STEPS + 1), name)
-        self.assert_state(h.checkpoint_file(ck, STEPS), ref["final"], name)
+        self.assert_like(metrics, ck, self.refs[LAYOUTS[name][1]], range(1, STEPS + 1), name)
 
     def expect_error(self, np, args, option):
         ck = self.path("ck")
@@ -243,12 +217,8 @@ class PipelineTest(h.TempDirTest, h.WorstDifferences):
 
     def resume(self, name, np, layout):
         _, src_dir = self.run_layout("tp2_pp2_1f1b")
-        src = h.checkpoint_file(src_dir, SAVE_AT)
-        metrics, ck = h.train_resumed(self, MODEL + layout, src, STEPS, np, RUN_TIMEOUT)
-        label = f"tp2_pp2->{name}"
-        ref = self.refs[4]
-        self.assert_curve(metrics, ref["metrics"], range(SAVE_AT + 1, STEPS + 1), label)
-        self.assert_state(h.checkpoint_file(ck, STEPS), ref["final"], label)
+        self.resume_like(h.checkpoint_file(src_dir, SAVE_AT), MODEL + layout, np, self.refs[4],
+                         f"tp2_pp2->{name}")
 
     def test_c_resume_tp2_pp2_at_pp4(self):
         self.resume("pp4", 4, pipe(4, "1f1b"))
@@ -327,16 +297,8 @@ class PipelineTest(h.TempDirTest, h.WorstDifferences):
                           "--n-layer")
 
 
-def _add_layout_tests():
-    for name in LAYOUTS:
-        def test(self, name=name):
-            self.check_layout(name)
-        test.__doc__ = f"{name} against the 1-rank run"
-        # "test_a_..." sorts the layouts before the tests that reuse their runs.
-        setattr(PipelineTest, f"test_a_{name}", test)
-
-
-_add_layout_tests()
+h.add_layout_tests(PipelineTest, {
+    name: ((name,), f"{name} against the 1-rank run") for name in LAYOUTS})
 
 if __name__ == "__main__":
     h.main()

@@ -104,25 +104,41 @@ TEST(CostModel, StepSplitAddsUpAndBubbleFollowsTheSchedule) {
 }
 
 TEST(PlanMemory, CategoriesFollowTheLayout) {
+  using enum MemoryCategory;
   const Schedule s = make_schedule(ScheduleKind::k1f1b, 4, 8, 1);
   PlanLayout l = layout(2, 4, 8);
   l.dp = 4;
-  const PlannedMemory base = plan_memory(kModel, l, s);
-  EXPECT_EQ(base.optimizer, 2 * base.weights);  // AdamW's two fp32 moments
+  const MemoryBytes base = plan_memory(kModel, l, s).bytes;
+  EXPECT_EQ(base[kOptimizer], 2 * base[kWeights]);  // AdamW's two fp32 moments
   l.distributed_optimizer = true;
-  EXPECT_EQ(plan_memory(kModel, l, s).optimizer * 4, base.optimizer);
+  EXPECT_EQ(plan_memory(kModel, l, s).bytes[kOptimizer] * 4, base[kOptimizer]);
   l.distributed_optimizer = false;
   l.recompute = Recompute::kFull;
-  EXPECT_LT(plan_memory(kModel, l, s).activations, base.activations / 3);
+  EXPECT_LT(plan_memory(kModel, l, s).bytes[kActivations], base[kActivations] / 3);
   l.recompute = Recompute::kNone;
   l.sequence_parallel = true;
-  EXPECT_LT(plan_memory(kModel, l, s).activations, base.activations);
+  EXPECT_LT(plan_memory(kModel, l, s).bytes[kActivations], base[kActivations]);
   // Megatron's 18 bytes a parameter: 2 + 4 + 12.
   l.sequence_parallel = false;
   l.precision = PrecisionRegime::kMegatronMixed;
-  const PlannedMemory mixed = plan_memory(kModel, l, s);
-  EXPECT_EQ(mixed.grads, 2 * mixed.weights);
-  EXPECT_EQ(mixed.optimizer, 6 * mixed.weights);
+  const MemoryBytes mixed = plan_memory(kModel, l, s).bytes;
+  EXPECT_EQ(mixed[kGrads], 2 * mixed[kWeights]);
+  EXPECT_EQ(mixed[kOptimizer], 6 * mixed[kWeights]);
+}
+
+TEST(PlanMemory, StageParametersSumTheStagesChunks) {
+  // Interleaved, 2 chunks a stage: the stages together hold the 1-stage model plus wte's tied
+  // copy on the last stage, whatever the layer split.
+  PlanLayout l = layout(2, 4, 8);
+  l.schedule = ScheduleKind::kInterleaved;
+  l.virtual_stages = 2;
+  const int64_t whole = stage_parameters(kModel, layout(2, 1, 8), 0);
+  const int64_t wte = kModel.padded_vocab(2) / 2 * kModel.d_model;
+  int64_t sum = 0;
+  for (int stage = 0; stage < l.pp; ++stage) sum += stage_parameters(kModel, l, stage);
+  EXPECT_EQ(sum, whole + wte);
+  EXPECT_EQ(stage_parameters(kModel, l, 1), stage_parameters(kModel, l, 2))
+      << "middle stages hold only blocks";
 }
 
 }  // namespace
