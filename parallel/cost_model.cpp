@@ -22,11 +22,13 @@ bool megatron(const PlanLayout& l) {
 }
 
 // How many times slower a rank runs than alone on its share of the CPU: ranks beyond a node's
-// cores share them. Open MPI's shared-memory transport polls while a rank waits (a rank in a
-// receive or a collective spins), so every rank holds a core all the step, computing or waiting,
-// and each gets cores / (ranks on the node x threads) of one: every pass and every transfer the
-// CPU drives (shared memory, inside a node) stretches by that factor; a transfer across nodes is
-// bound by the network and does not. 1 on GPUs and whenever the ranks fit the cores.
+// cores share them, each getting cores / (ranks on the node x threads) of one. Open MPI, seeing
+// more ranks than slots, makes a waiting rank yield its core (mpi_yield_when_idle), so the
+// node's work spreads over its cores (forced to spin instead, tp 4 on 2 cores ran 45 times
+// slower here): every pass and every transfer the CPU drives (shared memory, inside a node)
+// stretches by that factor; a transfer across nodes is bound by the network and does not. Not
+// modelled: the scheduler switching a group's members in at each step of a collective when they
+// cannot all run at once (docs/PLANNER.md). 1 on GPUs and whenever the ranks fit the cores.
 double oversubscription(const Cluster& cluster, const PlanLayout& l) {
   if (!cluster.cpu.active()) return 1;
   const int ranks = ranks_per_node(cluster, l.world(), l.placement);
