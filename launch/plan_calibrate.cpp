@@ -262,12 +262,15 @@ void measure_links(MPI_Comm world, const JobShape& shape, double budget, Cluster
   const bool root = comm_rank(world) == 0;
   const std::vector<double> sizes = {4e3, 64e3, 1e6, 16e6};
   const double share = budget / (sizes.size() * 4);
+  // measure_mpi's color for a group of the first node's first n ranks.
+  const auto first_ranks = [&shape](int n) {
+    return shape.node == 0 && shape.local_rank < n ? 0 : MPI_UNDEFINED;
+  };
   std::vector<double> intra;
   const bool pair_inside = shape.ranks_on_first_node >= 2;
-  for (double s : sizes) {
-    const int color = shape.node == 0 && shape.local_rank < 2 ? 0 : MPI_UNDEFINED;
-    if (pair_inside) intra.push_back(measure_mpi(world, color, s, Pattern::kAllReduce, share));
-  }
+  for (double s : sizes)
+    if (pair_inside)
+      intra.push_back(measure_mpi(world, first_ranks(2), s, Pattern::kAllReduce, share));
   if (shape.nodes > 1) {
     // Across nodes a bandwidth curve by message size, each point the size over the exchange's
     // time (the link's latency inside it): on a shaped link a message's effective rate depends on
@@ -297,17 +300,15 @@ void measure_links(MPI_Comm world, const JobShape& shape, double budget, Cluster
   for (int n = 2; pair_inside && n <= shape.ranks_on_first_node; n *= 2)
     for (size_t i = 0; i < sizes.size(); ++i) {
       const double s = sizes[i];
-      const int color = shape.node == 0 && shape.local_rank < n ? 0 : MPI_UNDEFINED;
       const double t =
-          n == 2 ? intra[i] : measure_mpi(world, color, s, Pattern::kAllReduce, share / 2);
+          n == 2 ? intra[i] : measure_mpi(world, first_ranks(n), s, Pattern::kAllReduce, share / 2);
       if (root)
         std::printf("calibrate: all-reduce %.3g B over %d ranks: %.1f us (model %.1f)\n", s, n,
                     t * 1e6, collective_seconds(link, Collective::kAllReduce, s, n) * 1e6);
     }
   for (double s : sizes) {
-    const int color = shape.node == 0 && shape.local_rank < 2 ? 0 : MPI_UNDEFINED;
     if (!pair_inside) break;
-    const double t = measure_mpi(world, color, s, Pattern::kPingPong, share / 2);
+    const double t = measure_mpi(world, first_ranks(2), s, Pattern::kPingPong, share / 2);
     if (root)
       std::printf("calibrate: send-recv %.3g B: %.1f us (model %.1f)\n", s, t * 1e6,
                   p2p_seconds(link, s) * 1e6);

@@ -253,7 +253,7 @@ Context make_context(const ModelConfig& m, const PlanLayout& l, const Cluster& c
   return c;
 }
 
-// The parts of a step around the pipeline, per stage.
+// The parts of a step around the pipeline, per stage, with the CPU's sharing of the cores.
 struct StageExtras {
   double dp_total = 0, dp_fixed = 0;  // the reduction's seconds, and those nothing overlaps
   double optimizer = 0;
@@ -265,6 +265,7 @@ StageExtras stage_extras(const ModelConfig& m, const PlanLayout& l, const Cluste
   const double params = static_cast<double>(stage_parameters(m, l, stage));
   const double grad_bytes = params * 4;  // fp32 gradients in both regimes
   const LinkModel link = group_link(cluster, l.dp, l.tp, l.placement);
+  const double share = oversubscription(cluster, l);
   if (l.distributed_optimizer) {
     x.dp_total = collective_seconds(link, Collective::kReduceScatter, grad_bytes, l.dp);
     // The updated parameters' all-gather follows the optimizer step.
@@ -277,7 +278,9 @@ StageExtras stage_extras(const ModelConfig& m, const PlanLayout& l, const Cluste
   // clipping reads the gradients once more, and they are zeroed (8). Megatron adds writing the
   // 16-bit weights (2).
   const double shards = l.distributed_optimizer ? l.dp : 1;
-  x.optimizer = stream_seconds(cluster.gpu, params / shards * (megatron(l) ? 38 : 36));
+  x.optimizer = share * stream_seconds(cluster.gpu, params / shards * (megatron(l) ? 38 : 36));
+  x.dp_total *= transfer_share(share, link);
+  x.dp_fixed *= transfer_share(share, link);
   return x;
 }
 
@@ -371,19 +374,16 @@ void stage_ends(const Timeline& t, int pp, std::vector<double>& end, std::vector
   }
 }
 
-// The pipeline's link: a stage's ranks and the next stage's are tp * dp ranks apart.
-LinkModel pipeline_link(const PlanLayout& l, const Cluster& cluster) {
-  return group_link(cluster, l.pp, l.tp * l.dp, l.placement);
-}
-
 // The point-to-point message of one activation or gradient, and its seconds on the pipeline's
-// slowest link. Megatron sends 1/tp of it (sequence parallel, or its scatter-gather trick).
+// slowest link (a stage's ranks and the next stage's are tp * dp ranks apart), with the CPU's
+// sharing of the cores. Megatron sends 1/tp of it (sequence parallel, or its scatter-gather trick).
 double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster) {
   if (l.pp == 1) return 0;
   const double e = megatron(l) ? 2 : 4;
   const double split = (l.sequence_parallel || megatron(l)) ? l.tp : 1;
   const double bytes = static_cast<double>(l.micro_batch * m.seq_len * m.d_model) * e / split;
-  return p2p_seconds(pipeline_link(l, cluster), bytes);
+  const LinkModel link = group_link(cluster, l.pp, l.tp * l.dp, l.placement);
+  return transfer_share(oversubscription(cluster, l), link) * p2p_seconds(link, bytes);
 }
 
 }  // namespace
@@ -394,7 +394,7 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs)
     per_vs.push_back(chunk_costs(m, l, cluster, vs));
   const double share = oversubscription(cluster, l);
-  const double comm = transfer_share(share, pipeline_link(l, cluster)) * p2p_time(m, l, cluster);
+  const double comm = p2p_time(m, l, cluster);
   const std::vector<PassCosts> passes = pass_costs(per_vs);
   const Timeline with_comm = simulate(schedule, ActionCosts{1, 1, 1, comm}, passes);
   const Timeline without = simulate(schedule, ActionCosts{1, 1, 1, 0}, passes);
@@ -412,11 +412,7 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
                : 0;
   StepPrediction p;
   for (int stage = 0; stage < l.pp; ++stage) {
-    StageExtras x = stage_extras(m, l, cluster, stage);
-    const double dp_share = transfer_share(share, group_link(cluster, l.dp, l.tp, l.placement));
-    x.dp_total *= dp_share;
-    x.dp_fixed *= dp_share;
-    x.optimizer *= share;
+    const StageExtras x = stage_extras(m, l, cluster, stage);
     // This project posts dp buckets (4 MiB) during the last backward; Megatron's 2022 runs
     // reduced after it.
     const double window = megatron(l) ? 0 : last[stage];

@@ -64,6 +64,11 @@ def describe(row):
     return f"dp {row['dp']} mb {row['micro_batch_size']}{v}{sp} {rec}{zero}"
 
 
+def seconds(x):
+    # Below a nanosecond is the replay's float rounding (an idle time of 1e-15 s), not time.
+    return f"{x if abs(x) > 1e-9 else 0:.3g} s"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
@@ -105,8 +110,6 @@ def main():
             term = max(gains, key=gains.get)
             gap = second[1]["step_time_s"] / best[1]["step_time_s"] - 1
             key = [k for k, t in TERMS.items() if t == term][0]
-            # Below a nanosecond is the replay's float rounding (an idle time of 1e-15 s), not time.
-            seconds = lambda x: f"{x if abs(x) > 1e-9 else 0:.3g} s"
             winners.append((model, cluster, best[0],
                             f"{100 * gap:.0f}% faster than {second[0]}; {term} "
                             f"{seconds(best[1][key])} against {seconds(second[1][key])}"))
