@@ -183,6 +183,31 @@ JobShape job_shape(MPI_Comm world) {
   return shape;
 }
 
+// Waits for `request` sleeping between polls, so that ranks not measuring leave the cores to those
+// that are (a blocking MPI call spins, yielding only now and then, beside them when ranks share
+// cores).
+void sleep_until_done(MPI_Request& request) {
+  for (int done = 0;;) {
+    GPT_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    usleep(2000);
+  }
+}
+
+void sleeping_barrier(MPI_Comm world) {
+  MPI_Request request;
+  GPT_MPI_CHECK(MPI_Ibarrier(world, &request));
+  sleep_until_done(request);
+}
+
+// Rank 0's `value` on every rank, waiting as sleep_until_done.
+double sleeping_bcast(MPI_Comm world, double value) {
+  MPI_Request request;
+  GPT_MPI_CHECK(MPI_Ibcast(&value, 1, MPI_DOUBLE, 0, world, &request));
+  sleep_until_done(request);
+  return value;
+}
+
 // What measure_mpi times: an all-reduce over the group; one message, half a ping-pong between
 // the group's two ranks; or the two exchanging a message each way at once, as each step of a
 // ring does.
@@ -227,8 +252,7 @@ double measure_mpi(MPI_Comm world, int color, double bytes, Pattern pattern, dou
     t = reps > 0 ? (now_seconds() - t0) / reps / (pattern == Pattern::kPingPong ? 2 : 1) : 0;
     MPI_Comm_free(&group);
   }
-  GPT_MPI_CHECK(MPI_Bcast(&t, 1, MPI_DOUBLE, 0, world));
-  return t;
+  return sleeping_bcast(world, t);  // ranks outside the group wait here while it measures
 }
 
 // A link's latency per step and bus bandwidth from `times` at `sizes` of a pattern with `steps`
@@ -312,18 +336,6 @@ void measure_links(MPI_Comm world, const JobShape& shape, double budget, Cluster
     if (root)
       std::printf("calibrate: send-recv %.3g B: %.1f us (model %.1f)\n", s, t * 1e6,
                   p2p_seconds(link, s) * 1e6);
-  }
-}
-
-// A barrier whose waiters sleep between polls, so the ranks waiting for rank 0's compute
-// measurements leave it the cores (MPI_Barrier would spin beside it when ranks share cores).
-void sleeping_barrier(MPI_Comm world) {
-  MPI_Request request;
-  GPT_MPI_CHECK(MPI_Ibarrier(world, &request));
-  for (int done = 0;;) {
-    GPT_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    usleep(2000);
   }
 }
 

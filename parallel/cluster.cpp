@@ -169,6 +169,10 @@ void add_link_keys(std::map<std::string, Setter>& keys, const std::string& secti
   keys[section + ".curve"] = [link](Cluster& c, const std::string& v, const std::string& w) {
     (c.*link).curve = parse_curve(v, w);
   };
+  keys[section + ".burst_kb"] = [link](Cluster& c, const std::string& v, const std::string& w) {
+    (c.*link).burst = parse_number(v, w) * 1e3;
+    GPT_INPUT_CHECK((c.*link).burst >= 0, w << ": a burst cannot be negative");
+  };
 }
 
 // [cpu]: cores, threads per rank and the three pass scales (cluster.h, CpuModel).
@@ -273,6 +277,14 @@ void write_link(std::ostream& out, const char* section, const LinkModel& link) {
   out << "[" << section << "]\nbandwidth_gbs = " << link.bandwidth / kGB
       << "\nlatency_us = " << link.latency / kUs << "\n";
   if (!link.curve.empty()) out << "curve = " << curve_text(link.curve, kGB) << "\n";
+  if (link.burst > 0) out << "burst_kb = " << link.burst / 1e3 << "\n";
+}
+
+// Seconds of a transfer's `wire` time (bus bytes over bandwidth) that a shaped link's bucket,
+// refilled at the link's rate over `idle` seconds up to its burst, passes at once.
+double burst_credit(const LinkModel& link, double bytes, double wire, double idle) {
+  if (link.burst <= 0 || idle <= 0) return 0;
+  return std::min({wire, idle, link.burst / link.bus_bandwidth(bytes)});
 }
 
 }  // namespace
@@ -306,24 +318,29 @@ std::string cluster_file_text(const Cluster& c) {
   return out.str();
 }
 
-double collective_seconds(const LinkModel& link, Collective op, double bytes, int ranks) {
+double collective_seconds(const LinkModel& link, Collective op, double bytes, int ranks,
+                          double idle) {
   if (ranks <= 1 || bytes <= 0) return 0;
   const double n = ranks, share = (n - 1) / n, bw = link.bus_bandwidth(bytes);
   switch (op) {
     case Collective::kAllReduce: {
       const double ring = 2 * (n - 1) * link.latency;
       const double tree = 2 * std::ceil(std::log2(n)) * link.latency;
-      return std::min(ring, tree) + 2 * share * bytes / bw;
+      const double wire = 2 * share * bytes / bw;
+      return std::min(ring, tree) + wire - burst_credit(link, bytes, wire, idle);
     }
     case Collective::kAllGather:
-    case Collective::kReduceScatter:
-      return (n - 1) * link.latency + share * bytes / bw;
+    case Collective::kReduceScatter: {
+      const double wire = share * bytes / bw;
+      return (n - 1) * link.latency + wire - burst_credit(link, bytes, wire, idle);
+    }
   }
   return 0;
 }
-
-double p2p_seconds(const LinkModel& link, double bytes) {
-  return bytes <= 0 ? 0 : link.latency + bytes / link.bus_bandwidth(bytes);
+double p2p_seconds(const LinkModel& link, double bytes, double idle) {
+  if (bytes <= 0) return 0;
+  const double wire = bytes / link.bus_bandwidth(bytes);
+  return link.latency + wire - burst_credit(link, bytes, wire, idle);
 }
 
 std::vector<std::string> cluster_preset_names() {
@@ -420,6 +437,7 @@ LinkModel group_link(const Cluster& cluster, int ranks, int stride,
   }
   link.bandwidth = std::min(intra, link.bandwidth * scale);
   for (auto& [size, bw] : link.curve) bw = std::min(intra, bw * scale);
+  link.burst *= scale;  // each member's share of the bucket, as of the bandwidth
   link.latency = std::max(cluster.intra_node.latency, link.latency);
   return link;
 }

@@ -18,6 +18,10 @@ struct LinkModel {
   // (message bytes, bus bandwidth bytes/s), sizes ascending: what NCCL reaches at that size.
   // Empty: `bandwidth` at every size.
   std::vector<std::pair<double, double>> curve;
+  // Bytes (at bus bandwidth, as the curve counts them) the link passes at once after it idled: a
+  // token-bucket shaper's bucket (tc's tbf, a cloud instance's network allowance) refills while
+  // the link is idle and lets that much through at line rate. 0: no shaper.
+  double burst = 0;
   // Set by group_link (never read from a file): the group spans nodes, so its transfers are
   // bound by the network, not by the CPU time of the ranks that drive them.
   bool crosses_nodes = false;
@@ -33,10 +37,12 @@ enum class Collective { kAllReduce, kAllGather, kReduceScatter };
 // all-reduce's, the all-gather's output, the reduce-scatter's input), as nccl-tests sizes it.
 // Ring: all-reduce 2(n-1) steps moving 2(n-1)/n of the buffer, all-gather and reduce-scatter
 // n-1 steps moving (n-1)/n of it; an all-reduce also has the tree's 2 log2(n) steps at the same
-// bus bandwidth, and takes the cheaper. Zero for one rank.
-double collective_seconds(const LinkModel& link, Collective op, double bytes, int ranks);
-// One point-to-point message of `bytes`.
-double p2p_seconds(const LinkModel& link, double bytes);
+// bus bandwidth, and takes the cheaper. Zero for one rank. `idle`: seconds the link was idle
+// before (the compute since the last transfer), which buys back up to its burst (burst_credit).
+double collective_seconds(const LinkModel& link, Collective op, double bytes, int ranks,
+                          double idle = 0);
+// One point-to-point message of `bytes`, after `idle` seconds.
+double p2p_seconds(const LinkModel& link, double bytes, double idle = 0);
 
 struct GpuModel {
   std::string name;

@@ -68,20 +68,27 @@ Shapes shapes_of(const ModelConfig& m, const PlanLayout& l) {
 }
 
 // The tp group's collectives on its link (tp ranks are consecutive: one node unless tp exceeds
-// it). A collective of one rank costs nothing.
+// it), each after `idle` seconds of compute. A collective of one rank costs nothing.
 struct TpComm {
   LinkModel link;
   int ranks = 1;
+  double idle = 0;
   double all_reduce(double bytes) const {
-    return collective_seconds(link, Collective::kAllReduce, bytes, ranks);
+    return collective_seconds(link, Collective::kAllReduce, bytes, ranks, idle);
   }
   double all_gather(double bytes) const {
-    return collective_seconds(link, Collective::kAllGather, bytes, ranks);
+    return collective_seconds(link, Collective::kAllGather, bytes, ranks, idle);
   }
   double reduce_scatter(double bytes) const {
-    return collective_seconds(link, Collective::kReduceScatter, bytes, ranks);
+    return collective_seconds(link, Collective::kReduceScatter, bytes, ranks, idle);
   }
 };
+
+// A pass's modelled compute to its expected seconds: on the CPU the measured scale of that pass
+// kind and the sharing of the cores.
+double compute_stretch(const Cluster& cluster, const PlanLayout& l, double cpu_scale) {
+  return oversubscription(cluster, l) * (cluster.cpu.active() ? cpu_scale : 1);
+}
 
 // What the model needs about one layout on one cluster.
 struct Context {
@@ -250,6 +257,13 @@ Context make_context(const ModelConfig& m, const PlanLayout& l, const Cluster& c
             shapes_of(m, l),
             {group_link(cluster, l.tp, 1, l.placement), l.tp},
             cluster.cpu.active()};
+  if (c.tp.link.burst > 0) {
+    // A shaped link refills between a block's tp collectives (two, four under sequence
+    // parallelism): the block's forward compute over them, the backward's alike.
+    const double calls = l.sequence_parallel ? 4 : 2;
+    c.tp.idle = block_costs(c).passes.forward.compute *
+                compute_stretch(cluster, l, cluster.cpu.forward_scale) / calls;
+  }
   return c;
 }
 
@@ -329,7 +343,7 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   for (auto [pass, scale] : {std::pair{&costs.forward, cpu.forward_scale},
                              std::pair{&costs.backward_input, cpu.backward_input_scale},
                              std::pair{&costs.backward_weight, cpu.backward_weight_scale}}) {
-    pass->compute *= share * (cpu.active() ? scale : 1);
+    pass->compute *= compute_stretch(cluster, l, scale);
     pass->tp_exposed *= transfer_share(share, c.tp.link);
   }
   return costs;
@@ -376,14 +390,15 @@ void stage_ends(const Timeline& t, int pp, std::vector<double>& end, std::vector
 
 // The point-to-point message of one activation or gradient, and its seconds on the pipeline's
 // slowest link (a stage's ranks and the next stage's are tp * dp ranks apart), with the CPU's
-// sharing of the cores. Megatron sends 1/tp of it (sequence parallel, or its scatter-gather trick).
-double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster) {
+// sharing of the cores, after `idle` seconds (a pass) since the last one that way. Megatron sends
+// 1/tp of it (sequence parallel, or its scatter-gather trick).
+double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster, double idle) {
   if (l.pp == 1) return 0;
   const double e = megatron(l) ? 2 : 4;
   const double split = (l.sequence_parallel || megatron(l)) ? l.tp : 1;
   const double bytes = static_cast<double>(l.micro_batch * m.seq_len * m.d_model) * e / split;
   const LinkModel link = group_link(cluster, l.pp, l.tp * l.dp, l.placement);
-  return transfer_share(oversubscription(cluster, l), link) * p2p_seconds(link, bytes);
+  return transfer_share(oversubscription(cluster, l), link) * p2p_seconds(link, bytes, idle);
 }
 
 }  // namespace
@@ -394,8 +409,11 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs)
     per_vs.push_back(chunk_costs(m, l, cluster, vs));
   const double share = oversubscription(cluster, l);
-  const double comm = p2p_time(m, l, cluster);
   const std::vector<PassCosts> passes = pass_costs(per_vs);
+  double shortest_pass = passes.front().forward;
+  for (const PassCosts& p : passes)
+    shortest_pass = std::min({shortest_pass, p.forward, p.backward_input});
+  const double comm = p2p_time(m, l, cluster, shortest_pass);
   const Timeline with_comm = simulate(schedule, ActionCosts{1, 1, 1, comm}, passes);
   const Timeline without = simulate(schedule, ActionCosts{1, 1, 1, 0}, passes);
   std::vector<double> end, last;

@@ -65,13 +65,20 @@ netns_shape() {
     ns=${ns%%:*}
     ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
     [[ $rate == none ]] && continue
-    local bits
-    bits=$(netns_rate_bits "$rate") || return 1
-    local burst=$((bits / 8 / 1000))
-    ((burst < 65536)) && burst=65536
+    local burst
+    burst=$(netns_burst_bytes "$rate") || return 1
     ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 50ms ||
       return 1
   done
+}
+
+# netns_burst_bytes RATE: the tbf bucket netns_shape gives a link of RATE, in bytes.
+netns_burst_bytes() {
+  local bits burst
+  bits=$(netns_rate_bits "$1") || return 1
+  burst=$((bits / 8 / 1000))
+  ((burst < 65536)) && burst=65536
+  echo "$burst"
 }
 
 # netns_rate_bits 100mbit|1gbit|...: the rate in bits per second.

@@ -105,6 +105,14 @@ calibrate() {  # rate: the link as `plan --calibrate` measures it, into $work/ne
     { echo "bench_two_nodes: calibration at $rate failed:" >&2; tail -20 "$work/calibrate-$rate.log" >&2
       exit 1; }
   sed -i "s/^name = .*/name = netns-$rate/" "$work/netns-$rate.ini"
+  # The shaper's bucket, which calibration does not measure (docs/PLANNER.md): each of a node's
+  # 2 ranks' share of it, as the inter-node bandwidth is.
+  if [[ $rate != none ]]; then
+    local burst
+    burst=$(netns_burst_bytes "$rate")
+    sed -i "/^\[inter_node\]/a burst_kb = $(awk -v b="$burst" 'BEGIN { print b / 2 / 1000 }')" \
+      "$work/netns-$rate.ini"
+  fi
   grep '^calibrate:' "$work/calibrate-$rate.log" | grep -v 'gemm\|stream' >&2
   echo "   $((SECONDS - start)) s" >&2
 }

@@ -1,6 +1,7 @@
 // The planner's link model and cluster files: collective costs against their closed forms (ring
-// and tree, latency plus bytes over bus bandwidth), the bandwidth curve's interpolation, which
-// link a group uses, the presets, and the cluster file's parsing and its one-line errors.
+// and tree, latency plus bytes over bus bandwidth), a shaped link's burst, the bandwidth curve's
+// interpolation, which link a group uses, the presets, and the cluster file's parsing and its
+// one-line errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,6 +29,24 @@ TEST(LinkModel, RingAndTreeCostsAreLatencyPlusBytesOverBandwidth) {
                        collective_seconds(link, Collective::kAllGather, bytes, 8);
   EXPECT_NEAR(rs_ag - 14 * 5e-6,
               collective_seconds(link, Collective::kAllReduce, bytes, 8) - 6 * 5e-6, 1e-12);
+}
+
+TEST(LinkModel, AShapedLinkPassesItsRefilledBurstAtOnce) {
+  LinkModel link{1e8, 5e-6, {}};  // 100 MB/s
+  link.burst = 50e3;              // 0.5 ms at the rate
+  const double bytes = 200e3;     // 2 ms on the wire
+  // Idle for 0.2 ms: that much refilled; for 10 ms: the whole bucket, no more.
+  EXPECT_DOUBLE_EQ(p2p_seconds(link, bytes, 0.2e-3), 5e-6 + 2e-3 - 0.2e-3);
+  EXPECT_DOUBLE_EQ(p2p_seconds(link, bytes, 10e-3), 5e-6 + 2e-3 - 0.5e-3);
+  // A message within the bucket pays only its latency; no idle time, no credit.
+  EXPECT_NEAR(p2p_seconds(link, 20e3, 10e-3), 5e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(p2p_seconds(link, bytes), 5e-6 + 2e-3);
+  // A 2-rank all-reduce's wire time (the buffer once) alike.
+  EXPECT_DOUBLE_EQ(collective_seconds(link, Collective::kAllReduce, bytes, 2, 10e-3),
+                   2 * 5e-6 + 2e-3 - 0.5e-3);
+  // Unshaped: idle time buys nothing.
+  link.burst = 0;
+  EXPECT_DOUBLE_EQ(p2p_seconds(link, bytes, 10e-3), 5e-6 + 2e-3);
 }
 
 TEST(LinkModel, CurveInterpolatesInLogSizeAndHoldsItsEnds) {
@@ -129,6 +148,8 @@ TEST(ClusterFile, ParsesOverABaseAndReportsBadLinesInOneLine) {
             "c.ini line 2: curve sizes must ascend");
   EXPECT_EQ(message("gpus_per_node = 8\n"),
             "c.ini: gpu.peak_bf16_tflops must be given and above 0");
+  EXPECT_EQ(message("[inter_node]\nburst_kb = -1\n"),
+            "c.ini line 2: '-1' is not a non-negative number");
   EXPECT_EQ(message("[gpu]\nmemory_gb = lots\n"),
             "c.ini line 2: 'lots' is not a non-negative number");
 }
@@ -140,9 +161,12 @@ TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
   c.gpu.gemm_curve = {{1e5, 0.25}, {1e8, 1.0}};
   c.cpu.cores = 2;
   c.cpu.forward_scale = 1.5;
+  c.inter_node.burst = 62.5e3;
   const Cluster back = parse_cluster_file(cluster_file_text(c), "c.ini");
   EXPECT_EQ(back.cpu.cores, 2);
   EXPECT_NEAR(back.cpu.forward_scale, 1.5, 1e-9);
+  EXPECT_NEAR(back.inter_node.burst, 62.5e3, 1e-6);
+  EXPECT_DOUBLE_EQ(back.intra_node.burst, 0);
   EXPECT_NEAR(back.gpu.gemm_efficiency_at(1e5), 0.25, 1e-9);
   EXPECT_NEAR(back.gpu.gemm_efficiency_at(1e8), 1.0, 1e-9);
   EXPECT_NEAR(back.gpu.peak_bf16, c.gpu.peak_bf16, c.gpu.peak_bf16 * 1e-5);
