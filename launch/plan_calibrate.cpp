@@ -209,9 +209,10 @@ double sleeping_bcast(MPI_Comm world, double value) {
 }
 
 // What measure_mpi times: an all-reduce over the group; one message, half a ping-pong between
-// the group's two ranks; or the two exchanging a message each way at once, as each step of a
-// ring does.
-enum class Pattern { kAllReduce, kPingPong, kExchange };
+// the group's two ranks; the two exchanging a message each way at once, as each step of a ring
+// does; or one message one way and a 4-byte acknowledgement back, as each round of a binomial
+// tree is.
+enum class Pattern { kAllReduce, kPingPong, kExchange, kOneWay };
 
 // Median seconds of `pattern` with `bytes` in groups of ranks of the same `color`
 // (MPI_UNDEFINED: not measuring), all groups at once; rank 0's group's figure, which every rank
@@ -236,6 +237,15 @@ double measure_mpi(MPI_Comm world, int color, double bytes, Pattern pattern, dou
       if (pattern == Pattern::kExchange) {
         GPT_MPI_CHECK(MPI_Sendrecv(buf.data(), count, MPI_FLOAT, peer, 0, in.data(), count,
                                    MPI_FLOAT, peer, 0, group, MPI_STATUS_IGNORE));
+      } else if (pattern == Pattern::kOneWay) {
+        int ack = 0;
+        if (rank == 0) {
+          GPT_MPI_CHECK(MPI_Send(buf.data(), count, MPI_FLOAT, 1, 0, group));
+          GPT_MPI_CHECK(MPI_Recv(&ack, 1, MPI_INT, 1, 0, group, MPI_STATUS_IGNORE));
+        } else {
+          GPT_MPI_CHECK(MPI_Recv(buf.data(), count, MPI_FLOAT, 0, 0, group, MPI_STATUS_IGNORE));
+          GPT_MPI_CHECK(MPI_Send(&ack, 1, MPI_INT, 0, 0, group));
+        }
       } else if (pattern == Pattern::kPingPong) {
         if (rank == 0) {
           GPT_MPI_CHECK(MPI_Send(buf.data(), count, MPI_FLOAT, 1, 0, group));
@@ -300,22 +310,30 @@ void measure_links(MPI_Comm world, const JobShape& shape, double budget, Cluster
     // time (the link's latency inside it): on a shaped link a message's effective rate depends on
     // its size beyond latency plus size over bandwidth (Open MPI's rendezvous handshakes above
     // its eager limit wait behind the data queued in the shaper). Sizes up to 1 MB: an emulated
-    // node's link may carry only a few MB/s.
+    // node's link may carry only a few MB/s. Then the same one way, each message acknowledged
+    // (the one-way curve, for binomial trees' rounds): there the handshakes do not queue behind
+    // the other way's data.
     const std::vector<double> inter_sizes = {4e3, 16e3, 64e3, 256e3, 1e6};
     const int color = shape.node < 2 ? shape.local_rank : MPI_UNDEFINED;
+    // Bandwidth by size of `pattern` between the pairs, all at once, printed as `what`.
+    const auto curve_of = [&](Pattern pattern, const char* what) {
+      std::vector<std::pair<double, double>> curve;
+      for (double s : inter_sizes) {
+        const double t = measure_mpi(world, color, s, pattern, share);
+        curve.emplace_back(s, s / t);
+        if (root)
+          std::printf(
+              "calibrate: %.3g B %s across nodes, %d pair(s) at once: %.1f us (%.4g GB/s "
+              "a pair)\n",
+              s, what, shape.ranks_on_first_node, t * 1e6, s / t / kGB);
+      }
+      return curve;
+    };
     LinkModel& link = c.inter_node;
-    link.curve.clear();
     link.latency = 0;
-    for (double s : inter_sizes) {
-      const double t = measure_mpi(world, color, s, Pattern::kExchange, share);
-      link.curve.emplace_back(s, s / t);
-      if (root)
-        std::printf(
-            "calibrate: exchange of %.3g B each way across nodes, %d pair(s) at once: "
-            "%.1f us (%.4g GB/s a pair)\n",
-            s, shape.ranks_on_first_node, t * 1e6, s / t / kGB);
-    }
+    link.curve = curve_of(Pattern::kExchange, "each way at once");
     link.bandwidth = link.curve.back().second;
+    link.one_way_curve = curve_of(Pattern::kOneWay, "one way and an acknowledgement back");
   }
   c.intra_node = pair_inside ? fit_link(sizes, intra, 2) : c.inter_node;
   if (shape.nodes == 1) c.inter_node = c.intra_node;  // one machine: no second link to measure

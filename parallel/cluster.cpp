@@ -169,6 +169,10 @@ void add_link_keys(std::map<std::string, Setter>& keys, const std::string& secti
   keys[section + ".curve"] = [link](Cluster& c, const std::string& v, const std::string& w) {
     (c.*link).curve = parse_curve(v, w);
   };
+  keys[section + ".one_way_curve"] = [link](Cluster& c, const std::string& v,
+                                            const std::string& w) {
+    (c.*link).one_way_curve = parse_curve(v, w);
+  };
   keys[section + ".burst_kb"] = [link](Cluster& c, const std::string& v, const std::string& w) {
     (c.*link).burst = parse_number(v, w) * 1e3;
     GPT_INPUT_CHECK((c.*link).burst >= 0, w << ": a burst cannot be negative");
@@ -277,6 +281,8 @@ void write_link(std::ostream& out, const char* section, const LinkModel& link) {
   out << "[" << section << "]\nbandwidth_gbs = " << link.bandwidth / kGB
       << "\nlatency_us = " << link.latency / kUs << "\n";
   if (!link.curve.empty()) out << "curve = " << curve_text(link.curve, kGB) << "\n";
+  if (!link.one_way_curve.empty())
+    out << "one_way_curve = " << curve_text(link.one_way_curve, kGB) << "\n";
   if (link.burst > 0) out << "burst_kb = " << link.burst / 1e3 << "\n";
 }
 
@@ -291,6 +297,10 @@ double burst_credit(const LinkModel& link, double bytes, double wire, double idl
 
 double LinkModel::bus_bandwidth(double bytes) const {
   return curve.empty() ? bandwidth : curve_at(curve, bytes);
+}
+
+double LinkModel::one_way_bandwidth(double bytes) const {
+  return one_way_curve.empty() ? bus_bandwidth(bytes) : curve_at(one_way_curve, bytes);
 }
 
 double GpuModel::gemm_efficiency_at(double flops) const {
@@ -337,6 +347,23 @@ double collective_seconds(const LinkModel& link, Collective op, double bytes, in
   }
   return 0;
 }
+double libnbc_seconds(const LinkModel& link, Collective op, double bytes, int ranks) {
+  if (ranks <= 1 || bytes <= 0) return 0;
+  const double rounds = std::ceil(std::log2(ranks));
+  const double whole = link.latency + bytes / link.one_way_bandwidth(bytes);
+  switch (op) {
+    case Collective::kAllReduce:
+      return 2 * rounds * whole;
+    case Collective::kReduceScatter: {
+      const double block = bytes / ranks;
+      return rounds * whole + (ranks - 1) * (link.latency + block / link.one_way_bandwidth(block));
+    }
+    case Collective::kAllGather:
+      return collective_seconds(link, op, bytes, ranks);
+  }
+  return 0;
+}
+
 double p2p_seconds(const LinkModel& link, double bytes, double idle) {
   if (bytes <= 0) return 0;
   const double wire = bytes / link.bus_bandwidth(bytes);
@@ -404,8 +431,8 @@ Cluster load_cluster(const std::string& file_or_preset) {
   return parse_cluster_file(text.str(), "--cluster " + file_or_preset);
 }
 
-LinkModel group_link(const Cluster& cluster, int ranks, int stride,
-                     const RankPlacement& placement) {
+LinkModel group_link(const Cluster& cluster, int ranks, int stride, const RankPlacement& placement,
+                     int concurrent) {
   const int g = cluster.gpus_per_node;
   if (ranks <= 1 || stride <= 0) return cluster.intra_node;  // no transfer between nodes
   int per_node = 0;  // the group's members on one node; 0 while it stays inside one
@@ -434,9 +461,12 @@ LinkModel group_link(const Cluster& cluster, int ranks, int stride,
     // with scripts/netns: tp 4 over 2 nodes moves the buffer once each way, not 1.5 times.)
     const int k = (ranks + per_node - 1) / per_node;
     scale *= ((ranks - 1.0) / ranks) / ((k - 1.0) / k);
+    if (concurrent > 0)
+      scale *= static_cast<double>(g) / std::max(concurrent, per_node);  // the node's one link
   }
   link.bandwidth = std::min(intra, link.bandwidth * scale);
-  for (auto& [size, bw] : link.curve) bw = std::min(intra, bw * scale);
+  for (auto* curve : {&link.curve, &link.one_way_curve})
+    for (auto& [size, bw] : *curve) bw = std::min(intra, bw * scale);
   link.burst *= scale;  // each member's share of the bucket, as of the bandwidth
   link.latency = std::max(cluster.intra_node.latency, link.latency);
   return link;

@@ -18,6 +18,10 @@ struct LinkModel {
   // (message bytes, bus bandwidth bytes/s), sizes ascending: what NCCL reaches at that size.
   // Empty: `bandwidth` at every size.
   std::vector<std::pair<double, double>> curve;
+  // The same, for a transfer one way while the other way is quiet (a binomial tree's rounds):
+  // on a shaped link the reverse direction's queued data delays a transfer's handshakes, so an
+  // exchange gets less than a one-way send. Empty: the curve.
+  std::vector<std::pair<double, double>> one_way_curve = {};
   // Bytes (at bus bandwidth, as the curve counts them) the link passes at once after it idled: a
   // token-bucket shaper's bucket (tc's tbf, a cloud instance's network allowance) refills while
   // the link is idle and lets that much through at line rate. 0: no shaper.
@@ -29,6 +33,8 @@ struct LinkModel {
   // The bus bandwidth at a message of `bytes`: the curve, interpolated linearly in log(size)
   // and held at its end values outside it; `bandwidth` without a curve.
   double bus_bandwidth(double bytes) const;
+  // one_way_curve's value at `bytes`, or bus_bandwidth's without it.
+  double one_way_bandwidth(double bytes) const;
 };
 
 enum class Collective { kAllReduce, kAllGather, kReduceScatter };
@@ -43,6 +49,13 @@ double collective_seconds(const LinkModel& link, Collective op, double bytes, in
                           double idle = 0);
 // One point-to-point message of `bytes`, after `idle` seconds.
 double p2p_seconds(const LinkModel& link, double bytes, double idle = 0);
+// The same collectives as Open MPI's nonblocking ones run them (coll/libnbc, which train's dp
+// buckets use on the CPU backend; libnbc's nbc_iallreduce.c and nbc_ireduce_scatter_block.c): an
+// in-place all-reduce is a binomial reduce to one rank and a binomial broadcast back, the whole
+// buffer one way in each of 2 ceil(log2 n) rounds; a reduce-scatter is that binomial reduce,
+// then the root sends each rank its block in turn; an all-gather is every rank sending its block
+// to every other, as the ring moves it.
+double libnbc_seconds(const LinkModel& link, Collective op, double bytes, int ranks);
 
 struct GpuModel {
   std::string name;
@@ -105,9 +118,12 @@ struct RankPlacement {
 // The link a group of `ranks` GPUs, `stride` global ranks apart, uses on `cluster`, and its
 // bus bandwidth model: inside a node the intra-node link; across nodes the inter-node link, whose
 // per-GPU bandwidth the group's members on one node add up (each drives its own NIC), at most
-// the intra-node link's.
+// the intra-node link's. On a CPU cluster a node's ranks share one network link, of which the
+// calibrated per-GPU figure is the share when all gpus_per_node of them talk at once:
+// `concurrent` > 0 says how many of the node's ranks cross nodes at the same time as this group
+// (its members included), who then split the whole link.
 LinkModel group_link(const Cluster& cluster, int ranks, int stride,
-                     const RankPlacement& placement = {});
+                     const RankPlacement& placement = {}, int concurrent = 0);
 
 // The most ranks `world` puts on one node under `placement`: the ranks that share one node's
 // cores on a CPU cluster.

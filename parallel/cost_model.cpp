@@ -35,6 +35,18 @@ double oversubscription(const Cluster& cluster, const PlanLayout& l) {
   return std::max(1.0, static_cast<double>(ranks) * cluster.cpu.threads / cluster.cpu.cores);
 }
 
+// The ranks of one pipeline stage (tp x dp consecutive ranks) on one node. On a CPU cluster
+// their tp collectives run in lockstep (the dp replicas alike) and share the node's one network
+// link when tp crosses nodes; the node's other ranks belong to other stages, whose collectives
+// fall elsewhere in time.
+int stage_ranks_per_node(const Cluster& cluster, const PlanLayout& l) {
+  const int stage = l.tp * l.dp;
+  const int per_node = ranks_per_node(cluster, l.world(), l.placement);
+  if (l.placement.by_node && l.placement.nodes > 1)
+    return std::min(per_node, (stage + l.placement.nodes - 1) / l.placement.nodes);
+  return std::min(per_node, stage);
+}
+
 // The stretch of a transfer on `link`: the CPU's sharing inside a node, none across nodes.
 double transfer_share(double share, const LinkModel& link) {
   return link.crosses_nodes ? 1 : share;
@@ -255,7 +267,7 @@ Context make_context(const ModelConfig& m, const PlanLayout& l, const Cluster& c
             l,
             cluster.gpu,
             shapes_of(m, l),
-            {group_link(cluster, l.tp, 1, l.placement), l.tp},
+            {group_link(cluster, l.tp, 1, l.placement, stage_ranks_per_node(cluster, l)), l.tp},
             cluster.cpu.active()};
   if (c.tp.link.burst > 0) {
     // A shaped link refills between a block's tp collectives (two, four under sequence
@@ -280,13 +292,17 @@ StageExtras stage_extras(const ModelConfig& m, const PlanLayout& l, const Cluste
   const double grad_bytes = params * 4;  // fp32 gradients in both regimes
   const LinkModel link = group_link(cluster, l.dp, l.tp, l.placement);
   const double share = oversubscription(cluster, l);
+  // The buckets' collectives are nonblocking: NCCL's ring on GPUs, Open MPI's libnbc on the CPU.
+  const auto seconds = [&](Collective op, double bytes) {
+    return cluster.cpu.active() ? libnbc_seconds(link, op, bytes, l.dp)
+                                : collective_seconds(link, op, bytes, l.dp);
+  };
   if (l.distributed_optimizer) {
-    x.dp_total = collective_seconds(link, Collective::kReduceScatter, grad_bytes, l.dp);
+    x.dp_total = seconds(Collective::kReduceScatter, grad_bytes);
     // The updated parameters' all-gather follows the optimizer step.
-    x.dp_fixed =
-        collective_seconds(link, Collective::kAllGather, params * (megatron(l) ? 2 : 4), l.dp);
+    x.dp_fixed = seconds(Collective::kAllGather, params * (megatron(l) ? 2 : 4));
   } else {
-    x.dp_total = collective_seconds(link, Collective::kAllReduce, grad_bytes, l.dp);
+    x.dp_total = seconds(Collective::kAllReduce, grad_bytes);
   }
   // AdamW streams value, gradient and both moments in and value and moments out (28 bytes);
   // clipping reads the gradients once more, and they are zeroed (8). Megatron adds writing the
@@ -449,6 +465,26 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
     const double pp_wait = std::max(0.0, with_comm.makespan - without.makespan);
     p.bubble_s = std::max(0.0, idle - pp_wait);
     p.pp_comm_exposed_s = idle - p.bubble_s + tied;
+  }
+  // On a CPU cluster whose tp crosses nodes, each stage's tp traffic was priced with the node's
+  // link to its own; where several stages share a node they share that link, which then has to
+  // carry all of theirs within the step, at its rate (no burst: it does not idle while another
+  // stage uses it).
+  const int stages_on_node =
+      ranks_per_node(cluster, l.world(), l.placement) / stage_ranks_per_node(cluster, l);
+  if (cluster.cpu.active() && stages_on_node > 1 &&
+      group_link(cluster, l.tp, 1, l.placement).crosses_nodes) {
+    Cluster unshaped = cluster;
+    unshaped.inter_node.burst = 0;
+    std::vector<ChunkCosts> at_rate;
+    for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs)
+      at_rate.push_back(chunk_costs(m, l, unshaped, vs));
+    double link_busy = 0;
+    for (double t : stage_work(l, at_rate).tp) link_busy += t * stages_on_node / l.pp;
+    if (link_busy > p.step_time_s) {
+      p.tp_comm_exposed_s += link_busy - p.step_time_s;
+      p.step_time_s = link_busy;
+    }
   }
   const double tokens = static_cast<double>(l.microbatches) * l.micro_batch * l.dp * m.seq_len;
   p.tokens_per_s_per_gpu = tokens / p.step_time_s / l.world();

@@ -31,6 +31,29 @@ TEST(LinkModel, RingAndTreeCostsAreLatencyPlusBytesOverBandwidth) {
               collective_seconds(link, Collective::kAllReduce, bytes, 8) - 6 * 5e-6, 1e-12);
 }
 
+// Open MPI's nonblocking collectives (libnbc), what train's dp buckets run on the CPU backend.
+TEST(LinkModel, LibnbcCollectivesAreBinomialTrees) {
+  const LinkModel link{100e9, 5e-6, {}};
+  const double bytes = 1e9, whole = 5e-6 + bytes / 100e9;
+  // In-place all-reduce over 8: 3 rounds of reduce, 3 of broadcast, the whole buffer each.
+  EXPECT_DOUBLE_EQ(libnbc_seconds(link, Collective::kAllReduce, bytes, 8), 6 * whole);
+  EXPECT_DOUBLE_EQ(libnbc_seconds(link, Collective::kAllReduce, bytes, 5), 6 * whole);
+  // Over 2 it costs twice the ring's: the two directions take turns.
+  EXPECT_DOUBLE_EQ(libnbc_seconds(link, Collective::kAllReduce, bytes, 2),
+                   2 * collective_seconds(link, Collective::kAllReduce, bytes, 2) - 2 * 5e-6);
+  // Reduce-scatter over 4: 2 rounds of reduce, then the root's 3 blocks of a quarter.
+  EXPECT_DOUBLE_EQ(libnbc_seconds(link, Collective::kReduceScatter, bytes, 4),
+                   2 * whole + 3 * (5e-6 + bytes / 4 / 100e9));
+  EXPECT_DOUBLE_EQ(libnbc_seconds(link, Collective::kAllGather, bytes, 4),
+                   collective_seconds(link, Collective::kAllGather, bytes, 4));
+  EXPECT_DOUBLE_EQ(libnbc_seconds(link, Collective::kAllReduce, bytes, 1), 0);
+  // A binomial round is one way: the one-way curve prices it where there is one.
+  LinkModel shaped = link;
+  shaped.one_way_curve = {{1e3, 200e9}, {1e12, 200e9}};
+  EXPECT_DOUBLE_EQ(libnbc_seconds(shaped, Collective::kAllReduce, bytes, 2),
+                   2 * (5e-6 + bytes / 200e9));
+}
+
 TEST(LinkModel, AShapedLinkPassesItsRefilledBurstAtOnce) {
   LinkModel link{1e8, 5e-6, {}};  // 100 MB/s
   link.burst = 50e3;              // 0.5 ms at the rate
@@ -109,6 +132,12 @@ TEST(ClusterPresets, CpuClusterCollectivesCrossNodesAsOpenMpiDoes) {
   const LinkModel tp4 = group_link(c, 4, 1);
   EXPECT_DOUBLE_EQ(tp4.bandwidth, 2 * c.inter_node.bandwidth * 1.5);
   EXPECT_DOUBLE_EQ(group_link(c, 2, 2).bandwidth, c.inter_node.bandwidth);  // 2 ranks: alike
+  // One link a node: the per-GPU figure is its share with both ranks talking; a tp 2 group
+  // whose node-mate is not talking at that moment has all of it.
+  const RankPlacement by_node{true, 2};
+  EXPECT_DOUBLE_EQ(group_link(c, 2, 1, by_node, 2).bandwidth, c.inter_node.bandwidth);
+  EXPECT_DOUBLE_EQ(group_link(c, 2, 1, by_node, 1).bandwidth, 2 * c.inter_node.bandwidth);
+  EXPECT_DOUBLE_EQ(group_link(c, 4, 1, {}, 2).bandwidth, tp4.bandwidth);
 }
 
 const char* kFile = R"(# a 4-GPU-a-node H100 cluster
@@ -162,10 +191,13 @@ TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
   c.cpu.cores = 2;
   c.cpu.forward_scale = 1.5;
   c.inter_node.burst = 62.5e3;
+  c.inter_node.one_way_curve = {{4e3, 5e6}, {1e6, 6e6}};
   const Cluster back = parse_cluster_file(cluster_file_text(c), "c.ini");
   EXPECT_EQ(back.cpu.cores, 2);
   EXPECT_NEAR(back.cpu.forward_scale, 1.5, 1e-9);
   EXPECT_NEAR(back.inter_node.burst, 62.5e3, 1e-6);
+  EXPECT_NEAR(back.inter_node.one_way_bandwidth(1e6), 6e6, 1e-3);
+  EXPECT_NEAR(back.intra_node.one_way_bandwidth(1e9), back.intra_node.bus_bandwidth(1e9), 1e-3);
   EXPECT_DOUBLE_EQ(back.intra_node.burst, 0);
   EXPECT_NEAR(back.gpu.gemm_efficiency_at(1e5), 0.25, 1e-9);
   EXPECT_NEAR(back.gpu.gemm_efficiency_at(1e8), 1.0, 1e-9);

@@ -1,7 +1,7 @@
 // The planner's cost pieces: the GEMM roofline and its wave quantization, the passes' shares
 // (backward twice the forward's products, recomputation adding its forward), the replay with
-// per-virtual-stage costs against the uniform one, the step's split adding up, and the memory
-// adapter's categories.
+// per-virtual-stage costs against the uniform one, the step's split adding up, stages sharing a
+// CPU node's network link, and the memory adapter's categories.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -101,6 +101,32 @@ TEST(CostModel, StepSplitAddsUpAndBubbleFollowsTheSchedule) {
         .bubble_s;
   };
   EXPECT_LT(bubble(b), bubble(a));
+}
+
+// Two CPU nodes of 2 ranks on a slow shared link, tp 2 across them: dealt round robin
+// (--map-by node), each node holds one rank of each of 2 stages, whose tp traffic then shares the
+// node's link. The step is the link carrying all of it: the tp time of the same model on one
+// stage, tp 2 over the two nodes with one rank each and the link to itself.
+TEST(CostModel, StagesSharingANodesLinkTakeTheirTpTrafficInTurn) {
+  const ModelConfig small{4, 4, 128, 64, 256};
+  Cluster cluster = cluster_preset("dgx-a100");
+  cluster.gpus_per_node = 2;
+  cluster.cpu.cores = 1;
+  cluster.inter_node = LinkModel{1e7, 1e-5, {}};  // 10 MB/s a rank, 20 MB/s a node
+  PlanLayout across = layout(2, 2, 4);
+  across.precision = PrecisionRegime::kFp32;
+  across.placement = {true, 2};
+  PlanLayout alone = across;
+  alone.pp = 1;
+  const auto predict = [&](const PlanLayout& l) {
+    return predict_step(small, l, cluster, make_schedule(l.schedule, l.pp, l.microbatches, 1));
+  };
+  const StepPrediction a = predict(across), b = predict(alone);
+  EXPECT_GT(b.tp_comm_exposed_s, 0.9 * b.step_time_s);  // link-bound
+  EXPECT_NEAR(a.step_time_s, b.tp_comm_exposed_s, 1e-9);
+  EXPECT_NEAR(
+      a.compute_s + a.tp_comm_exposed_s + a.pp_comm_exposed_s + a.dp_comm_exposed_s + a.bubble_s,
+      a.step_time_s, 1e-9 * a.step_time_s);
 }
 
 TEST(PlanMemory, CategoriesFollowTheLayout) {
