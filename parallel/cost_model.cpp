@@ -417,6 +417,28 @@ double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluste
   return transfer_share(oversubscription(cluster, l), link) * p2p_seconds(link, bytes, idle);
 }
 
+// The step's small blocking reductions after the pipeline, 8 bytes each: the loss over the world
+// (ProcessGrid::sum_tp_replicated), the gradient norm's over tp, pp and, with sharded optimizer
+// state, dp (optimizers/grad_clip.cpp). Latency on GPUs; on cores that ranks share, each waits
+// for all of its group to be run.
+struct StepReductions {
+  double tp = 0, pp = 0, dp = 0;  // the world's loss counted with dp
+};
+
+StepReductions step_reductions(const Cluster& cluster, const PlanLayout& l) {
+  const double share = oversubscription(cluster, l);
+  const auto reduce = [&](int ranks, int stride) {
+    if (ranks <= 1) return 0.0;
+    const LinkModel link = group_link(cluster, ranks, stride, l.placement);
+    return transfer_share(share, link) * collective_seconds(link, Collective::kAllReduce, 8, ranks);
+  };
+  StepReductions r;
+  r.tp = reduce(l.tp, 1);
+  r.pp = reduce(l.pp, l.tp * l.dp);
+  r.dp = reduce(l.world(), 1) + (l.distributed_optimizer ? reduce(l.dp, l.tp) : 0);
+  return r;
+}
+
 }  // namespace
 
 StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster,
@@ -444,6 +466,7 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
                          tied_link, Collective::kAllReduce,
                          static_cast<double>(m.padded_vocab(l.tp) / l.tp * m.d_model) * 4, 2)
                : 0;
+  const StepReductions reductions = step_reductions(cluster, l);
   StepPrediction p;
   for (int stage = 0; stage < l.pp; ++stage) {
     const StageExtras x = stage_extras(m, l, cluster, stage);
@@ -454,17 +477,18 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
         std::min(x.dp_total, x.dp_total * (4.0 * (1 << 20)) /
                                  (static_cast<double>(stage_parameters(m, l, stage)) * 4));
     const double dp = std::max(bucket, x.dp_total - window) + x.dp_fixed;
-    const double total = end[stage] + dp + tied + x.optimizer;
+    const double total =
+        end[stage] + dp + tied + reductions.tp + reductions.pp + reductions.dp + x.optimizer;
     if (total <= p.step_time_s) continue;
     p.step_time_s = total;
     p.critical_stage = stage;
     p.compute_s = work.compute[stage] + x.optimizer;
-    p.tp_comm_exposed_s = work.tp[stage];
-    p.dp_comm_exposed_s = dp;
+    p.tp_comm_exposed_s = work.tp[stage] + reductions.tp;
+    p.dp_comm_exposed_s = dp + reductions.dp;
     const double idle = std::max(0.0, end[stage] - work.compute[stage] - work.tp[stage]);
     const double pp_wait = std::max(0.0, with_comm.makespan - without.makespan);
     p.bubble_s = std::max(0.0, idle - pp_wait);
-    p.pp_comm_exposed_s = idle - p.bubble_s + tied;
+    p.pp_comm_exposed_s = idle - p.bubble_s + tied + reductions.pp;
   }
   // On a CPU cluster whose tp crosses nodes, each stage's tp traffic was priced with the node's
   // link to its own; where several stages share a node they share that link, which then has to
@@ -481,6 +505,7 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
       at_rate.push_back(chunk_costs(m, l, unshaped, vs));
     double link_busy = 0;
     for (double t : stage_work(l, at_rate).tp) link_busy += t * stages_on_node / l.pp;
+    link_busy += reductions.tp + reductions.pp + reductions.dp;  // they follow the traffic
     if (link_busy > p.step_time_s) {
       p.tp_comm_exposed_s += link_busy - p.step_time_s;
       p.step_time_s = link_busy;

@@ -46,7 +46,8 @@ struct StepPrediction {
   double step_time_s = 0;
   // The split of the critical stage's step (they add up to step_time_s): its compute (passes
   // and optimizer), exposed tp, pp (transfers on the critical path and the tied-embedding
-  // reduction) and dp communication, and the rest of its idle time, the pipeline bubble.
+  // reduction) and dp communication (with the loss's reduction over the world), each with its
+  // share of the gradient norm's reductions, and the rest of its idle time, the pipeline bubble.
   double compute_s = 0, tp_comm_exposed_s = 0, pp_comm_exposed_s = 0, dp_comm_exposed_s = 0,
          bubble_s = 0;
   double tokens_per_s_per_gpu = 0, model_tflops_per_gpu = 0, mfu = 0;

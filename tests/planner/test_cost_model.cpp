@@ -106,7 +106,8 @@ TEST(CostModel, StepSplitAddsUpAndBubbleFollowsTheSchedule) {
 // Two CPU nodes of 2 ranks on a slow shared link, tp 2 across them: dealt round robin
 // (--map-by node), each node holds one rank of each of 2 stages, whose tp traffic then shares the
 // node's link. The step is the link carrying all of it: the tp time of the same model on one
-// stage, tp 2 over the two nodes with one rank each and the link to itself.
+// stage, tp 2 over the two nodes with one rank each and the link to itself, and the step's small
+// reductions after it.
 TEST(CostModel, StagesSharingANodesLinkTakeTheirTpTrafficInTurn) {
   const ModelConfig small{4, 4, 128, 64, 256};
   Cluster cluster = cluster_preset("dgx-a100");
@@ -123,7 +124,8 @@ TEST(CostModel, StagesSharingANodesLinkTakeTheirTpTrafficInTurn) {
   };
   const StepPrediction a = predict(across), b = predict(alone);
   EXPECT_GT(b.tp_comm_exposed_s, 0.9 * b.step_time_s);  // link-bound
-  EXPECT_NEAR(a.step_time_s, b.tp_comm_exposed_s, 1e-9);
+  // Within the step's 8-byte reductions (tens of us against 0.1 s).
+  EXPECT_NEAR(a.step_time_s, b.tp_comm_exposed_s, 1e-3 * a.step_time_s);
   EXPECT_NEAR(
       a.compute_s + a.tp_comm_exposed_s + a.pp_comm_exposed_s + a.dp_comm_exposed_s + a.bubble_s,
       a.step_time_s, 1e-9 * a.step_time_s);
