@@ -47,17 +47,42 @@ double time_median(double budget, F&& body) {
   return median_of(times);
 }
 
-// GFLOP/s of out (n, n) = in (n, n) . W^T at sizes from 32 to 1024: the peak and, per
-// product's FLOPs, the share of it reached.
-void measure_gemm(Backend& backend, double budget, GpuModel& gpu) {
-  std::vector<std::pair<double, double>> rate;  // (FLOPs, FLOP/s)
-  for (int64_t n : {32, 64, 128, 256, 512, 1024}) {
+// Each figure of the compute is measured in this many rounds, interleaved, and its median over
+// them kept: a virtual machine can run a few seconds 30-50% slow, which one round absorbs.
+constexpr int kComputeRounds = 3;
+
+// The median over rounds of each position of `rounds` (each round a vector of the same length).
+std::vector<double> medians_over_rounds(const std::vector<std::vector<double>>& rounds) {
+  std::vector<double> out;
+  for (size_t i = 0; i < rounds.front().size(); ++i) {
+    std::vector<double> values;
+    for (const std::vector<double>& round : rounds) values.push_back(round[i]);
+    out.push_back(median_of(values));
+  }
+  return out;
+}
+
+constexpr std::array<int64_t, 6> kGemmSizes = {32, 64, 128, 256, 512, 1024};
+
+// FLOP/s of out (n, n) = in (n, n) . W^T at each of kGemmSizes.
+std::vector<double> measure_gemm_rates(Backend& backend, double budget) {
+  std::vector<double> rates;
+  for (int64_t n : kGemmSizes) {
     std::vector<float> in(n * n, 0.01f), w(n * n, 0.02f), out(n * n);
-    const double t = time_median(budget / 6, [&] {
+    const double t = time_median(budget / kGemmSizes.size(), [&] {
       backend.matmul_forward(out.data(), in.data(), w.data(), nullptr, n, n, n);
     });
-    const double flops = 2.0 * n * n * n;
-    rate.emplace_back(flops, flops / t);
+    rates.push_back(2.0 * n * n * n / t);
+  }
+  return rates;
+}
+
+// The GEMM's peak and, per product's FLOPs, the share of it reached, from kGemmSizes' FLOP/s.
+void set_gemm(const std::vector<double>& rates, GpuModel& gpu) {
+  std::vector<std::pair<double, double>> rate;  // (FLOPs, FLOP/s)
+  for (size_t i = 0; i < rates.size(); ++i) {
+    const double n = static_cast<double>(kGemmSizes[i]);
+    rate.emplace_back(2 * n * n * n, rates[i]);
   }
   double peak = 0;
   for (const auto& [flops, r] : rate) peak = std::max(peak, r);
@@ -77,8 +102,8 @@ double measure_stream(double budget) {
   const double t = time_median(budget, [&] {
     for (size_t i = 0; i < n; ++i) a[i] = b[i] + 0.5f * c[i];
   });
-  std::printf("calibrate: stream (triad, 192 MiB): %.2f GB/s (a[0] %g)\n", 12.0 * n / t / kGB,
-              static_cast<double>(a[0]));
+  // Reading the result keeps the compiler from dropping the loop.
+  if (a[0] != 2.0f) std::printf("calibrate: triad gave %g, not 2\n", static_cast<double>(a[0]));
   return 12.0 * n / t;
 }
 
@@ -114,14 +139,26 @@ std::array<double, 3> measure_layers(Backend& backend, const ModelConfig& cfg, i
   return {median_of(times[0]), median_of(times[1]), median_of(times[2])};
 }
 
-// The pass scales: the real layers' time over the model's, the geometric mean over two
-// micro-batch sizes, for forward, input gradient and weight gradient.
-void measure_pass_scales(Backend& backend, const ModelConfig& cfg, double budget, Cluster& c) {
+constexpr std::array<int64_t, 2> kLayerMicroBatches = {1, 4};
+
+// The real layers' seconds at each of kLayerMicroBatches: forward, input gradient and weight
+// gradient of each in turn.
+std::vector<double> measure_layer_times(Backend& backend, const ModelConfig& cfg, double budget) {
+  std::vector<double> times;
+  for (int64_t mb : kLayerMicroBatches)
+    for (double t : measure_layers(backend, cfg, mb, budget / kLayerMicroBatches.size()))
+      times.push_back(t);
+  return times;
+}
+
+// The pass scales: the real layers' time (measure_layer_times') over the model's, the geometric
+// mean over the micro-batch sizes, for forward, input gradient and weight gradient.
+void set_pass_scales(const std::vector<double>& times, const ModelConfig& cfg, Cluster& c) {
   c.cpu.forward_scale = c.cpu.backward_input_scale = c.cpu.backward_weight_scale = 1;
   std::array<double, 3> log_sum{};
-  const std::vector<int64_t> sizes = {1, 4};
-  for (int64_t mb : sizes) {
-    const std::array<double, 3> real = measure_layers(backend, cfg, mb, budget / 2);
+  for (size_t k = 0; k < kLayerMicroBatches.size(); ++k) {
+    const int64_t mb = kLayerMicroBatches[k];
+    const std::array<double, 3> real = {times[3 * k], times[3 * k + 1], times[3 * k + 2]};
     PlanLayout l;
     l.micro_batch = mb;
     l.precision = PrecisionRegime::kFp32;
@@ -135,7 +172,7 @@ void measure_pass_scales(Backend& backend, const ModelConfig& cfg, double budget
         static_cast<long long>(mb), real[0], modelled[0], real[1], modelled[1], real[2],
         modelled[2]);
   }
-  const double n = static_cast<double>(sizes.size());
+  const double n = static_cast<double>(kLayerMicroBatches.size());
   c.cpu.forward_scale = std::exp(log_sum[0] / n);
   c.cpu.backward_input_scale = std::exp(log_sum[1] / n);
   c.cpu.backward_weight_scale = std::exp(log_sum[2] / n);
@@ -384,9 +421,16 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
   c.gpu.memory_efficiency = 1;
   if (comm_rank(world) == 0) {
     std::unique_ptr<Backend> backend = make_cpu_backend(1);
-    measure_gemm(*backend, budget * 0.15, c.gpu);
-    c.gpu.memory_bandwidth = measure_stream(budget * 0.05);
-    measure_pass_scales(*backend, options.model, budget * 0.4, c);
+    std::vector<std::vector<double>> gemm, stream, layers;
+    for (int round = 0; round < kComputeRounds; ++round) {
+      gemm.push_back(measure_gemm_rates(*backend, budget * 0.15 / kComputeRounds));
+      stream.push_back({measure_stream(budget * 0.05 / kComputeRounds)});
+      layers.push_back(measure_layer_times(*backend, options.model, budget * 0.4 / kComputeRounds));
+    }
+    set_gemm(medians_over_rounds(gemm), c.gpu);
+    c.gpu.memory_bandwidth = medians_over_rounds(stream).front();
+    std::printf("calibrate: stream (triad, 192 MiB): %.2f GB/s\n", c.gpu.memory_bandwidth / kGB);
+    set_pass_scales(medians_over_rounds(layers), options.model, c);
   }
   sleeping_barrier(world);
   measure_links(world, shape, budget * 0.4, c);
