@@ -423,6 +423,7 @@ double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluste
 // for all of its group to be run.
 struct StepReductions {
   double tp = 0, pp = 0, dp = 0;  // the world's loss counted with dp
+  double total() const { return tp + pp + dp; }
 };
 
 StepReductions step_reductions(const Cluster& cluster, const PlanLayout& l) {
@@ -439,13 +440,20 @@ StepReductions step_reductions(const Cluster& cluster, const PlanLayout& l) {
   return r;
 }
 
+// chunk_costs of every virtual stage, in order.
+std::vector<ChunkCosts> chunk_costs_per_vs(const ModelConfig& m, const PlanLayout& l,
+                                           const Cluster& cluster) {
+  std::vector<ChunkCosts> per_vs;
+  for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs)
+    per_vs.push_back(chunk_costs(m, l, cluster, vs));
+  return per_vs;
+}
+
 }  // namespace
 
 StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster,
                             const Schedule& schedule) {
-  std::vector<ChunkCosts> per_vs;
-  for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs)
-    per_vs.push_back(chunk_costs(m, l, cluster, vs));
+  const std::vector<ChunkCosts> per_vs = chunk_costs_per_vs(m, l, cluster);
   const double share = oversubscription(cluster, l);
   const std::vector<PassCosts> passes = pass_costs(per_vs);
   double shortest_pass = passes.front().forward;
@@ -500,12 +508,10 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
       group_link(cluster, l.tp, 1, l.placement).crosses_nodes) {
     Cluster unshaped = cluster;
     unshaped.inter_node.burst = 0;
-    std::vector<ChunkCosts> at_rate;
-    for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs)
-      at_rate.push_back(chunk_costs(m, l, unshaped, vs));
     double link_busy = 0;
-    for (double t : stage_work(l, at_rate).tp) link_busy += t * stages_on_node / l.pp;
-    link_busy += reductions.tp + reductions.pp + reductions.dp;  // they follow the traffic
+    for (double t : stage_work(l, chunk_costs_per_vs(m, l, unshaped)).tp)
+      link_busy += t * stages_on_node / l.pp;
+    link_busy += reductions.total();  // they follow the traffic
     if (link_busy > p.step_time_s) {
       p.tp_comm_exposed_s += link_busy - p.step_time_s;
       p.step_time_s = link_busy;
