@@ -245,16 +245,17 @@ double sleeping_bcast(MPI_Comm world, double value) {
   return value;
 }
 
-// What measure_mpi times: an all-reduce over the group; one message, half a ping-pong between
-// the group's two ranks; the two exchanging a message each way at once, as each step of a ring
-// does; or one message one way and a 4-byte acknowledgement back, as each round of a binomial
-// tree is.
-enum class Pattern { kAllReduce, kPingPong, kExchange, kOneWay };
+// What measure_mpi times: an all-reduce over the group; the group's two ranks exchanging a message
+// each way at once, as each step of a ring does; one message one way and a 4-byte acknowledgement
+// back, as each round of a binomial tree is; or Open MPI's nonblocking all-reduce in place, posted
+// and waited for (libnbc's binomial reduce and broadcast over the 2 ranks, as train's dp buckets
+// run it), timed per round.
+enum class Pattern { kAllReduce, kExchange, kOneWay, kNonblockingAllReduce };
 
 // Median seconds of `pattern` with `bytes` in groups of ranks of the same `color`
-// (MPI_UNDEFINED: not measuring), all groups at once; rank 0's group's figure, which every rank
-// returns. A group's first rank decides how many repetitions fit the budget, the others follow
-// its count.
+// (MPI_UNDEFINED: not measuring), all groups at once, as the group's first rank times each
+// repetition; rank 0's group's figure, which every rank returns. A group's first rank decides
+// how many repetitions fit the budget (5 to 199 after a warm-up), the others follow its count.
 double measure_mpi(MPI_Comm world, int color, double bytes, Pattern pattern, double budget) {
   MPI_Comm group;
   GPT_MPI_CHECK(MPI_Comm_split(world, color, comm_rank(world), &group));
@@ -264,13 +265,13 @@ double measure_mpi(MPI_Comm world, int color, double bytes, Pattern pattern, dou
     const int count = static_cast<int>(bytes / 4);
     std::vector<float> buf(static_cast<size_t>(count), 1.0f), in(buf.size());
     const int peer = 1 - rank;
-    int reps = 0;
-    double t0 = 0;
+    std::vector<double> times;  // each repetition's, on the group's first rank
+    const double t0 = now_seconds();
     for (int rep = 0;; ++rep) {
-      int go = rank == 0 && rep < 200 && (rep < 5 || now_seconds() - t0 < budget);
+      int go = rank == 0 && rep < 200 && (rep < 6 || now_seconds() - t0 < budget);
       GPT_MPI_CHECK(MPI_Bcast(&go, 1, MPI_INT, 0, group));
       if (!go) break;
-      if (rep == 1) t0 = now_seconds();  // the first is a warm-up
+      const double start = now_seconds();
       if (pattern == Pattern::kExchange) {
         GPT_MPI_CHECK(MPI_Sendrecv(buf.data(), count, MPI_FLOAT, peer, 0, in.data(), count,
                                    MPI_FLOAT, peer, 0, group, MPI_STATUS_IGNORE));
@@ -283,65 +284,69 @@ double measure_mpi(MPI_Comm world, int color, double bytes, Pattern pattern, dou
           GPT_MPI_CHECK(MPI_Recv(buf.data(), count, MPI_FLOAT, 0, 0, group, MPI_STATUS_IGNORE));
           GPT_MPI_CHECK(MPI_Send(&ack, 1, MPI_INT, 0, 0, group));
         }
-      } else if (pattern == Pattern::kPingPong) {
-        if (rank == 0) {
-          GPT_MPI_CHECK(MPI_Send(buf.data(), count, MPI_FLOAT, 1, 0, group));
-          GPT_MPI_CHECK(MPI_Recv(buf.data(), count, MPI_FLOAT, 1, 0, group, MPI_STATUS_IGNORE));
-        } else {
-          GPT_MPI_CHECK(MPI_Recv(buf.data(), count, MPI_FLOAT, 0, 0, group, MPI_STATUS_IGNORE));
-          GPT_MPI_CHECK(MPI_Send(buf.data(), count, MPI_FLOAT, 0, 0, group));
-        }
+      } else if (pattern == Pattern::kNonblockingAllReduce) {
+        MPI_Request request;
+        GPT_MPI_CHECK(
+            MPI_Iallreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, group, &request));
+        GPT_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
       } else {
         GPT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf.data(), count, MPI_FLOAT, MPI_SUM, group));
       }
-      reps = rep;
+      if (rep > 0 && rank == 0) times.push_back(now_seconds() - start);  // the first warms up
     }
-    t = reps > 0 ? (now_seconds() - t0) / reps / (pattern == Pattern::kPingPong ? 2 : 1) : 0;
+    // The median, not the mean: a moment's stall of the machine moves a few repetitions.
+    // A 2-rank binomial all-reduce's two rounds each move the buffer one way.
+    const bool two_rounds = pattern == Pattern::kNonblockingAllReduce;
+    if (rank == 0) t = median_of(times) / (two_rounds ? 2 : 1);
     MPI_Comm_free(&group);
   }
   return sleeping_bcast(world, t);  // ranks outside the group wait here while it measures
 }
 
-// A link's latency per step and bus bandwidth from `times` at `sizes` of a pattern with `steps`
-// latencies and the size once over the bandwidth (a 2-rank all-reduce: 2 algorithm steps, bus
-// bytes = the buffer; an exchange: 1): least squares of t = steps a + S / B (a line in S),
-// robust to one noisy size where a curve point per size is not (a small message's median can
-// exceed a larger one's on a loaded machine). Intercept and slope kept positive.
-LinkModel fit_link(const std::vector<double>& sizes, const std::vector<double>& times, int steps) {
-  double mean_s = 0, mean_t = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) mean_s += sizes[i], mean_t += times[i];
-  mean_s /= static_cast<double>(sizes.size());
-  mean_t /= static_cast<double>(sizes.size());
-  double sxx = 0, sxy = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    sxx += (sizes[i] - mean_s) * (sizes[i] - mean_s);
-    sxy += (sizes[i] - mean_s) * (times[i] - mean_t);
-  }
-  const double slope = std::max(sxy / sxx, 1e-12);
-  LinkModel link;
-  link.bandwidth = 1 / slope;
-  link.latency = std::max(0.0, (mean_t - slope * mean_s) / steps);
-  return link;
+// A bandwidth curve, (size, size over seconds), from `times` measured at ascending `sizes`, each
+// time lowered to the least of the larger sizes' (a small message's median can exceed a larger
+// one's when the machine stalls for a moment; no transfer gets slower by shrinking).
+std::vector<std::pair<double, double>> monotone_curve(const std::vector<double>& sizes,
+                                                      std::vector<double> times) {
+  for (size_t i = times.size() - 1; i-- > 0;) times[i] = std::min(times[i], times[i + 1]);
+  std::vector<std::pair<double, double>> curve;
+  for (size_t i = 0; i < sizes.size(); ++i) curve.emplace_back(sizes[i], sizes[i] / times[i]);
+  return curve;
 }
 
-// The intra-node link from 2-rank all-reduces on rank 0's node; with more than one node, the
-// inter-node link from exchanges between the first two nodes, every rank of the first node
-// paired with its peer on the second at once (so each pair gets its share of the nodes' link,
-// the per-GPU figure of the cluster file), as a bandwidth curve by size. Then the measured
-// all-reduces over larger groups and the messages beside the model's figures.
+// The intra-node link from rank 0's node: a bandwidth curve by size from 2-rank all-reduces (bus
+// bandwidth = size over time over 2 ranks), and its one-way curve from Open MPI's nonblocking
+// all-reduce in place over the same 2 ranks, each of whose two binomial rounds moves the buffer
+// one way (what train's dp buckets run; a pipeline's message is priced by it too); with more
+// than one node, the inter-node link from exchanges between the first two nodes, every rank of
+// the first node paired with its peer on the second at once (so each pair gets its share of the
+// nodes' link, the per-GPU figure of the cluster file), as a bandwidth curve by size. Then the
+// measured all-reduces over larger groups beside the model's figures.
 void measure_links(MPI_Comm world, const JobShape& shape, double budget, Cluster& c) {
   const bool root = comm_rank(world) == 0;
-  const std::vector<double> sizes = {4e3, 64e3, 1e6, 16e6};
-  const double share = budget / (sizes.size() * 4);
+  // Curves, not a latency-plus-bandwidth line: a least-squares line through 4 kB to 16 MB is
+  // ruled by the large sizes, and its latency moved from 0.5 to 35 us between two calibrations
+  // of this machine while a 4 kB all-reduce measured 2.1 and 2.3 us. From 8 bytes (the step's
+  // loss and norm) through the tp and pipeline messages (tens to hundreds of kB) to dp buckets.
+  const std::vector<double> sizes = {8, 4e3, 32e3, 128e3, 512e3, 2e6, 16e6};
+  const double share = budget / (sizes.size() * 4), inter_share = budget / 16;
   // measure_mpi's color for a group of the first node's first n ranks.
   const auto first_ranks = [&shape](int n) {
     return shape.node == 0 && shape.local_rank < n ? 0 : MPI_UNDEFINED;
   };
-  std::vector<double> intra;
+  std::vector<double> intra, intra_one_way;
   const bool pair_inside = shape.ranks_on_first_node >= 2;
   for (double s : sizes)
-    if (pair_inside)
+    if (pair_inside) {
       intra.push_back(measure_mpi(world, first_ranks(2), s, Pattern::kAllReduce, share));
+      intra_one_way.push_back(
+          measure_mpi(world, first_ranks(2), s, Pattern::kNonblockingAllReduce, share / 2));
+      if (root)
+        std::printf(
+            "calibrate: %.3g B inside a node: all-reduce over 2 ranks %.1f us, a round of "
+            "its nonblocking one %.1f us\n",
+            s, intra.back() * 1e6, intra_one_way.back() * 1e6);
+    }
   if (shape.nodes > 1) {
     // Across nodes a bandwidth curve by message size, each point the size over the exchange's
     // time (the link's latency inside it): on a shaped link a message's effective rate depends on
@@ -356,7 +361,7 @@ void measure_links(MPI_Comm world, const JobShape& shape, double budget, Cluster
     const auto curve_of = [&](Pattern pattern, const char* what) {
       std::vector<std::pair<double, double>> curve;
       for (double s : inter_sizes) {
-        const double t = measure_mpi(world, color, s, pattern, share);
+        const double t = measure_mpi(world, color, s, pattern, inter_share);
         curve.emplace_back(s, s / t);
         if (root)
           std::printf(
@@ -372,26 +377,25 @@ void measure_links(MPI_Comm world, const JobShape& shape, double budget, Cluster
     link.bandwidth = link.curve.back().second;
     link.one_way_curve = curve_of(Pattern::kOneWay, "one way and an acknowledgement back");
   }
-  c.intra_node = pair_inside ? fit_link(sizes, intra, 2) : c.inter_node;
+  if (pair_inside) {
+    LinkModel& link = c.intra_node;
+    link.latency = 0;
+    link.curve = monotone_curve(sizes, intra);
+    link.bandwidth = link.curve.back().second;
+    link.one_way_curve = monotone_curve(sizes, intra_one_way);
+  } else {
+    c.intra_node = c.inter_node;
+  }
   if (shape.nodes == 1) c.inter_node = c.intra_node;  // one machine: no second link to measure
   if (!pair_inside && root) std::printf("calibrate: one rank a node: intra_node = inter_node\n");
   const LinkModel& link = c.intra_node;
-  for (int n = 2; pair_inside && n <= shape.ranks_on_first_node; n *= 2)
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      const double s = sizes[i];
-      const double t =
-          n == 2 ? intra[i] : measure_mpi(world, first_ranks(n), s, Pattern::kAllReduce, share / 2);
+  for (int n = 4; pair_inside && n <= shape.ranks_on_first_node; n *= 2)
+    for (double s : sizes) {
+      const double t = measure_mpi(world, first_ranks(n), s, Pattern::kAllReduce, share / 2);
       if (root)
         std::printf("calibrate: all-reduce %.3g B over %d ranks: %.1f us (model %.1f)\n", s, n,
                     t * 1e6, collective_seconds(link, Collective::kAllReduce, s, n) * 1e6);
     }
-  for (double s : sizes) {
-    if (!pair_inside) break;
-    const double t = measure_mpi(world, first_ranks(2), s, Pattern::kPingPong, share / 2);
-    if (root)
-      std::printf("calibrate: send-recv %.3g B: %.1f us (model %.1f)\n", s, t * 1e6,
-                  p2p_seconds(link, s) * 1e6);
-  }
 }
 
 int online_cores() {

@@ -366,7 +366,7 @@ double libnbc_seconds(const LinkModel& link, Collective op, double bytes, int ra
 
 double p2p_seconds(const LinkModel& link, double bytes, double idle) {
   if (bytes <= 0) return 0;
-  const double wire = bytes / link.bus_bandwidth(bytes);
+  const double wire = bytes / link.one_way_bandwidth(bytes);
   return link.latency + wire - burst_credit(link, bytes, wire, idle);
 }
 

@@ -18,9 +18,10 @@ struct LinkModel {
   // (message bytes, bus bandwidth bytes/s), sizes ascending: what NCCL reaches at that size.
   // Empty: `bandwidth` at every size.
   std::vector<std::pair<double, double>> curve;
-  // The same, for a transfer one way while the other way is quiet (a binomial tree's rounds):
-  // on a shaped link the reverse direction's queued data delays a transfer's handshakes, so an
-  // exchange gets less than a one-way send. Empty: the curve.
+  // The same, for a transfer one way while the other way is quiet (a binomial tree's rounds, a
+  // pipeline's message): on a shaped link the reverse direction's queued data delays a
+  // transfer's handshakes, so an exchange gets less than a one-way send; inside a CPU node a
+  // message is one copy, an all-reduce two and a sum. Empty: the curve.
   std::vector<std::pair<double, double>> one_way_curve = {};
   // Bytes (at bus bandwidth, as the curve counts them) the link passes at once after it idled: a
   // token-bucket shaper's bucket (tc's tbf, a cloud instance's network allowance) refills while
@@ -47,7 +48,8 @@ enum class Collective { kAllReduce, kAllGather, kReduceScatter };
 // before (the compute since the last transfer), which buys back up to its burst (burst_credit).
 double collective_seconds(const LinkModel& link, Collective op, double bytes, int ranks,
                           double idle = 0);
-// One point-to-point message of `bytes`, after `idle` seconds.
+// One point-to-point message of `bytes` (one way: the one-way curve where there is one), after
+// `idle` seconds.
 double p2p_seconds(const LinkModel& link, double bytes, double idle = 0);
 // The same collectives as Open MPI's nonblocking ones run them (coll/libnbc, which train's dp
 // buckets use on the CPU backend; libnbc's nbc_iallreduce.c and nbc_ireduce_scatter_block.c): an

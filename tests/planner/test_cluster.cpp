@@ -52,6 +52,10 @@ TEST(LinkModel, LibnbcCollectivesAreBinomialTrees) {
   shaped.one_way_curve = {{1e3, 200e9}, {1e12, 200e9}};
   EXPECT_DOUBLE_EQ(libnbc_seconds(shaped, Collective::kAllReduce, bytes, 2),
                    2 * (5e-6 + bytes / 200e9));
+  // A pipeline's message is one way too; the collectives keep the curve.
+  EXPECT_DOUBLE_EQ(p2p_seconds(shaped, bytes), 5e-6 + bytes / 200e9);
+  EXPECT_DOUBLE_EQ(collective_seconds(shaped, Collective::kAllReduce, bytes, 2),
+                   collective_seconds(link, Collective::kAllReduce, bytes, 2));
 }
 
 TEST(LinkModel, AShapedLinkPassesItsRefilledBurstAtOnce) {
