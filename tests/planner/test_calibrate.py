@@ -2,7 +2,8 @@
 this machine on a tiny budget and a tiny model, the written file is a CPU cluster that
 `plan --cluster FILE` reads back and prices a layout with (memory on the CPU backend, ranks
 beyond the cores allowed), and a cluster file cut to one line is one error line, exit code 1.
-The figures themselves are not checked: a shared machine measures what it measures.
+The figures themselves are not checked (a shared machine measures what it measures), only the
+intra-node curves' sizes and their times' order.
 
 Run: /usr/bin/python3 test_calibrate.py --bin BUILD/bin --mpiexec MPIEXEC --mpiexec-flags=FLAGS
 """
@@ -39,6 +40,20 @@ class CalibrateTest(unittest.TestCase):
                 text = f.read()
             for key in ("[cpu]", "cores =", "gemm_curve =", "forward_scale =", "[intra_node]"):
                 self.assertIn(key, text)
+            # The intra-node link: two measured curves from 8 bytes to 16 MB, each point's time
+            # (size over bandwidth) no larger than a larger size's.
+            intra = text.split("[intra_node]")[1].split("[")[0]
+            for key in ("curve", "one_way_curve"):
+                line = [l for l in intra.splitlines() if l.startswith(key + " =")]
+                self.assertEqual(len(line), 1, intra)
+                points = [tuple(float(x) for x in p.split(":"))
+                          for p in line[0].split("=", 1)[1].split(",")]
+                self.assertEqual([size for size, _ in points],
+                                 [8, 4e3, 32e3, 128e3, 512e3, 2e6, 16e6])
+                times = [size / gbs for size, gbs in points]
+                for small, large in zip(times, times[1:]):  # 6 printed digits: a size's time
+                    self.assertLessEqual(small, large * (1 + 1e-4), line[0])  # may equal the next
+                self.assertTrue(all(gbs > 0 for _, gbs in points), line[0])
             proc = run([plan, "--cluster", path, "--ranks", "4", "--tp", "2", "--pp", "2",
                         "--global-batch-size", "4", "--json"] + MODEL)
             self.assertEqual(proc.returncode, 0, proc.stderr)
