@@ -31,7 +31,7 @@ struct TrainOptions {
   bool sequence_parallel = false;
   int64_t micro_batch_size = 16;
   int64_t global_batch_size = 64;
-  int64_t dp_bucket_elements = 1 << 20;  // 4 MiB of fp32 gradients per dp all-reduce
+  int64_t dp_bucket_elements = kDefaultBucketElements;
   Recompute recompute = Recompute::kNone;
   int64_t recompute_layers = 0;        // with full: the first N blocks of each chunk; 0 = all
   bool memory_report = false;          // print the memory model's prediction per rank and exit

@@ -31,8 +31,8 @@ struct RuntimeOptions {
   ExecutionOptions execution;
   int64_t micro_batch = 1;
   bool sequence_parallel = false;
-  int virtual_stages = 1;                // model chunks per stage (interleaved schedules)
-  int64_t dp_bucket_elements = 1 << 20;  // gradient elements per dp bucket (bucket_plan.h)
+  int virtual_stages = 1;  // model chunks per stage (interleaved schedules)
+  int64_t dp_bucket_elements = kDefaultBucketElements;  // gradient elements per dp bucket
   // ZeRO-1 (--distributed-optimizer): at dp > 1 the buckets are padded to multiples of dp and
   // this rank keeps optimizer state for its shard of each (ParameterStore::shard_optimizer_state).
   bool distributed_optimizer = false;

@@ -39,6 +39,10 @@ struct BucketPlan {
   int64_t shard_total = 0;  // elements of one rank's shard buffers (padded_total / shards)
 };
 
+// The default bucket: 2^20 elements, 4 MiB of fp32 gradients per dp collective (train's
+// --dp-bucket-size, the memory model's and the planner's alike).
+constexpr int64_t kDefaultBucketElements = int64_t{1} << 20;
+
 // The buckets of parameters `params` with at least `bucket_elements` each (>= 1). With
 // distributed_optimizer and dp > 1: padded to multiples of dp, wte alone in its bucket.
 BucketPlan plan_buckets(const std::vector<BucketParameter>& params, int64_t bucket_elements, int dp,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "parallel/bucket_plan.h"
 #include "parallel/plan_memory.h"
 
 namespace gpt {
@@ -478,12 +479,12 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   StepPrediction p;
   for (int stage = 0; stage < l.pp; ++stage) {
     const StageExtras x = stage_extras(m, l, cluster, stage);
-    // This project posts dp buckets (4 MiB) during the last backward; Megatron's 2022 runs
-    // reduced after it.
+    // This project posts dp buckets (train's default size) during the last backward; Megatron's
+    // 2022 runs reduced after it.
     const double window = megatron(l) ? 0 : last[stage];
     const double bucket =
-        std::min(x.dp_total, x.dp_total * (4.0 * (1 << 20)) /
-                                 (static_cast<double>(stage_parameters(m, l, stage)) * 4));
+        std::min(x.dp_total, x.dp_total * static_cast<double>(kDefaultBucketElements) /
+                                 static_cast<double>(stage_parameters(m, l, stage)));
     const double dp = std::max(bucket, x.dp_total - window) + x.dp_fixed;
     const double total =
         end[stage] + dp + tied + reductions.tp + reductions.pp + reductions.dp + x.optimizer;

@@ -92,7 +92,7 @@ struct MemoryModelInput {
   // --distributed-optimizer and --dp-bucket-size: at dp > 1 the buckets are padded and the
   // optimizer state (and a reduced-gradient shard, comm) is 1/dp of them (bucket_plan.h).
   bool distributed_optimizer = false;
-  int64_t dp_bucket_elements = 1 << 20;
+  int64_t dp_bucket_elements = kDefaultBucketElements;
   DeviceKind device = DeviceKind::kCpu;
 };
 
