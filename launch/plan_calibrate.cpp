@@ -423,18 +423,39 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
   c.gpu.sms = 1;  // no tiles in waves: the GEMM curve carries the size effects
   c.gpu.memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   c.gpu.memory_efficiency = 1;
-  if (comm_rank(world) == 0) {
-    std::unique_ptr<Backend> backend = make_cpu_backend(1);
-    std::vector<std::vector<double>> gemm, stream, layers;
-    for (int round = 0; round < kComputeRounds; ++round) {
+  // The layers run on every core of the first node at once (one rank each, as many as it has
+  // ranks), each figure the slowest rank's: a job keeps all its cores busy, the machine's own
+  // work (the MPI launcher, kernel threads) then lands on some of them, and the job waits for
+  // its slowest rank (docs/PLANNER.md). The GEMMs and the triad run on rank 0 alone.
+  const bool times_layers =
+      shape.node == 0 && shape.local_rank < std::min(shape.ranks_on_first_node, c.cpu.cores);
+  std::unique_ptr<Backend> backend = times_layers ? make_cpu_backend(1) : nullptr;
+  std::vector<std::vector<double>> gemm, stream, layers;
+  for (int round = 0; round < kComputeRounds; ++round) {
+    if (comm_rank(world) == 0) {
       gemm.push_back(measure_gemm_rates(*backend, budget * 0.15 / kComputeRounds));
       stream.push_back({measure_stream(budget * 0.05 / kComputeRounds)});
-      layers.push_back(measure_layer_times(*backend, options.model, budget * 0.4 / kComputeRounds));
     }
+    sleeping_barrier(world);
+    if (times_layers)
+      layers.push_back(measure_layer_times(*backend, options.model, budget * 0.4 / kComputeRounds));
+    sleeping_barrier(world);
+  }
+  std::vector<double> layer_times = times_layers
+                                        ? medians_over_rounds(layers)
+                                        : std::vector<double>(3 * kLayerMicroBatches.size(), 0.0);
+  MPI_Request request;
+  GPT_MPI_CHECK(MPI_Ireduce(comm_rank(world) == 0 ? MPI_IN_PLACE : layer_times.data(),
+                            layer_times.data(), static_cast<int>(layer_times.size()), MPI_DOUBLE,
+                            MPI_MAX, 0, world, &request));
+  sleep_until_done(request);
+  if (comm_rank(world) == 0) {
     set_gemm(medians_over_rounds(gemm), c.gpu);
     c.gpu.memory_bandwidth = medians_over_rounds(stream).front();
     std::printf("calibrate: stream (triad, 192 MiB): %.2f GB/s\n", c.gpu.memory_bandwidth / kGB);
-    set_pass_scales(medians_over_rounds(layers), options.model, c);
+    std::printf("calibrate: layers timed on %d rank(s) at once, the slowest's figures\n",
+                std::min(shape.ranks_on_first_node, c.cpu.cores));
+    set_pass_scales(layer_times, options.model, c);
   }
   sleeping_barrier(world);
   measure_links(world, shape, budget * 0.4, c);
