@@ -190,10 +190,16 @@ void add_cpu_keys(std::map<std::string, Setter>& keys) {
   };
   count("cpu.cores", &CpuModel::cores);
   count("cpu.threads", &CpuModel::threads);
-  const auto scale = [&keys](const std::string& key, double CpuModel::*field) {
+  // "1:1.31, 4:1.27" (micro-batch: scale), or one number for every micro-batch.
+  const auto scale = [&keys](const std::string& key, CpuModel::ScaleCurve CpuModel::*field) {
     keys[key] = [field](Cluster& c, const std::string& v, const std::string& w) {
-      c.cpu.*field = parse_number(v, w);
-      GPT_INPUT_CHECK(c.cpu.*field > 0, w << ": a pass scale must be above 0");
+      if (v.find(':') != std::string::npos) {
+        c.cpu.*field = parse_curve(v, w, 1);
+      } else {
+        const double n = parse_number(v, w);
+        GPT_INPUT_CHECK(n > 0, w << ": a pass scale must be above 0");
+        c.cpu.*field = {{1, n}};
+      }
     };
   };
   scale("cpu.forward_scale", &CpuModel::forward_scale);
@@ -277,6 +283,11 @@ std::string curve_text(const std::vector<std::pair<double, double>>& curve, doub
   return out.str();
 }
 
+// A pass scale as the file writes it: its curve, or 1 where it has none.
+std::string scale_text(const CpuModel::ScaleCurve& curve) {
+  return curve.empty() ? "1" : curve_text(curve, 1);
+}
+
 void write_link(std::ostream& out, const char* section, const LinkModel& link) {
   out << "[" << section << "]\nbandwidth_gbs = " << link.bandwidth / kGB
       << "\nlatency_us = " << link.latency / kUs << "\n";
@@ -294,6 +305,10 @@ double burst_credit(const LinkModel& link, double bytes, double wire, double idl
 }
 
 }  // namespace
+
+double CpuModel::scale_at(const ScaleCurve& curve, double micro_batch) {
+  return curve.empty() ? 1 : curve_at(curve, micro_batch);
+}
 
 double LinkModel::bus_bandwidth(double bytes) const {
   return curve.empty() ? bandwidth : curve_at(curve, bytes);
@@ -322,9 +337,9 @@ std::string cluster_file_text(const Cluster& c) {
   write_link(out, "inter_node", c.inter_node);
   if (c.cpu.active())
     out << "[cpu]\ncores = " << c.cpu.cores << "\nthreads = " << c.cpu.threads
-        << "\nforward_scale = " << c.cpu.forward_scale
-        << "\nbackward_input_scale = " << c.cpu.backward_input_scale
-        << "\nbackward_weight_scale = " << c.cpu.backward_weight_scale << "\n";
+        << "\nforward_scale = " << scale_text(c.cpu.forward_scale)
+        << "\nbackward_input_scale = " << scale_text(c.cpu.backward_input_scale)
+        << "\nbackward_weight_scale = " << scale_text(c.cpu.backward_weight_scale) << "\n";
   return out.str();
 }
 

@@ -79,13 +79,18 @@ struct GpuModel {
 
 // A CPU "cluster" (`plan --calibrate`, docs/PLANNER.md "Calibration"): a device is one rank's
 // share of the cores. Each pass kind's modelled time is multiplied by the measured ratio of the
-// real layers' time to the model's at the calibration shapes, and ranks beyond the cores share
-// them (cost_model.cpp, oversubscription).
+// real layers' time to the model's at the calibration shapes, by micro-batch size, and ranks
+// beyond the cores share them (cost_model.cpp, oversubscription).
 struct CpuModel {
   int cores = 0;    // 0: not a CPU cluster (GPUs: no sharing, the GPU formulas alone)
   int threads = 1;  // OpenMP threads per rank, as train's --threads
-  double forward_scale = 1, backward_input_scale = 1, backward_weight_scale = 1;
+  // Per pass kind, (micro-batch size, real over modelled time), sizes ascending, interpolated
+  // linearly in log(size) and held at the end values outside them; empty: 1.
+  using ScaleCurve = std::vector<std::pair<double, double>>;
+  ScaleCurve forward_scale, backward_input_scale, backward_weight_scale;
   bool active() const { return cores > 0; }
+  // `curve`'s scale at `micro_batch`.
+  static double scale_at(const ScaleCurve& curve, double micro_batch);
 };
 
 struct Cluster {

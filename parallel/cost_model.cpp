@@ -98,9 +98,12 @@ struct TpComm {
 };
 
 // A pass's modelled compute to its expected seconds: on the CPU the measured scale of that pass
-// kind and the sharing of the cores.
-double compute_stretch(const Cluster& cluster, const PlanLayout& l, double cpu_scale) {
-  return oversubscription(cluster, l) * (cluster.cpu.active() ? cpu_scale : 1);
+// kind at the layout's micro-batch size and the sharing of the cores.
+double compute_stretch(const Cluster& cluster, const PlanLayout& l,
+                       const CpuModel::ScaleCurve& cpu_scale) {
+  return oversubscription(cluster, l) *
+         (cluster.cpu.active() ? CpuModel::scale_at(cpu_scale, static_cast<double>(l.micro_batch))
+                               : 1);
 }
 
 // What the model needs about one layout on one cluster.
@@ -357,10 +360,10 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   // then the sharing of the cores.
   const double share = oversubscription(cluster, l);
   const CpuModel& cpu = cluster.cpu;
-  for (auto [pass, scale] : {std::pair{&costs.forward, cpu.forward_scale},
-                             std::pair{&costs.backward_input, cpu.backward_input_scale},
-                             std::pair{&costs.backward_weight, cpu.backward_weight_scale}}) {
-    pass->compute *= compute_stretch(cluster, l, scale);
+  for (auto [pass, scale] : {std::pair{&costs.forward, &cpu.forward_scale},
+                             std::pair{&costs.backward_input, &cpu.backward_input_scale},
+                             std::pair{&costs.backward_weight, &cpu.backward_weight_scale}}) {
+    pass->compute *= compute_stretch(cluster, l, *scale);
     pass->tp_exposed *= transfer_share(share, c.tp.link);
   }
   return costs;

@@ -187,18 +187,37 @@ TEST(ClusterFile, ParsesOverABaseAndReportsBadLinesInOneLine) {
             "c.ini line 2: 'lots' is not a non-negative number");
 }
 
+// A pass scale is a curve by micro-batch size, or one number for all of them.
+TEST(ClusterFile, PassScalesAreCurvesOrOneNumber) {
+  const Cluster c = parse_cluster_file(
+      "base = dgx-h100\n[cpu]\ncores = 2\nforward_scale = 1.5\nbackward_weight_scale = 1:1.2, "
+      "16:1.1\n",
+      "c.ini");
+  EXPECT_DOUBLE_EQ(CpuModel::scale_at(c.cpu.forward_scale, 1), 1.5);
+  EXPECT_DOUBLE_EQ(CpuModel::scale_at(c.cpu.forward_scale, 16), 1.5);
+  EXPECT_DOUBLE_EQ(CpuModel::scale_at(c.cpu.backward_weight_scale, 0.5), 1.2);
+  EXPECT_NEAR(CpuModel::scale_at(c.cpu.backward_weight_scale, 4), 1.15, 1e-12);
+  EXPECT_DOUBLE_EQ(CpuModel::scale_at(c.cpu.backward_input_scale, 4), 1);
+  EXPECT_THROW(parse_cluster_file("base = dgx-h100\n[cpu]\nforward_scale = 0\n", "c.ini"), Error);
+  EXPECT_THROW(parse_cluster_file("base = dgx-h100\n[cpu]\nforward_scale = 4:1, 2:1\n", "c.ini"),
+               Error);
+}
+
 // plan --calibrate writes cluster_file_text; the planner must read back the same figures,
 // the CPU section and the GEMM curve included.
 TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
   Cluster c = cluster_preset("dgx-h100");
   c.gpu.gemm_curve = {{1e5, 0.25}, {1e8, 1.0}};
   c.cpu.cores = 2;
-  c.cpu.forward_scale = 1.5;
+  c.cpu.forward_scale = {{1, 1.5}, {4, 1.25}};
   c.inter_node.burst = 62.5e3;
   c.inter_node.one_way_curve = {{4e3, 5e6}, {1e6, 6e6}};
   const Cluster back = parse_cluster_file(cluster_file_text(c), "c.ini");
   EXPECT_EQ(back.cpu.cores, 2);
-  EXPECT_NEAR(back.cpu.forward_scale, 1.5, 1e-9);
+  EXPECT_NEAR(CpuModel::scale_at(back.cpu.forward_scale, 1), 1.5, 1e-9);
+  EXPECT_NEAR(CpuModel::scale_at(back.cpu.forward_scale, 16), 1.25, 1e-9);
+  EXPECT_NEAR(CpuModel::scale_at(back.cpu.forward_scale, 2), 1.375, 1e-9);  // halfway in log
+  EXPECT_DOUBLE_EQ(CpuModel::scale_at(back.cpu.backward_input_scale, 3), 1);
   EXPECT_NEAR(back.inter_node.burst, 62.5e3, 1e-6);
   EXPECT_NEAR(back.inter_node.one_way_bandwidth(1e6), 6e6, 1e-3);
   EXPECT_NEAR(back.intra_node.one_way_bandwidth(1e9), back.intra_node.bus_bandwidth(1e9), 1e-3);
