@@ -2,7 +2,9 @@
 on this machine with a generated slurm.conf, and three jobs of 4 tasks at --tp 2 --pp 2: USR1 mid-run with the srun form and with the mpirun form (`scancel --batch`: the
 batch shell forwards it to the launcher), and a 1-minute --time whose warning signal ends the
 first run. Each job must write a checkpoint, requeue itself, resume and finish with a final
-checkpoint bit-identical to an uninterrupted mpiexec run of the same options.
+checkpoint bit-identical to an uninterrupted mpiexec run of the same options. The USR1 jobs' ranks
+are held (SIGSTOP) from step 3 until the signal is pending on each of them: a run of the tiny model
+can end before the signal has come through Slurm and the launcher (the mpirun form did once).
 
 Run by CTest as test_slurm.py --bin DIR [--mpiexec ... --mpiexec-flags ...]. Exits 77 (skipped)
 with the reason where Slurm cannot start here (not installed, not root, a daemon that fails).
@@ -26,7 +28,7 @@ import gpt_harness as h  # noqa: E402
 SKIP = 77
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "launch", "slurm",
                         "train.sbatch")
-STEPS = 160
+STEPS = 600  # about 1 s of steps on an idle machine: a signal sent at step 3 lands mid-run
 # The options of every run here, the reference's included (the template adds --resume auto).
 OPTIONS = h.with_tiny(["--tp", "2", "--pp", "2", "--steps", STEPS, "--device", "cpu",
                        "--comm-timeout", "0"])
@@ -188,6 +190,19 @@ def ranks_of_job(train, job_id):
     return pids
 
 
+def usr1_pending(pid):
+    """Whether process `pid` holds a SIGUSR1 not yet taken (or has ended)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("SigPnd:", "ShdPnd:")) and \
+                        int(line.split()[1], 16) & (1 << (signal.SIGUSR1 - 1)):
+                    return True
+    except OSError:
+        return True
+    return False
+
+
 def signal_all(pids, signal_number):
     for pid in pids:
         try:
@@ -312,7 +327,17 @@ class SlurmJobsTest(h.TempDirTest):
             for name, launcher in (("srun-usr1", "srun"), ("mpirun-usr1", "mpirun")):
                 job = self.submit(name, launcher)
                 self.wait_until(job, lambda: self.last_step(job) >= 3, "reached no step 3")
-                self.slurm.run(["scancel", "--signal=USR1", "--batch", job["id"]])
+                # Held until the signal has come down the batch shell and the launcher to every
+                # rank, so that a fast run cannot end before it (a run here takes 0.2 s a 160
+                # steps, the signal's way through Slurm longer).
+                ranks = ranks_of_job(h.binary("train"), job["id"])
+                signal_all(ranks, signal.SIGSTOP)
+                try:
+                    self.slurm.run(["scancel", "--signal=USR1", "--batch", job["id"]])
+                    self.wait_until(job, lambda: all(usr1_pending(p) for p in ranks),
+                                    "its ranks got no USR1")
+                finally:
+                    signal_all(ranks, signal.SIGCONT)
                 self.check_job(job, reference)
             self.wait_until(limit, warned, "got no warning signal")
         finally:
