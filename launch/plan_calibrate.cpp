@@ -431,8 +431,8 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
   // ranks), each figure the slowest rank's: a job keeps all its cores busy, the machine's own
   // work (the MPI launcher, kernel threads) then lands on some of them, and the job waits for
   // its slowest rank (docs/PLANNER.md). The GEMMs and the triad run on rank 0 alone.
-  const bool times_layers =
-      shape.node == 0 && shape.local_rank < std::min(shape.ranks_on_first_node, c.cpu.cores);
+  const int layer_ranks = std::min(shape.ranks_on_first_node, c.cpu.cores);
+  const bool times_layers = shape.node == 0 && shape.local_rank < layer_ranks;
   std::unique_ptr<Backend> backend = times_layers ? make_cpu_backend(1) : nullptr;
   std::vector<std::vector<double>> gemm, stream, layers;
   for (int round = 0; round < kComputeRounds; ++round) {
@@ -458,7 +458,7 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
     c.gpu.memory_bandwidth = medians_over_rounds(stream).front();
     std::printf("calibrate: stream (triad, 192 MiB): %.2f GB/s\n", c.gpu.memory_bandwidth / kGB);
     std::printf("calibrate: layers timed on %d rank(s) at once, the slowest's figures\n",
-                std::min(shape.ranks_on_first_node, c.cpu.cores));
+                layer_ranks);
     set_pass_scales(layer_times, options.model, c);
   }
   sleeping_barrier(world);

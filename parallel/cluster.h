@@ -20,8 +20,8 @@ struct LinkModel {
   std::vector<std::pair<double, double>> curve;
   // The same, for a transfer one way while the other way is quiet (a binomial tree's rounds, a
   // pipeline's message): on a shaped link the reverse direction's queued data delays a
-  // transfer's handshakes, so an exchange gets less than a one-way send; inside a CPU node a
-  // message is one copy, an all-reduce two and a sum. Empty: the curve.
+  // transfer's handshakes, so an exchange gets less than a one-way send; inside a calibrated CPU
+  // node, a round of Open MPI's nonblocking all-reduce (plan --calibrate). Empty: the curve.
   std::vector<std::pair<double, double>> one_way_curve = {};
   // Bytes (at bus bandwidth, as the curve counts them) the link passes at once after it idled: a
   // token-bucket shaper's bucket (tc's tbf, a cloud instance's network allowance) refills while
