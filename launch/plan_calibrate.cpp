@@ -1,17 +1,23 @@
 // `plan --calibrate` (see plan_calibrate.h). Each figure is timed where it is used: the GEMMs
 // through the CPU backend's matmul (oneDNN), the layers through a real GptStage of the model
-// given to plan (tp 1, one rank, the whole model), the collectives through MPI sub-communicators
-// of the job. Medians, not minima: train's step times are medians too.
+// given to plan (tp 1, one rank, the whole model), the cost of taking turns on a core through
+// copies of that stage run at once in threads, the collectives through MPI sub-communicators of
+// the job. Medians, not minima: train's step times are medians too.
 #include "launch/plan_calibrate.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <fstream>
+#include <map>
+#include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "framework/agreement.h"
@@ -107,35 +113,61 @@ double measure_stream(double budget) {
   return 12.0 * n / t;
 }
 
+// The whole model (tp 1, one rank) at micro-batch `mb` on a backend of its own, with random
+// tokens: what the layers are timed on. Built where MPI may be called (its tp group duplicates
+// MPI_COMM_SELF), then run on any thread (tp 1 makes no MPI call).
+class ModelCopy {
+ public:
+  ModelCopy(const ModelConfig& cfg, int64_t mb)
+      : backend_(make_cpu_backend(1)),
+        self_(make_mpi_communicator(MPI_COMM_SELF, "tp")),
+        tp_(*self_, *backend_),
+        store_(*backend_),
+        stage_(store_, tp_, cfg, StageSpec{0, cfg.n_layer, true, true, false}, mb, 1, 1),
+        tokens_(static_cast<size_t>(mb * cfg.seq_len)),
+        targets_(tokens_.size()) {
+    store_.allocate();
+    store_.initialize(1);
+    std::mt19937 rng(1);
+    std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(cfg.vocab_size - 1));
+    for (size_t i = 0; i < tokens_.size(); ++i) tokens_[i] = token(rng), targets_[i] = token(rng);
+  }
+
+  // Seconds of one forward, input-gradient and weight-gradient pass.
+  std::array<double, 3> passes() {
+    const double t0 = now_seconds();
+    stage_.forward(0, tokens_.data(), targets_.data());
+    const double t1 = now_seconds();
+    stage_.backward_input(0, 0, 1.0f / static_cast<float>(tokens_.size()));
+    const double t2 = now_seconds();
+    stage_.backward_weight(0, 0);
+    return {t1 - t0, t2 - t1, now_seconds() - t2};
+  }
+
+  int64_t peak_bytes() const { return backend_->memory().peak_total(); }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Communicator> self_;
+  TensorParallel tp_;
+  ParameterStore store_;
+  GptStage stage_;
+  std::vector<int32_t> tokens_, targets_;
+};
+
 // The real layers' seconds of forward, input-gradient and weight-gradient passes of the whole
-// model (tp 1, one rank) at micro-batch `mb`.
-std::array<double, 3> measure_layers(Backend& backend, const ModelConfig& cfg, int64_t mb,
-                                     double budget) {
-  auto self = make_mpi_communicator(MPI_COMM_SELF, "tp");
-  TensorParallel tp(*self, backend);
-  ParameterStore store(backend);
-  GptStage stage(store, tp, cfg, StageSpec{0, cfg.n_layer, true, true, false}, mb, 1, 1);
-  store.allocate();
-  store.initialize(1);
-  std::vector<int32_t> tokens(static_cast<size_t>(mb * cfg.seq_len)), targets(tokens.size());
-  std::mt19937 rng(1);
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(cfg.vocab_size - 1));
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = token(rng), targets[i] = token(rng);
+// model (tp 1, one rank) at micro-batch `mb`, and the bytes one copy of it holds.
+std::array<double, 3> measure_layers(const ModelConfig& cfg, int64_t mb, double budget,
+                                     int64_t& bytes) {
+  ModelCopy copy(cfg, mb);
   std::array<std::vector<double>, 3> times;
   const double start = now_seconds();
   for (int rep = 0; rep < 30 && (rep < 4 || now_seconds() - start < budget); ++rep) {
-    const double t0 = now_seconds();
-    stage.forward(0, tokens.data(), targets.data());
-    const double t1 = now_seconds();
-    stage.backward_input(0, 0, 1.0f / static_cast<float>(tokens.size()));
-    const double t2 = now_seconds();
-    stage.backward_weight(0, 0);
-    const double t3 = now_seconds();
+    const std::array<double, 3> t = copy.passes();
     if (rep == 0) continue;  // first touch
-    times[0].push_back(t1 - t0);
-    times[1].push_back(t2 - t1);
-    times[2].push_back(t3 - t2);
+    for (int k = 0; k < 3; ++k) times[k].push_back(t[k]);
   }
+  bytes = copy.peak_bytes();
   return {median_of(times[0]), median_of(times[1]), median_of(times[2])};
 }
 
@@ -144,12 +176,32 @@ std::array<double, 3> measure_layers(Backend& backend, const ModelConfig& cfg, i
 // enough for two points to carry it.
 constexpr std::array<int64_t, 5> kLayerMicroBatches = {1, 2, 4, 8, 16};
 
+// The micro-batch sizes and the shares (ranks a core) at which the cost of taking turns on a
+// core is timed: the oversubscribed runs here share 2 to 8 ranks a core at micro-batches 1 to 4.
+constexpr std::array<int64_t, 2> kSharingMicroBatches = {1, 4};
+constexpr std::array<int, 3> kShares = {2, 4, 8};
+// Shares that need more copies of the model than this on a machine are not timed, nor those
+// whose copies would take more than a quarter of its memory.
+constexpr int kMaxSharingCopies = 64;
+// Each copy is timed over a window of passes, at least kMinSharingReps of them, and at the
+// default budget (20 s) about 0.2 s: many of the scheduler's slices (a few ms each), so that the
+// figure is the core's rate over them, not where the slices fell in a pass (timed pass by pass,
+// at micro-batch 1 and 2 ranks a core, one copy's median read 2.2 times processor sharing).
+constexpr double kSharingBudgetShare = 0.2;  // of --calibrate-seconds, over every point and round
+constexpr int kMinSharingReps = 6;
+
+// Copies of the model each timing rank runs for `share` ranks a core (rounded up).
+int copies_for_share(int share, int cores, int timing_ranks) {
+  return (share * cores + timing_ranks - 1) / timing_ranks;
+}
+
 // The real layers' seconds at each of kLayerMicroBatches: forward, input gradient and weight
 // gradient of each in turn.
-std::vector<double> measure_layer_times(Backend& backend, const ModelConfig& cfg, double budget) {
+std::vector<double> measure_layer_times(const ModelConfig& cfg, double budget,
+                                        std::map<int64_t, int64_t>& bytes) {
   std::vector<double> times;
   for (int64_t mb : kLayerMicroBatches)
-    for (double t : measure_layers(backend, cfg, mb, budget / kLayerMicroBatches.size()))
+    for (double t : measure_layers(cfg, mb, budget / kLayerMicroBatches.size(), bytes[mb]))
       times.push_back(t);
   return times;
 }
@@ -179,6 +231,40 @@ void set_pass_scales(const std::vector<double>& times, const ModelConfig& cfg, C
     c.cpu.forward_scale.emplace_back(size, real[0] / modelled[0]);
     c.cpu.backward_input_scale.emplace_back(size, real[1] / modelled[1]);
     c.cpu.backward_weight_scale.emplace_back(size, real[2] / modelled[2]);
+  }
+}
+
+// A forward and backward at micro-batch `mb` (one of kLayerMicroBatches) with a core each, from
+// measure_layer_times' `times`.
+double alone_seconds(const std::vector<double>& times, int64_t mb) {
+  const size_t at =
+      static_cast<size_t>(std::find(kLayerMicroBatches.begin(), kLayerMicroBatches.end(), mb) -
+                          kLayerMicroBatches.begin());
+  return times[3 * at] + times[3 * at + 1] + times[3 * at + 2];
+}
+
+// The sharing scale (cluster.h, CpuModel::sharing_scale) from measure_shared_passes' seconds,
+// which follow the layer times in `times` (kSharingMicroBatches by kShares, 0: not timed): each
+// over processor sharing's, the share times the same passes with a core each.
+void set_sharing_scale(const std::vector<double>& times, int timing_ranks, Cluster& c) {
+  c.cpu.sharing_scale.clear();
+  size_t k = 3 * kLayerMicroBatches.size();
+  for (int64_t mb : kSharingMicroBatches) {
+    const double alone = alone_seconds(times, mb);
+    for (int share : kShares) {
+      const double t = times[k++];
+      if (t == 0) continue;
+      const int copies = copies_for_share(share, c.cpu.cores, timing_ranks);
+      CpuModel::SharingPoint p;
+      p.micro_batch = static_cast<double>(mb);
+      p.share = static_cast<double>(copies * timing_ranks) / c.cpu.cores;
+      p.scale = t / (p.share * alone);
+      std::printf(
+          "calibrate: %g ranks a core at micro-batch %lld: a forward and backward %.4f s, "
+          "processor sharing %.4f s (x%.3f)\n",
+          p.share, static_cast<long long>(mb), t, p.share * alone, p.scale);
+      c.cpu.sharing_scale.push_back(p);
+    }
   }
 }
 
@@ -247,6 +333,67 @@ double sleeping_bcast(MPI_Comm world, double value) {
   GPT_MPI_CHECK(MPI_Ibcast(&value, 1, MPI_DOUBLE, 0, world, &request));
   sleep_until_done(request);
   return value;
+}
+
+// Seconds of one forward and backward of the whole model at micro-batch `mb` while `copies`
+// copies of it run at once, each in a thread of this rank, and as many in each other rank of
+// `timing`: each copy's passes timed together over `reps` of them after one untimed, the mean
+// over the copies. Every copy keeps running until all copies of every rank have their passes,
+// so each was timed while all ran. Threads, not ranks: the job's ranks are given (mpiexec -n
+// 2), and a thread is scheduled on a core as a process is (separate copies, so the same caches
+// to refill).
+double measure_shared_passes(const ModelConfig& cfg, int64_t mb, int copies, int reps,
+                             MPI_Comm timing) {
+  std::vector<std::unique_ptr<ModelCopy>> models;
+  for (int i = 0; i < copies; ++i) models.push_back(std::make_unique<ModelCopy>(cfg, mb));
+  sleeping_barrier(timing);
+  std::atomic<int> counted{0};
+  std::atomic<bool> stop{false};
+  std::vector<double> seconds(static_cast<size_t>(copies));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(copies));
+  const auto run = [&](int i) {
+    double start = 0;
+    bool posted = false;
+    MPI_Request all_counted;
+    try {
+      for (int rep = 0; !stop; ++rep) {
+        models[i]->passes();
+        if (rep == 0) start = now_seconds();
+        if (rep == reps) {
+          seconds[static_cast<size_t>(i)] = (now_seconds() - start) / reps;
+          ++counted;
+        }
+        if (i != 0) continue;
+        // The first copy runs on the thread that calls MPI: it ends the run for all.
+        if (!posted && counted == copies) {
+          GPT_MPI_CHECK(MPI_Ibarrier(timing, &all_counted));
+          posted = true;
+        }
+        int done = 0;
+        if (posted) GPT_MPI_CHECK(MPI_Test(&all_counted, &done, MPI_STATUS_IGNORE));
+        if (done) stop = true;
+      }
+    } catch (...) {  // every copy stops; rethrown below, which ends the job (run_program)
+      errors[static_cast<size_t>(i)] = std::current_exception();
+      stop = true;
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int i = 1; i < copies; ++i) workers.emplace_back(run, i);
+  run(0);
+  for (std::thread& w : workers) w.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return std::accumulate(seconds.begin(), seconds.end(), 0.0) / copies;
+}
+
+// Copies a timing rank runs for `share` ranks a core (rounded up), or 0 where the share is not
+// timed (kMaxSharingCopies, or the copies' `bytes` over a quarter of the machine's `memory`).
+int sharing_copies(int share, int cores, int timing_ranks, int64_t bytes, double memory) {
+  const int copies = copies_for_share(share, cores, timing_ranks);
+  const int total = copies * timing_ranks;
+  if (total > kMaxSharingCopies || static_cast<double>(bytes) * total > memory / 4) return 0;
+  return copies;
 }
 
 // What measure_mpi times: an all-reduce over the group; the group's two ranks exchanging a message
@@ -431,9 +578,13 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
   // ranks), each figure the slowest rank's: a job keeps all its cores busy, the machine's own
   // work (the MPI launcher, kernel threads) then lands on some of them, and the job waits for
   // its slowest rank (docs/PLANNER.md). The GEMMs and the triad run on rank 0 alone.
+  // Then the same ranks time the cost of taking turns on a core (measure_shared_passes).
   const int layer_ranks = std::min(shape.ranks_on_first_node, c.cpu.cores);
   const bool times_layers = shape.node == 0 && shape.local_rank < layer_ranks;
-  std::unique_ptr<Backend> backend = times_layers ? make_cpu_backend(1) : nullptr;
+  MPI_Comm timing;
+  GPT_MPI_CHECK(MPI_Comm_split(world, times_layers ? 0 : MPI_UNDEFINED, comm_rank(world), &timing));
+  std::unique_ptr<Backend> backend = comm_rank(world) == 0 ? make_cpu_backend(1) : nullptr;
+  std::map<int64_t, int64_t> copy_bytes;  // by micro-batch, one copy of the model's
   std::vector<std::vector<double>> gemm, stream, layers;
   for (int round = 0; round < kComputeRounds; ++round) {
     if (comm_rank(world) == 0) {
@@ -441,13 +592,31 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
       stream.push_back({measure_stream(budget * 0.05 / kComputeRounds)});
     }
     sleeping_barrier(world);
-    if (times_layers)
-      layers.push_back(measure_layer_times(*backend, options.model, budget * 0.4 / kComputeRounds));
+    if (times_layers) {
+      std::vector<double> times =
+          measure_layer_times(options.model, budget * 0.4 / kComputeRounds, copy_bytes);
+      for (int64_t mb : kSharingMicroBatches)
+        for (int share : kShares) {
+          const int copies =
+              sharing_copies(share, c.cpu.cores, layer_ranks, copy_bytes[mb], c.gpu.memory_bytes);
+          const double window = budget * kSharingBudgetShare /
+                                (kComputeRounds * kSharingMicroBatches.size() * kShares.size());
+          const int reps = std::max(
+              kMinSharingReps,
+              static_cast<int>(std::ceil(window / (share * alone_seconds(times, mb)))));
+          times.push_back(copies ? measure_shared_passes(options.model, mb, copies, reps, timing)
+                                 : 0);
+        }
+      layers.push_back(times);
+    }
     sleeping_barrier(world);
   }
-  std::vector<double> layer_times = times_layers
-                                        ? medians_over_rounds(layers)
-                                        : std::vector<double>(3 * kLayerMicroBatches.size(), 0.0);
+  if (timing != MPI_COMM_NULL) MPI_Comm_free(&timing);
+  std::vector<double> layer_times =
+      times_layers
+          ? medians_over_rounds(layers)
+          : std::vector<double>(
+                3 * kLayerMicroBatches.size() + kSharingMicroBatches.size() * kShares.size(), 0.0);
   MPI_Request request;
   GPT_MPI_CHECK(MPI_Ireduce(comm_rank(world) == 0 ? MPI_IN_PLACE : layer_times.data(),
                             layer_times.data(), static_cast<int>(layer_times.size()), MPI_DOUBLE,
@@ -460,6 +629,7 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
     std::printf("calibrate: layers timed on %d rank(s) at once, the slowest's figures\n",
                 layer_ranks);
     set_pass_scales(layer_times, options.model, c);
+    set_sharing_scale(layer_times, layer_ranks, c);
   }
   sleeping_barrier(world);
   measure_links(world, shape, budget * 0.4, c);

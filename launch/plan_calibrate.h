@@ -14,8 +14,9 @@
 
 namespace gpt {
 
-// Runs the measurements on every rank of `world` (the GEMM, stream and layer timings on rank 0,
-// the others waiting; the collectives on all) within about options.calibrate_seconds, prints
+// Runs the measurements on every rank of `world` (the GEMM and stream timings on rank 0, the
+// layers and the cost of sharing a core on one rank a core of the first node, the others
+// waiting; the collectives on all) within about options.calibrate_seconds, prints
 // what it measured beside what the written model predicts, and returns the cluster; rank 0
 // writes it to options.calibrate.
 Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options);

@@ -205,6 +205,30 @@ void add_cpu_keys(std::map<std::string, Setter>& keys) {
   scale("cpu.forward_scale", &CpuModel::forward_scale);
   scale("cpu.backward_input_scale", &CpuModel::backward_input_scale);
   scale("cpu.backward_weight_scale", &CpuModel::backward_weight_scale);
+  // "1x2:1.21, 1x4:1.30, 4x2:1.02" (micro-batch x ranks a core: scale).
+  keys["cpu.sharing_scale"] = [](Cluster& c, const std::string& v, const std::string& w) {
+    c.cpu.sharing_scale.clear();
+    std::stringstream items(v);
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      const size_t x = item.find('x'), colon = item.find(':');
+      GPT_INPUT_CHECK(x != std::string::npos && colon != std::string::npos && x < colon,
+                      w << ": sharing point '" << trim(item) << "' is not MICROBATCHxSHARE:SCALE");
+      CpuModel::SharingPoint p;
+      p.micro_batch = parse_number(trim(item.substr(0, x)), w);
+      p.share = parse_number(trim(item.substr(x + 1, colon - x - 1)), w);
+      p.scale = parse_number(trim(item.substr(colon + 1)), w);
+      GPT_INPUT_CHECK(p.micro_batch >= 1 && p.share > 1 && p.scale > 0,
+                      w << ": sharing point '" << trim(item)
+                        << "' needs a micro-batch of 1 or more, a share above 1, a scale above 0");
+      const auto& last = c.cpu.sharing_scale;
+      GPT_INPUT_CHECK(last.empty() || p.micro_batch > last.back().micro_batch ||
+                          (p.micro_batch == last.back().micro_batch && p.share > last.back().share),
+                      w << ": sharing points must ascend by micro-batch, then share");
+      c.cpu.sharing_scale.push_back(p);
+    }
+    GPT_INPUT_CHECK(!c.cpu.sharing_scale.empty(), w << ": no sharing points");
+  };
 }
 
 const std::map<std::string, Setter>& file_keys() {
@@ -310,6 +334,19 @@ double CpuModel::scale_at(const ScaleCurve& curve, double micro_batch) {
   return curve.empty() ? 1 : curve_at(curve, micro_batch);
 }
 
+double CpuModel::sharing_at(double share, double micro_batch) const {
+  if (sharing_scale.empty() || share <= 1) return 1;
+  ScaleCurve by_micro_batch;  // each measured micro-batch's scale at `share`
+  for (size_t i = 0; i < sharing_scale.size();) {
+    const double mb = sharing_scale[i].micro_batch;
+    std::vector<std::pair<double, double>> by_share = {{1, 1}};
+    for (; i < sharing_scale.size() && sharing_scale[i].micro_batch == mb; ++i)
+      by_share.emplace_back(sharing_scale[i].share, sharing_scale[i].scale);
+    by_micro_batch.emplace_back(mb, curve_at(by_share, share));
+  }
+  return curve_at(by_micro_batch, micro_batch);
+}
+
 double LinkModel::bus_bandwidth(double bytes) const {
   return curve.empty() ? bandwidth : curve_at(curve, bytes);
 }
@@ -340,6 +377,14 @@ std::string cluster_file_text(const Cluster& c) {
         << "\nforward_scale = " << scale_text(c.cpu.forward_scale)
         << "\nbackward_input_scale = " << scale_text(c.cpu.backward_input_scale)
         << "\nbackward_weight_scale = " << scale_text(c.cpu.backward_weight_scale) << "\n";
+  if (c.cpu.active() && !c.cpu.sharing_scale.empty()) {
+    out << "sharing_scale = ";
+    for (size_t i = 0; i < c.cpu.sharing_scale.size(); ++i) {
+      const CpuModel::SharingPoint& p = c.cpu.sharing_scale[i];
+      out << (i ? ", " : "") << p.micro_batch << "x" << p.share << ":" << p.scale;
+    }
+    out << "\n";
+  }
   return out.str();
 }
 

@@ -88,9 +88,21 @@ struct CpuModel {
   // linearly in log(size) and held at the end values outside them; empty: 1.
   using ScaleCurve = std::vector<std::pair<double, double>>;
   ScaleCurve forward_scale, backward_input_scale, backward_weight_scale;
+  // Ranks taking turns on a core run slower than processor sharing's `share` times their time
+  // alone: each turn finds the caches refilled by the others. Measured points (micro-batch
+  // size, ranks a core, time over processor sharing's), ascending by micro-batch then share;
+  // empty: 1 (docs/PLANNER.md, "Sharing the cores").
+  struct SharingPoint {
+    double micro_batch = 1, share = 1, scale = 1;
+  };
+  std::vector<SharingPoint> sharing_scale;
   bool active() const { return cores > 0; }
   // `curve`'s scale at `micro_batch`.
   static double scale_at(const ScaleCurve& curve, double micro_batch);
+  // sharing_scale at `share` ranks a core and `micro_batch`: 1 at a share of 1 or less, linear in
+  // log(share) up to the measured shares and held beyond them, then in log(micro-batch) as a
+  // pass scale.
+  double sharing_at(double share, double micro_batch) const;
 };
 
 struct Cluster {

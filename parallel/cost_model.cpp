@@ -27,7 +27,8 @@ bool megatron(const PlanLayout& l) {
 // more ranks than slots, makes a waiting rank yield its core (mpi_yield_when_idle), so the
 // node's work spreads over its cores (forced to spin instead, tp 4 on 2 cores ran 45 times
 // slower here): every pass and every transfer the CPU drives (shared memory, inside a node)
-// stretches by that factor; a transfer across nodes is bound by the network and does not. Not
+// stretches by that factor; a transfer across nodes is bound by the network and does not. The
+// passes stretch further by the measured cost of taking turns (CpuModel::sharing_at). Not
 // modelled: the scheduler switching a group's members in at each step of a collective when they
 // cannot all run at once (docs/PLANNER.md). 1 on GPUs and whenever the ranks fit the cores.
 double oversubscription(const Cluster& cluster, const PlanLayout& l) {
@@ -98,12 +99,14 @@ struct TpComm {
 };
 
 // A pass's modelled compute to its expected seconds: on the CPU the measured scale of that pass
-// kind at the layout's micro-batch size and the sharing of the cores.
+// kind at the layout's micro-batch size, and the sharing of the cores with what turns on a core
+// cost beyond it, as measured.
 double compute_stretch(const Cluster& cluster, const PlanLayout& l,
                        const CpuModel::ScaleCurve& cpu_scale) {
-  return oversubscription(cluster, l) *
-         (cluster.cpu.active() ? CpuModel::scale_at(cpu_scale, static_cast<double>(l.micro_batch))
-                               : 1);
+  const double share = oversubscription(cluster, l);
+  if (!cluster.cpu.active()) return share;
+  const double mb = static_cast<double>(l.micro_batch);
+  return share * cluster.cpu.sharing_at(share, mb) * CpuModel::scale_at(cpu_scale, mb);
 }
 
 // What the model needs about one layout on one cluster.

@@ -3,7 +3,8 @@ this machine on a tiny budget and a tiny model, the written file is a CPU cluste
 `plan --cluster FILE` reads back and prices a layout with (memory on the CPU backend, ranks
 beyond the cores allowed), and a cluster file cut to one line is one error line, exit code 1.
 The figures themselves are not checked (a shared machine measures what it measures), only the
-intra-node curves' sizes and their times' order.
+intra-node curves' sizes and their times' order, and the points at which the cost of sharing a
+core was measured.
 
 Run: /usr/bin/python3 test_calibrate.py --bin BUILD/bin --mpiexec MPIEXEC --mpiexec-flags=FLAGS
 """
@@ -54,6 +55,18 @@ class CalibrateTest(unittest.TestCase):
                 for small, large in zip(times, times[1:]):  # 6 printed digits: a size's time
                     self.assertLessEqual(small, large * (1 + 1e-4), line[0])  # may equal the next
                 self.assertTrue(all(gbs > 0 for _, gbs in points), line[0])
+            # The cost of sharing a core: (micro-batch x ranks a core: scale) at micro-batches 1
+            # and 4 and 2, 4 and 8 ranks a core (up to 64 copies of the model on the machine).
+            cpu = text.split("[cpu]")[1]
+            cores = int([l for l in cpu.splitlines() if l.startswith("cores =")][0].split("=")[1])
+            line = [l for l in cpu.splitlines() if l.startswith("sharing_scale =")]
+            self.assertEqual(len(line), 1, cpu)
+            points = [(p.split(":")[0].strip(), float(p.split(":")[1]))
+                      for p in line[0].split("=", 1)[1].split(",")]
+            expected = [f"{mb}x{share}" for mb in (1, 4) for share in (2, 4, 8)
+                        if share * cores <= 64]
+            self.assertEqual([key for key, _ in points], expected, line[0])
+            self.assertTrue(all(scale > 0 for _, scale in points), line[0])
             proc = run([plan, "--cluster", path, "--ranks", "4", "--tp", "2", "--pp", "2",
                         "--global-batch-size", "4", "--json"] + MODEL)
             self.assertEqual(proc.returncode, 0, proc.stderr)

@@ -203,6 +203,28 @@ TEST(ClusterFile, PassScalesAreCurvesOrOneNumber) {
                Error);
 }
 
+// The cost of taking turns on a core: 1 at a share of 1, linear in log(share) from there to the
+// measured points and held beyond, then in log(micro-batch) between the measured sizes.
+TEST(ClusterFile, SharingScaleInterpolatesByShareThenMicroBatch) {
+  const Cluster c = parse_cluster_file(
+      "base = dgx-h100\n[cpu]\ncores = 2\nsharing_scale = 1x2:1.2, 1x8:1.4, 4x2:1.1, 4x8:1.1\n",
+      "c.ini");
+  EXPECT_DOUBLE_EQ(c.cpu.sharing_at(1, 1), 1);
+  EXPECT_DOUBLE_EQ(c.cpu.sharing_at(0.5, 4), 1);
+  EXPECT_NEAR(c.cpu.sharing_at(std::sqrt(2.0), 1), 1.1, 1e-12);  // halfway from 1 to 2 in log
+  EXPECT_NEAR(c.cpu.sharing_at(2, 1), 1.2, 1e-12);
+  EXPECT_NEAR(c.cpu.sharing_at(4, 1), 1.3, 1e-12);
+  EXPECT_NEAR(c.cpu.sharing_at(16, 1), 1.4, 1e-12);     // held beyond the largest share
+  EXPECT_NEAR(c.cpu.sharing_at(8, 2), 1.25, 1e-12);     // halfway from micro-batch 1 to 4 in log
+  EXPECT_NEAR(c.cpu.sharing_at(8, 16), 1.1, 1e-12);     // held beyond the largest micro-batch
+  EXPECT_DOUBLE_EQ(Cluster{}.cpu.sharing_at(8, 1), 1);  // none measured
+  for (const char* bad : {"sharing_scale = 2:1.2\n", "sharing_scale = 1x1:1.2\n",
+                          "sharing_scale = 1x2:0\n", "sharing_scale = 1x4:1.2, 1x2:1.1\n",
+                          "sharing_scale = 4x2:1.2, 1x2:1.1\n", "sharing_scale = 1xa:1.2\n"})
+    EXPECT_THROW(parse_cluster_file(std::string("base = dgx-h100\n[cpu]\n") + bad, "c.ini"), Error)
+        << bad;
+}
+
 // plan --calibrate writes cluster_file_text; the planner must read back the same figures,
 // the CPU section and the GEMM curve included.
 TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
@@ -210,6 +232,7 @@ TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
   c.gpu.gemm_curve = {{1e5, 0.25}, {1e8, 1.0}};
   c.cpu.cores = 2;
   c.cpu.forward_scale = {{1, 1.5}, {4, 1.25}};
+  c.cpu.sharing_scale = {{1, 2, 1.25}, {1, 8, 1.125}, {4, 2, 1.0625}};
   c.inter_node.burst = 62.5e3;
   c.inter_node.one_way_curve = {{4e3, 5e6}, {1e6, 6e6}};
   const Cluster back = parse_cluster_file(cluster_file_text(c), "c.ini");
@@ -218,6 +241,10 @@ TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
   EXPECT_NEAR(CpuModel::scale_at(back.cpu.forward_scale, 16), 1.25, 1e-9);
   EXPECT_NEAR(CpuModel::scale_at(back.cpu.forward_scale, 2), 1.375, 1e-9);  // halfway in log
   EXPECT_DOUBLE_EQ(CpuModel::scale_at(back.cpu.backward_input_scale, 3), 1);
+  ASSERT_EQ(back.cpu.sharing_scale.size(), 3u);
+  for (double share : {1.5, 2.0, 5.0, 8.0})
+    for (double mb : {1.0, 2.0, 4.0})
+      EXPECT_NEAR(back.cpu.sharing_at(share, mb), c.cpu.sharing_at(share, mb), 1e-9);
   EXPECT_NEAR(back.inter_node.burst, 62.5e3, 1e-6);
   EXPECT_NEAR(back.inter_node.one_way_bandwidth(1e6), 6e6, 1e-3);
   EXPECT_NEAR(back.intra_node.one_way_bandwidth(1e9), back.intra_node.bus_bandwidth(1e9), 1e-3);

@@ -1,7 +1,8 @@
 // The planner's cost pieces: the GEMM roofline and its wave quantization, the passes' shares
 // (backward twice the forward's products, recomputation adding its forward), the replay with
 // per-virtual-stage costs against the uniform one, the step's split adding up, stages sharing a
-// CPU node's network link, and the memory adapter's categories.
+// CPU node's network link, the measured cost of sharing a core, and the memory adapter's
+// categories.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -129,6 +130,31 @@ TEST(CostModel, StagesSharingANodesLinkTakeTheirTpTrafficInTurn) {
   EXPECT_NEAR(
       a.compute_s + a.tp_comm_exposed_s + a.pp_comm_exposed_s + a.dp_comm_exposed_s + a.bubble_s,
       a.step_time_s, 1e-9 * a.step_time_s);
+}
+
+// On a CPU cluster the measured cost of taking turns on a core stretches every pass of a layout
+// whose ranks exceed the cores, by its share and micro-batch size, and nothing of one that fits.
+TEST(CostModel, SharingScaleStretchesOnlyOversubscribedPasses) {
+  const ModelConfig small{4, 4, 128, 64, 256};
+  Cluster plain = cluster_preset("dgx-a100");
+  plain.gpus_per_node = 64;
+  plain.cpu.cores = 2;
+  Cluster shared = plain;
+  shared.cpu.sharing_scale = {{1, 2, 1.5}, {1, 4, 1.25}};
+  // Ratio of each pass's compute on `shared` to `plain`, all three alike.
+  const auto stretch = [&](int tp, int pp) {
+    PlanLayout l = layout(tp, pp, 4);
+    l.precision = PrecisionRegime::kFp32;
+    const ChunkCosts a = chunk_costs(small, l, shared, 0), b = chunk_costs(small, l, plain, 0);
+    EXPECT_NEAR(a.backward_input.compute / b.backward_input.compute,
+                a.forward.compute / b.forward.compute, 1e-12);
+    EXPECT_NEAR(a.backward_weight.compute / b.backward_weight.compute,
+                a.forward.compute / b.forward.compute, 1e-12);
+    return a.forward.compute / b.forward.compute;
+  };
+  EXPECT_DOUBLE_EQ(stretch(2, 1), 1);       // 2 ranks on 2 cores
+  EXPECT_NEAR(stretch(2, 2), 1.5, 1e-12);   // share 2
+  EXPECT_NEAR(stretch(4, 4), 1.25, 1e-12);  // share 8: held at the largest measured share
 }
 
 TEST(PlanMemory, CategoriesFollowTheLayout) {
