@@ -190,7 +190,9 @@ constexpr int kMaxSharingCopies = 64;
 constexpr double kSharingBudgetShare = 0.2;  // of --calibrate-seconds, over every point and round
 constexpr int kMinSharingReps = 6;
 
-// Copies of the model each timing rank runs for `share` ranks a core (rounded up).
+// Copies of the model each timing rank runs for `share` ranks a core (rounded up) of a machine
+// with `cores`: the machine's, not a node's, where emulated nodes share one (their ranks share
+// all its cores, and the other nodes' ranks sleep while these time).
 int copies_for_share(int share, int cores, int timing_ranks) {
   return (share * cores + timing_ranks - 1) / timing_ranks;
 }
@@ -246,7 +248,8 @@ double alone_seconds(const std::vector<double>& times, int64_t mb) {
 // The sharing scale (cluster.h, CpuModel::sharing_scale) from measure_shared_passes' seconds,
 // which follow the layer times in `times` (kSharingMicroBatches by kShares, 0: not timed): each
 // over processor sharing's, the share times the same passes with a core each.
-void set_sharing_scale(const std::vector<double>& times, int timing_ranks, Cluster& c) {
+void set_sharing_scale(const std::vector<double>& times, int machine_cores, int timing_ranks,
+                       Cluster& c) {
   c.cpu.sharing_scale.clear();
   size_t k = 3 * kLayerMicroBatches.size();
   for (int64_t mb : kSharingMicroBatches) {
@@ -254,10 +257,10 @@ void set_sharing_scale(const std::vector<double>& times, int timing_ranks, Clust
     for (int share : kShares) {
       const double t = times[k++];
       if (t == 0) continue;
-      const int copies = copies_for_share(share, c.cpu.cores, timing_ranks);
+      const int copies = copies_for_share(share, machine_cores, timing_ranks);
       CpuModel::SharingPoint p;
       p.micro_batch = static_cast<double>(mb);
-      p.share = static_cast<double>(copies * timing_ranks) / c.cpu.cores;
+      p.share = static_cast<double>(copies * timing_ranks) / machine_cores;
       p.scale = t / (p.share * alone);
       std::printf(
           "calibrate: %g ranks a core at micro-batch %lld: a forward and backward %.4f s, "
@@ -568,7 +571,8 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
   // One node: 64 rank slots, ranks beyond the cores share them. Several: the job's ranks a node,
   // and the cores of the machine shared by the nodes on it.
   c.gpus_per_node = shape.nodes == 1 ? 64 : shape.ranks_on_first_node;
-  c.cpu.cores = std::max(1, online_cores() / shape.nodes_on_first_machine);
+  const int machine_cores = online_cores();
+  c.cpu.cores = std::max(1, machine_cores / shape.nodes_on_first_machine);
   c.cpu.threads = 1;
   c.gpu.name = "cpu-core";
   c.gpu.sms = 1;  // no tiles in waves: the GEMM curve carries the size effects
@@ -598,12 +602,12 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
       for (int64_t mb : kSharingMicroBatches)
         for (int share : kShares) {
           const int copies =
-              sharing_copies(share, c.cpu.cores, layer_ranks, copy_bytes[mb], c.gpu.memory_bytes);
+              sharing_copies(share, machine_cores, layer_ranks, copy_bytes[mb], c.gpu.memory_bytes);
           const double window = budget * kSharingBudgetShare /
                                 (kComputeRounds * kSharingMicroBatches.size() * kShares.size());
-          const int reps = std::max(
-              kMinSharingReps,
-              static_cast<int>(std::ceil(window / (share * alone_seconds(times, mb)))));
+          const int reps =
+              std::max(kMinSharingReps,
+                       static_cast<int>(std::ceil(window / (share * alone_seconds(times, mb)))));
           times.push_back(copies ? measure_shared_passes(options.model, mb, copies, reps, timing)
                                  : 0);
         }
@@ -629,7 +633,7 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
     std::printf("calibrate: layers timed on %d rank(s) at once, the slowest's figures\n",
                 layer_ranks);
     set_pass_scales(layer_times, options.model, c);
-    set_sharing_scale(layer_times, layer_ranks, c);
+    set_sharing_scale(layer_times, machine_cores, layer_ranks, c);
   }
   sleeping_barrier(world);
   measure_links(world, shape, budget * 0.4, c);
