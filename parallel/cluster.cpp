@@ -133,16 +133,18 @@ double parse_number(const std::string& text, const std::string& where) {
 }
 
 // "16MB:240, 8GB:480": (bytes, GB/s) pairs, sizes ascending; the values are multiplied by
-// `scale` (kGB for bandwidths, 1 for the GEMM curve's shares).
+// `scale` (kGB for bandwidths, 1 for the GEMM curve's shares and the pass scales). `form` names
+// a point's parts in the error for a malformed one.
 std::vector<std::pair<double, double>> parse_curve(const std::string& text,
-                                                   const std::string& where, double scale = kGB) {
+                                                   const std::string& where, double scale = kGB,
+                                                   const char* form = "SIZE:GBPS") {
   std::vector<std::pair<double, double>> curve;
   std::stringstream items(text);
   std::string item;
   while (std::getline(items, item, ',')) {
     const size_t colon = item.find(':');
     GPT_INPUT_CHECK(colon != std::string::npos,
-                    where << ": curve point '" << trim(item) << "' is not SIZE:GBPS");
+                    where << ": curve point '" << trim(item) << "' is not " << form);
     const double size = parse_size(trim(item.substr(0, colon)), where);
     const double bandwidth = parse_number(trim(item.substr(colon + 1)), where) * scale;
     GPT_INPUT_CHECK(bandwidth > 0, where << ": a curve value must be above 0");
@@ -194,7 +196,7 @@ void add_cpu_keys(std::map<std::string, Setter>& keys) {
   const auto scale = [&keys](const std::string& key, CpuModel::ScaleCurve CpuModel::*field) {
     keys[key] = [field](Cluster& c, const std::string& v, const std::string& w) {
       if (v.find(':') != std::string::npos) {
-        c.cpu.*field = parse_curve(v, w, 1);
+        c.cpu.*field = parse_curve(v, w, 1, "MICROBATCH:SCALE");
       } else {
         const double n = parse_number(v, w);
         GPT_INPUT_CHECK(n > 0, w << ": a pass scale must be above 0");
@@ -256,7 +258,7 @@ const std::map<std::string, Setter>& file_keys() {
       c.gpu.sms = std::max(1, static_cast<int>(parse_number(v, w)));
     };
     k["gpu.gemm_curve"] = [](Cluster& c, const std::string& v, const std::string& w) {
-      c.gpu.gemm_curve = parse_curve(v, w, 1);
+      c.gpu.gemm_curve = parse_curve(v, w, 1, "FLOPS:SHARE");
       for (const auto& [flops, share] : c.gpu.gemm_curve)
         GPT_INPUT_CHECK(share <= 1, w << ": a gemm_curve share must be in (0, 1]");
     };

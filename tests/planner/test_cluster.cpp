@@ -201,6 +201,13 @@ TEST(ClusterFile, PassScalesAreCurvesOrOneNumber) {
   EXPECT_THROW(parse_cluster_file("base = dgx-h100\n[cpu]\nforward_scale = 0\n", "c.ini"), Error);
   EXPECT_THROW(parse_cluster_file("base = dgx-h100\n[cpu]\nforward_scale = 4:1, 2:1\n", "c.ini"),
                Error);
+  // A malformed point is named with the form a pass scale's points take.
+  try {
+    parse_cluster_file("base = dgx-h100\n[cpu]\nforward_scale = 1-1.3, 2:1\n", "c.ini");
+    ADD_FAILURE() << "a malformed point was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not MICROBATCH:SCALE"), std::string::npos) << e.what();
+  }
 }
 
 // The cost of taking turns on a core: 1 at a share of 1, linear in log(share) from there to the
