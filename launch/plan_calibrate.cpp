@@ -190,6 +190,12 @@ constexpr int kMaxSharingCopies = 64;
 constexpr double kSharingBudgetShare = 0.2;  // of --calibrate-seconds, over every point and round
 constexpr int kMinSharingReps = 6;
 
+// What the timing ranks measure each round, in order: the three passes at each of
+// kLayerMicroBatches (measure_layer_times), then a forward and backward at each of
+// kSharingMicroBatches by kShares (measure_shared_passes, 0 where not timed).
+constexpr size_t kPassFigures = 3 * kLayerMicroBatches.size();
+constexpr size_t kTimedFigures = kPassFigures + kSharingMicroBatches.size() * kShares.size();
+
 // Copies of the model each timing rank runs for `share` ranks a core (rounded up) of a machine
 // with `cores`: the machine's, not a node's, where emulated nodes share one (their ranks share
 // all its cores, and the other nodes' ranks sleep while these time).
@@ -251,7 +257,7 @@ double alone_seconds(const std::vector<double>& times, int64_t mb) {
 void set_sharing_scale(const std::vector<double>& times, int machine_cores, int timing_ranks,
                        Cluster& c) {
   c.cpu.sharing_scale.clear();
-  size_t k = 3 * kLayerMicroBatches.size();
+  size_t k = kPassFigures;
   for (int64_t mb : kSharingMicroBatches) {
     const double alone = alone_seconds(times, mb);
     for (int share : kShares) {
@@ -599,12 +605,12 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
     if (times_layers) {
       std::vector<double> times =
           measure_layer_times(options.model, budget * 0.4 / kComputeRounds, copy_bytes);
+      const double window = budget * kSharingBudgetShare /
+                            (kComputeRounds * kSharingMicroBatches.size() * kShares.size());
       for (int64_t mb : kSharingMicroBatches)
         for (int share : kShares) {
           const int copies =
               sharing_copies(share, machine_cores, layer_ranks, copy_bytes[mb], c.gpu.memory_bytes);
-          const double window = budget * kSharingBudgetShare /
-                                (kComputeRounds * kSharingMicroBatches.size() * kShares.size());
           const int reps =
               std::max(kMinSharingReps,
                        static_cast<int>(std::ceil(window / (share * alone_seconds(times, mb)))));
@@ -617,10 +623,7 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
   }
   if (timing != MPI_COMM_NULL) MPI_Comm_free(&timing);
   std::vector<double> layer_times =
-      times_layers
-          ? medians_over_rounds(layers)
-          : std::vector<double>(
-                3 * kLayerMicroBatches.size() + kSharingMicroBatches.size() * kShares.size(), 0.0);
+      times_layers ? medians_over_rounds(layers) : std::vector<double>(kTimedFigures, 0.0);
   MPI_Request request;
   GPT_MPI_CHECK(MPI_Ireduce(comm_rank(world) == 0 ? MPI_IN_PLACE : layer_times.data(),
                             layer_times.data(), static_cast<int>(layer_times.size()), MPI_DOUBLE,

@@ -374,12 +374,12 @@ std::string cluster_file_text(const Cluster& c) {
   if (!c.gpu.gemm_curve.empty()) out << "gemm_curve = " << curve_text(c.gpu.gemm_curve, 1) << "\n";
   write_link(out, "intra_node", c.intra_node);
   write_link(out, "inter_node", c.inter_node);
-  if (c.cpu.active())
-    out << "[cpu]\ncores = " << c.cpu.cores << "\nthreads = " << c.cpu.threads
-        << "\nforward_scale = " << scale_text(c.cpu.forward_scale)
-        << "\nbackward_input_scale = " << scale_text(c.cpu.backward_input_scale)
-        << "\nbackward_weight_scale = " << scale_text(c.cpu.backward_weight_scale) << "\n";
-  if (c.cpu.active() && !c.cpu.sharing_scale.empty()) {
+  if (!c.cpu.active()) return out.str();
+  out << "[cpu]\ncores = " << c.cpu.cores << "\nthreads = " << c.cpu.threads
+      << "\nforward_scale = " << scale_text(c.cpu.forward_scale)
+      << "\nbackward_input_scale = " << scale_text(c.cpu.backward_input_scale)
+      << "\nbackward_weight_scale = " << scale_text(c.cpu.backward_weight_scale) << "\n";
+  if (!c.cpu.sharing_scale.empty()) {
     out << "sharing_scale = ";
     for (size_t i = 0; i < c.cpu.sharing_scale.size(); ++i) {
       const CpuModel::SharingPoint& p = c.cpu.sharing_scale[i];
