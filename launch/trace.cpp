@@ -133,9 +133,14 @@ Json chrome_trace(ProcessGrid& grid, const std::vector<double>& all, const std::
       const int kind = static_cast<int>(e[0]), mb = static_cast<int>(e[1]),
                 chunk = static_cast<int>(e[2]), step = static_cast<int>(e[3]);
       Json args = {{"microbatch", mb}, {"chunk", chunk}, {"step", step}};
-      if (kind == TraceEvent::kWait && i + kFields < end) {
-        // The recorded wait precedes its action: the next event of this rank.
-        const double* next = &all[static_cast<size_t>(i + kFields)];
+      // A recorded wait (for a send's buffer, then for a receive) precedes its action: the next
+      // event of this rank that is not a wait.
+      int action = i + kFields;
+      while (kind == TraceEvent::kWait && action < end &&
+             static_cast<int>(all[static_cast<size_t>(action)]) == TraceEvent::kWait)
+        action += kFields;
+      if (kind == TraceEvent::kWait && action < end) {
+        const double* next = &all[static_cast<size_t>(action)];
         args["for"] = action_name(static_cast<int>(next[0]), static_cast<int>(next[1]),
                                   static_cast<int>(next[2]), virtual_stages);
       }

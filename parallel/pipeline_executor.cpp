@@ -11,21 +11,21 @@
 #include "framework/timer.h"
 
 namespace gpt {
-namespace {
 
 // A pool of indices (cache slots or gradient sets) with the send still reading each.
-class Pool {
+class PipelineExecutor::Pool {
  public:
   explicit Pool(int size) : sends_(static_cast<size_t>(size)) {
     for (int i = size - 1; i >= 0; --i) free_.push_back(i);
   }
-  int take(const char* what) {
+  // An index, and in `send` the send still reading it, if any, to be completed before the buffer
+  // is overwritten.
+  int take(const char* what, std::unique_ptr<Request>& send) {
     GPT_CHECK(!free_.empty(),
               "the schedule holds more " << what << " than it states (" << sends_.size() << ")");
     const int i = free_.back();
     free_.pop_back();
-    if (sends_[i]) sends_[i]->wait();  // the buffer is about to be overwritten
-    sends_[i].reset();
+    send = std::move(sends_[i]);
     ++in_use_;
     return i;
   }
@@ -45,8 +45,6 @@ class Pool {
   std::vector<std::unique_ptr<Request>> sends_;
   int in_use_ = 0;
 };
-
-}  // namespace
 
 PipelineExecutor::PipelineExecutor(Communicator& pp, int virtual_stages)
     : pp_(pp), pp_size_(pp.size()), stage_(pp.rank()), virtual_stages_(virtual_stages) {}
@@ -130,8 +128,11 @@ PipelineStats PipelineExecutor::run(const Schedule& schedule,
       record(static_cast<int>(a.kind), a, compute_start, now_seconds());
     }
   }
+  // The last sends, until their peers have received them: pipeline wait, as in take().
+  const double drain_start = now_seconds();
   for (Pool& p : run.slots) p.wait_all();
   for (Pool& p : run.grad_sets) p.wait_all();
+  run.stats.wait_s += now_seconds() - drain_start;
   GPT_CHECK(run.grad_set_of.empty() && run.slot_of.empty(),
             "the schedule left weight passes or caches pending at its end");
   return run.stats;
@@ -142,7 +143,7 @@ void PipelineExecutor::run_forward(RunState& run, const Action& a) {
   Pool& slots = run.slots[static_cast<size_t>(a.chunk)];
   const int vs = virtual_stage(pp_size_, stage_, a.chunk);
   const int64_t n = chunk.boundary_elements();
-  const int slot = slots.take("forward caches");
+  const int slot = take(run, slots, "forward caches");
   if (vs > 0) receive(run, chunk.input_activation(slot), n, vs - 1, tag(a.microbatch, vs, false));
   chunk.forward(slot, a.microbatch);
   if (vs < pp_size_ * virtual_stages_ - 1) {
@@ -165,7 +166,7 @@ void PipelineExecutor::run_backward_input(RunState& run, const Action& a) {
   const int vs = virtual_stage(pp_size_, stage_, a.chunk);
   const int64_t n = chunk.boundary_elements();
   const int slot = run.slot_of.at({a.microbatch, a.chunk});
-  const int gs = grad_sets.take("gradient sets");
+  const int gs = take(run, grad_sets, "gradient sets");
   if (vs < pp_size_ * virtual_stages_ - 1) {
     receive(run, chunk.output_grad(gs), n, vs + 1, tag(a.microbatch, vs, true));
   }
@@ -200,7 +201,23 @@ void PipelineExecutor::finish_backward(RunState& run, const Action& a, int slot,
 void PipelineExecutor::receive(RunState& run, float* buf, int64_t count, int peer_vs, int tag) {
   const double start = now_seconds();
   pp_.recv(buf, count, stage_of(peer_vs), tag);
-  const double end = now_seconds();
+  add_wait(run, start, now_seconds());
+}
+
+int PipelineExecutor::take(RunState& run, Pool& pool, const char* what) {
+  std::unique_ptr<Request> send;
+  const int i = pool.take(what, send);
+  if (send) {
+    // A send completes when its peer has received it (NCCL, and MPI above its eager limit): until
+    // the peer reaches that receive, this stage waits on the pipeline as a receive would.
+    const double start = now_seconds();
+    send->wait();
+    add_wait(run, start, now_seconds());
+  }
+  return i;
+}
+
+void PipelineExecutor::add_wait(RunState& run, double start, double end) {
   run.stats.wait_s += end - start;
   if (recording_) record(TraceEvent::kWait, *run.current, start, end);
 }

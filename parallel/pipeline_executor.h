@@ -2,8 +2,9 @@
 // holds. Transfers follow from the actions: a forward receives its input activation from the
 // previous virtual stage and sends its output to the next; a backward (or its input half)
 // receives the output gradient from the next virtual stage and sends the input gradient back.
-// Sends are non-blocking and completed before their buffer is reused, so a rank only ever waits
-// for inputs (the schedule checker proves the lists never stall that way). Each message's tag
+// Sends are non-blocking and completed before their buffer is reused: a rank waits for its
+// inputs and, where a send's peer has not yet received it, for that send (the schedule checker
+// proves the lists never stall on inputs; both waits count as the pipeline's). Each message's tag
 // names (microbatch, receiving virtual stage, activation or gradient), so nothing can match the
 // wrong buffer. Cache slots are taken at F and gradient sets at B (or B-input), both released at
 // the end of B (or at W), and a forward-only schedule's slot right after its F; each chunk's pools
@@ -34,8 +35,9 @@ class PipelineChunk {
   virtual void backward_weight(int slot, int grad_set, int microbatch) = 0;
 };
 
-// One recorded interval of a run (set_recording): an action, or the time blocked in a receive
-// (kind kWait, with the action it waited for). Seconds of now_seconds() on this rank's clock.
+// One recorded interval of a run (set_recording): an action, or the time blocked in a receive or
+// on a send whose buffer the action reuses (kind kWait, with the action it waited for). Seconds of
+// now_seconds() on this rank's clock.
 struct TraceEvent {
   enum Kind : int {
     kForward = 0,
@@ -52,7 +54,9 @@ struct TraceEvent {
 };
 
 struct PipelineStats {
-  double wait_s = 0.0;  // time blocked receiving (the measured bubble plus transfer time)
+  // Time blocked receiving, or on a send whose buffer is about to be reused (the measured bubble
+  // plus transfer time).
+  double wait_s = 0.0;
   int peak_caches = 0;  // most forward caches held at once on this stage, all chunks
 };
 
@@ -75,6 +79,7 @@ class PipelineExecutor {
   void clear_events() { events_.clear(); }
 
  private:
+  class Pool;       // cache slots or gradient sets, each with its pending send
   struct RunState;  // one run's pools, holdings and statistics (pipeline_executor.cpp)
   void check_chunks(const Schedule& schedule, const std::vector<PipelineChunk*>& chunks) const;
   void run_forward(RunState& run, const Action& a);
@@ -83,6 +88,9 @@ class PipelineExecutor {
   void finish_backward(RunState& run, const Action& a, int slot, int grad_set);
   // Blocking receive from the stage of peer_vs, timed as pipeline wait.
   void receive(RunState& run, float* buf, int64_t count, int peer_vs, int tag);
+  // An index of `pool`, after its pending send (timed as pipeline wait) has completed.
+  int take(RunState& run, Pool& pool, const char* what);
+  void add_wait(RunState& run, double start, double end);
   void record(int kind, const Action& a, double start, double end);
   int tag(int microbatch, int receiving_virtual_stage, bool gradient) const;
   int stage_of(int virtual_stage) const { return virtual_stage % pp_size_; }

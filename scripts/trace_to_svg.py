@@ -2,8 +2,9 @@
 """Draws a Chrome trace written by `train --trace FILE` as an SVG timeline.
 
 One row per rank (its label on the left), one box per action coloured by kind (F blue, B green,
-W orange, receive waits light grey), the microbatch number inside boxes wide enough for it, a time
-axis in milliseconds; idle time is empty space. Python 3 standard library only.
+W orange, waits on receives and sends light grey), the microbatch number inside boxes wide
+enough for it, a time axis in milliseconds; idle time is empty space. Python 3 standard library
+only.
 
     python3 scripts/trace_to_svg.py trace.json -o timeline.svg [--step N]
 """

@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -255,6 +257,32 @@ TEST(PipelineExecutor, TagsMatchReceivesPostedOutOfOrder) {
 TEST(PipelineExecutor, ForwardOnly) {
   for (int v : {1, 2, 3})
     for (int m = 1; m <= 5; ++m) run_on_fake_chunks(make_forward_only_schedule(world_size(), m, v));
+}
+
+// A send completes once its peer has received it (the message is above the eager limit): the
+// forward-only schedule's stage 0 reuses its one cache slot for microbatch 1, so it waits for
+// stage 1, 0.2 s late, to receive microbatch 0. That wait is the pipeline's: in wait_s (stage 0
+// receives nothing here) and recorded as a wait before F1.
+TEST(PipelineExecutor, WaitingForASendToBeReceivedIsPipelineWait) {
+  if (world_size() < 2) GTEST_SKIP() << "needs 2 stages";
+  const Schedule s = make_forward_only_schedule(world_size(), 2, 1);
+  std::unique_ptr<Communicator> pp = make_mpi_communicator(MPI_COMM_WORLD, "pp");
+  const int stage = pp->rank();
+  std::vector<CallRecord> log;
+  FakeChunk chunk(0, stage, s.pp - 1, s.cache_slots(stage, 0), 0, true, log);
+  PipelineExecutor executor(*pp, 1);
+  executor.set_recording(true);
+  if (stage == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const PipelineStats stats = executor.run(s, {&chunk});
+  if (stage != 0) return;
+  EXPECT_GT(stats.wait_s, 0.1);
+  const std::vector<TraceEvent>& events = executor.events();
+  ASSERT_EQ(events.size(), 3u);  // F0, the wait, F1
+  EXPECT_EQ(events[1].kind, TraceEvent::kWait);
+  EXPECT_EQ(events[1].microbatch, 1);
+  EXPECT_GT(events[1].end - events[1].start, 0.1);
+  EXPECT_EQ(events[2].kind, TraceEvent::kForward);
+  EXPECT_EQ(events[2].microbatch, 1);
 }
 
 }  // namespace
