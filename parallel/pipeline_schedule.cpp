@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -240,10 +241,83 @@ Peaks count_peaks(const Schedule& s) {
   return peaks;
 }
 
-// Runs the lists as the executor would with every send posted without waiting: a stage's next
-// action starts once the stage is free and each input has arrived (its producer's end, plus comm
-// when the producer is another stage). Each pass over the stages runs whatever became ready, so a
-// pass that runs nothing with actions left is a true stall, whatever the costs.
+// A send an action must see received before it starts: the previous send from the buffer (cache
+// slot or gradient set) the action takes, which the executor completes before overwriting it.
+// Named by its receiver: the forward (activation) or backward input half (gradient) of
+// `microbatch` on virtual stage `vs`.
+struct PendingSend {
+  bool gradient = false;
+  int vs = 0, microbatch = 0;
+};
+
+// The sends each action of each stage waits for, in list order: the executor's pools (per chunk,
+// as many cache slots and gradient sets as the schedule states, the last freed taken first)
+// played through the list, which alone decides which buffer each action takes.
+std::vector<std::vector<std::optional<PendingSend>>> pending_sends(const Schedule& s) {
+  std::vector<std::vector<std::optional<PendingSend>>> waits(s.pp);
+  const int last_vs = s.pp * s.virtual_stages - 1;
+  for (int stage = 0; stage < s.pp; ++stage) {
+    struct Pool {
+      std::vector<int> free;
+      std::vector<std::optional<PendingSend>> sends;
+      explicit Pool(int size) : sends(static_cast<size_t>(size)) {
+        for (int i = size - 1; i >= 0; --i) free.push_back(i);
+      }
+      int take(std::optional<PendingSend>& waits_for) {
+        if (free.empty()) {  // more than stated: check_schedule reports it after the replay
+          free.push_back(static_cast<int>(sends.size()));
+          sends.emplace_back();
+        }
+        const int i = free.back();
+        free.pop_back();
+        waits_for = sends[static_cast<size_t>(i)];
+        sends[static_cast<size_t>(i)].reset();
+        return i;
+      }
+    };
+    std::vector<Pool> slots, sets;
+    for (int c = 0; c < s.virtual_stages; ++c) {
+      slots.emplace_back(s.stated_chunk_caches[stage][c]);
+      sets.emplace_back(s.stated_chunk_grad_sets[stage][c]);
+    }
+    std::map<std::pair<int, int>, int> slot_of, set_of;  // (microbatch, chunk) -> index
+    for (const Action& a : s.stages[stage]) {
+      const int vs = virtual_stage(s.pp, stage, a.chunk);
+      const std::pair<int, int> key{a.microbatch, a.chunk};
+      std::optional<PendingSend>& waits_for = waits[stage].emplace_back();
+      const auto finish = [&] {
+        sets[a.chunk].free.push_back(set_of.at(key));
+        slots[a.chunk].free.push_back(slot_of.at(key));
+        set_of.erase(key);
+        slot_of.erase(key);
+      };
+      if (a.kind == ActionKind::kForward) {
+        const int slot = slots[a.chunk].take(waits_for);
+        if (vs < last_vs) slots[a.chunk].sends[slot] = PendingSend{false, vs + 1, a.microbatch};
+        if (s.kind == ScheduleKind::kForwardOnly) {
+          slots[a.chunk].free.push_back(slot);
+        } else {
+          slot_of[key] = slot;
+        }
+      } else if (is_backward_input(a.kind)) {
+        const int set = sets[a.chunk].take(waits_for);
+        if (vs > 0) sets[a.chunk].sends[set] = PendingSend{true, vs - 1, a.microbatch};
+        set_of[key] = set;
+        if (a.kind == ActionKind::kBackward) finish();
+      } else {
+        finish();
+      }
+    }
+  }
+  return waits;
+}
+
+// Runs the lists as the executor would: a stage's next action starts once the stage is free, each
+// input has arrived (its producer's end, plus comm when the producer is another stage) and the
+// previous send from the buffer it takes has been received (its receiver started: a send
+// completes when its peer receives it, as NCCL's and MPI's above their eager limit do). Each pass
+// over the stages runs whatever became ready, so a pass that runs nothing with actions left is a
+// true stall, whatever the costs.
 class Replay {
  public:
   Replay(const Schedule& s, const ActionCosts& costs, std::vector<PassCosts> per_vs = {})
@@ -253,6 +327,9 @@ class Replay {
         slots_(static_cast<size_t>(s.pp) * s.virtual_stages * s.microbatches),
         forward_end_(slots_, -1),
         input_grad_end_(slots_, -1),
+        forward_start_(slots_, -1),
+        input_grad_start_(slots_, -1),
+        pending_(pending_sends(s)),
         next_(s.pp, 0),
         free_at_(s.pp, 0) {}
 
@@ -327,6 +404,13 @@ class Replay {
     for (const Input& in : inputs(stage, a)) {
       if (in.end < 0) return GPT_MSG(describe(in.producer) << " on stage " << in.stage);
     }
+    if (send_received(stage) < 0) {
+      const PendingSend& send = *pending_[stage][next_[stage]];
+      const Action receiver{send.gradient ? ActionKind::kBackwardInput : ActionKind::kForward,
+                            send.microbatch, chunk_of(send.vs)};
+      return GPT_MSG("its buffer's send to be received by " << describe(receiver) << " on stage "
+                                                            << stage_of(send.vs));
+    }
     return "nothing";  // unreachable for a blocked action
   }
 
@@ -347,6 +431,15 @@ class Replay {
     return 0;
   }
 
+  // When the send `a` (next on `stage`) waits for was received; -1 while its receiver has not
+  // started, 0 when it waits for none.
+  double send_received(int stage) const {
+    const std::optional<PendingSend>& send = pending_[stage][next_[stage]];
+    if (!send) return 0;
+    const size_t at = slot(send->vs, send->microbatch);
+    return send->gradient ? input_grad_start_[at] : forward_start_[at];
+  }
+
   bool try_run(int stage) {
     const Action& a = s_.stages[stage][next_[stage]];
     double start = free_at_[stage];
@@ -354,11 +447,14 @@ class Replay {
       if (in.end < 0) return false;
       start = std::max(start, in.end + (in.stage == stage ? 0.0 : costs_.comm));
     }
+    const double received = send_received(stage);
+    if (received < 0) return false;
+    start = std::max(start, received);
     const int vs = virtual_stage(s_.pp, stage, a.chunk);
     const double end = start + cost(a.kind, vs);
     const size_t at = slot(vs, a.microbatch);
-    if (a.kind == ActionKind::kForward) forward_end_[at] = end;
-    if (is_backward_input(a.kind)) input_grad_end_[at] = end;
+    if (a.kind == ActionKind::kForward) forward_end_[at] = end, forward_start_[at] = start;
+    if (is_backward_input(a.kind)) input_grad_end_[at] = end, input_grad_start_[at] = start;
     placed_.push_back({a, stage, start, end});
     free_at_[stage] = end;
     ++next_[stage];
@@ -369,7 +465,8 @@ class Replay {
   ActionCosts costs_;
   std::vector<PassCosts> per_vs_;  // empty: costs_'s uniform pass costs
   size_t slots_;
-  std::vector<double> forward_end_, input_grad_end_;
+  std::vector<double> forward_end_, input_grad_end_, forward_start_, input_grad_start_;
+  std::vector<std::vector<std::optional<PendingSend>>> pending_;  // pending_sends(s_)
   std::vector<size_t> next_;
   std::vector<double> free_at_;
   std::vector<TimedAction> placed_;

@@ -442,5 +442,22 @@ TEST(PipelineSchedule, TimelineHonorsOrderAndDependencies) {
   }
 }
 
+// A send completes once its peer has received it, and the executor completes a buffer's send
+// before reusing the buffer. The forward-only schedule holds one cache slot: stage 0 sends F0's
+// output from it and may overwrite it with F1 only once stage 1 has received F0, comm after F0
+// ended. Without that, F1 would start at F0's end.
+TEST(PipelineSchedule, ReusingABufferWaitsForItsSendToBeReceived) {
+  const ActionCosts costs{1.0, 1.0, 1.0, 0.5};
+  const Timeline t = simulate(make_forward_only_schedule(2, 2, 1), costs);
+  std::vector<std::vector<TimedAction>> by_stage(2);
+  for (const TimedAction& a : t.actions) by_stage[a.stage].push_back(a);
+  ASSERT_EQ(by_stage[0].size(), 2u);
+  ASSERT_EQ(by_stage[1].size(), 2u);
+  EXPECT_DOUBLE_EQ(by_stage[0][0].end, 1.0);
+  EXPECT_DOUBLE_EQ(by_stage[1][0].start, 1.5);  // F0's input arrived
+  EXPECT_DOUBLE_EQ(by_stage[0][1].start, 1.5);  // F1: the slot's send was received
+  EXPECT_DOUBLE_EQ(by_stage[1][1].start, 3.0);  // F1's input: 2.5 + comm
+}
+
 }  // namespace
 }  // namespace gpt
