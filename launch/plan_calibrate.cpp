@@ -190,11 +190,26 @@ constexpr int kMaxSharingCopies = 64;
 constexpr double kSharingBudgetShare = 0.2;  // of --calibrate-seconds, over every point and round
 constexpr int kMinSharingReps = 6;
 
+// The layers a pipeline stage holds, below the whole model's, at which the stage's size is timed:
+// the whole model's halved down to one (4 layers: 1 and 2; 24: 1, 3, 6 and 12), ascending.
+std::vector<int64_t> stage_layer_counts(const ModelConfig& cfg) {
+  std::vector<int64_t> counts;
+  for (int64_t layers = cfg.n_layer / 2; layers >= 1; layers /= 2) counts.push_back(layers);
+  std::reverse(counts.begin(), counts.end());
+  return counts;
+}
+
 // What the timing ranks measure each round, in order: the three passes at each of
 // kLayerMicroBatches (measure_layer_times), then a forward and backward at each of
-// kSharingMicroBatches by kShares (measure_shared_passes, 0 where not timed).
+// kSharingMicroBatches by kShares (measure_shared_passes, 0 where not timed), then a forward
+// and backward of a model of each of stage_layer_counts' layers at each of kLayerMicroBatches
+// (measure_stage_times).
 constexpr size_t kPassFigures = 3 * kLayerMicroBatches.size();
-constexpr size_t kTimedFigures = kPassFigures + kSharingMicroBatches.size() * kShares.size();
+constexpr size_t kSharingFigures = kSharingMicroBatches.size() * kShares.size();
+size_t timed_figures(const ModelConfig& cfg) {
+  return kPassFigures + kSharingFigures +
+         kLayerMicroBatches.size() * stage_layer_counts(cfg).size();
+}
 
 // Copies of the model each timing rank runs for `share` ranks a core (rounded up) of a machine
 // with `cores`: the machine's, not a node's, where emulated nodes share one (their ranks share
@@ -214,20 +229,48 @@ std::vector<double> measure_layer_times(const ModelConfig& cfg, double budget,
   return times;
 }
 
-// The pass scales: the real layers' time (measure_layer_times') over the model's at each of
-// kLayerMicroBatches, for forward, input gradient and weight gradient.
-void set_pass_scales(const std::vector<double>& times, const ModelConfig& cfg, Cluster& c) {
+// A forward and backward of the model cut to each of stage_layer_counts' layers (the embedding
+// and head kept) at each of kLayerMicroBatches, micro-batch by micro-batch.
+std::vector<double> measure_stage_times(const ModelConfig& cfg, double budget) {
+  const std::vector<int64_t> counts = stage_layer_counts(cfg);
+  std::vector<double> times;
+  for (int64_t mb : kLayerMicroBatches)
+    for (int64_t layers : counts) {
+      ModelConfig stage = cfg;
+      stage.n_layer = layers;
+      int64_t bytes = 0;
+      const std::array<double, 3> t = measure_layers(
+          stage, mb, budget / static_cast<double>(kLayerMicroBatches.size() * counts.size()),
+          bytes);
+      times.push_back(t[0] + t[1] + t[2]);
+    }
+  return times;
+}
+
+// The model's three passes of the whole of `cfg` (tp 1, one rank) at micro-batch `mb` on `c`
+// with no CPU scale: what the real layers' times are divided by.
+ChunkCosts modelled_passes(const ModelConfig& cfg, int64_t mb, Cluster c) {
   c.cpu.forward_scale.clear();
   c.cpu.backward_input_scale.clear();
   c.cpu.backward_weight_scale.clear();
-  const Cluster unscaled = c;  // the model's own times: every scale 1
+  c.cpu.stage_scale.clear();
+  PlanLayout l;
+  l.micro_batch = mb;
+  l.precision = PrecisionRegime::kFp32;
+  return chunk_costs(cfg, l, c, 0);
+}
+
+// The pass scales: the real layers' time (measure_layer_times') over the model's at each of
+// kLayerMicroBatches, for forward, input gradient and weight gradient.
+void set_pass_scales(const std::vector<double>& times, const ModelConfig& cfg, Cluster& c) {
+  const Cluster unscaled = c;
+  c.cpu.forward_scale.clear();
+  c.cpu.backward_input_scale.clear();
+  c.cpu.backward_weight_scale.clear();
   for (size_t k = 0; k < kLayerMicroBatches.size(); ++k) {
     const int64_t mb = kLayerMicroBatches[k];
     const std::array<double, 3> real = {times[3 * k], times[3 * k + 1], times[3 * k + 2]};
-    PlanLayout l;
-    l.micro_batch = mb;
-    l.precision = PrecisionRegime::kFp32;
-    const ChunkCosts model = chunk_costs(cfg, l, unscaled, 0);
+    const ChunkCosts model = modelled_passes(cfg, mb, unscaled);
     const std::array<double, 3> modelled = {model.forward.compute, model.backward_input.compute,
                                             model.backward_weight.compute};
     std::printf(
@@ -264,16 +307,47 @@ void set_sharing_scale(const std::vector<double>& times, int machine_cores, int 
       const double t = times[k++];
       if (t == 0) continue;
       const int copies = copies_for_share(share, machine_cores, timing_ranks);
-      CpuModel::SharingPoint p;
+      CpuModel::GridPoint p;
       p.micro_batch = static_cast<double>(mb);
-      p.share = static_cast<double>(copies * timing_ranks) / machine_cores;
-      p.scale = t / (p.share * alone);
+      p.at = static_cast<double>(copies * timing_ranks) / machine_cores;  // ranks a core
+      p.scale = t / (p.at * alone);
       std::printf(
           "calibrate: %g ranks a core at micro-batch %lld: a forward and backward %.4f s, "
           "processor sharing %.4f s (x%.3f)\n",
-          p.share, static_cast<long long>(mb), t, p.share * alone, p.scale);
+          p.at, static_cast<long long>(mb), t, p.at * alone, p.scale);
       c.cpu.sharing_scale.push_back(p);
     }
+  }
+}
+
+// The stage scale (cluster.h, CpuModel::stage_scale) from measure_stage_times' seconds, which
+// follow the sharing figures in `times`: at each micro-batch, each cut model's real time over the
+// model's, over the same ratio of the whole model; the whole model's point is 1 by definition.
+void set_stage_scale(const std::vector<double>& times, const ModelConfig& cfg, Cluster& c) {
+  c.cpu.stage_scale.clear();
+  const std::vector<int64_t> counts = stage_layer_counts(cfg);
+  if (counts.empty()) return;  // one layer: no smaller stage
+  const auto modelled = [&c](const ModelConfig& m, int64_t mb) {
+    const ChunkCosts p = modelled_passes(m, mb, c);
+    return p.forward.compute + p.backward_input.compute + p.backward_weight.compute;
+  };
+  size_t k = kPassFigures + kSharingFigures;
+  for (int64_t mb : kLayerMicroBatches) {
+    const double whole = alone_seconds(times, mb) / modelled(cfg, mb);
+    for (int64_t layers : counts) {
+      ModelConfig stage = cfg;
+      stage.n_layer = layers;
+      const double t = times[k++];
+      CpuModel::GridPoint p{static_cast<double>(mb), static_cast<double>(layers),
+                            t / modelled(stage, mb) / whole};
+      std::printf(
+          "calibrate: %lld layer(s) at micro-batch %lld: a forward and backward %.4f s (model "
+          "%.4f), x%.3f the whole model's ratio\n",
+          static_cast<long long>(layers), static_cast<long long>(mb), t, modelled(stage, mb),
+          p.scale);
+      c.cpu.stage_scale.push_back(p);
+    }
+    c.cpu.stage_scale.push_back({static_cast<double>(mb), static_cast<double>(cfg.n_layer), 1});
   }
 }
 
@@ -604,7 +678,7 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
     sleeping_barrier(world);
     if (times_layers) {
       std::vector<double> times =
-          measure_layer_times(options.model, budget * 0.4 / kComputeRounds, copy_bytes);
+          measure_layer_times(options.model, budget * 0.3 / kComputeRounds, copy_bytes);
       const double window = budget * kSharingBudgetShare /
                             (kComputeRounds * kSharingMicroBatches.size() * kShares.size());
       for (int64_t mb : kSharingMicroBatches)
@@ -617,13 +691,16 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
           times.push_back(copies ? measure_shared_passes(options.model, mb, copies, reps, timing)
                                  : 0);
         }
+      for (double t : measure_stage_times(options.model, budget * 0.1 / kComputeRounds))
+        times.push_back(t);
       layers.push_back(times);
     }
     sleeping_barrier(world);
   }
   if (timing != MPI_COMM_NULL) MPI_Comm_free(&timing);
-  std::vector<double> layer_times =
-      times_layers ? medians_over_rounds(layers) : std::vector<double>(kTimedFigures, 0.0);
+  std::vector<double> layer_times = times_layers
+                                        ? medians_over_rounds(layers)
+                                        : std::vector<double>(timed_figures(options.model), 0.0);
   MPI_Request request;
   GPT_MPI_CHECK(MPI_Ireduce(comm_rank(world) == 0 ? MPI_IN_PLACE : layer_times.data(),
                             layer_times.data(), static_cast<int>(layer_times.size()), MPI_DOUBLE,
@@ -637,6 +714,7 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
                 layer_ranks);
     set_pass_scales(layer_times, options.model, c);
     set_sharing_scale(layer_times, machine_cores, layer_ranks, c);
+    set_stage_scale(layer_times, options.model, c);
   }
   sleeping_barrier(world);
   measure_links(world, shape, budget * 0.4, c);

@@ -207,30 +207,41 @@ void add_cpu_keys(std::map<std::string, Setter>& keys) {
   scale("cpu.forward_scale", &CpuModel::forward_scale);
   scale("cpu.backward_input_scale", &CpuModel::backward_input_scale);
   scale("cpu.backward_weight_scale", &CpuModel::backward_weight_scale);
-  // "1x2:1.21, 1x4:1.30, 4x2:1.02" (micro-batch x ranks a core: scale).
-  keys["cpu.sharing_scale"] = [](Cluster& c, const std::string& v, const std::string& w) {
-    c.cpu.sharing_scale.clear();
-    std::stringstream items(v);
-    std::string item;
-    while (std::getline(items, item, ',')) {
-      const size_t x = item.find('x'), colon = item.find(':');
-      GPT_INPUT_CHECK(x != std::string::npos && colon != std::string::npos && x < colon,
-                      w << ": sharing point '" << trim(item) << "' is not MICROBATCHxSHARE:SCALE");
-      CpuModel::SharingPoint p;
-      p.micro_batch = parse_number(trim(item.substr(0, x)), w);
-      p.share = parse_number(trim(item.substr(x + 1, colon - x - 1)), w);
-      p.scale = parse_number(trim(item.substr(colon + 1)), w);
-      GPT_INPUT_CHECK(p.micro_batch >= 1 && p.share > 1 && p.scale > 0,
-                      w << ": sharing point '" << trim(item)
-                        << "' needs a micro-batch of 1 or more, a share above 1, a scale above 0");
-      const auto& last = c.cpu.sharing_scale;
-      GPT_INPUT_CHECK(last.empty() || p.micro_batch > last.back().micro_batch ||
-                          (p.micro_batch == last.back().micro_batch && p.share > last.back().share),
-                      w << ": sharing points must ascend by micro-batch, then share");
-      c.cpu.sharing_scale.push_back(p);
-    }
-    GPT_INPUT_CHECK(!c.cpu.sharing_scale.empty(), w << ": no sharing points");
+  // "1x2:1.21, 1x4:1.30, 4x2:1.02": micro-batch x `at` (ranks a core, layers a rank holds): scale.
+  const auto grid = [&keys](const std::string& key, CpuModel::ScaleGrid CpuModel::*field,
+                            const char* what, const char* form, const char* at_name,
+                            const char* at_rule, double least_at) {
+    keys[key] = [=](Cluster& c, const std::string& v, const std::string& w) {
+      CpuModel::ScaleGrid& points = c.cpu.*field;
+      points.clear();
+      std::stringstream items(v);
+      std::string item;
+      while (std::getline(items, item, ',')) {
+        const size_t x = item.find('x'), colon = item.find(':');
+        GPT_INPUT_CHECK(x != std::string::npos && colon != std::string::npos && x < colon,
+                        w << ": " << what << " point '" << trim(item) << "' is not " << form);
+        CpuModel::GridPoint p;
+        p.micro_batch = parse_number(trim(item.substr(0, x)), w);
+        p.at = parse_number(trim(item.substr(x + 1, colon - x - 1)), w);
+        p.scale = parse_number(trim(item.substr(colon + 1)), w);
+        GPT_INPUT_CHECK(p.micro_batch >= 1 && p.at >= least_at && p.scale > 0,
+                        w << ": " << what << " point '" << trim(item)
+                          << "' needs a micro-batch of 1 or more, " << at_rule
+                          << ", a scale above 0");
+        GPT_INPUT_CHECK(
+            points.empty() || p.micro_batch > points.back().micro_batch ||
+                (p.micro_batch == points.back().micro_batch && p.at > points.back().at),
+            w << ": " << what << " points must ascend by micro-batch, then " << at_name);
+        points.push_back(p);
+      }
+      GPT_INPUT_CHECK(!points.empty(), w << ": no " << what << " points");
+    };
   };
+  // A share of exactly 1 is no sharing: its scale is 1 by definition.
+  grid("cpu.sharing_scale", &CpuModel::sharing_scale, "sharing", "MICROBATCHxSHARE:SCALE", "share",
+       "a share above 1", std::nextafter(1.0, 2.0));
+  grid("cpu.stage_scale", &CpuModel::stage_scale, "stage", "MICROBATCHxLAYERS:SCALE", "layers",
+       "1 layer or more", 1);
 }
 
 const std::map<std::string, Setter>& file_keys() {
@@ -330,6 +341,31 @@ double burst_credit(const LinkModel& link, double bytes, double wire, double idl
   return std::min({wire, idle, link.burst / link.bus_bandwidth(bytes)});
 }
 
+// A CpuModel::ScaleGrid at `at` and `micro_batch`; empty: 1. `from_one`: each micro-batch's
+// points start from a scale of 1 at `at` = 1 (no sharing costs nothing).
+double grid_at(const CpuModel::ScaleGrid& grid, double at, double micro_batch, bool from_one) {
+  if (grid.empty()) return 1;
+  CpuModel::ScaleCurve by_micro_batch;  // each measured micro-batch's scale at `at`
+  for (size_t i = 0; i < grid.size();) {
+    const double mb = grid[i].micro_batch;
+    std::vector<std::pair<double, double>> by_at;
+    if (from_one) by_at.emplace_back(1, 1);
+    for (; i < grid.size() && grid[i].micro_batch == mb; ++i)
+      by_at.emplace_back(grid[i].at, grid[i].scale);
+    by_micro_batch.emplace_back(mb, curve_at(by_at, at));
+  }
+  return curve_at(by_micro_batch, micro_batch);
+}
+
+// A CpuModel::ScaleGrid as the file writes it.
+std::string grid_text(const CpuModel::ScaleGrid& grid) {
+  std::ostringstream out;
+  out.precision(6);
+  for (size_t i = 0; i < grid.size(); ++i)
+    out << (i ? ", " : "") << grid[i].micro_batch << "x" << grid[i].at << ":" << grid[i].scale;
+  return out.str();
+}
+
 }  // namespace
 
 double CpuModel::scale_at(const ScaleCurve& curve, double micro_batch) {
@@ -337,16 +373,12 @@ double CpuModel::scale_at(const ScaleCurve& curve, double micro_batch) {
 }
 
 double CpuModel::sharing_at(double share, double micro_batch) const {
-  if (sharing_scale.empty() || share <= 1) return 1;
-  ScaleCurve by_micro_batch;  // each measured micro-batch's scale at `share`
-  for (size_t i = 0; i < sharing_scale.size();) {
-    const double mb = sharing_scale[i].micro_batch;
-    std::vector<std::pair<double, double>> by_share = {{1, 1}};
-    for (; i < sharing_scale.size() && sharing_scale[i].micro_batch == mb; ++i)
-      by_share.emplace_back(sharing_scale[i].share, sharing_scale[i].scale);
-    by_micro_batch.emplace_back(mb, curve_at(by_share, share));
-  }
-  return curve_at(by_micro_batch, micro_batch);
+  if (share <= 1) return 1;
+  return grid_at(sharing_scale, share, micro_batch, /*from_one=*/true);
+}
+
+double CpuModel::stage_at(double layers, double micro_batch) const {
+  return grid_at(stage_scale, layers, micro_batch, /*from_one=*/false);
 }
 
 double LinkModel::bus_bandwidth(double bytes) const {
@@ -379,14 +411,9 @@ std::string cluster_file_text(const Cluster& c) {
       << "\nforward_scale = " << scale_text(c.cpu.forward_scale)
       << "\nbackward_input_scale = " << scale_text(c.cpu.backward_input_scale)
       << "\nbackward_weight_scale = " << scale_text(c.cpu.backward_weight_scale) << "\n";
-  if (!c.cpu.sharing_scale.empty()) {
-    out << "sharing_scale = ";
-    for (size_t i = 0; i < c.cpu.sharing_scale.size(); ++i) {
-      const CpuModel::SharingPoint& p = c.cpu.sharing_scale[i];
-      out << (i ? ", " : "") << p.micro_batch << "x" << p.share << ":" << p.scale;
-    }
-    out << "\n";
-  }
+  if (!c.cpu.sharing_scale.empty())
+    out << "sharing_scale = " << grid_text(c.cpu.sharing_scale) << "\n";
+  if (!c.cpu.stage_scale.empty()) out << "stage_scale = " << grid_text(c.cpu.stage_scale) << "\n";
   return out.str();
 }
 

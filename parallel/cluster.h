@@ -88,21 +88,31 @@ struct CpuModel {
   // linearly in log(size) and held at the end values outside them; empty: 1.
   using ScaleCurve = std::vector<std::pair<double, double>>;
   ScaleCurve forward_scale, backward_input_scale, backward_weight_scale;
-  // Ranks taking turns on a core run slower than processor sharing's `share` times their time
-  // alone: each turn finds the caches refilled by the others. Measured points (micro-batch
-  // size, ranks a core, time over processor sharing's), ascending by micro-batch then share;
-  // empty: 1 (docs/PLANNER.md, "Sharing the cores").
-  struct SharingPoint {
-    double micro_batch = 1, share = 1, scale = 1;
+  // A measured scale by micro-batch size and one more quantity `at`: points (micro-batch size,
+  // at, scale), ascending by micro-batch then `at`; interpolated linearly in log(at) within a
+  // micro-batch's points and held beyond them, then in log(micro-batch) as a pass scale.
+  struct GridPoint {
+    double micro_batch = 1, at = 1, scale = 1;
   };
-  std::vector<SharingPoint> sharing_scale;
+  using ScaleGrid = std::vector<GridPoint>;
+  // Ranks taking turns on a core run slower than processor sharing's `share` times their time
+  // alone: each turn finds the caches refilled by the others. `at` is the ranks a core, the
+  // scale time over processor sharing's; empty: 1 (docs/PLANNER.md, "Sharing the cores").
+  ScaleGrid sharing_scale;
+  // A rank holding fewer layers runs each faster than the whole model's pass scales say: its
+  // weights and the activations its backward reads back stay nearer in the caches. `at` is the
+  // layers a rank holds (a pipeline stage's, all its chunks), the scale a model of that many
+  // layers' real-over-modelled time over the whole model's; empty: 1 (docs/PLANNER.md, "The
+  // stage's size").
+  ScaleGrid stage_scale;
   bool active() const { return cores > 0; }
   // `curve`'s scale at `micro_batch`.
   static double scale_at(const ScaleCurve& curve, double micro_batch);
-  // sharing_scale at `share` ranks a core and `micro_batch`: 1 at a share of 1 or less, linear in
-  // log(share) up to the measured shares and held beyond them, then in log(micro-batch) as a
-  // pass scale.
+  // sharing_scale at `share` ranks a core and `micro_batch`: 1 at a share of 1 or less, from 1 at
+  // a share of 1 up to the measured shares.
   double sharing_at(double share, double micro_batch) const;
+  // stage_scale for a rank holding `layers` layers at `micro_batch`.
+  double stage_at(double layers, double micro_batch) const;
 };
 
 struct Cluster {

@@ -99,14 +99,16 @@ struct TpComm {
 };
 
 // A pass's modelled compute to its expected seconds: on the CPU the measured scale of that pass
-// kind at the layout's micro-batch size, and the sharing of the cores with what turns on a core
-// cost beyond it, as measured.
-double compute_stretch(const Cluster& cluster, const PlanLayout& l,
+// kind at the layout's micro-batch size, for a rank holding the stage's layers, and the sharing
+// of the cores with what turns on a core cost beyond it, as measured.
+double compute_stretch(const ModelConfig& m, const Cluster& cluster, const PlanLayout& l,
                        const CpuModel::ScaleCurve& cpu_scale) {
   const double share = oversubscription(cluster, l);
   if (!cluster.cpu.active()) return share;
   const double mb = static_cast<double>(l.micro_batch);
-  return share * cluster.cpu.sharing_at(share, mb) * CpuModel::scale_at(cpu_scale, mb);
+  const double stage_layers = static_cast<double>(m.n_layer) / l.pp;
+  return share * cluster.cpu.sharing_at(share, mb) * cluster.cpu.stage_at(stage_layers, mb) *
+         CpuModel::scale_at(cpu_scale, mb);
 }
 
 // What the model needs about one layout on one cluster.
@@ -281,7 +283,7 @@ Context make_context(const ModelConfig& m, const PlanLayout& l, const Cluster& c
     // parallelism): the block's forward compute over them, the backward's alike.
     const double calls = l.sequence_parallel ? 4 : 2;
     c.tp.idle = block_costs(c).passes.forward.compute *
-                compute_stretch(cluster, l, cluster.cpu.forward_scale) / calls;
+                compute_stretch(m, cluster, l, cluster.cpu.forward_scale) / calls;
   }
   return c;
 }
@@ -366,7 +368,7 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   for (auto [pass, scale] : {std::pair{&costs.forward, &cpu.forward_scale},
                              std::pair{&costs.backward_input, &cpu.backward_input_scale},
                              std::pair{&costs.backward_weight, &cpu.backward_weight_scale}}) {
-    pass->compute *= compute_stretch(cluster, l, *scale);
+    pass->compute *= compute_stretch(m, cluster, l, *scale);
     pass->tp_exposed *= transfer_share(share, c.tp.link);
   }
   return costs;

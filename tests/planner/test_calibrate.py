@@ -4,7 +4,7 @@ this machine on a tiny budget and a tiny model, the written file is a CPU cluste
 beyond the cores allowed), and a cluster file cut to one line is one error line, exit code 1.
 The figures themselves are not checked (a shared machine measures what it measures), only the
 intra-node curves' sizes and their times' order, and the points at which the cost of sharing a
-core was measured.
+core and the stage's size were measured.
 
 Run: /usr/bin/python3 test_calibrate.py --bin BUILD/bin --mpiexec MPIEXEC --mpiexec-flags=FLAGS
 """
@@ -67,6 +67,17 @@ class CalibrateTest(unittest.TestCase):
                         if share * cores <= 64]
             self.assertEqual([key for key, _ in points], expected, line[0])
             self.assertTrue(all(scale > 0 for _, scale in points), line[0])
+            # The stage's size: (micro-batch x layers: scale) for a model of 1 layer at each timed
+            # micro-batch, and the whole model's 2 at 1 by definition.
+            line = [l for l in cpu.splitlines() if l.startswith("stage_scale =")]
+            self.assertEqual(len(line), 1, cpu)
+            points = [(p.split(":")[0].strip(), float(p.split(":")[1]))
+                      for p in line[0].split("=", 1)[1].split(",")]
+            self.assertEqual([key for key, _ in points],
+                             [f"{mb}x{layers}" for mb in (1, 2, 4, 8, 16) for layers in (1, 2)],
+                             line[0])
+            self.assertTrue(all(scale > 0 for _, scale in points), line[0])
+            self.assertEqual([scale for key, scale in points if key.endswith("x2")], [1.0] * 5)
             proc = run([plan, "--cluster", path, "--ranks", "4", "--tp", "2", "--pp", "2",
                         "--global-batch-size", "4", "--json"] + MODEL)
             self.assertEqual(proc.returncode, 0, proc.stderr)

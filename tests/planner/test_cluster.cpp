@@ -232,6 +232,32 @@ TEST(ClusterFile, SharingScaleInterpolatesByShareThenMicroBatch) {
         << bad;
 }
 
+// The stage's size: linear in log(layers) between the measured points and held beyond them (no
+// anchor at 1 layer), then in log(micro-batch); each malformed line named with its form.
+TEST(ClusterFile, StageScaleInterpolatesByLayersThenMicroBatch) {
+  const Cluster c = parse_cluster_file(
+      "base = dgx-h100\n[cpu]\ncores = 2\nstage_scale = 1x1:0.8, 1x4:1, 4x1:0.9, 4x4:1\n", "c.ini");
+  EXPECT_NEAR(c.cpu.stage_at(1, 1), 0.8, 1e-12);
+  EXPECT_NEAR(c.cpu.stage_at(2, 1), 0.9, 1e-12);   // halfway from 1 to 4 layers in log
+  EXPECT_NEAR(c.cpu.stage_at(24, 1), 1, 1e-12);    // held beyond the whole calibrated model
+  EXPECT_NEAR(c.cpu.stage_at(1, 2), 0.85, 1e-12);  // halfway from micro-batch 1 to 4 in log
+  EXPECT_NEAR(c.cpu.stage_at(2, 16), 0.95, 1e-12);
+  EXPECT_DOUBLE_EQ(Cluster{}.cpu.stage_at(1, 1), 1);  // none measured
+  for (const char* bad :
+       {"stage_scale = 2:1.2\n", "stage_scale = 1x0.5:0.9\n", "stage_scale = 1x2:0\n",
+        "stage_scale = 1x4:1, 1x2:0.9\n", "stage_scale = 0x2:0.9\n", "stage_scale = 1xa:0.9\n"})
+    EXPECT_THROW(parse_cluster_file(std::string("base = dgx-h100\n[cpu]\n") + bad, "c.ini"), Error)
+        << bad;
+  try {
+    parse_cluster_file("base = dgx-h100\n[cpu]\nstage_scale = 1-2:0.9\n", "c.ini");
+    ADD_FAILURE() << "a malformed stage point was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stage point '1-2:0.9' is not MICROBATCHxLAYERS:SCALE"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // plan --calibrate writes cluster_file_text; the planner must read back the same figures,
 // the CPU section and the GEMM curve included.
 TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
@@ -240,6 +266,7 @@ TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
   c.cpu.cores = 2;
   c.cpu.forward_scale = {{1, 1.5}, {4, 1.25}};
   c.cpu.sharing_scale = {{1, 2, 1.25}, {1, 8, 1.125}, {4, 2, 1.0625}};
+  c.cpu.stage_scale = {{1, 1, 0.875}, {1, 4, 1}, {16, 2, 0.9375}};
   c.inter_node.burst = 62.5e3;
   c.inter_node.one_way_curve = {{4e3, 5e6}, {1e6, 6e6}};
   const Cluster back = parse_cluster_file(cluster_file_text(c), "c.ini");
@@ -252,6 +279,10 @@ TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
   for (double share : {1.5, 2.0, 5.0, 8.0})
     for (double mb : {1.0, 2.0, 4.0})
       EXPECT_NEAR(back.cpu.sharing_at(share, mb), c.cpu.sharing_at(share, mb), 1e-9);
+  ASSERT_EQ(back.cpu.stage_scale.size(), 3u);
+  for (double layers : {1.0, 2.0, 3.0, 24.0})
+    for (double mb : {1.0, 4.0, 16.0})
+      EXPECT_NEAR(back.cpu.stage_at(layers, mb), c.cpu.stage_at(layers, mb), 1e-9);
   EXPECT_NEAR(back.inter_node.burst, 62.5e3, 1e-6);
   EXPECT_NEAR(back.inter_node.one_way_bandwidth(1e6), 6e6, 1e-3);
   EXPECT_NEAR(back.intra_node.one_way_bandwidth(1e9), back.intra_node.bus_bandwidth(1e9), 1e-3);

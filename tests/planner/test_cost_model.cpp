@@ -16,6 +16,9 @@ namespace {
 
 const ModelConfig kModel{24, 16, 2048, 2048, 51200};
 
+// The 4-layer model of the CPU benchmarks (tests/benchmarks/bench_calibration.sh).
+const ModelConfig kSmall{4, 4, 128, 64, 256};
+
 PlanLayout layout(int tp, int pp, int m) {
   PlanLayout l;
   l.tp = tp;
@@ -110,7 +113,6 @@ TEST(CostModel, StepSplitAddsUpAndBubbleFollowsTheSchedule) {
 // stage, tp 2 over the two nodes with one rank each and the link to itself, and the step's small
 // reductions after it.
 TEST(CostModel, StagesSharingANodesLinkTakeTheirTpTrafficInTurn) {
-  const ModelConfig small{4, 4, 128, 64, 256};
   Cluster cluster = cluster_preset("dgx-a100");
   cluster.gpus_per_node = 2;
   cluster.cpu.cores = 1;
@@ -121,7 +123,7 @@ TEST(CostModel, StagesSharingANodesLinkTakeTheirTpTrafficInTurn) {
   PlanLayout alone = across;
   alone.pp = 1;
   const auto predict = [&](const PlanLayout& l) {
-    return predict_step(small, l, cluster, make_schedule(l.schedule, l.pp, l.microbatches, 1));
+    return predict_step(kSmall, l, cluster, make_schedule(l.schedule, l.pp, l.microbatches, 1));
   };
   const StepPrediction a = predict(across), b = predict(alone);
   EXPECT_GT(b.tp_comm_exposed_s, 0.9 * b.step_time_s);  // link-bound
@@ -132,29 +134,64 @@ TEST(CostModel, StagesSharingANodesLinkTakeTheirTpTrafficInTurn) {
       a.step_time_s, 1e-9 * a.step_time_s);
 }
 
+// A 2-core CPU cluster with 64 rank slots and no measured scale: what a CPU scale is compared
+// against.
+Cluster two_core_cluster() {
+  Cluster c = cluster_preset("dgx-a100");
+  c.gpus_per_node = 64;
+  c.cpu.cores = 2;
+  return c;
+}
+
+// The ratio of virtual stage vs's compute on `a` to `b`, expected alike for all three passes.
+double pass_ratio(const PlanLayout& l, const Cluster& a, const Cluster& b, int vs) {
+  const ChunkCosts x = chunk_costs(kSmall, l, a, vs), y = chunk_costs(kSmall, l, b, vs);
+  const double ratio = x.forward.compute / y.forward.compute;
+  EXPECT_NEAR(x.backward_input.compute / y.backward_input.compute, ratio, 1e-12);
+  EXPECT_NEAR(x.backward_weight.compute / y.backward_weight.compute, ratio, 1e-12);
+  return ratio;
+}
+
 // On a CPU cluster the measured cost of taking turns on a core stretches every pass of a layout
 // whose ranks exceed the cores, by its share and micro-batch size, and nothing of one that fits.
 TEST(CostModel, SharingScaleStretchesOnlyOversubscribedPasses) {
-  const ModelConfig small{4, 4, 128, 64, 256};
-  Cluster plain = cluster_preset("dgx-a100");
-  plain.gpus_per_node = 64;
-  plain.cpu.cores = 2;
+  const Cluster plain = two_core_cluster();
   Cluster shared = plain;
   shared.cpu.sharing_scale = {{1, 2, 1.5}, {1, 4, 1.25}};
-  // Ratio of each pass's compute on `shared` to `plain`, all three alike.
   const auto stretch = [&](int tp, int pp) {
     PlanLayout l = layout(tp, pp, 4);
     l.precision = PrecisionRegime::kFp32;
-    const ChunkCosts a = chunk_costs(small, l, shared, 0), b = chunk_costs(small, l, plain, 0);
-    EXPECT_NEAR(a.backward_input.compute / b.backward_input.compute,
-                a.forward.compute / b.forward.compute, 1e-12);
-    EXPECT_NEAR(a.backward_weight.compute / b.backward_weight.compute,
-                a.forward.compute / b.forward.compute, 1e-12);
-    return a.forward.compute / b.forward.compute;
+    return pass_ratio(l, shared, plain, 0);
   };
   EXPECT_DOUBLE_EQ(stretch(2, 1), 1);       // 2 ranks on 2 cores
   EXPECT_NEAR(stretch(2, 2), 1.5, 1e-12);   // share 2
   EXPECT_NEAR(stretch(4, 4), 1.25, 1e-12);  // share 8: held at the largest measured share
+}
+
+// The stage's size scales every pass by the layers a rank holds (all its chunks: an interleaved
+// stage holds as many as a plain one), at the layout's micro-batch, whatever the sharing.
+TEST(CostModel, StageScaleFollowsTheLayersARankHolds) {
+  const Cluster plain = two_core_cluster();
+  Cluster staged = plain;
+  staged.cpu.stage_scale = {{1, 1, 0.5}, {1, 4, 1}, {4, 1, 0.75}, {4, 4, 1}};
+  // The ratio, the same in every virtual stage.
+  const auto scale = [&](int tp, int pp, int virtual_stages, int64_t micro_batch) {
+    PlanLayout l = layout(tp, pp, 4);
+    l.virtual_stages = virtual_stages;
+    l.micro_batch = micro_batch;
+    l.precision = PrecisionRegime::kFp32;
+    const double ratio = pass_ratio(l, staged, plain, 0);
+    for (int vs = 1; vs < pp * virtual_stages; ++vs)
+      EXPECT_NEAR(pass_ratio(l, staged, plain, vs), ratio, 1e-12);
+    return ratio;
+  };
+  EXPECT_NEAR(scale(1, 1, 1, 1), 1, 1e-12);      // the whole model: what the pass scales measure
+  EXPECT_NEAR(scale(2, 1, 1, 1), 1, 1e-12);      // tp: every rank holds all 4 layers
+  EXPECT_NEAR(scale(1, 2, 1, 1), 0.75, 1e-12);   // 2 layers: halfway from 1 to 4 in log
+  EXPECT_NEAR(scale(1, 2, 2, 1), 0.75, 1e-12);   // two chunks of one layer: still 2 a rank
+  EXPECT_NEAR(scale(1, 4, 1, 1), 0.5, 1e-12);    // 1 layer
+  EXPECT_NEAR(scale(4, 4, 1, 4), 0.75, 1e-12);   // at micro-batch 4, 16 ranks on 2 cores
+  EXPECT_NEAR(scale(1, 4, 1, 2), 0.625, 1e-12);  // halfway from micro-batch 1 to 4 in log
 }
 
 TEST(PlanMemory, CategoriesFollowTheLayout) {
