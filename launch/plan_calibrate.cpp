@@ -537,6 +537,55 @@ double measure_mpi(MPI_Comm world, int color, double bytes, Pattern pattern, dou
   return sleeping_bcast(world, t);  // ranks outside the group wait here while it measures
 }
 
+// The largest message whose send completes before its receiver takes it (MPI's eager limit), in
+// the group of the 2 ranks of `color` (MPI_UNDEFINED: not measuring): the first sends while the
+// second waits kLateReceive before receiving, and a send that completes in less than half of
+// that did not wait for it. Sizes double from 4 kB to 4 MB, then the boundary is bisected to 64
+// bytes; 0 if 4 kB waits. Below 4 kB Open MPI's shared memory alternates from one size to the
+// next here (512 bytes waited, 1 kB did not, 2 kB did), and no activation is that small. Rank
+// 0's group's figure, on every rank. Measured, not read from MCA parameters: which transport
+// carries a pair, and its headers, are Open MPI's business (its TCP's limit is 64 kB with them).
+double measure_eager_bytes(MPI_Comm world, int color) {
+  constexpr double kLateReceive = 0.04;  // s: a shaped link's 64 kB take 5 ms at 100 Mbit/s
+  MPI_Comm group;
+  GPT_MPI_CHECK(MPI_Comm_split(world, color, comm_rank(world), &group));
+  double eager = 0;
+  if (group != MPI_COMM_NULL) {
+    const int rank = comm_rank(group);
+    std::vector<char> buf(size_t{4} << 20);
+    // Whether a send of `bytes` completes before its receiver, kLateReceive late, takes it.
+    const auto completes_early = [&](int bytes) {
+      GPT_MPI_CHECK(MPI_Barrier(group));
+      int early = 0;
+      if (rank == 0) {
+        const double start = now_seconds();
+        MPI_Request request;
+        GPT_MPI_CHECK(MPI_Isend(buf.data(), bytes, MPI_CHAR, 1, 0, group, &request));
+        GPT_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+        early = now_seconds() - start < kLateReceive / 2 ? 1 : 0;
+      } else {
+        usleep(static_cast<useconds_t>(kLateReceive * 1e6));
+        GPT_MPI_CHECK(MPI_Recv(buf.data(), bytes, MPI_CHAR, 0, 0, group, MPI_STATUS_IGNORE));
+      }
+      GPT_MPI_CHECK(MPI_Bcast(&early, 1, MPI_INT, 0, group));
+      return early == 1;
+    };
+    int low = 0, high = 4096;  // low completes early (0: none known), high waits
+    while (high <= static_cast<int>(buf.size()) && completes_early(high)) low = high, high *= 2;
+    if (high > static_cast<int>(buf.size())) {
+      eager = low;  // every size tried: at least this
+    } else if (low > 0) {
+      while (high - low > 64) {
+        const int mid = (low + high) / 2;
+        (completes_early(mid) ? low : high) = mid;
+      }
+      eager = low;
+    }
+    MPI_Comm_free(&group);
+  }
+  return sleeping_bcast(world, eager);
+}
+
 // A bandwidth curve, (size, size over seconds), from `times` measured at ascending `sizes`, each
 // time lowered to the least of the larger sizes' (a small message's median can exceed a larger
 // one's when the machine stalls for a moment; no transfer gets slower by shrinking).
@@ -610,6 +659,8 @@ void measure_links(MPI_Comm world, const JobShape& shape, double budget, Cluster
     link.curve = curve_of(Pattern::kExchange, "each way at once");
     link.bandwidth = link.curve.back().second;
     link.one_way_curve = curve_of(Pattern::kOneWay, "one way and an acknowledgement back");
+    link.eager_bytes = measure_eager_bytes(world, color == 0 ? 0 : MPI_UNDEFINED);
+    if (root) std::printf("calibrate: eager limit across nodes: %.0f B\n", link.eager_bytes);
   }
   if (pair_inside) {
     LinkModel& link = c.intra_node;
@@ -617,6 +668,8 @@ void measure_links(MPI_Comm world, const JobShape& shape, double budget, Cluster
     link.curve = monotone_curve(sizes, intra);
     link.bandwidth = link.curve.back().second;
     link.one_way_curve = monotone_curve(sizes, intra_one_way);
+    link.eager_bytes = measure_eager_bytes(world, first_ranks(2));
+    if (root) std::printf("calibrate: eager limit inside a node: %.0f B\n", link.eager_bytes);
   } else {
     c.intra_node = c.inter_node;
   }

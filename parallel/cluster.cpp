@@ -179,6 +179,10 @@ void add_link_keys(std::map<std::string, Setter>& keys, const std::string& secti
     (c.*link).burst = parse_number(v, w) * 1e3;
     GPT_INPUT_CHECK((c.*link).burst >= 0, w << ": a burst cannot be negative");
   };
+  keys[section + ".eager_kb"] = [link](Cluster& c, const std::string& v, const std::string& w) {
+    (c.*link).eager_bytes = parse_number(v, w) * 1e3;
+    GPT_INPUT_CHECK((c.*link).eager_bytes >= 0, w << ": an eager limit cannot be negative");
+  };
 }
 
 // [cpu]: cores, threads per rank and the three pass scales (cluster.h, CpuModel).
@@ -332,6 +336,7 @@ void write_link(std::ostream& out, const char* section, const LinkModel& link) {
   if (!link.one_way_curve.empty())
     out << "one_way_curve = " << curve_text(link.one_way_curve, kGB) << "\n";
   if (link.burst > 0) out << "burst_kb = " << link.burst / 1e3 << "\n";
+  if (link.eager_bytes > 0) out << "eager_kb = " << link.eager_bytes / 1e3 << "\n";
 }
 
 // Seconds of a transfer's `wire` time (bus bytes over bandwidth) that a shaped link's bucket,

@@ -27,6 +27,10 @@ struct LinkModel {
   // token-bucket shaper's bucket (tc's tbf, a cloud instance's network allowance) refills while
   // the link is idle and lets that much through at line rate. 0: no shaper.
   double burst = 0;
+  // The largest message whose send completes as soon as it is handed over (MPI's eager protocol:
+  // Open MPI's shared memory 4 kB, its TCP 64 kB, headers included); a larger one's completes
+  // only once its peer has received it. 0: every send waits for its receiver (NCCL).
+  double eager_bytes = 0;
   // Set by group_link (never read from a file): the group spans nodes, so its transfers are
   // bound by the network, not by the CPU time of the ranks that drive them.
   bool crosses_nodes = false;

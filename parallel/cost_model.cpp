@@ -413,17 +413,23 @@ void stage_ends(const Timeline& t, int pp, std::vector<double>& end, std::vector
   }
 }
 
-// The point-to-point message of one activation or gradient, and its seconds on the pipeline's
-// slowest link (a stage's ranks and the next stage's are tp * dp ranks apart), with the CPU's
-// sharing of the cores, after `idle` seconds (a pass) since the last one that way. Megatron sends
-// 1/tp of it (sequence parallel, or its scatter-gather trick).
-double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster, double idle) {
-  if (l.pp == 1) return 0;
+// The bytes of the point-to-point message of one activation or gradient (Megatron sends 1/tp of
+// it: sequence parallel, or its scatter-gather trick), the pipeline's slowest link (a stage's
+// ranks and the next stage's are tp * dp ranks apart), and the message's seconds on it with the
+// CPU's sharing of the cores, after `idle` seconds (a pass) since the last one that way.
+double p2p_bytes(const ModelConfig& m, const PlanLayout& l) {
   const double e = megatron(l) ? 2 : 4;
   const double split = (l.sequence_parallel || megatron(l)) ? l.tp : 1;
-  const double bytes = static_cast<double>(l.micro_batch * m.seq_len * m.d_model) * e / split;
-  const LinkModel link = group_link(cluster, l.pp, l.tp * l.dp, l.placement);
-  return transfer_share(oversubscription(cluster, l), link) * p2p_seconds(link, bytes, idle);
+  return static_cast<double>(l.micro_batch * m.seq_len * m.d_model) * e / split;
+}
+LinkModel p2p_link(const Cluster& cluster, const PlanLayout& l) {
+  return group_link(cluster, l.pp, l.tp * l.dp, l.placement);
+}
+double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster, double idle) {
+  if (l.pp == 1) return 0;
+  const LinkModel link = p2p_link(cluster, l);
+  return transfer_share(oversubscription(cluster, l), link) *
+         p2p_seconds(link, p2p_bytes(m, l), idle);
 }
 
 // The step's small blocking reductions after the pipeline, 8 bytes each: the loss over the world
@@ -469,8 +475,10 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   for (const PassCosts& p : passes)
     shortest_pass = std::min({shortest_pass, p.forward, p.backward_input});
   const double comm = p2p_time(m, l, cluster, shortest_pass);
-  const Timeline with_comm = simulate(schedule, ActionCosts{1, 1, 1, comm}, passes);
-  const Timeline without = simulate(schedule, ActionCosts{1, 1, 1, 0}, passes);
+  // Messages above the link's eager limit are sent only once their receiver takes them.
+  const bool rendezvous = p2p_bytes(m, l) > p2p_link(cluster, l).eager_bytes;
+  const Timeline with_comm = simulate(schedule, ActionCosts{1, 1, 1, comm, rendezvous}, passes);
+  const Timeline without = simulate(schedule, ActionCosts{1, 1, 1, 0, rendezvous}, passes);
   std::vector<double> end, last;
   stage_ends(with_comm, l.pp, end, last);
   const StageWork work = stage_work(l, per_vs);

@@ -313,9 +313,11 @@ std::vector<std::vector<std::optional<PendingSend>>> pending_sends(const Schedul
 }
 
 // Runs the lists as the executor would: a stage's next action starts once the stage is free, each
-// input has arrived (its producer's end, plus comm when the producer is another stage) and the
-// previous send from the buffer it takes has been received (its receiver started: a send
-// completes when its peer receives it, as NCCL's and MPI's above their eager limit do). Each pass
+// input has arrived (its producer's end, plus comm when the producer is another stage) and, with
+// costs.rendezvous, the previous send from the buffer it takes has been received: a send
+// completes once its receiver is there to take it (its stage done with the action before; the
+// message itself has been under way since it was posted), as NCCL's and MPI's above their eager
+// limit do. Each pass
 // over the stages runs whatever became ready, so a pass that runs nothing with actions left is a
 // true stall, whatever the costs.
 class Replay {
@@ -327,8 +329,8 @@ class Replay {
         slots_(static_cast<size_t>(s.pp) * s.virtual_stages * s.microbatches),
         forward_end_(slots_, -1),
         input_grad_end_(slots_, -1),
-        forward_start_(slots_, -1),
-        input_grad_start_(slots_, -1),
+        forward_ready_(slots_, -1),
+        input_grad_ready_(slots_, -1),
         pending_(pending_sends(s)),
         next_(s.pp, 0),
         free_at_(s.pp, 0) {}
@@ -404,7 +406,7 @@ class Replay {
     for (const Input& in : inputs(stage, a)) {
       if (in.end < 0) return GPT_MSG(describe(in.producer) << " on stage " << in.stage);
     }
-    if (send_received(stage) < 0) {
+    if (costs_.rendezvous && send_received(stage) < 0) {
       const PendingSend& send = *pending_[stage][next_[stage]];
       const Action receiver{send.gradient ? ActionKind::kBackwardInput : ActionKind::kForward,
                             send.microbatch, chunk_of(send.vs)};
@@ -431,30 +433,31 @@ class Replay {
     return 0;
   }
 
-  // When the send `a` (next on `stage`) waits for was received; -1 while its receiver has not
-  // started, 0 when it waits for none.
+  // When the send the next action on `stage` waits for was received; -1 while its receiver has
+  // not been placed, 0 when it waits for none.
   double send_received(int stage) const {
     const std::optional<PendingSend>& send = pending_[stage][next_[stage]];
     if (!send) return 0;
     const size_t at = slot(send->vs, send->microbatch);
-    return send->gradient ? input_grad_start_[at] : forward_start_[at];
+    return send->gradient ? input_grad_ready_[at] : forward_ready_[at];
   }
 
   bool try_run(int stage) {
     const Action& a = s_.stages[stage][next_[stage]];
-    double start = free_at_[stage];
+    const double ready = free_at_[stage];
+    double start = ready;
     for (const Input& in : inputs(stage, a)) {
       if (in.end < 0) return false;
       start = std::max(start, in.end + (in.stage == stage ? 0.0 : costs_.comm));
     }
-    const double received = send_received(stage);
+    const double received = costs_.rendezvous ? send_received(stage) : 0;
     if (received < 0) return false;
     start = std::max(start, received);
     const int vs = virtual_stage(s_.pp, stage, a.chunk);
     const double end = start + cost(a.kind, vs);
     const size_t at = slot(vs, a.microbatch);
-    if (a.kind == ActionKind::kForward) forward_end_[at] = end, forward_start_[at] = start;
-    if (is_backward_input(a.kind)) input_grad_end_[at] = end, input_grad_start_[at] = start;
+    if (a.kind == ActionKind::kForward) forward_end_[at] = end, forward_ready_[at] = ready;
+    if (is_backward_input(a.kind)) input_grad_end_[at] = end, input_grad_ready_[at] = ready;
     placed_.push_back({a, stage, start, end});
     free_at_[stage] = end;
     ++next_[stage];
@@ -465,7 +468,8 @@ class Replay {
   ActionCosts costs_;
   std::vector<PassCosts> per_vs_;  // empty: costs_'s uniform pass costs
   size_t slots_;
-  std::vector<double> forward_end_, input_grad_end_, forward_start_, input_grad_start_;
+  // When each receiver's stage was done with the action before it (ready to receive).
+  std::vector<double> forward_end_, input_grad_end_, forward_ready_, input_grad_ready_;
   std::vector<std::vector<std::optional<PendingSend>>> pending_;  // pending_sends(s_)
   std::vector<size_t> next_;
   std::vector<double> free_at_;

@@ -93,6 +93,9 @@ bool transfers_match_in_order(const Schedule& s);
 // dependency between two different stages.
 struct ActionCosts {
   double forward = 1, backward_input = 1, backward_weight = 1, comm = 0;
+  // A send completes only once its peer has received it (NCCL; MPI above its eager limit), so
+  // an action reusing a buffer waits for that; false: sends complete when handed over.
+  bool rendezvous = true;
 };
 
 struct TimedAction {

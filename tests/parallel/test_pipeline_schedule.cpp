@@ -442,21 +442,26 @@ TEST(PipelineSchedule, TimelineHonorsOrderAndDependencies) {
   }
 }
 
-// A send completes once its peer has received it, and the executor completes a buffer's send
-// before reusing the buffer. The forward-only schedule holds one cache slot: stage 0 sends F0's
-// output from it and may overwrite it with F1 only once stage 1 has received F0, comm after F0
-// ended. Without that, F1 would start at F0's end.
-TEST(PipelineSchedule, ReusingABufferWaitsForItsSendToBeReceived) {
-  const ActionCosts costs{1.0, 1.0, 1.0, 0.5};
-  const Timeline t = simulate(make_forward_only_schedule(2, 2, 1), costs);
-  std::vector<std::vector<TimedAction>> by_stage(2);
-  for (const TimedAction& a : t.actions) by_stage[a.stage].push_back(a);
-  ASSERT_EQ(by_stage[0].size(), 2u);
-  ASSERT_EQ(by_stage[1].size(), 2u);
-  EXPECT_DOUBLE_EQ(by_stage[0][0].end, 1.0);
-  EXPECT_DOUBLE_EQ(by_stage[1][0].start, 1.5);  // F0's input arrived
-  EXPECT_DOUBLE_EQ(by_stage[0][1].start, 1.5);  // F1: the slot's send was received
-  EXPECT_DOUBLE_EQ(by_stage[1][1].start, 3.0);  // F1's input: 2.5 + comm
+// A send completes once its peer is there to receive it, and the executor completes a buffer's
+// send before reusing the buffer. The forward-only schedule holds one cache slot a stage: stage 0
+// sends each F's output from it, and may overwrite it with the next F only once stage 1 is done
+// with the action before the receiving one (stage 1's forwards cost 3, stage 0's 1, comm 0.5).
+TEST(PipelineSchedule, ReusingABufferWaitsForItsReceiverToBeReady) {
+  const std::vector<PassCosts> per_vs = {{1, 1, 1}, {3, 1, 1}};
+  const auto stage0_starts = [&](bool rendezvous) {
+    ActionCosts costs{1, 1, 1, 0.5};
+    costs.rendezvous = rendezvous;
+    std::vector<double> starts;
+    for (const TimedAction& a :
+         simulate(make_forward_only_schedule(2, 3, 1), costs, per_vs).actions)
+      if (a.stage == 0) starts.push_back(a.start);
+    return starts;
+  };
+  // F1: stage 1 was ready for F0 from the start. F2: stage 1 runs F0 from 1.5 (its input's
+  // arrival) to 4.5, and only then receives F1.
+  EXPECT_EQ(stage0_starts(true), (std::vector<double>{0, 1, 4.5}));
+  // Sends that complete when handed over (below an eager limit) hold nothing up.
+  EXPECT_EQ(stage0_starts(false), (std::vector<double>{0, 1, 2}));
 }
 
 }  // namespace

@@ -183,6 +183,8 @@ TEST(ClusterFile, ParsesOverABaseAndReportsBadLinesInOneLine) {
             "c.ini: gpu.peak_bf16_tflops must be given and above 0");
   EXPECT_EQ(message("[inter_node]\nburst_kb = -1\n"),
             "c.ini line 2: '-1' is not a non-negative number");
+  EXPECT_EQ(message("[intra_node]\neager_kb = -4\n"),
+            "c.ini line 2: '-4' is not a non-negative number");
   EXPECT_EQ(message("[gpu]\nmemory_gb = lots\n"),
             "c.ini line 2: 'lots' is not a non-negative number");
 }
@@ -268,6 +270,7 @@ TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
   c.cpu.sharing_scale = {{1, 2, 1.25}, {1, 8, 1.125}, {4, 2, 1.0625}};
   c.cpu.stage_scale = {{1, 1, 0.875}, {1, 4, 1}, {16, 2, 0.9375}};
   c.inter_node.burst = 62.5e3;
+  c.inter_node.eager_bytes = 65.472e3;
   c.inter_node.one_way_curve = {{4e3, 5e6}, {1e6, 6e6}};
   const Cluster back = parse_cluster_file(cluster_file_text(c), "c.ini");
   EXPECT_EQ(back.cpu.cores, 2);
@@ -284,6 +287,8 @@ TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
     for (double mb : {1.0, 4.0, 16.0})
       EXPECT_NEAR(back.cpu.stage_at(layers, mb), c.cpu.stage_at(layers, mb), 1e-9);
   EXPECT_NEAR(back.inter_node.burst, 62.5e3, 1e-6);
+  EXPECT_NEAR(back.inter_node.eager_bytes, 65.472e3, 1e-6);
+  EXPECT_DOUBLE_EQ(back.intra_node.eager_bytes, 0);
   EXPECT_NEAR(back.inter_node.one_way_bandwidth(1e6), 6e6, 1e-3);
   EXPECT_NEAR(back.intra_node.one_way_bandwidth(1e9), back.intra_node.bus_bandwidth(1e9), 1e-3);
   EXPECT_DOUBLE_EQ(back.intra_node.burst, 0);
