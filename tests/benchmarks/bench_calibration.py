@@ -1,9 +1,11 @@
-"""The table of bench_calibration.sh: per layout, plan's predicted step time and heaviest rank's
-memory (NAME.plan.jsonl, plan --json with the layout fixed) against the run's measured ones
-(NAME.ROUND.jsonl, train --metrics: the median over the rounds of each run's median step time
-after --skip, and the largest total of the "measured" memory events), the errors and their verdicts (memory: equal to the byte;
-step time: within 15% with no more ranks than cores, 25% oversubscribed), then the ranking
-check: the layout plan predicts fastest must be the measured fastest or within 5% of it.
+"""The table of bench_calibration.sh: per layout and round, plan's predicted step time and heaviest
+rank's memory (NAME.ROUND.plan.jsonl, plan --json with the layout fixed, priced by that round's
+calibration) against the run's measured ones (NAME.ROUND.jsonl, train --metrics: its median step
+time after --skip, and the largest total of the "measured" memory events). Per layout: the
+medians over the rounds of the predicted and measured step times, the median of the rounds'
+errors and its verdict (within 15% with no more ranks than cores, 25% oversubscribed), memory
+equal to the byte in every round; then the ranking check on the medians: the layout plan
+predicts fastest must be the measured fastest or within 5% of it.
 
 Usage: bench_calibration.py --skip 2 --cores C --rounds R --work DIR NAME:RANKS ...
 """
@@ -38,28 +40,37 @@ def main():
     rows = []
     for spec in a.runs:
         name, ranks = spec.split(":")
-        with open(f"{a.work}/{name}.plan.jsonl") as f:
-            plan = json.loads(f.readline())
+        plans = []
+        for r in range(1, a.rounds + 1):
+            with open(f"{a.work}/{name}.{r}.plan.jsonl") as f:
+                plans.append(json.loads(f.readline()))
         runs = [f"{a.work}/{name}.{r}.jsonl" for r in range(1, a.rounds + 1)]
         per_round = [median(timed_steps(run, a.skip), "step_time_s") for run in runs]
+        predicted = [p["step_time_s"] for p in plans]
         used = timed_steps(runs[0], a.skip)
-        rows.append(dict(name=name, ranks=int(ranks), pred_s=plan["step_time_s"],
+        memories = {p["memory_bytes"]["total"] for p in plans}
+        if len(memories) != 1:
+            sys.exit(f"{name}: the rounds' calibrations predict different memory: {memories}")
+        rows.append(dict(name=name, ranks=int(ranks), pred_s=statistics.median(predicted),
                          meas_s=statistics.median(per_round), rounds=per_round,
-                         pred_mem=plan["memory_bytes"]["total"],
+                         err=statistics.median(p / m - 1 for p, m in zip(predicted, per_round)),
+                         round_errs=[p / m - 1 for p, m in zip(predicted, per_round)],
+                         pred_mem=memories.pop(),
                          meas_mem=max(measured_memory(run) for run in runs),
                          bytes=[int(median(used, k)) for k in ("tp_bytes", "pp_bytes", "dp_bytes")]))
 
     head = (f"{'layout':<12} {'ranks':>5} {'pred s':>8} {'meas s':>8} {'error':>7} {'limit':>5} "
             f"{'time':>4} {'pred bytes':>11} {'meas bytes':>11} {'mem':>5} "
-            f"{'tp MB':>7} {'pp MB':>7} {'dp MB':>7}  rounds (s)")
-    print(f"\nstep time: median over {a.rounds} round(s) of the median over steps > {a.skip}; "
+            f"{'tp MB':>7} {'pp MB':>7} {'dp MB':>7}  rounds: measured s (error)")
+    print(f"\nstep time: median over {a.rounds} round(s) of the median over steps > {a.skip}, "
+          "each round priced by its own calibration, the error the median of the rounds'; "
           f"{a.cores} cores; memory: the heaviest rank; "
           "bytes per step handed to MPI by rank 0 (metrics' tp_bytes, pp_bytes, dp_bytes)")
     print(head)
     print("-" * len(head))
     failures = 0
     for r in rows:
-        err = r["pred_s"] / r["meas_s"] - 1
+        err = r["err"]
         limit = 0.15 if r["ranks"] <= a.cores else 0.25
         time_ok = abs(err) <= limit
         mem_ok = r["pred_mem"] == r["meas_mem"]
@@ -68,7 +79,8 @@ def main():
               f"{100 * err:>+6.1f}% {100 * limit:>4.0f}% {'ok' if time_ok else 'FAIL':>4} "
               f"{r['pred_mem']:>11} {r['meas_mem']:>11} {'equal' if mem_ok else 'DIFF':>5} "
               + " ".join(f"{b / 1e6:>7.3f}" for b in r["bytes"])
-              + "  " + "/".join(f"{t:.4f}" for t in r["rounds"]))
+              + "  " + " ".join(f"{t:.4f}({100 * e:+.0f}%)"
+                                for t, e in zip(r["rounds"], r["round_errs"])))
 
     best_pred = min(rows, key=lambda r: r["pred_s"])
     best_meas = min(rows, key=lambda r: r["meas_s"])

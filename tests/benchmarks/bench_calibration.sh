@@ -9,8 +9,10 @@
 # layout the planner ranks first is the measured best or within 5% of it.
 #
 # Each layout runs in GPT_BENCH_ROUNDS (3) interleaved rounds (round 1: every layout, round 2:
-# again...), so a change of the machine's speed touches all alike; its measured step time is the
-# median over the rounds of each run's median step.
+# again...), so a change of the machine's speed touches all alike, and each round starts with its
+# own calibration, which prices that round's runs; a layout's error is the median over the rounds
+# of each round's prediction against its run's median step, its predicted and measured step times
+# the medians over the rounds.
 #
 # Usage: tests/benchmarks/bench_calibration.sh [build dir] [steps (default 12)]
 #   GPT_BENCH_MAX_LOAD / GPT_BENCH_WAIT_TRIES: see bench_common.sh. GPT_BENCH_LAYOUTS: a
@@ -50,11 +52,16 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/gpt-bench-calibration-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 wait_for_quiet_machine bench_calibration
-cluster=$work/cpu.ini
-echo "== calibrate: $mpiexec -n 2 plan --calibrate $cluster ${shape[*]} --vocab-size 256" >&2
-OMP_NUM_THREADS=1 "$mpiexec" --oversubscribe --bind-to none -n 2 "$plan" --calibrate "$cluster" \
-  "${shape[@]}" --vocab-size 256 --calibrate-seconds "${GPT_CALIBRATE_SECONDS:-20}" >&2
-cat "$cluster" >&2
+# Each round is priced by a calibration taken just before it: this virtual machine's speed moves
+# by 20% and more over minutes (one run's single-rank layout measured 0.0422 s in its first round
+# and 0.0344 s in its fifth), and a prediction is of the machine as it was measured.
+calibrate() {  # round
+  local cluster=$work/cpu.$1.ini
+  echo "== calibrate, round $1: $mpiexec -n 2 plan --calibrate $cluster ${shape[*]} --vocab-size 256" >&2
+  OMP_NUM_THREADS=1 "$mpiexec" --oversubscribe --bind-to none -n 2 "$plan" --calibrate "$cluster" \
+    "${shape[@]}" --vocab-size 256 --calibrate-seconds "${GPT_CALIBRATE_SECONDS:-20}" >&2
+  cat "$cluster" >&2
+}
 
 # plan's layout options: the given ones, and every switch train leaves off fixed off.
 plan_layout() {  # options...
@@ -71,18 +78,17 @@ plan_layout() {  # options...
 names=()
 rounds=${GPT_BENCH_ROUNDS:-3}
 for ((round = 1; round <= rounds; ++round)); do
+  calibrate "$round"
   for entry in "${LAYOUTS[@]}"; do
     read -r name np opts <<< "$entry"
     if [[ -n ${GPT_BENCH_LAYOUTS:-} && " $GPT_BENCH_LAYOUTS " != *" $name "* ]]; then continue; fi
     # shellcheck disable=SC2086
     read -r -a layout <<< "$opts"
-    if ((round == 1)); then
-      # shellcheck disable=SC2046
-      "$plan" --cluster "$cluster" --ranks "$np" "${shape[@]}" --vocab-size 256 \
-        --global-batch-size "$batch" $(plan_layout "${layout[@]}") --json > "$work/$name.plan.jsonl"
-      names+=("$name:$np")
-    fi
     tag=$name.$round
+    # shellcheck disable=SC2046
+    "$plan" --cluster "$work/cpu.$round.ini" --ranks "$np" "${shape[@]}" --vocab-size 256 \
+      --global-batch-size "$batch" $(plan_layout "${layout[@]}") --json > "$work/$tag.plan.jsonl"
+    if ((round == 1)); then names+=("$name:$np"); fi
     args=("${shape[@]}" --global-batch-size "$batch" "${layout[@]}" --steps "$steps" --threads 1
           --eval-every 0 --warmup-steps 100 --seed 1234 --checkpoint-dir "$work/$tag.ck"
           --metrics "$work/$tag.jsonl" --log-every 1000)
@@ -97,6 +103,6 @@ for ((round = 1; round <= rounds; ++round)); do
 done
 
 echo "load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
-cores=$(awk -F' *= *' '/^cores/ { print $2 }' "$cluster")
+cores=$(awk -F' *= *' '/^cores/ { print $2 }' "$work/cpu.1.ini")
 /usr/bin/python3 "$here/bench_calibration.py" --skip 2 --cores "$cores" --rounds "$rounds" \
   --work "$work" "${names[@]}"
