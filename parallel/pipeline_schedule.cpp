@@ -315,11 +315,11 @@ std::vector<std::vector<std::optional<PendingSend>>> pending_sends(const Schedul
 // Runs the lists as the executor would: a stage's next action starts once the stage is free, each
 // input has arrived (its producer's end, plus comm when the producer is another stage) and, with
 // costs.rendezvous, the previous send from the buffer it takes has been received: a send
-// completes once its receiver is there to take it (its stage done with the action before; the
-// message itself has been under way since it was posted), as NCCL's and MPI's above their eager
-// limit do. Each pass
-// over the stages runs whatever became ready, so a pass that runs nothing with actions left is a
-// true stall, whatever the costs.
+// completes once its receiver is there to take it (the receiving action's stage done with the
+// action before and with its own buffer's wait, as the executor takes the buffer before it
+// receives; the message itself has been under way since it was posted), as NCCL's and MPI's
+// above their eager limit do. Each pass over the stages runs whatever became ready, so a pass
+// that runs nothing with actions left is a true stall, whatever the costs.
 class Replay {
  public:
   Replay(const Schedule& s, const ActionCosts& costs, std::vector<PassCosts> per_vs = {})
@@ -444,15 +444,14 @@ class Replay {
 
   bool try_run(int stage) {
     const Action& a = s_.stages[stage][next_[stage]];
-    const double ready = free_at_[stage];
+    const double received = costs_.rendezvous ? send_received(stage) : 0;
+    if (received < 0) return false;
+    const double ready = std::max(free_at_[stage], received);  // to receive its input
     double start = ready;
     for (const Input& in : inputs(stage, a)) {
       if (in.end < 0) return false;
       start = std::max(start, in.end + (in.stage == stage ? 0.0 : costs_.comm));
     }
-    const double received = costs_.rendezvous ? send_received(stage) : 0;
-    if (received < 0) return false;
-    start = std::max(start, received);
     const int vs = virtual_stage(s_.pp, stage, a.chunk);
     const double end = start + cost(a.kind, vs);
     const size_t at = slot(vs, a.microbatch);
@@ -468,7 +467,7 @@ class Replay {
   ActionCosts costs_;
   std::vector<PassCosts> per_vs_;  // empty: costs_'s uniform pass costs
   size_t slots_;
-  // When each receiver's stage was done with the action before it (ready to receive).
+  // When each receiving action was ready to receive (its stage free, its own buffer taken).
   std::vector<double> forward_end_, input_grad_end_, forward_ready_, input_grad_ready_;
   std::vector<std::vector<std::optional<PendingSend>>> pending_;  // pending_sends(s_)
   std::vector<size_t> next_;
