@@ -111,8 +111,9 @@ struct Timeline {
   std::vector<int> peak_caches;
 };
 
-// Replays the lists: each stage runs its list in order, each action as soon as the stage is free
-// and its inputs have arrived. Throws gpt::Error if the lists stall.
+// Replays the lists: each stage runs its list in order, each action as soon as the stage is free,
+// its inputs have arrived and (costs.rendezvous) the last send from the buffer it takes has a
+// receiver ready for it. Throws gpt::Error if the lists stall.
 Timeline simulate(const Schedule& s, const ActionCosts& costs);
 
 // The three pass costs of one virtual stage (model part).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Calibration benchmark (a program, not a test; docs/PLANNER.md "Calibrating a CPU cluster"):
-# `plan --calibrate` measures this machine into a cluster file, then each layout of LAYOUTS below
-# is trained for real (one thread per rank, up to 16 ranks on however many cores there are) and
+# `plan --calibrate` measures this machine into a cluster file (before each round, below), and
+# each layout of LAYOUTS below is trained for real (one thread per rank, up to 16 ranks on however many cores there are) and
 # priced by `plan --cluster FILE` with the same layout fixed; bench_calibration.py prints
 # predicted against measured step time (median of the steps after the warm-up) and peak memory
 # (the heaviest rank: plan's memory against the metrics' measured events), the errors, pass or
@@ -57,7 +57,8 @@ wait_for_quiet_machine bench_calibration
 # and 0.0344 s in its fifth), and a prediction is of the machine as it was measured.
 calibrate() {  # round
   local cluster=$work/cpu.$1.ini
-  echo "== calibrate, round $1: $mpiexec -n 2 plan --calibrate $cluster ${shape[*]} --vocab-size 256" >&2
+  echo "== calibrate, round $1: $mpiexec -n 2 plan --calibrate $cluster ${shape[*]}" \
+    "--vocab-size 256" >&2
   OMP_NUM_THREADS=1 "$mpiexec" --oversubscribe --bind-to none -n 2 "$plan" --calibrate "$cluster" \
     "${shape[@]}" --vocab-size 256 --calibrate-seconds "${GPT_CALIBRATE_SECONDS:-20}" >&2
   cat "$cluster" >&2
