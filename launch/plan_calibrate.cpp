@@ -337,14 +337,13 @@ void set_stage_scale(const std::vector<double>& times, const ModelConfig& cfg, C
     for (int64_t layers : counts) {
       ModelConfig stage = cfg;
       stage.n_layer = layers;
-      const double t = times[k++];
+      const double t = times[k++], model = modelled(stage, mb);
       CpuModel::GridPoint p{static_cast<double>(mb), static_cast<double>(layers),
-                            t / modelled(stage, mb) / whole};
+                            t / model / whole};
       std::printf(
           "calibrate: %lld layer(s) at micro-batch %lld: a forward and backward %.4f s (model "
           "%.4f), x%.3f the whole model's ratio\n",
-          static_cast<long long>(layers), static_cast<long long>(mb), t, modelled(stage, mb),
-          p.scale);
+          static_cast<long long>(layers), static_cast<long long>(mb), t, model, p.scale);
       c.cpu.stage_scale.push_back(p);
     }
     c.cpu.stage_scale.push_back({static_cast<double>(mb), static_cast<double>(cfg.n_layer), 1});
@@ -732,8 +731,7 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const PlanOptions& options) {
     if (times_layers) {
       std::vector<double> times =
           measure_layer_times(options.model, budget * 0.3 / kComputeRounds, copy_bytes);
-      const double window = budget * kSharingBudgetShare /
-                            (kComputeRounds * kSharingMicroBatches.size() * kShares.size());
+      const double window = budget * kSharingBudgetShare / (kComputeRounds * kSharingFigures);
       for (int64_t mb : kSharingMicroBatches)
         for (int share : kShares) {
           const int copies =

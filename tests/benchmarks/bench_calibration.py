@@ -47,14 +47,14 @@ def main():
         runs = [f"{a.work}/{name}.{r}.jsonl" for r in range(1, a.rounds + 1)]
         per_round = [median(timed_steps(run, a.skip), "step_time_s") for run in runs]
         predicted = [p["step_time_s"] for p in plans]
+        round_errs = [p / m - 1 for p, m in zip(predicted, per_round)]
         used = timed_steps(runs[0], a.skip)
         memories = {p["memory_bytes"]["total"] for p in plans}
         if len(memories) != 1:
             sys.exit(f"{name}: the rounds' calibrations predict different memory: {memories}")
         rows.append(dict(name=name, ranks=int(ranks), pred_s=statistics.median(predicted),
                          meas_s=statistics.median(per_round), rounds=per_round,
-                         err=statistics.median(p / m - 1 for p, m in zip(predicted, per_round)),
-                         round_errs=[p / m - 1 for p, m in zip(predicted, per_round)],
+                         err=statistics.median(round_errs), round_errs=round_errs,
                          pred_mem=memories.pop(),
                          meas_mem=max(measured_memory(run) for run in runs),
                          bytes=[int(median(used, k)) for k in ("tp_bytes", "pp_bytes", "dp_bytes")]))

@@ -29,6 +29,13 @@ def run(cmd):
 
 
 class CalibrateTest(unittest.TestCase):
+    def grid_points(self, cpu, key):
+        """The one `key = MBxAT:SCALE, ...` line of the [cpu] section, and its (MBxAT, scale)."""
+        lines = [l for l in cpu.splitlines() if l.startswith(key + " =")]
+        self.assertEqual(len(lines), 1, cpu)
+        return lines[0], [(p.split(":")[0].strip(), float(p.split(":")[1]))
+                          for p in lines[0].split("=", 1)[1].split(",")]
+
     def test_calibrated_file_parses_and_prices(self):
         plan = os.path.join(ARGS.bin, "plan")
         with tempfile.TemporaryDirectory() as tmp:
@@ -59,24 +66,18 @@ class CalibrateTest(unittest.TestCase):
             # and 4 and 2, 4 and 8 ranks a core (up to 64 copies of the model on the machine).
             cpu = text.split("[cpu]")[1]
             cores = int([l for l in cpu.splitlines() if l.startswith("cores =")][0].split("=")[1])
-            line = [l for l in cpu.splitlines() if l.startswith("sharing_scale =")]
-            self.assertEqual(len(line), 1, cpu)
-            points = [(p.split(":")[0].strip(), float(p.split(":")[1]))
-                      for p in line[0].split("=", 1)[1].split(",")]
+            line, points = self.grid_points(cpu, "sharing_scale")
             expected = [f"{mb}x{share}" for mb in (1, 4) for share in (2, 4, 8)
                         if share * cores <= 64]
-            self.assertEqual([key for key, _ in points], expected, line[0])
-            self.assertTrue(all(scale > 0 for _, scale in points), line[0])
+            self.assertEqual([key for key, _ in points], expected, line)
+            self.assertTrue(all(scale > 0 for _, scale in points), line)
             # The stage's size: (micro-batch x layers: scale) for a model of 1 layer at each timed
             # micro-batch, and the whole model's 2 at 1 by definition.
-            line = [l for l in cpu.splitlines() if l.startswith("stage_scale =")]
-            self.assertEqual(len(line), 1, cpu)
-            points = [(p.split(":")[0].strip(), float(p.split(":")[1]))
-                      for p in line[0].split("=", 1)[1].split(",")]
+            line, points = self.grid_points(cpu, "stage_scale")
             self.assertEqual([key for key, _ in points],
                              [f"{mb}x{layers}" for mb in (1, 2, 4, 8, 16) for layers in (1, 2)],
-                             line[0])
-            self.assertTrue(all(scale > 0 for _, scale in points), line[0])
+                             line)
+            self.assertTrue(all(scale > 0 for _, scale in points), line)
             self.assertEqual([scale for key, scale in points if key.endswith("x2")], [1.0] * 5)
             proc = run([plan, "--cluster", path, "--ranks", "4", "--tp", "2", "--pp", "2",
                         "--global-batch-size", "4", "--json"] + MODEL)
