@@ -456,7 +456,12 @@ class Replay {
     const double end = start + cost(a.kind, vs);
     const size_t at = slot(vs, a.microbatch);
     if (a.kind == ActionKind::kForward) forward_end_[at] = end, forward_ready_[at] = ready;
-    if (is_backward_input(a.kind)) input_grad_end_[at] = end, input_grad_ready_[at] = ready;
+    // A full backward sends its input gradient after its input half, as the executor does, and
+    // runs the weight half while the gradient is on its way.
+    if (is_backward_input(a.kind)) {
+      input_grad_end_[at] = start + cost(ActionKind::kBackwardInput, vs);
+      input_grad_ready_[at] = ready;
+    }
     placed_.push_back({a, stage, start, end});
     free_at_[stage] = end;
     ++next_[stage];
@@ -713,10 +718,12 @@ double theoretical_bubble(ScheduleKind kind, int pp, int m, int v) {
   const double fill = pp - 1;
   // The fill and drain last pp-1 action slots; the steady work is m microbatches of F+B, v*m
   // chunk-sized ones for interleaved, and 3m single passes for ZB-H1 where W fills the drain.
+  // GPipe's and 1F1B's slot is F + B-input, 2 of a microbatch's 3 passes: a backward sends its
+  // input gradient before its weight half (the published (p-1)/(m+p-1) sends after all of it).
   switch (kind) {
     case ScheduleKind::kGpipe:
     case ScheduleKind::k1f1b:
-      return fill / (m + fill);
+      return 2 * fill / (3.0 * m + 2 * fill);
     case ScheduleKind::kInterleaved:
       return fill / (static_cast<double>(v) * m + fill);
     case ScheduleKind::kZbH1:

@@ -11,8 +11,9 @@
 
 namespace gpt {
 
-// kBackward is the input and weight gradient together; ZB-H1 splits it into kBackwardInput (what
-// the previous stage waits for) and kBackwardWeight (what can wait to fill a bubble).
+// kBackward is the input and weight gradient together (the input gradient is sent between the
+// two halves); ZB-H1 splits it into kBackwardInput (what the previous stage waits for) and
+// kBackwardWeight (what can wait to fill a bubble).
 enum class ActionKind { kForward, kBackward, kBackwardInput, kBackwardWeight };
 
 struct Action {
@@ -126,8 +127,10 @@ struct PassCosts {
 Timeline simulate(const Schedule& s, const ActionCosts& costs,
                   const std::vector<PassCosts>& per_virtual_stage);
 
-// The bubble share of a step with F, B and W costing the same: (p-1)/(m+p-1) for GPipe and 1F1B,
-// (p-1)/(v*m+p-1) for interleaved, (p-1)/(3m+p-1) for ZB-H1, and for forward-only
+// The bubble share of a step with F, B-input and W costing the same, a full backward sending its
+// input gradient before its weight half as the executor does: 2(p-1)/(3m+2(p-1)) for GPipe and
+// 1F1B (the published (p-1)/(m+p-1) sends after the whole backward), (p-1)/(v*m+p-1) for
+// interleaved, (p-1)/(3m+p-1) for ZB-H1, and for forward-only
 // 1 - v*m / (v*p + (m-1)*((v-1)*p + 1)) (each microbatch leaves the first stage's chunk 0 only
 // after its previous one came back round the ring). Throws for settings make_schedule refuses.
 double theoretical_bubble(ScheduleKind kind, int pp, int m, int v);

@@ -5,8 +5,9 @@ tokens/s and step time of the step lines after the first --skip, the measured bu
 the theoretical bubble beside it, the peak forward caches, the load average before and after the
 run, and the throughput relative to 1f1b at the same m and wait policy.
 
-Theoretical bubble (parallel/pipeline_schedule.h, theoretical_bubble): (p-1)/(m+p-1) for gpipe
-and 1f1b, (p-1)/(v*m+p-1) for interleaved, (p-1)/(3m+p-1) for zb-h1. It is the idle share of
+Theoretical bubble (parallel/pipeline_schedule.h, theoretical_bubble): 2(p-1)/(3m+2(p-1)) for
+gpipe and 1f1b (a full backward hands over its input gradient after its input half; the
+published (p-1)/(m+p-1) after all of it), (p-1)/(v*m+p-1) for interleaved, (p-1)/(3m+p-1) for zb-h1. It is the idle share of
 the pipeline part of the step with F = B-input = W; the measured share also has the rest of the
 step (dp, embedding all-reduce, gradient norm, optimizer) in its denominator, and pp_wait_s also
 counts the blocked time of the embedding group's wte all-reduce and the transfer time.
@@ -16,8 +17,10 @@ rank on aligned clocks), also per run: each stage's receive wait as a share of t
 window (first to last action of the step over all stages), the idle share of that window over all
 stages ((pp * window - busy) / (pp * window), what simulate() calls the bubble), and the bubble
 of a replay of the traced action order with the traced per-action costs (median per stage and
-kind; no transfer latency), as simulate() in parallel/pipeline_schedule.cpp does it: each stage
-runs its list in order, each action as soon as the stage is free and its inputs have arrived.
+kind; no transfer latency, no send waits), as simulate() in parallel/pipeline_schedule.cpp does
+it: each stage runs its list in order, each action as soon as the stage is free and its inputs
+have arrived; sim with a full backward's input gradient arriving at its end, sim* after its input
+half (as simulate() and the executor).
 
 Usage: bench_pipeline.py [--skip 2] --pp P [--virtual-stages V] NAME=METRICS.jsonl ...
   NAME is SCHEDULE_mM_POLICY (e.g. zb-h1_m2_none); a file METRICS.load beside the metrics file,
@@ -35,7 +38,7 @@ from bench_metrics import median, median_share, timed_steps
 
 def theoretical_bubble(name, p, m, v):
     if name in ("gpipe", "1f1b"):
-        return (p - 1) / (m + p - 1)
+        return 2 * (p - 1) / (3 * m + 2 * (p - 1))
     if name == "interleaved":
         return (p - 1) / (v * m + p - 1)
     if name == "zb-h1":
@@ -73,9 +76,10 @@ def load_trace(path, pp):
 def replay(lists, cost, pp, early=None):
     """Bubble of the ordered per-stage lists with cost[(stage, kind)] seconds per action.
 
-    early=None: a full backward B hands the previous stage its input gradient at its end (as
-    simulate() models it). early=f: at f of its duration, as the executor does it (it sends the
-    input gradient after backward_input, then runs backward_weight inside the same B)."""
+    early=None: a full backward B hands the previous stage its input gradient at its end (the
+    published formulas' model). early=f: at f of its duration, as the executor does it (it sends
+    the input gradient after backward_input, then runs backward_weight inside the same B) and
+    simulate() models it."""
     done = {}  # (kind family, mb, virtual stage) -> end time
     free = [0.0] * pp
     pos = [0] * pp
@@ -214,9 +218,9 @@ def main():
           "vs 1f1b: against 1f1b at the same m and policy")
     print("bubble: stage 0 (metrics); theory: the formula; meas-th: bubble - theory; tr wS: "
           "stage S's receive wait / traced pipeline window; tr idle: all stages' idle share of "
-          "the window; sim: replay of the traced order with the traced per-action costs; sim*: the "
-          "same, with a full B handing over its input gradient after its input half (as the "
-          "executor does), the half's share of B taken from the zb-h1 traces; load 1m: "
+          "the window; sim: replay of the traced order with the traced per-action costs, a full B "
+          "handing over its input gradient at its end; sim*: the same, after its input half (as "
+          "the executor does and simulate() models it), the half's share of B taken from the zb-h1 traces; load 1m: "
           "1-minute load average before/after the run (the benchmark's own 2 ranks raise it "
           "towards 2 over back-to-back runs; well above 2 means other work shared the cores); cpu: the CPU time of the run's processes "
           "/ (2 cores x wall time) -- its ranks poll while waiting, so well below ~95% means "

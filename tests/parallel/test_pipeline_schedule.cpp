@@ -157,15 +157,18 @@ TEST(PipelineSchedule, UnitCostBubbleMatchesTheFormula) {
           SCOPED_TRACE(settings(kind, pp, m, v));
           const Timeline t = simulate(make_schedule(kind, pp, m, v), ActionCosts{});
           EXPECT_NEAR(t.bubble_fraction, theoretical_bubble(kind, pp, m, v), 1e-9);
-          // With F, B-input and W at 1: the fill/drain slots plus the work of one stage.
+          // With F, B-input and W at 1: the fill/drain slots plus the work of one stage; a
+          // GPipe or 1F1B slot is F + B-input, as the gradient leaves before the weight half.
           const double per_mb = kind == ScheduleKind::kInterleaved ? 3.0 * v : 3.0;
-          EXPECT_NEAR(t.makespan, per_mb * m + (kind == ScheduleKind::kZbH1 ? 1 : 3) * (pp - 1),
-                      1e-9);
+          const double slot = kind == ScheduleKind::kZbH1          ? 1
+                              : kind == ScheduleKind::kInterleaved ? 3
+                                                                   : 2;
+          EXPECT_NEAR(t.makespan, per_mb * m + slot * (pp - 1), 1e-9);
         }
       }
     }
   }
-  EXPECT_NEAR(theoretical_bubble(ScheduleKind::k1f1b, 4, 8, 1), 3.0 / 11, 1e-12);
+  EXPECT_NEAR(theoretical_bubble(ScheduleKind::k1f1b, 4, 8, 1), 6.0 / 30, 1e-12);
   EXPECT_NEAR(theoretical_bubble(ScheduleKind::kInterleaved, 4, 8, 2), 3.0 / 19, 1e-12);
   EXPECT_NEAR(theoretical_bubble(ScheduleKind::kZbH1, 4, 8, 1), 3.0 / 27, 1e-12);
 }
@@ -426,8 +429,11 @@ TEST(PipelineSchedule, TimelineHonorsOrderAndDependencies) {
         if (a.action.kind != ActionKind::kForward && a.action.kind != ActionKind::kBackwardWeight) {
           EXPECT_GE(a.start, end_of(stage, fwd(mb, a.action.chunk)));
           if (vs < last) {
+            // A full backward hands over its input gradient after its input half.
             const Action up{a.action.kind, mb, (vs + 1) / 4};
-            EXPECT_GE(a.start, end_of((vs + 1) % 4, up) + costs.comm);
+            const double weight_half =
+                a.action.kind == ActionKind::kBackward ? costs.backward_weight : 0.0;
+            EXPECT_GE(a.start, end_of((vs + 1) % 4, up) - weight_half + costs.comm);
           }
         }
         if (a.action.kind == ActionKind::kBackwardWeight) {
@@ -462,6 +468,23 @@ TEST(PipelineSchedule, ReusingABufferWaitsForItsReceiverToBeReady) {
   EXPECT_EQ(stage0_starts(true), (std::vector<double>{0, 1, 4.5}));
   // Sends that complete when handed over (below an eager limit) hold nothing up.
   EXPECT_EQ(stage0_starts(false), (std::vector<double>{0, 1, 2}));
+}
+
+TEST(PipelineSchedule, AFullBackwardHandsOverItsGradientBeforeItsWeightHalf) {
+  // 1F1B, pp 2, one microbatch: F 1, B-input 2, W 3 on both stages, comm 0.5. Stage 1 runs F0
+  // from 1.5 and B0 from 2.5; its input gradient leaves at 4.5 (not at B0's end, 7.5) and
+  // reaches stage 0 at 5, whose B0 ends at 10 while stage 1's ends at 7.5.
+  const Timeline t =
+      simulate(make_schedule(ScheduleKind::k1f1b, 2, 1, 1), ActionCosts{1, 2, 3, 0.5});
+  std::vector<std::pair<double, double>> backwards;  // (start, end) of stage 0's, then 1's
+  for (int stage : {0, 1})
+    for (const TimedAction& a : t.actions)
+      if (a.stage == stage && a.action.kind == ActionKind::kBackward)
+        backwards.emplace_back(a.start, a.end);
+  ASSERT_EQ(backwards.size(), 2u);
+  EXPECT_DOUBLE_EQ(backwards[1].first, 2.5);
+  EXPECT_DOUBLE_EQ(backwards[0].first, 5.0);
+  EXPECT_DOUBLE_EQ(t.makespan, 10.0);
 }
 
 }  // namespace
