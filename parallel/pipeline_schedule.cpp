@@ -718,12 +718,10 @@ double theoretical_bubble(ScheduleKind kind, int pp, int m, int v) {
   const double fill = pp - 1;
   // The fill and drain last pp-1 action slots; the steady work is m microbatches of F+B, v*m
   // chunk-sized ones for interleaved, and 3m single passes for ZB-H1 where W fills the drain.
-  // GPipe's and 1F1B's slot is F + B-input, 2 of a microbatch's 3 passes: a backward sends its
-  // input gradient before its weight half (the published (p-1)/(m+p-1) sends after all of it).
   switch (kind) {
     case ScheduleKind::kGpipe:
     case ScheduleKind::k1f1b:
-      return 2 * fill / (3.0 * m + 2 * fill);
+      return fill / (m + fill);
     case ScheduleKind::kInterleaved:
       return fill / (static_cast<double>(v) * m + fill);
     case ScheduleKind::kZbH1:

@@ -5,9 +5,8 @@ tokens/s and step time of the step lines after the first --skip, the measured bu
 the theoretical bubble beside it, the peak forward caches, the load average before and after the
 run, and the throughput relative to 1f1b at the same m and wait policy.
 
-Theoretical bubble (parallel/pipeline_schedule.h, theoretical_bubble): 2(p-1)/(3m+2(p-1)) for
-gpipe and 1f1b (a full backward hands over its input gradient after its input half; the
-published (p-1)/(m+p-1) after all of it), (p-1)/(v*m+p-1) for interleaved, (p-1)/(3m+p-1) for zb-h1. It is the idle share of
+Theoretical bubble (parallel/pipeline_schedule.h, theoretical_bubble, the published formulas,
+a full backward handing over its gradient at its end): (p-1)/(m+p-1) for gpipe and 1f1b, (p-1)/(v*m+p-1) for interleaved, (p-1)/(3m+p-1) for zb-h1. It is the idle share of
 the pipeline part of the step with F = B-input = W; the measured share also has the rest of the
 step (dp, embedding all-reduce, gradient norm, optimizer) in its denominator, and pp_wait_s also
 counts the blocked time of the embedding group's wte all-reduce and the transfer time.
@@ -38,7 +37,7 @@ from bench_metrics import median, median_share, timed_steps
 
 def theoretical_bubble(name, p, m, v):
     if name in ("gpipe", "1f1b"):
-        return 2 * (p - 1) / (3 * m + 2 * (p - 1))
+        return (p - 1) / (m + p - 1)
     if name == "interleaved":
         return (p - 1) / (v * m + p - 1)
     if name == "zb-h1":
