@@ -470,7 +470,12 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
                             const Schedule& schedule) {
   const std::vector<ChunkCosts> per_vs = chunk_costs_per_vs(m, l, cluster);
   const double share = oversubscription(cluster, l);
-  const std::vector<PassCosts> passes = pass_costs(per_vs);
+  std::vector<PassCosts> passes = pass_costs(per_vs);
+  // This project's executor sends a full backward's input gradient after its input half;
+  // Megatron-LM's (one autograd call for both halves) only after the weight half too.
+  if (megatron(l) && schedule.kind != ScheduleKind::kZbH1) {
+    for (PassCosts& p : passes) p.backward_input += p.backward_weight, p.backward_weight = 0;
+  }
   double shortest_pass = passes.front().forward;
   for (const PassCosts& p : passes)
     shortest_pass = std::min({shortest_pass, p.forward, p.backward_input});

@@ -107,6 +107,28 @@ TEST(CostModel, StepSplitAddsUpAndBubbleFollowsTheSchedule) {
   EXPECT_LT(bubble(b), bubble(a));
 }
 
+// This project's executor hands a full backward's input gradient to the previous stage after
+// its input half; Megatron-LM's one autograd call only after the weight half too. With 24 layers
+// on 4 stages and a vocabulary of 256 the embedding and head hardly matter, so the bubble's share
+// of the stage's work and bubble is about the published (p-1)/(m+p-1) in Megatron's regime
+// (measured here 0.265), and about 2(p-1)/(3m+2(p-1)) in the project's, the passes alike (0.221).
+TEST(CostModel, MegatronHandsOverTheGradientOnlyAfterTheWholeBackward) {
+  const Cluster cluster = cluster_preset("dgx-h100");
+  const ModelConfig small_vocab{24, 16, 2048, 2048, 256};
+  PlanLayout l = layout(1, 4, 8);
+  const auto bubble_share = [&](PrecisionRegime regime) {
+    l.precision = regime;
+    const StepPrediction p =
+        predict_step(small_vocab, l, cluster, make_schedule(l.schedule, 4, 8, 1));
+    return p.bubble_s / (p.compute_s + p.tp_comm_exposed_s + p.bubble_s);
+  };
+  const double megatron = bubble_share(PrecisionRegime::kMegatronMixed);
+  const double project = bubble_share(PrecisionRegime::kBf16);
+  EXPECT_NEAR(megatron, 3.0 / 11, 0.02);
+  EXPECT_NEAR(project, 6.0 / 30, 0.03);
+  EXPECT_LT(project, megatron - 0.03);
+}
+
 // Two CPU nodes of 2 ranks on a slow shared link, tp 2 across them: dealt round robin
 // (--map-by node), each node holds one rank of each of 2 stages, whose tp traffic then shares the
 // node's link. The step is the link carrying all of it: the tp time of the same model on one
