@@ -1,8 +1,8 @@
 // The planner's cost pieces: the GEMM roofline and its wave quantization, the passes' shares
 // (backward twice the forward's products, recomputation adding its forward), the replay with
-// per-virtual-stage costs against the uniform one, the step's split adding up, stages sharing a
-// CPU node's network link, the measured cost of sharing a core, and the memory adapter's
-// categories.
+// per-virtual-stage costs against the uniform one, the step's split adding up, where a full
+// backward hands over its gradient in either regime, stages sharing a CPU node's network link,
+// the measured cost of sharing a core, and the memory adapter's categories.
 #include <gtest/gtest.h>
 
 #include <cmath>
