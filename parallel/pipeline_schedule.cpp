@@ -313,13 +313,14 @@ std::vector<std::vector<std::optional<PendingSend>>> pending_sends(const Schedul
 }
 
 // Runs the lists as the executor would: a stage's next action starts once the stage is free, each
-// input has arrived (its producer's end, plus comm when the producer is another stage) and, with
-// costs.rendezvous, the previous send from the buffer it takes has been received: a send
-// completes once its receiver is there to take it (the receiving action's stage done with the
-// action before and with its own buffer's wait, as the executor takes the buffer before it
-// receives; the message itself has been under way since it was posted), as NCCL's and MPI's
-// above their eager limit do. Each pass over the stages runs whatever became ready, so a pass
-// that runs nothing with actions left is a true stall, whatever the costs.
+// input has arrived (its producer's end, or a full backward's input half, plus comm when the
+// producer is another stage) and, with costs.rendezvous, the previous send from the buffer it
+// takes has been received: a send completes once its receiver is there to take it (the receiving
+// action's stage done with the action before and with its own buffer's wait, as the executor
+// takes the buffer before it receives; the message itself has been under way since it was
+// posted), as NCCL's and MPI's above their eager limit do. Each pass over the stages runs
+// whatever became ready, so a pass that runs nothing with actions left is a true stall, whatever
+// the costs.
 class Replay {
  public:
   Replay(const Schedule& s, const ActionCosts& costs, std::vector<PassCosts> per_vs = {})

@@ -8,9 +8,10 @@ run, and the throughput relative to 1f1b at the same m and wait policy.
 Theoretical bubble (parallel/pipeline_schedule.h, theoretical_bubble, the published formulas,
 a full backward handing over its gradient at its end): (p-1)/(m+p-1) for gpipe and 1f1b,
 (p-1)/(v*m+p-1) for interleaved, (p-1)/(3m+p-1) for zb-h1. It is the idle share of the pipeline
-part of the step with a full B of 2F (zb-h1: F = B-input = W); the measured share also has the rest of the
-step (dp, embedding all-reduce, gradient norm, optimizer) in its denominator, and pp_wait_s also
-counts the blocked time of the embedding group's wte all-reduce and the transfer time.
+part of the step with a full B of 2F (zb-h1: F = B-input = W); the measured share also has the
+rest of the step (dp, embedding all-reduce, gradient norm, optimizer) in its denominator, and
+pp_wait_s also counts the blocked time of the embedding group's wte all-reduce and the transfer
+time.
 
 With a trace (METRICS.trace.json beside the metrics file, from train --trace: steps 2..4 of every
 rank on aligned clocks), also per run: each stage's receive wait as a share of the traced pipeline
@@ -220,7 +221,8 @@ def main():
           "stage S's receive wait / traced pipeline window; tr idle: all stages' idle share of "
           "the window; sim: replay of the traced order with the traced per-action costs, a full B "
           "handing over its input gradient at its end; sim*: the same, after its input half (as "
-          "the executor does and simulate() models it), the half's share of B taken from the zb-h1 traces; load 1m: "
+          "the executor does and simulate() models it), the half's share of B taken from the "
+          "zb-h1 traces; load 1m: "
           "1-minute load average before/after the run (the benchmark's own 2 ranks raise it "
           "towards 2 over back-to-back runs; well above 2 means other work shared the cores); cpu: the CPU time of the run's processes "
           "/ (2 cores x wall time) -- its ranks poll while waiting, so well below ~95% means "
