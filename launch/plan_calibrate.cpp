@@ -16,7 +16,6 @@
 #include <fstream>
 #include <map>
 #include <numeric>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -24,7 +23,8 @@
 #include "framework/check.h"
 #include "framework/cpu/cpu_backend.h"
 #include "framework/timer.h"
-#include "layers/gpt_stage.h"
+#include "launch/calibration_model.h"
+#include "launch/sleeping_wait.h"
 #include "parallel/communicator.h"
 #include "parallel/cost_model.h"
 
@@ -32,11 +32,6 @@ namespace gpt {
 namespace {
 
 constexpr double kGB = 1e9;
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Median seconds of `body` over repetitions that fill about `budget` seconds (3 to 50 of them),
 // after one untimed call (first touch).
@@ -113,53 +108,11 @@ double measure_stream(double budget) {
   return 12.0 * n / t;
 }
 
-// The whole model (tp 1, one rank) at micro-batch `mb` on a backend of its own, with random
-// tokens: what the layers are timed on. Built where MPI may be called (its tp group duplicates
-// MPI_COMM_SELF), then run on any thread (tp 1 makes no MPI call).
-class ModelCopy {
- public:
-  ModelCopy(const ModelConfig& cfg, int64_t mb)
-      : backend_(make_cpu_backend(1)),
-        self_(make_mpi_communicator(MPI_COMM_SELF, "tp")),
-        tp_(*self_, *backend_),
-        store_(*backend_),
-        stage_(store_, tp_, cfg, StageSpec{0, cfg.n_layer, true, true, false}, mb, 1, 1),
-        tokens_(static_cast<size_t>(mb * cfg.seq_len)),
-        targets_(tokens_.size()) {
-    store_.allocate();
-    store_.initialize(1);
-    std::mt19937 rng(1);
-    std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(cfg.vocab_size - 1));
-    for (size_t i = 0; i < tokens_.size(); ++i) tokens_[i] = token(rng), targets_[i] = token(rng);
-  }
-
-  // Seconds of one forward, input-gradient and weight-gradient pass.
-  std::array<double, 3> passes() {
-    const double t0 = now_seconds();
-    stage_.forward(0, tokens_.data(), targets_.data());
-    const double t1 = now_seconds();
-    stage_.backward_input(0, 0, 1.0f / static_cast<float>(tokens_.size()));
-    const double t2 = now_seconds();
-    stage_.backward_weight(0, 0);
-    return {t1 - t0, t2 - t1, now_seconds() - t2};
-  }
-
-  int64_t peak_bytes() const { return backend_->memory().peak_total(); }
-
- private:
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Communicator> self_;
-  TensorParallel tp_;
-  ParameterStore store_;
-  GptStage stage_;
-  std::vector<int32_t> tokens_, targets_;
-};
-
 // The real layers' seconds of forward, input-gradient and weight-gradient passes of the whole
 // model (tp 1, one rank) at micro-batch `mb`, and the bytes one copy of it holds.
 std::array<double, 3> measure_layers(const ModelConfig& cfg, int64_t mb, double budget,
                                      int64_t& bytes) {
-  ModelCopy copy(cfg, mb);
+  CalibrationModel copy(cfg, mb);
   std::array<std::vector<double>, 3> times;
   const double start = now_seconds();
   for (int rep = 0; rep < 30 && (rep < 4 || now_seconds() - start < budget); ++rep) {
@@ -392,31 +345,6 @@ JobShape job_shape(MPI_Comm world) {
   return shape;
 }
 
-// Waits for `request` sleeping between polls, so that ranks not measuring leave the cores to those
-// that are (a blocking MPI call spins, yielding only now and then, beside them when ranks share
-// cores).
-void sleep_until_done(MPI_Request& request) {
-  for (int done = 0;;) {
-    GPT_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    usleep(2000);
-  }
-}
-
-void sleeping_barrier(MPI_Comm world) {
-  MPI_Request request;
-  GPT_MPI_CHECK(MPI_Ibarrier(world, &request));
-  sleep_until_done(request);
-}
-
-// Rank 0's `value` on every rank, waiting as sleep_until_done.
-double sleeping_bcast(MPI_Comm world, double value) {
-  MPI_Request request;
-  GPT_MPI_CHECK(MPI_Ibcast(&value, 1, MPI_DOUBLE, 0, world, &request));
-  sleep_until_done(request);
-  return value;
-}
-
 // Seconds of one forward and backward of the whole model at micro-batch `mb` while `copies`
 // copies of it run at once, each in a thread of this rank, and as many in each other rank of
 // `timing`: each copy's passes timed together over `reps` of them after one untimed, the mean
@@ -426,8 +354,8 @@ double sleeping_bcast(MPI_Comm world, double value) {
 // to refill).
 double measure_shared_passes(const ModelConfig& cfg, int64_t mb, int copies, int reps,
                              MPI_Comm timing) {
-  std::vector<std::unique_ptr<ModelCopy>> models;
-  for (int i = 0; i < copies; ++i) models.push_back(std::make_unique<ModelCopy>(cfg, mb));
+  std::vector<std::unique_ptr<CalibrationModel>> models;
+  for (int i = 0; i < copies; ++i) models.push_back(std::make_unique<CalibrationModel>(cfg, mb));
   sleeping_barrier(timing);
   std::atomic<int> counted{0};
   std::atomic<bool> stop{false};
@@ -675,7 +603,9 @@ void measure_links(MPI_Comm world, const JobShape& shape, double budget, Cluster
   if (shape.nodes == 1) c.inter_node = c.intra_node;  // one machine: no second link to measure
   if (!pair_inside && root) std::printf("calibrate: one rank a node: intra_node = inter_node\n");
   const LinkModel& link = c.intra_node;
-  for (int n = 4; pair_inside && n <= shape.ranks_on_first_node; n *= 2)
+  // Groups up to the cores: beyond them the ranks take turns, which the all-reduce's figures
+  // here do not model (turn_seconds does, per call).
+  for (int n = 4; pair_inside && n <= std::min(shape.ranks_on_first_node, c.cpu.cores); n *= 2)
     for (double s : sizes) {
       const double t = measure_mpi(world, first_ranks(n), s, Pattern::kAllReduce, share / 2);
       if (root)
