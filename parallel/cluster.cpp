@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "framework/check.h"
@@ -214,7 +215,7 @@ void add_cpu_keys(std::map<std::string, Setter>& keys) {
   // "1x2:1.21, 1x4:1.30, 4x2:1.02": micro-batch x `at` (ranks a core, layers a rank holds): scale.
   const auto grid = [&keys](const std::string& key, CpuModel::ScaleGrid CpuModel::*field,
                             const char* what, const char* form, const char* at_name,
-                            const char* at_rule, double least_at) {
+                            const char* at_rule, double least_at, bool zero_scale = false) {
     keys[key] = [=](Cluster& c, const std::string& v, const std::string& w) {
       CpuModel::ScaleGrid& points = c.cpu.*field;
       points.clear();
@@ -228,10 +229,10 @@ void add_cpu_keys(std::map<std::string, Setter>& keys) {
         p.micro_batch = parse_number(trim(item.substr(0, x)), w);
         p.at = parse_number(trim(item.substr(x + 1, colon - x - 1)), w);
         p.scale = parse_number(trim(item.substr(colon + 1)), w);
-        GPT_INPUT_CHECK(p.micro_batch >= 1 && p.at >= least_at && p.scale > 0,
-                        w << ": " << what << " point '" << trim(item)
-                          << "' needs a micro-batch of 1 or more, " << at_rule
-                          << ", a scale above 0");
+        GPT_INPUT_CHECK(
+            p.micro_batch >= 1 && p.at >= least_at && (p.scale > 0 || (zero_scale && p.scale == 0)),
+            w << ": " << what << " point '" << trim(item) << "' needs a micro-batch of 1 or more, "
+              << at_rule << ", a " << (zero_scale ? "value of 0 or more" : "scale above 0"));
         GPT_INPUT_CHECK(
             points.empty() || p.micro_batch > points.back().micro_batch ||
                 (p.micro_batch == points.back().micro_batch && p.at > points.back().at),
@@ -246,6 +247,8 @@ void add_cpu_keys(std::map<std::string, Setter>& keys) {
        "a share above 1", std::nextafter(1.0, 2.0));
   grid("cpu.stage_scale", &CpuModel::stage_scale, "stage", "MICROBATCHxLAYERS:SCALE", "layers",
        "1 layer or more", 1);
+  grid("cpu.turn_seconds", &CpuModel::turn_seconds, "turn", "MICROBATCHxSHARE:SECONDS", "share",
+       "a share above 1", std::nextafter(1.0, 2.0), /*zero_scale=*/true);
 }
 
 const std::map<std::string, Setter>& file_keys() {
@@ -346,15 +349,16 @@ double burst_credit(const LinkModel& link, double bytes, double wire, double idl
   return std::min({wire, idle, link.burst / link.bus_bandwidth(bytes)});
 }
 
-// A CpuModel::ScaleGrid at `at` and `micro_batch`; empty: 1. `from_one`: each micro-batch's
-// points start from a scale of 1 at `at` = 1 (no sharing costs nothing).
-double grid_at(const CpuModel::ScaleGrid& grid, double at, double micro_batch, bool from_one) {
-  if (grid.empty()) return 1;
+// A CpuModel::ScaleGrid at `at` and `micro_batch`; empty: `none`. `at_one`, where given: each
+// micro-batch's points start from that value at `at` = 1 (no sharing: no cost).
+double grid_at(const CpuModel::ScaleGrid& grid, double at, double micro_batch,
+               std::optional<double> at_one, double none) {
+  if (grid.empty()) return none;
   CpuModel::ScaleCurve by_micro_batch;  // each measured micro-batch's scale at `at`
   for (size_t i = 0; i < grid.size();) {
     const double mb = grid[i].micro_batch;
     std::vector<std::pair<double, double>> by_at;
-    if (from_one) by_at.emplace_back(1, 1);
+    if (at_one) by_at.emplace_back(1, *at_one);
     for (; i < grid.size() && grid[i].micro_batch == mb; ++i)
       by_at.emplace_back(grid[i].at, grid[i].scale);
     by_micro_batch.emplace_back(mb, curve_at(by_at, at));
@@ -379,11 +383,16 @@ double CpuModel::scale_at(const ScaleCurve& curve, double micro_batch) {
 
 double CpuModel::sharing_at(double share, double micro_batch) const {
   if (share <= 1) return 1;
-  return grid_at(sharing_scale, share, micro_batch, /*from_one=*/true);
+  return grid_at(sharing_scale, share, micro_batch, /*at_one=*/1, /*none=*/1);
 }
 
 double CpuModel::stage_at(double layers, double micro_batch) const {
-  return grid_at(stage_scale, layers, micro_batch, /*from_one=*/false);
+  return grid_at(stage_scale, layers, micro_batch, /*at_one=*/std::nullopt, /*none=*/1);
+}
+
+double CpuModel::turn_at(double share, double micro_batch) const {
+  if (share <= 1) return 0;
+  return grid_at(turn_seconds, share, micro_batch, /*at_one=*/0, /*none=*/0);
 }
 
 double LinkModel::bus_bandwidth(double bytes) const {
@@ -419,6 +428,8 @@ std::string cluster_file_text(const Cluster& c) {
   if (!c.cpu.sharing_scale.empty())
     out << "sharing_scale = " << grid_text(c.cpu.sharing_scale) << "\n";
   if (!c.cpu.stage_scale.empty()) out << "stage_scale = " << grid_text(c.cpu.stage_scale) << "\n";
+  if (!c.cpu.turn_seconds.empty())
+    out << "turn_seconds = " << grid_text(c.cpu.turn_seconds) << "\n";
   return out.str();
 }
 
@@ -454,6 +465,20 @@ double libnbc_seconds(const LinkModel& link, Collective op, double bytes, int ra
     }
     case Collective::kAllGather:
       return collective_seconds(link, op, bytes, ranks);
+  }
+  return 0;
+}
+
+int libnbc_rounds(Collective op, int ranks) {
+  if (ranks <= 1) return 0;
+  const int log_rounds = static_cast<int>(std::ceil(std::log2(ranks)));
+  switch (op) {
+    case Collective::kAllReduce:
+      return 2 * log_rounds;
+    case Collective::kReduceScatter:
+      return log_rounds + ranks - 1;
+    case Collective::kAllGather:
+      return ranks - 1;
   }
   return 0;
 }

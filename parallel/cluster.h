@@ -62,6 +62,9 @@ double p2p_seconds(const LinkModel& link, double bytes, double idle = 0);
 // then the root sends each rank its block in turn; an all-gather is every rank sending its block
 // to every other, as the ring moves it.
 double libnbc_seconds(const LinkModel& link, Collective op, double bytes, int ranks);
+// The rounds of libnbc_seconds' collective (its latencies): the messages a rank waits for, one
+// at a time, each needing its sender to run.
+int libnbc_rounds(Collective op, int ranks);
 
 struct GpuModel {
   std::string name;
@@ -109,6 +112,14 @@ struct CpuModel {
   // layers' real-over-modelled time over the whole model's; empty: 1 (docs/PLANNER.md, "The
   // stage's size").
   ScaleGrid stage_scale;
+  // Two ranks meeting (a blocking collective, a round of a nonblocking one, a pipeline message)
+  // cost ranks taking turns on a core more than the transfer: the first to arrive yields its
+  // core, and they meet only once the scheduler has run both, past the other ranks' turns. `at`
+  // is the ranks a core, the scale the seconds each meeting adds per rank a core (the cost model
+  // multiplies by the share as it does the transfer), measured by `plan --calibrate-turns` at
+  // the blocking all-reduces of the calibration model at tp 2; empty: 0 (docs/PLANNER.md,
+  // "Taking turns at a meeting").
+  ScaleGrid turn_seconds;
   bool active() const { return cores > 0; }
   // `curve`'s scale at `micro_batch`.
   static double scale_at(const ScaleCurve& curve, double micro_batch);
@@ -117,6 +128,9 @@ struct CpuModel {
   double sharing_at(double share, double micro_batch) const;
   // stage_scale for a rank holding `layers` layers at `micro_batch`.
   double stage_at(double layers, double micro_batch) const;
+  // turn_seconds at `share` ranks a core and `micro_batch`: 0 at a share of 1 or less, from 0 at
+  // a share of 1 up to the measured shares.
+  double turn_at(double share, double micro_batch) const;
 };
 
 struct Cluster {

@@ -28,13 +28,23 @@ bool megatron(const PlanLayout& l) {
 // node's work spreads over its cores (forced to spin instead, tp 4 on 2 cores ran 45 times
 // slower here): every pass and every transfer the CPU drives (shared memory, inside a node)
 // stretches by that factor; a transfer across nodes is bound by the network and does not. The
-// passes stretch further by the measured cost of taking turns (CpuModel::sharing_at). Not
-// modelled: the scheduler switching a group's members in at each step of a collective when they
-// cannot all run at once (docs/PLANNER.md). 1 on GPUs and whenever the ranks fit the cores.
+// passes stretch further by the measured cost of taking turns (CpuModel::sharing_at), and each
+// meeting of two ranks by what that costs them (meeting_turn). 1 on GPUs and whenever the ranks
+// fit the cores.
 double oversubscription(const Cluster& cluster, const PlanLayout& l) {
   if (!cluster.cpu.active()) return 1;
   const int ranks = ranks_per_node(cluster, l.world(), l.placement);
   return std::max(1.0, static_cast<double>(ranks) * cluster.cpu.threads / cluster.cpu.cores);
+}
+
+// What ranks taking turns on a node's shared cores pay at each meeting of two of them, before the
+// transfer's stretch by the share: a blocking tp collective, a round of a dp or step reduction,
+// a pipeline message. Each needs both ranks run, past the turns of the others on their cores
+// (CpuModel::turn_seconds, measured at the tp collectives of a tp-2 pass at the layout's
+// micro-batch size). None across nodes (the network binds), on GPUs, or with a core a rank.
+double meeting_turn(const Cluster& cluster, const PlanLayout& l, const LinkModel& link) {
+  if (link.crosses_nodes) return 0;
+  return cluster.cpu.turn_at(oversubscription(cluster, l), static_cast<double>(l.micro_batch));
 }
 
 // The ranks of one pipeline stage (tp x dp consecutive ranks) on one node. On a CPU cluster
@@ -82,19 +92,21 @@ Shapes shapes_of(const ModelConfig& m, const PlanLayout& l) {
 }
 
 // The tp group's collectives on its link (tp ranks are consecutive: one node unless tp exceeds
-// it), each after `idle` seconds of compute. A collective of one rank costs nothing.
+// it), each after `idle` seconds of compute, and each with `turn` seconds more for its members
+// taking turns on shared cores (meeting_turn: one a call, as measured). A collective of one rank
+// costs nothing.
 struct TpComm {
   LinkModel link;
   int ranks = 1;
-  double idle = 0;
-  double all_reduce(double bytes) const {
-    return collective_seconds(link, Collective::kAllReduce, bytes, ranks, idle);
-  }
-  double all_gather(double bytes) const {
-    return collective_seconds(link, Collective::kAllGather, bytes, ranks, idle);
-  }
-  double reduce_scatter(double bytes) const {
-    return collective_seconds(link, Collective::kReduceScatter, bytes, ranks, idle);
+  double idle = 0, turn = 0;
+  double all_reduce(double bytes) const { return call(Collective::kAllReduce, bytes); }
+  double all_gather(double bytes) const { return call(Collective::kAllGather, bytes); }
+  double reduce_scatter(double bytes) const { return call(Collective::kReduceScatter, bytes); }
+
+ private:
+  double call(Collective op, double bytes) const {
+    if (ranks <= 1 || bytes <= 0) return 0;
+    return collective_seconds(link, op, bytes, ranks, idle) + turn;
   }
 };
 
@@ -285,6 +297,7 @@ Context make_context(const ModelConfig& m, const PlanLayout& l, const Cluster& c
     c.tp.idle = block_costs(c).passes.forward.compute *
                 compute_stretch(m, cluster, l, cluster.cpu.forward_scale) / calls;
   }
+  c.tp.turn = meeting_turn(cluster, l, c.tp.link);
   return c;
 }
 
@@ -302,9 +315,10 @@ StageExtras stage_extras(const ModelConfig& m, const PlanLayout& l, const Cluste
   const LinkModel link = group_link(cluster, l.dp, l.tp, l.placement);
   const double share = oversubscription(cluster, l);
   // The buckets' collectives are nonblocking: NCCL's ring on GPUs, Open MPI's libnbc on the CPU.
+  const double turn = meeting_turn(cluster, l, link);
   const auto seconds = [&](Collective op, double bytes) {
-    return cluster.cpu.active() ? libnbc_seconds(link, op, bytes, l.dp)
-                                : collective_seconds(link, op, bytes, l.dp);
+    if (!cluster.cpu.active()) return collective_seconds(link, op, bytes, l.dp);
+    return libnbc_seconds(link, op, bytes, l.dp) + libnbc_rounds(op, l.dp) * turn;
   };
   if (l.distributed_optimizer) {
     x.dp_total = seconds(Collective::kReduceScatter, grad_bytes);
@@ -429,7 +443,7 @@ double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluste
   if (l.pp == 1) return 0;
   const LinkModel link = p2p_link(cluster, l);
   return transfer_share(oversubscription(cluster, l), link) *
-         p2p_seconds(link, p2p_bytes(m, l), idle);
+         (p2p_seconds(link, p2p_bytes(m, l), idle) + meeting_turn(cluster, l, link));
 }
 
 // The step's small blocking reductions after the pipeline, 8 bytes each: the loss over the world
@@ -446,7 +460,11 @@ StepReductions step_reductions(const Cluster& cluster, const PlanLayout& l) {
   const auto reduce = [&](int ranks, int stride) {
     if (ranks <= 1) return 0.0;
     const LinkModel link = group_link(cluster, ranks, stride, l.placement);
-    return transfer_share(share, link) * collective_seconds(link, Collective::kAllReduce, 8, ranks);
+    // Open MPI's 8-byte all-reduce exchanges by recursive doubling: log2(n) meetings.
+    const double meetings = std::ceil(std::log2(ranks));
+    return transfer_share(share, link) *
+           (collective_seconds(link, Collective::kAllReduce, 8, ranks) +
+            meetings * meeting_turn(cluster, l, link));
   };
   StepReductions r;
   r.tp = reduce(l.tp, 1);
@@ -492,9 +510,10 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   const LinkModel tied_link = group_link(cluster, 2, (l.pp - 1) * l.tp * l.dp, l.placement);
   const double tied =
       l.pp > 1 ? transfer_share(share, tied_link) *
-                     collective_seconds(
-                         tied_link, Collective::kAllReduce,
-                         static_cast<double>(m.padded_vocab(l.tp) / l.tp * m.d_model) * 4, 2)
+                     (collective_seconds(
+                          tied_link, Collective::kAllReduce,
+                          static_cast<double>(m.padded_vocab(l.tp) / l.tp * m.d_model) * 4, 2) +
+                      meeting_turn(cluster, l, tied_link))
                : 0;
   const StepReductions reductions = step_reductions(cluster, l);
   StepPrediction p;

@@ -234,6 +234,44 @@ TEST(ClusterFile, SharingScaleInterpolatesByShareThenMicroBatch) {
         << bad;
 }
 
+// The cost of meeting while taking turns: 0 at a share of 1 (and with none measured), linear in
+// log(share) from there to the measured points and held beyond, then in log(micro-batch); a
+// measured 0 is a value, a negative one an error.
+TEST(ClusterFile, TurnSecondsRiseFromZeroAtOneRankACore) {
+  const Cluster c = parse_cluster_file(
+      "base = dgx-h100\n[cpu]\ncores = 2\nturn_seconds = 1x2:40e-6, 1x8:20e-6, 4x2:0, 4x8:60e-6\n",
+      "c.ini");
+  EXPECT_DOUBLE_EQ(c.cpu.turn_at(1, 1), 0);
+  EXPECT_DOUBLE_EQ(c.cpu.turn_at(0.5, 4), 0);
+  EXPECT_NEAR(c.cpu.turn_at(std::sqrt(2.0), 1), 20e-6, 1e-15);  // halfway from 1 to 2 in log
+  EXPECT_NEAR(c.cpu.turn_at(4, 1), 30e-6, 1e-15);
+  EXPECT_NEAR(c.cpu.turn_at(16, 1), 20e-6, 1e-15);  // held beyond the largest share
+  EXPECT_NEAR(c.cpu.turn_at(2, 4), 0, 1e-15);
+  EXPECT_NEAR(c.cpu.turn_at(8, 2), 40e-6, 1e-15);   // halfway from micro-batch 1 to 4 in log
+  EXPECT_DOUBLE_EQ(Cluster{}.cpu.turn_at(8, 1), 0);  // none measured
+  const Cluster back = parse_cluster_file(cluster_file_text(c), "c.ini");
+  ASSERT_EQ(back.cpu.turn_seconds.size(), 4u);
+  for (double share : {1.5, 2.0, 5.0, 8.0})
+    for (double mb : {1.0, 2.0, 4.0})
+      EXPECT_NEAR(back.cpu.turn_at(share, mb), c.cpu.turn_at(share, mb), 1e-12);
+  for (const char* bad : {"turn_seconds = 2:1e-5\n", "turn_seconds = 1x1:1e-5\n",
+                          "turn_seconds = 1x2:-1e-6\n", "turn_seconds = 1x4:1e-5, 1x2:1e-5\n"})
+    EXPECT_THROW(parse_cluster_file(std::string("base = dgx-h100\n[cpu]\n") + bad, "c.ini"), Error)
+        << bad;
+}
+
+// The rounds of Open MPI's nonblocking collectives are libnbc_seconds' latencies.
+TEST(LinkModel, LibnbcRoundsAreItsLatencies) {
+  LinkModel link;
+  link.latency = 1e-6;
+  link.bandwidth = 1e30;  // latency alone
+  for (Collective op : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather})
+    for (int ranks : {1, 2, 3, 4, 8})
+      EXPECT_NEAR(libnbc_seconds(link, op, 1024, ranks), libnbc_rounds(op, ranks) * 1e-6, 1e-15)
+          << static_cast<int>(op) << " over " << ranks;
+  EXPECT_EQ(libnbc_rounds(Collective::kReduceScatter, 4), 5);  // binomial reduce, 3 sends
+}
+
 // The stage's size: linear in log(layers) between the measured points and held beyond them (no
 // anchor at 1 layer), then in log(micro-batch); each malformed line named with its form.
 TEST(ClusterFile, StageScaleInterpolatesByLayersThenMicroBatch) {

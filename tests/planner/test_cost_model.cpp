@@ -5,6 +5,7 @@
 // the measured cost of sharing a core, and the memory adapter's categories.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 
 #include "parallel/cluster.h"
@@ -188,6 +189,42 @@ TEST(CostModel, SharingScaleStretchesOnlyOversubscribedPasses) {
   EXPECT_DOUBLE_EQ(stretch(2, 1), 1);       // 2 ranks on 2 cores
   EXPECT_NEAR(stretch(2, 2), 1.5, 1e-12);   // share 2
   EXPECT_NEAR(stretch(4, 4), 1.25, 1e-12);  // share 8: held at the largest measured share
+}
+
+// Ranks taking turns on shared cores pay the measured turn at each meeting: every blocking tp
+// collective of a pass adds it, times the share as the transfer is; the compute is untouched,
+// and a layout with a core a rank pays nothing.
+TEST(CostModel, TurnSecondsAddAtEveryTpCollectiveOfAnOversubscribedLayout) {
+  const Cluster plain = two_core_cluster();
+  Cluster turned = plain;
+  const double turn = 50e-6;
+  turned.cpu.turn_seconds = {{1, 2, turn}, {1, 8, turn}, {4, 2, turn}, {4, 8, turn}};
+  // Per pass, the turned cluster's exposed tp seconds over the plain one's, in turns.
+  const auto extra_turns = [&](int tp, int pp, int vs) {
+    PlanLayout l = layout(tp, pp, 4);
+    l.precision = PrecisionRegime::kFp32;
+    const ChunkCosts a = chunk_costs(kSmall, l, turned, vs), b = chunk_costs(kSmall, l, plain, vs);
+    EXPECT_DOUBLE_EQ(a.forward.compute, b.forward.compute);
+    EXPECT_DOUBLE_EQ(a.backward_input.compute, b.backward_input.compute);
+    return std::array<double, 3>{(a.forward.tp_exposed - b.forward.tp_exposed) / turn,
+                                 (a.backward_input.tp_exposed - b.backward_input.tp_exposed) / turn,
+                                 (a.backward_weight.tp_exposed - b.backward_weight.tp_exposed) /
+                                     turn};
+  };
+  const auto expect_turns = [](std::array<double, 3> got, std::array<double, 3> want) {
+    for (int k = 0; k < 3; ++k) EXPECT_NEAR(got[k], want[k], 1e-6) << "pass " << k;
+  };
+  expect_turns(extra_turns(2, 1, 0), {0, 0, 0});  // 2 ranks on 2 cores
+  // tp 2 x pp 2: 2 ranks a core. Stage 0: 2 blocks' 2 all-reduces each way and the embedding's
+  // forward one; stage 1: the blocks' and the head's 3 forward and 1 backward.
+  expect_turns(extra_turns(2, 2, 0), {2 * 5, 2 * 4, 0});
+  expect_turns(extra_turns(2, 2, 1), {2 * 7, 2 * 5, 0});
+  // The step pays them too: the pipeline's messages and the step's reductions add more.
+  PlanLayout l = layout(2, 2, 4);
+  l.precision = PrecisionRegime::kFp32;
+  const Schedule s = make_schedule(l.schedule, l.pp, l.microbatches, 1);
+  EXPECT_GT(predict_step(kSmall, l, turned, s).step_time_s,
+            predict_step(kSmall, l, plain, s).step_time_s + l.microbatches * 2 * 9 * turn);
 }
 
 // The stage's size scales every pass by the layers a rank holds (all its chunks: an interleaved
