@@ -1,11 +1,13 @@
 // plan: predicts the memory and step time of every layout of a model on a described cluster by
 // replaying the real pipeline schedules with per-action costs, and ranks them (docs/PLANNER.md).
 // One process, no GPU: `plan --cluster dgx-h100 --nodes 4 --tp 4 --pp 4 --model gpt2`;
-// `mpiexec -n 2 plan --calibrate FILE [model options]` measures this machine instead. Bad
-// input (an unknown preset, a malformed cluster file, a layout that cannot divide the model) is
-// one "error: ..." line and exit code 1.
+// `mpiexec -n 2 plan --calibrate FILE [model options]` measures this machine instead, and
+// `mpiexec -n 16 plan --calibrate-turns FILE [model options]` adds what ranks taking turns on
+// its cores pay at each tp collective. Bad input (an unknown preset, a malformed cluster file, a
+// layout that cannot divide the model) is one "error: ..." line and exit code 1.
 #include <iostream>
 
+#include "launch/calibrate_turns.h"
 #include "launch/plan_calibrate.h"
 #include "launch/plan_options.h"
 #include "launch/plan_report.h"
@@ -23,12 +25,16 @@ int main(int argc, char** argv) {
         "usage: plan --cluster FILE|PRESET --nodes N [model options] [layout options]",
         description, &options.given, [&] {
           gpt::finish_plan_options(options);
-          if (!options.calibrate.empty()) return;
+          if (!options.calibrate.empty() || !options.calibrate_turns.empty()) return;
           cluster = gpt::load_cluster(options.cluster);
           layouts = gpt::enumerate_layouts(options, cluster);
         });
     if (run && !options.calibrate.empty()) {
       gpt::calibrate_cpu_cluster(MPI_COMM_WORLD, options);
+      return 0;
+    }
+    if (run && !options.calibrate_turns.empty()) {
+      gpt::calibrate_turns(MPI_COMM_WORLD, options);
       return 0;
     }
     if (!run || gpt::comm_rank(MPI_COMM_WORLD) != 0) return 0;

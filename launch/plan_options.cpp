@@ -159,7 +159,11 @@ po::options_description plan_options_description(PlanOptions& o) {
       "measure this machine and write a CPU cluster FILE, then exit (run under mpiexec with "
       "2 or more ranks for the MPI figures; docs/PLANNER.md)");
   add("calibrate-seconds", po::value(&o.calibrate_seconds)->default_value(o.calibrate_seconds),
-      "rough time budget of --calibrate");
+      "rough time budget of --calibrate, and of --calibrate-turns");
+  add("calibrate-turns", po::value(&o.calibrate_turns),
+      "add to the CPU cluster FILE written by --calibrate what a blocking tp collective costs "
+      "ranks taking turns on its cores, then exit (run under mpiexec with as many ranks as the "
+      "layouts to be priced, at least 2 a core; docs/PLANNER.md)");
   po::options_description layout(
       "Layout (train's names: each one given is fixed, each one left out is enumerated)");
   add = layout.add_options();
@@ -197,6 +201,9 @@ void finish_plan_options(PlanOptions& o) {
   GPT_INPUT_CHECK(!o.was_given("ranks") || o.ranks >= 1,
                   "--ranks must be at least 1 (got " << o.ranks << ")");
   GPT_INPUT_CHECK(o.calibrate_seconds > 0, "--calibrate-seconds must be above 0");
+  GPT_INPUT_CHECK(o.calibrate.empty() || o.calibrate_turns.empty(),
+                  "--calibrate and --calibrate-turns are separate runs: first --calibrate FILE, "
+                  "then --calibrate-turns FILE with more ranks");
   GPT_INPUT_CHECK(o.map_by == "slot" || o.map_by == "node",
                   "--map-by must be one of slot | node (got '" << o.map_by << "')");
   GPT_INPUT_CHECK(o.top >= 1, "--top must be at least 1");

@@ -27,6 +27,7 @@ struct PlanOptions {
   std::string map_by = "slot";  // --map-by slot|node, as mpirun places the ranks
   std::string calibrate;        // --calibrate FILE: measure this machine, write FILE, exit
   double calibrate_seconds = 20;
+  std::string calibrate_turns;  // --calibrate-turns FILE: add the cost of taking turns to FILE
   // Layout options; the ones not in `given` are enumerated.
   int tp = 1, pp = 1, dp = 0, virtual_stages = 1, recompute_layers = 0;
   std::string schedule = "1f1b", recompute = "none", precision = "bf16";

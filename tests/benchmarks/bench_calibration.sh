@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Calibration benchmark (a program, not a test; docs/PLANNER.md "Calibrating a CPU cluster"):
 # `plan --calibrate` measures this machine into a cluster file (before each round, below), and
-# each layout of LAYOUTS below is trained for real (one thread per rank, up to 16 ranks on however many cores there are) and
+# `plan --calibrate-turns` adds what ranks taking turns on its cores pay when they meet; then
+# each layout of LAYOUTS below is trained for real (one thread per rank, up to 16 ranks on
+# however many cores there are) and
 # priced by `plan --cluster FILE` with the same layout fixed; bench_calibration.py prints
 # predicted against measured step time (median of the steps after the warm-up) and peak memory
 # (the heaviest rank: plan's memory against the metrics' measured events), the errors, pass or
@@ -17,7 +19,7 @@
 # Usage: tests/benchmarks/bench_calibration.sh [build dir] [steps (default 12)]
 #   GPT_BENCH_MAX_LOAD / GPT_BENCH_WAIT_TRIES: see bench_common.sh. GPT_BENCH_LAYOUTS: a
 #   space-separated subset of the layout names below. GPT_CALIBRATE_SECONDS (20): --calibrate's
-#   budget. GPT_BENCH_ROUNDS (3).
+#   budget, and --calibrate-turns'. GPT_BENCH_ROUNDS (3).
 set -euo pipefail
 # shellcheck source=bench_common.sh
 source "$(dirname "$0")/bench_common.sh"
@@ -61,8 +63,16 @@ calibrate() {  # round
     "--vocab-size 256" >&2
   OMP_NUM_THREADS=1 "$mpiexec" --oversubscribe --bind-to none -n 2 "$plan" --calibrate "$cluster" \
     "${shape[@]}" --vocab-size 256 --calibrate-seconds "${GPT_CALIBRATE_SECONDS:-20}" >&2
+  # Then, with as many ranks as the largest layout runs, what their meetings cost them when
+  # they take turns on the cores (turn_seconds).
+  echo "== calibrate, round $1: $mpiexec -n $max_ranks plan --calibrate-turns $cluster" >&2
+  OMP_NUM_THREADS=1 "$mpiexec" --oversubscribe --bind-to none -n "$max_ranks" "$plan" \
+    --calibrate-turns "$cluster" "${shape[@]}" --vocab-size 256 \
+    --calibrate-seconds "${GPT_CALIBRATE_SECONDS:-20}" >&2
   cat "$cluster" >&2
 }
+max_ranks=$(for entry in "${LAYOUTS[@]}"; do read -r _ np _ <<< "$entry"; echo "$np"; done |
+  sort -n | tail -1)
 
 # plan's layout options: the given ones, and every switch train leaves off fixed off.
 plan_layout() {  # options...

@@ -4,7 +4,8 @@ this machine on a tiny budget and a tiny model, the written file is a CPU cluste
 beyond the cores allowed), and a cluster file cut to one line is one error line, exit code 1.
 The figures themselves are not checked (a shared machine measures what it measures), only the
 intra-node curves' sizes and their times' order, and the points at which the cost of sharing a
-core and the stage's size were measured.
+core and the stage's size were measured; then `plan --calibrate-turns` with two ranks a core adds
+the cost of meeting while taking turns, and bad input to it is one error line.
 
 Run: /usr/bin/python3 test_calibrate.py --bin BUILD/bin --mpiexec MPIEXEC --mpiexec-flags=FLAGS
 """
@@ -25,7 +26,7 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 
 
 def run(cmd):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=50, env=ENV)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=100, env=ENV)
 
 
 class CalibrateTest(unittest.TestCase):
@@ -35,6 +36,40 @@ class CalibrateTest(unittest.TestCase):
         self.assertEqual(len(lines), 1, cpu)
         return lines[0], [(p.split(":")[0].strip(), float(p.split(":")[1]))
                           for p in lines[0].split("=", 1)[1].split(",")]
+
+    def check_turns(self, plan, path, cores, step_time):
+        """`plan --calibrate-turns` with two ranks a core adds turn_seconds at share 2 for
+        micro-batches 1 and 4, keeps the file's comment lines, and the file still prices the
+        4-rank layout, no faster (a turn is never below 0). Too few ranks, or a GPU preset, is
+        one error line and exit code 1."""
+        with open(path) as f:
+            first = f.readline()
+        launch = [ARGS.mpiexec] + ARGS.mpiexec_flags.split()
+        proc = run(launch + ["-n", str(2 * cores), plan, "--calibrate-turns", path,
+                             "--calibrate-seconds", "2"] + MODEL)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("calibrate: added turn_seconds", proc.stdout)
+        with open(path) as f:
+            text = f.read()
+        self.assertTrue(text.startswith(first), text[:300])
+        self.assertIn("# plan --calibrate-turns: turn_seconds measured with", text)
+        line, points = self.grid_points(text.split("[cpu]")[1], "turn_seconds")
+        self.assertEqual([key for key, _ in points], ["1x2", "4x2"], line)
+        self.assertTrue(all(0 <= seconds < 0.01 for _, seconds in points), line)
+        proc = run([plan, "--cluster", path, "--ranks", "4", "--tp", "2", "--pp", "2",
+                    "--global-batch-size", "4", "--json"] + MODEL)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        turned = json.loads(proc.stdout.splitlines()[0])["step_time_s"]
+        if cores == 2:  # 4 ranks share 2 cores: every meeting pays its turn
+            self.assertGreaterEqual(turned, step_time * (1 - 1e-9))
+        for ranks, cluster, message in ((cores, path, "needs at least 2 ranks a core"),
+                                        (2 * cores, "dgx-h100", "is not a CPU cluster file")):
+            proc = run(launch + ["-n", str(ranks), plan, "--calibrate-turns", cluster,
+                                 "--calibrate-seconds", "2"] + MODEL)
+            self.assertEqual(proc.returncode, 1, proc.stderr)
+            errors = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
+            self.assertEqual(len(errors), 1, proc.stderr)  # agreed: rank 0 says it
+            self.assertIn(message, errors[0])
 
     def test_calibrated_file_parses_and_prices(self):
         plan = os.path.join(ARGS.bin, "plan")
@@ -85,6 +120,8 @@ class CalibrateTest(unittest.TestCase):
             row = json.loads(proc.stdout.splitlines()[0])
             self.assertGreater(row["step_time_s"], 0)
             self.assertGreater(row["memory_bytes"]["activations"], 0)
+            if 2 * cores <= 8:  # two ranks a core: a few processes on a small machine
+                self.check_turns(plan, path, cores, row["step_time_s"])
 
             with open(path, "w") as f:
                 f.write(text.splitlines()[0] + "\n[gpu]\npeak_fp32_tflops = x\n")
