@@ -3,8 +3,8 @@
 // One process, no GPU: `plan --cluster dgx-h100 --nodes 4 --tp 4 --pp 4 --model gpt2`;
 // `mpiexec -n 2 plan --calibrate FILE [model options]` measures this machine instead, and
 // `mpiexec -n 16 plan --calibrate-turns FILE [model options]` adds what ranks taking turns on
-// its cores pay at each tp collective. Bad input (an unknown preset, a malformed cluster file, a
-// layout that cannot divide the model) is one "error: ..." line and exit code 1.
+// its cores pay each time two of them meet. Bad input (an unknown preset, a malformed cluster file,
+// a layout that cannot divide the model) is one "error: ..." line and exit code 1.
 #include <iostream>
 
 #include "launch/calibrate_turns.h"

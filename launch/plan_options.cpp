@@ -161,9 +161,10 @@ po::options_description plan_options_description(PlanOptions& o) {
   add("calibrate-seconds", po::value(&o.calibrate_seconds)->default_value(o.calibrate_seconds),
       "rough time budget of --calibrate, and of --calibrate-turns");
   add("calibrate-turns", po::value(&o.calibrate_turns),
-      "add to the CPU cluster FILE written by --calibrate what a blocking tp collective costs "
-      "ranks taking turns on its cores, then exit (run under mpiexec with as many ranks as the "
-      "layouts to be priced, at least 2 a core; docs/PLANNER.md)");
+      "add to the CPU cluster FILE written by --calibrate what ranks taking turns on its cores "
+      "pay each time two of them meet (a blocking collective, a pipeline message), then exit "
+      "(run under mpiexec with as many ranks as the layouts to be priced, at least 2 a core; "
+      "docs/PLANNER.md)");
   po::options_description layout(
       "Layout (train's names: each one given is fixed, each one left out is enumerated)");
   add = layout.add_options();
