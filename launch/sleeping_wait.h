@@ -1,6 +1,6 @@
-// MPI waits that sleep between polls, for `plan --calibrate`: while some ranks measure, the others
-// wait in these and leave the cores to them (a blocking MPI call spins, yielding only now and
-// then, beside the measuring ranks when ranks share cores).
+// MPI waits that sleep between polls, for `plan --calibrate` and `--calibrate-turns`: while some
+// ranks measure, the others wait in these and leave the cores to them (a blocking MPI call spins,
+// yielding only now and then, beside the measuring ranks when ranks share cores).
 #pragma once
 
 #include <mpi.h>
