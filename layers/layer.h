@@ -4,9 +4,10 @@
 // hands it to each layer; a layer derives from Layer to keep the parts it uses.
 #pragma once
 
+#include "framework/memory_ledger.h"
 #include "framework/parameter.h"
 #include "layers/layer_scratch.h"
-#include "parallel/memory_model.h"
+#include "parallel/layer_sizes.h"
 #include "parallel/tensor_parallel.h"
 
 namespace gpt {

@@ -6,7 +6,7 @@
 
 #include "framework/config.h"
 #include "framework/device_array.h"
-#include "parallel/memory_model.h"
+#include "parallel/layer_sizes.h"
 
 namespace gpt {
 

@@ -9,43 +9,6 @@
 
 namespace gpt {
 
-const char* recompute_name(Recompute mode) {
-  switch (mode) {
-    case Recompute::kNone:
-      return "none";
-    case Recompute::kSelective:
-      return "selective";
-    case Recompute::kFull:
-      return "full";
-  }
-  return "?";
-}
-
-Recompute parse_recompute(const std::string& name) {
-  for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
-    if (name == recompute_name(mode)) return mode;
-  fail_input("--recompute must be none, selective or full, not '" + name + "'");
-}
-
-LayerSizes layer_sizes(const ModelConfig& model, int tp, bool sequence_parallel,
-                       int64_t micro_batch, DeviceKind device, Recompute recompute) {
-  LayerSizes s;
-  s.B = micro_batch;
-  s.T = model.seq_len;
-  s.N = s.B * s.T;
-  s.sequence_parallel = sequence_parallel && tp > 1;
-  s.Nl = s.sequence_parallel ? s.N / tp : s.N;
-  s.C = model.d_model;
-  s.local_heads = model.n_head / tp;
-  s.local_channels = s.local_heads * model.head_dim();
-  s.local_ffn = model.ffn_dim() / tp;
-  s.local_vocab = model.padded_vocab(tp) / tp;
-  s.device = device;
-  s.drop_attention_cache =
-      recompute == Recompute::kSelective && attention_cache_is_quadratic(device);
-  return s;
-}
-
 int64_t reserved_bytes(DeviceKind device, int64_t count, int64_t element_bytes) {
   const int64_t unit = device == DeviceKind::kCpu ? 64 : 256;  // Backend::allocation_granularity
   const int64_t bytes = count * element_bytes;
@@ -86,12 +49,12 @@ int64_t scratch_bytes(const LayerSizes& s, const ChunkRecompute& rc) {
 // One chunk's activations (its caches, gradient sets and rebuilt caches) and workspace.
 void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, int chunk,
                MemoryBytes& bytes) {
-  const StageSpec spec = virtual_stage_spec(in.model, in.grid.pp, in.virtual_stages, stage, chunk,
-                                            in.layers_per_stage);
-  const ChunkRecompute rc =
-      chunk_recompute(in.recompute, in.recompute_layers, spec, schedule.splits_backward());
-  const LayerSizes s =
-      layer_sizes(in.model, in.grid.tp, in.sequence_parallel, in.micro_batch, in.device, rc.mode);
+  const StageSpec spec = virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages, stage,
+                                            chunk, in.layout.layers_per_stage);
+  const ChunkRecompute rc = chunk_recompute(in.layout.recompute, in.layout.recompute_layers, spec,
+                                            schedule.splits_backward());
+  const LayerSizes s = layer_sizes(in.model, in.layout.tp, in.layout.sequence_parallel,
+                                   in.layout.micro_batch, in.device, rc.mode);
   const Rounder r{in.device};
   const int64_t n = spec.n_layers;
   const int64_t cache = (n + 1) * r(s.residual()) + 2 * reserved_bytes(in.device, s.tokens()) +
@@ -109,17 +72,6 @@ void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, 
 }
 
 }  // namespace
-
-ChunkRecompute chunk_recompute(Recompute mode, int64_t recompute_layers, const StageSpec& spec,
-                               bool split_backward) {
-  ChunkRecompute rc;
-  rc.mode = mode;
-  rc.split_backward = split_backward;
-  if (mode == Recompute::kFull)
-    rc.full_blocks =
-        recompute_layers == 0 ? spec.n_layers : std::min(recompute_layers, spec.n_layers);
-  return rc;
-}
 
 std::vector<BucketParameter> chunk_parameters(const ModelConfig& model, int tp,
                                               const StageSpec& spec) {
@@ -163,7 +115,7 @@ namespace {
 void add_parameter_buffers(const MemoryModelInput& in, const std::vector<BucketParameter>& params,
                            MemoryBytes& bytes) {
   const BucketPlan plan =
-      plan_buckets(params, in.dp_bucket_elements, in.grid.dp, in.distributed_optimizer);
+      plan_buckets(params, in.dp_bucket_elements, in.layout.dp, in.layout.distributed_optimizer);
   bytes[MemoryCategory::kWeights] = reserved_bytes(in.device, plan.padded_total);
   bytes[MemoryCategory::kGrads] = reserved_bytes(in.device, plan.padded_total);
   bytes[MemoryCategory::kOptimizer] =
@@ -174,16 +126,16 @@ void add_parameter_buffers(const MemoryModelInput& in, const std::vector<BucketP
 }  // namespace
 
 MemoryBytes predict_memory(const MemoryModelInput& in, int rank) {
-  const int stage = in.grid.coordinates_of(rank).stage;
+  const int stage = in.grid().coordinates_of(rank).stage;
   const Schedule schedule =
-      make_schedule(in.schedule, in.grid.pp, in.microbatches, in.virtual_stages);
+      make_schedule(in.layout.schedule, in.layout.pp, in.microbatches, in.layout.virtual_stages);
   MemoryBytes bytes;
   std::vector<BucketParameter> params;
-  for (int chunk = 0; chunk < in.virtual_stages; ++chunk) {
+  for (int chunk = 0; chunk < in.layout.virtual_stages; ++chunk) {
     const std::vector<BucketParameter> chunk_params =
-        chunk_parameters(in.model, in.grid.tp,
-                         virtual_stage_spec(in.model, in.grid.pp, in.virtual_stages, stage, chunk,
-                                            in.layers_per_stage));
+        chunk_parameters(in.model, in.layout.tp,
+                         virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages, stage,
+                                            chunk, in.layout.layers_per_stage));
     params.insert(params.end(), chunk_params.begin(), chunk_params.end());
     add_chunk(in, schedule, stage, chunk, bytes);
   }
@@ -196,11 +148,11 @@ MemoryBytes predict_memory(const MemoryModelInput& in, int rank) {
 
 std::vector<RankMemory> predict_all_ranks(const MemoryModelInput& in) {
   std::vector<MemoryBytes> per_stage;
-  for (int stage = 0; stage < in.grid.pp; ++stage)
-    per_stage.push_back(predict_memory(in, stage * in.grid.tp * in.grid.dp));
+  for (int stage = 0; stage < in.layout.pp; ++stage)
+    per_stage.push_back(predict_memory(in, stage * in.layout.tp * in.layout.dp));
   std::vector<RankMemory> ranks;
-  for (int rank = 0; rank < in.grid.world(); ++rank) {
-    const GridCoordinates at = in.grid.coordinates_of(rank);
+  for (int rank = 0; rank < in.grid().world(); ++rank) {
+    const GridCoordinates at = in.grid().coordinates_of(rank);
     ranks.push_back({rank, at, per_stage[static_cast<size_t>(at.stage)]});
   }
   return ranks;

@@ -11,10 +11,17 @@
 namespace gpt {
 namespace {
 
+void set_grid(MemoryModelInput& in, GridShape grid) {
+  in.layout.tp = grid.tp;
+  in.layout.dp = grid.dp;
+  in.layout.pp = grid.pp;
+}
+
 MemoryModelInput small_input() {
   MemoryModelInput in;
+  in.layout.dp = 1;
   in.model = {.n_layer = 4, .n_head = 4, .d_model = 64, .seq_len = 32, .vocab_size = 300};
-  in.micro_batch = 2;
+  in.layout.micro_batch = 2;
   in.microbatches = 4;
   return in;
 }
@@ -52,10 +59,10 @@ TEST(MemoryModel, WeightsGradsAndOptimizerFollowTheParameters) {
 // padded buckets (distributed_optimizer_shard_floats), the reduced-gradient shard is comm.
 TEST(MemoryModel, DistributedOptimizerShardsTheStatePlusPadding) {
   MemoryModelInput in = small_input();
-  in.grid = GridShape{1, 3, 2};  // dp 3 does not divide the buckets: padding in play
+  set_grid(in, GridShape{1, 3, 2});  // dp 3 does not divide the buckets: padding in play
   in.dp_bucket_elements = 5000;
   const MemoryBytes replicated = predict_memory(in, 0);
-  in.distributed_optimizer = true;
+  in.layout.distributed_optimizer = true;
   for (int stage = 0; stage < 2; ++stage) {
     const std::vector<BucketParameter> params =
         chunk_parameters(in.model, 1, virtual_stage_spec(in.model, 2, 1, stage, 0));
@@ -73,19 +80,19 @@ TEST(MemoryModel, DistributedOptimizerShardsTheStatePlusPadding) {
   }
   EXPECT_LT(predict_memory(in, 0)[MemoryCategory::kOptimizer],
             replicated[MemoryCategory::kOptimizer] / 2);
-  in.grid = GridShape{1, 1, 2};  // a no-op at dp 1
+  set_grid(in, GridShape{1, 1, 2});  // a no-op at dp 1
   const MemoryBytes dp1 = predict_memory(in, 0);
-  in.distributed_optimizer = false;
+  in.layout.distributed_optimizer = false;
   EXPECT_EQ(dp1, predict_memory(in, 0));
 }
 
 TEST(MemoryModel, OneFOneBHoldsAtMostPpMicrobatchesGpipeAllOfThem) {
   MemoryModelInput in = small_input();
-  in.grid = {.tp = 1, .dp = 1, .pp = 2};
+  set_grid(in, GridShape{.tp = 1, .dp = 1, .pp = 2});
   const int64_t four = activations(in, 0);
   in.microbatches = 8;
   EXPECT_EQ(activations(in, 0), four) << "1F1B: stage 0 holds pp caches whatever m is";
-  in.schedule = ScheduleKind::kGpipe;
+  in.layout.schedule = ScheduleKind::kGpipe;
   const int64_t gpipe8 = activations(in, 0);
   in.microbatches = 4;
   EXPECT_GT(gpipe8, activations(in, 0)) << "GPipe holds every microbatch";
@@ -93,33 +100,33 @@ TEST(MemoryModel, OneFOneBHoldsAtMostPpMicrobatchesGpipeAllOfThem) {
 
 TEST(MemoryModel, SelectiveMovesExactlyTheAttentionCaches) {
   MemoryModelInput in = small_input();
-  in.grid = {.tp = 1, .dp = 1, .pp = 2};
+  set_grid(in, GridShape{.tp = 1, .dp = 1, .pp = 2});
   const MemoryBytes none = predict_memory(in, 0);
-  in.recompute = Recompute::kSelective;
+  in.layout.recompute = Recompute::kSelective;
   const MemoryBytes selective = predict_memory(in, 0);
   const ModelConfig& m = in.model;
   const int64_t one =
-      reserved_bytes(DeviceKind::kCpu, in.micro_batch * m.n_head * m.seq_len * m.seq_len);
+      reserved_bytes(DeviceKind::kCpu, in.layout.micro_batch * m.n_head * m.seq_len * m.seq_len);
   const int64_t slots = 2, blocks = 2;  // stage 0 of 1F1B at pp 2 holds two; 2 blocks a stage
   EXPECT_EQ(none[MemoryCategory::kActivations] - selective[MemoryCategory::kActivations],
             slots * blocks * one);
   EXPECT_EQ(selective[MemoryCategory::kWorkspace] - none[MemoryCategory::kWorkspace], one)
       << "one rebuilt cache in the stage's scratch";
   in.device = DeviceKind::kCuda;  // only the log-sum-exp is kept: nothing to drop
-  in.recompute = Recompute::kNone;
+  in.layout.recompute = Recompute::kNone;
   const MemoryBytes cuda_none = predict_memory(in, 0);
-  in.recompute = Recompute::kSelective;
+  in.layout.recompute = Recompute::kSelective;
   EXPECT_EQ(predict_memory(in, 0), cuda_none);
   EXPECT_GE(cuda_none[MemoryCategory::kWorkspace], int64_t{32} << 20) << "cuBLASLt workspace";
 }
 
 TEST(MemoryModel, FullRecomputeKeepsBlockInputsAndOneRebuiltCache) {
   MemoryModelInput in = small_input();
-  in.grid = {.tp = 1, .dp = 1, .pp = 2};
+  set_grid(in, GridShape{.tp = 1, .dp = 1, .pp = 2});
   const int64_t none = activations(in, 0);
-  in.recompute = Recompute::kFull;
+  in.layout.recompute = Recompute::kFull;
   const int64_t full = activations(in, 0);
-  in.recompute_layers = 1;
+  in.layout.recompute_layers = 1;
   const int64_t one_block = activations(in, 0);
   EXPECT_LT(full, one_block);
   EXPECT_LT(one_block, none);
@@ -130,7 +137,7 @@ TEST(MemoryModel, FullRecomputeKeepsBlockInputsAndOneRebuiltCache) {
 
 TEST(MemoryModel, HeaviestRanks) {
   MemoryModelInput in = small_input();
-  in.grid = {.tp = 2, .dp = 2, .pp = 2};
+  set_grid(in, GridShape{.tp = 2, .dp = 2, .pp = 2});
   const std::vector<RankMemory> all = predict_all_ranks(in);
   ASSERT_EQ(all.size(), 8u);
   const std::vector<RankMemory> per_stage = heaviest_per_stage(all, 2);

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "framework/check.h"
-#include "parallel/cluster.h"
+#include "parallel/planner/cluster.h"
 
 namespace gpt {
 namespace {
@@ -247,7 +247,7 @@ TEST(ClusterFile, TurnSecondsRiseFromZeroAtOneRankACore) {
   EXPECT_NEAR(c.cpu.turn_at(4, 1), 30e-6, 1e-15);
   EXPECT_NEAR(c.cpu.turn_at(16, 1), 20e-6, 1e-15);  // held beyond the largest share
   EXPECT_NEAR(c.cpu.turn_at(2, 4), 0, 1e-15);
-  EXPECT_NEAR(c.cpu.turn_at(8, 2), 40e-6, 1e-15);   // halfway from micro-batch 1 to 4 in log
+  EXPECT_NEAR(c.cpu.turn_at(8, 2), 40e-6, 1e-15);    // halfway from micro-batch 1 to 4 in log
   EXPECT_DOUBLE_EQ(Cluster{}.cpu.turn_at(8, 1), 0);  // none measured
   const Cluster back = parse_cluster_file(cluster_file_text(c), "c.ini");
   ASSERT_EQ(back.cpu.turn_seconds.size(), 4u);

@@ -8,9 +8,9 @@
 #include <array>
 #include <cmath>
 
-#include "parallel/cluster.h"
-#include "parallel/cost_model.h"
-#include "parallel/plan_memory.h"
+#include "parallel/planner/cluster.h"
+#include "parallel/planner/cost_model.h"
+#include "parallel/planner/plan_memory.h"
 
 namespace gpt {
 namespace {
@@ -206,10 +206,10 @@ TEST(CostModel, TurnSecondsAddAtEveryTpCollectiveOfAnOversubscribedLayout) {
     const ChunkCosts a = chunk_costs(kSmall, l, turned, vs), b = chunk_costs(kSmall, l, plain, vs);
     EXPECT_DOUBLE_EQ(a.forward.compute, b.forward.compute);
     EXPECT_DOUBLE_EQ(a.backward_input.compute, b.backward_input.compute);
-    return std::array<double, 3>{(a.forward.tp_exposed - b.forward.tp_exposed) / turn,
-                                 (a.backward_input.tp_exposed - b.backward_input.tp_exposed) / turn,
-                                 (a.backward_weight.tp_exposed - b.backward_weight.tp_exposed) /
-                                     turn};
+    return std::array<double, 3>{
+        (a.forward.tp_exposed - b.forward.tp_exposed) / turn,
+        (a.backward_input.tp_exposed - b.backward_input.tp_exposed) / turn,
+        (a.backward_weight.tp_exposed - b.backward_weight.tp_exposed) / turn};
   };
   const auto expect_turns = [](std::array<double, 3> got, std::array<double, 3> want) {
     for (int k = 0; k < 3; ++k) EXPECT_NEAR(got[k], want[k], 1e-6) << "pass " << k;

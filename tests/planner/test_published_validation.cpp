@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "parallel/cluster.h"
-#include "parallel/cost_model.h"
+#include "parallel/planner/cluster.h"
+#include "parallel/planner/cost_model.h"
 #include "tests/planner/validation_runs.h"
 
 namespace gpt {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "framework/config.h"
-#include "parallel/plan_layout.h"
+#include "parallel/planner/plan_layout.h"
 
 namespace gpt {
 

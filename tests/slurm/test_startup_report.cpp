@@ -1,12 +1,12 @@
-// train's start-up report (launch/startup_report.h) from made-up node maps: the rank ranges per
-// host, the threads per rank, and a warning for exactly the tp groups split across hosts, the
-// case a single test machine cannot produce for real.
+// train's start-up report (launch/training/startup_report.h) from made-up node maps: the rank
+// ranges per host, the threads per rank, and a warning for exactly the tp groups split across
+// hosts, the case a single test machine cannot produce for real.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "launch/startup_report.h"
+#include "launch/training/startup_report.h"
 
 namespace gpt {
 namespace {

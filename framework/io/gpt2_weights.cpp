@@ -1,0 +1,244 @@
+// Hugging Face and llm.c layouts of GPT-2's weights (see gpt2_weights.h).
+#include "framework/io/gpt2_weights.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+
+#include "framework/check.h"
+#include "framework/io/hdf5_util.h"
+#include "framework/io/whole_file.h"
+#include "framework/parameter.h"
+
+namespace gpt {
+namespace {
+
+constexpr int32_t kLlmcMagic = 20240326;
+constexpr int32_t kLlmcFloat32Version = 3;  // float32 tensors, padded vocabulary
+constexpr int64_t kLlmcVocabMultiple = 128;
+
+std::string hf_name(const std::string& name) {
+  return name == "wte" || name == "wpe" ? name + ".weight" : name;
+}
+
+// The four linear weights of a block, which Hugging Face stores as Conv1D [in, out].
+bool is_conv1d_weight(const std::string& name) {
+  for (const char* suffix :
+       {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"})
+    if (name.ends_with(suffix)) return true;
+  return false;
+}
+
+HostTensor transposed(const HostTensor& t) {
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  HostTensor out{{cols, rows}, std::vector<float>(t.values.size())};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out.values[static_cast<size_t>(c * rows + r)] = t.values[static_cast<size_t>(r * cols + c)];
+  return out;
+}
+
+// The per-layer tensors of llm.c's file, in its order (each kind over every layer in turn), with
+// their shapes for C channels: {rows * C}, or {rows * C, cols * C} where cols > 0.
+struct LlmcKind {
+  const char* name;
+  int64_t rows, cols;
+};
+constexpr LlmcKind kLlmcLayerKinds[] = {
+    {"ln_1.weight", 1, 0},      {"ln_1.bias", 1, 0},          {"attn.c_attn.weight", 3, 1},
+    {"attn.c_attn.bias", 3, 0}, {"attn.c_proj.weight", 1, 1}, {"attn.c_proj.bias", 1, 0},
+    {"ln_2.weight", 1, 0},      {"ln_2.bias", 1, 0},          {"mlp.c_fc.weight", 4, 1},
+    {"mlp.c_fc.bias", 4, 0},    {"mlp.c_proj.weight", 1, 4},  {"mlp.c_proj.bias", 1, 0}};
+
+int64_t llmc_padded_vocab(int64_t vocab_size) {
+  return (vocab_size + kLlmcVocabMultiple - 1) / kLlmcVocabMultiple * kLlmcVocabMultiple;
+}
+
+// Buffers a Hugging Face GPT-2 may store besides the weights: the causal masks.
+bool is_hf_buffer(const std::string& name) {
+  return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
+}
+
+std::string without_prefix(const std::string& name) {
+  const std::string prefix = "transformer.";
+  return name.starts_with(prefix) ? name.substr(prefix.size()) : name;
+}
+
+}  // namespace
+
+Json hf_gpt2_config(const ModelConfig& m) {
+  return {{"architectures", {"GPT2LMHeadModel"}},
+          {"model_type", "gpt2"},
+          {"n_layer", m.n_layer},
+          {"n_head", m.n_head},
+          {"n_embd", m.d_model},
+          {"n_positions", m.seq_len},
+          {"n_ctx", m.seq_len},
+          {"vocab_size", m.vocab_size},
+          {"activation_function", "gelu_new"},
+          {"layer_norm_epsilon", 1e-5},
+          {"resid_pdrop", 0.0},
+          {"embd_pdrop", 0.0},
+          {"attn_pdrop", 0.0},
+          {"initializer_range", 0.02},
+          {"tie_word_embeddings", true}};
+}
+
+ModelConfig model_from_hf_config(const Json& c, const std::string& what) {
+  ModelConfig m;
+  m.n_layer = json_field<int64_t>(c, "n_layer", what);
+  m.n_head = json_field<int64_t>(c, "n_head", what);
+  m.d_model = json_field<int64_t>(c, "n_embd", what);
+  m.seq_len = json_field<int64_t>(c, c.contains("n_positions") ? "n_positions" : "n_ctx", what);
+  m.vocab_size = json_field<int64_t>(c, "vocab_size", what);
+  if (c.contains("activation_function")) {
+    const auto activation = json_field<std::string>(c, "activation_function", what);
+    GPT_INPUT_CHECK(activation == "gelu_new" || activation == "gelu_pytorch_tanh",
+                    what << ": activation_function " << activation
+                         << " (this model has GELU's tanh form, gelu_new)");
+  }
+  if (c.contains("layer_norm_epsilon")) {
+    const auto eps = json_field<double>(c, "layer_norm_epsilon", what);
+    GPT_INPUT_CHECK(eps == 1e-5,
+                    what << ": layer_norm_epsilon " << eps << " (this model has 1e-5)");
+  }
+  if (c.contains("tie_word_embeddings"))
+    GPT_INPUT_CHECK(json_field<bool>(c, "tie_word_embeddings", what),
+                    what << ": untied embeddings (this model ties lm_head to wte)");
+  try {
+    m.validate();
+  } catch (const Error& e) {
+    fail_input(what + ": " + e.what());
+  }
+  return m;
+}
+
+NamedTensors read_hf_tensors(const SafetensorsFile& file,
+                             const std::map<std::string, std::vector<int64_t>>& expected) {
+  std::map<std::string, std::string> stored;  // this project's name -> the file's
+  for (const std::string& name : file.names()) {
+    const std::string ours = without_prefix(name) == "wte.weight"   ? "wte"
+                             : without_prefix(name) == "wpe.weight" ? "wpe"
+                                                                    : without_prefix(name);
+    if (is_hf_buffer(ours) || ours == "lm_head.weight") continue;
+    GPT_INPUT_CHECK(expected.count(ours),
+                    file.path() << ": tensor " << name << " has no place in this GPT-2");
+    GPT_INPUT_CHECK(!stored.count(ours), file.path() << ": tensor " << ours << " stored twice");
+    stored[ours] = name;
+  }
+  NamedTensors out;
+  for (const auto& [name, shape] : expected) {
+    GPT_INPUT_CHECK(stored.count(name), file.path() << " has no tensor " << hf_name(name));
+    HostTensor t = file.read(stored.at(name));
+    const bool conv1d = is_conv1d_weight(name) && t.shape.size() == 2;
+    if (conv1d) t = transposed(t);
+    GPT_INPUT_CHECK(
+        t.shape == shape,
+        file.path() << ": tensor " << stored.at(name) << " has shape "
+                    << h5::shape_string(conv1d ? transposed(t).shape : t.shape)
+                    << " but config.json's model needs "
+                    << h5::shape_string(conv1d ? std::vector<int64_t>{shape[1], shape[0]} : shape));
+    out[name] = std::move(t);
+  }
+  for (const char* head : {"lm_head.weight", "transformer.lm_head.weight"}) {
+    if (!file.has(head)) continue;
+    GPT_INPUT_CHECK(
+        out.count("wte") && file.read(head).values == out.at("wte").values,
+        file.path() << ": " << head << " differs from wte.weight (this model ties them)");
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, HostTensor>> to_hf_tensors(const NamedTensors& tensors) {
+  std::vector<std::pair<std::string, HostTensor>> out;
+  for (const auto& [name, t] : tensors)
+    out.emplace_back(hf_name(name), is_conv1d_weight(name) ? transposed(t) : t);
+  return out;
+}
+
+void write_llmc(const std::string& path, const NamedTensors& tensors, const ModelConfig& m) {
+  const int64_t padded_vocab = llmc_padded_vocab(m.vocab_size);
+  std::vector<int32_t> header(256, 0);
+  const int64_t fields[] = {kLlmcMagic, kLlmcFloat32Version, m.seq_len,   m.vocab_size, m.n_layer,
+                            m.n_head,   m.d_model,           padded_vocab};
+  for (size_t i = 0; i < std::size(fields); ++i) header[i] = static_cast<int32_t>(fields[i]);
+  auto tensor = [&](const std::string& name) -> const HostTensor& {
+    GPT_INPUT_CHECK(tensors.count(name), "the checkpoint has no tensor " << name);
+    return tensors.at(name);
+  };
+  write_file_atomically(path, [&](std::ostream& out) {
+    auto write = [&](const std::vector<float>& v) {
+      out.write(reinterpret_cast<const char*>(v.data()),
+                static_cast<std::streamsize>(v.size() * sizeof(float)));
+    };
+    out.write(reinterpret_cast<const char*>(header.data()),
+              static_cast<std::streamsize>(header.size() * sizeof(int32_t)));
+    std::vector<float> wte = tensor("wte").values;
+    wte.resize(static_cast<size_t>(padded_vocab * m.d_model), 0.0f);
+    write(wte);
+    write(tensor("wpe").values);
+    // Per kind, every layer's tensor in turn: llm.c's order.
+    for (const LlmcKind& kind : kLlmcLayerKinds)
+      for (int64_t layer = 0; layer < m.n_layer; ++layer)
+        write(tensor("h." + std::to_string(layer) + "." + kind.name).values);
+    write(tensor("ln_f.weight").values);
+    write(tensor("ln_f.bias").values);
+  });
+}
+
+LlmcWeights read_llmc(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  GPT_INPUT_CHECK(in.good(), path << ": cannot open the file");
+  std::vector<int32_t> header(256);
+  in.read(reinterpret_cast<char*>(header.data()),
+          static_cast<std::streamsize>(header.size() * sizeof(int32_t)));
+  GPT_INPUT_CHECK(in.good() && header[0] == kLlmcMagic,
+                  path << ": not an llm.c model file (no magic " << kLlmcMagic << ")");
+  GPT_INPUT_CHECK(header[1] == kLlmcFloat32Version,
+                  path << ": llm.c model version " << header[1] << " (version "
+                       << kLlmcFloat32Version << ", float32 with a padded vocabulary, is read)");
+  LlmcWeights w;
+  ModelConfig& m = w.model;
+  m.seq_len = header[2];
+  m.vocab_size = header[3];
+  m.n_layer = header[4];
+  m.n_head = header[5];
+  m.d_model = header[6];
+  const int64_t padded_vocab = header[7], C = m.d_model;
+  try {
+    m.validate();
+  } catch (const Error& e) {
+    fail_input(path + ": " + e.what());
+  }
+  GPT_INPUT_CHECK(padded_vocab >= m.vocab_size, path << ": padded_vocab_size " << padded_vocab
+                                                     << " below vocab_size " << m.vocab_size);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> order{{"wte", {padded_vocab, C}},
+                                                                  {"wpe", {m.seq_len, C}}};
+  for (const LlmcKind& kind : kLlmcLayerKinds)
+    for (int64_t layer = 0; layer < m.n_layer; ++layer)
+      order.push_back({"h." + std::to_string(layer) + "." + kind.name,
+                       kind.cols == 0 ? std::vector<int64_t>{kind.rows * C}
+                                      : std::vector<int64_t>{kind.rows * C, kind.cols * C}});
+  order.push_back({"ln_f.weight", {C}});
+  order.push_back({"ln_f.bias", {C}});
+  int64_t floats = 0;
+  for (const auto& [name, shape] : order) floats += shape_numel(shape);
+  std::error_code ec;
+  const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  GPT_INPUT_CHECK(bytes == 1024 + 4 * floats, path << ": " << bytes
+                                                   << " bytes, but its header's model needs "
+                                                   << 1024 + 4 * floats);
+  for (auto& [name, shape] : order) {
+    HostTensor t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
+    in.read(reinterpret_cast<char*>(t.values.data()),
+            static_cast<std::streamsize>(4 * t.values.size()));
+    GPT_INPUT_CHECK(in.good(), path << ": cannot read tensor " << name);
+    w.tensors[name] = std::move(t);
+  }
+  HostTensor& wte = w.tensors["wte"];  // the padding rows go
+  wte.shape[0] = m.vocab_size;
+  wte.values.resize(static_cast<size_t>(m.vocab_size * C));
+  return w;
+}
+
+}  // namespace gpt

@@ -1,0 +1,30 @@
+// load_model_for_inference (see checkpoint_model.h).
+#include "launch/inference/checkpoint_model.h"
+
+#include "framework/agreement.h"
+#include "framework/json.h"
+
+namespace gpt {
+
+LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoint_path,
+                                     RuntimeOptions options) {
+  LoadedModel loaded;
+  agree_on_failure(world,
+                   [&] { GPT_INPUT_CHECK(!checkpoint_path.empty(), "--checkpoint is required"); });
+  const std::unique_ptr<CheckpointReader> opened = open_checkpoint(checkpoint_path, world);
+  const CheckpointReader& reader = *opened;
+  agree_on_failure(world, [&] {
+    const std::string what = checkpoint_path + ": config";
+    const Json cfg = parse_json_object(reader.meta().config_json, what);
+    const ModelConfig model = model_config_from_json(cfg, what);
+    options.layout.validate(model, comm_size(world));
+    loaded.runtime = std::make_unique<Runtime>(world, model, options);
+    load_checkpoint(reader, loaded.runtime->store(), false);
+    loaded.tokenizer = reader.meta().tokenizer;
+    loaded.data = json_field<std::string>(cfg, "data", what);
+    loaded.step = reader.meta().step;
+  });
+  return loaded;
+}
+
+}  // namespace gpt

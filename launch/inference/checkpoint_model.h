@@ -1,0 +1,25 @@
+// Building a Runtime for a model stored in a checkpoint (eval, generate): the model shape comes
+// from the file's config attribute, the layout from the program's options; the weights are loaded
+// into whatever layout that is.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "framework/io/checkpoint.h"
+#include "launch/runtime/runtime.h"
+
+namespace gpt {
+
+struct LoadedModel {
+  std::unique_ptr<Runtime> runtime;
+  std::string tokenizer;
+  std::string data;  // the training data set the run used ("" = the built-in corpus)
+  int64_t step = 0;
+};
+
+// Collective over world; errors are agreed across ranks (AgreedError).
+LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoint_path,
+                                     RuntimeOptions options);
+
+}  // namespace gpt

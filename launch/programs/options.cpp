@@ -1,0 +1,304 @@
+// Option parsing and validation for train (see options.h).
+#include "launch/programs/options.h"
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <utility>
+
+#include "framework/check.h"
+#include "launch/programs/typed_options.h"
+#include "optimizers/lr_schedule.h"
+
+namespace po = boost::program_options;
+
+namespace gpt {
+namespace {
+
+// A default as --help shows it: 0.003, not 0.0030000000000000001.
+std::string short_text(double value) {
+  return GPT_MSG(value);
+}
+
+po::options_description layout_options(TrainOptions& o) {
+  po::options_description layout("Layout");
+  auto add = layout.add_options();
+  Layout& l = o.layout;
+  add("tp", po::value(&l.tp)->default_value(l.tp), "tensor-parallel size (ranks of one node)");
+  add("pp", po::value(&l.pp)->default_value(l.pp), "pipeline-parallel size (stages)");
+  add("dp", po::value(&l.dp)->default_value(l.dp), "data-parallel size; 0 = world / (tp * pp)");
+  add("schedule", choice(&l.schedule),
+      ("pipeline schedule: " + choice_list<ScheduleKind>(false)).c_str());
+  add("virtual-stages", po::value(&l.virtual_stages)->default_value(l.virtual_stages),
+      "model chunks per stage (interleaved 1F1B)");
+  add("layers-per-stage", po::value(&o.layers_per_stage)->default_value(""),
+      "comma-separated layers of each stage, e.g. 3,5 (default: an even split)");
+  add("ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node),
+      "simulated node size for the tp placement rule; 0 = detect");
+  add("allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
+      "allow a tp group to span nodes");
+  add("dp-bucket-size", po::value(&o.dp_bucket_elements)->default_value(o.dp_bucket_elements),
+      "gradient elements per dp all-reduce bucket");
+  add("distributed-optimizer", po::bool_switch(&l.distributed_optimizer),
+      "ZeRO-1: shard the optimizer state over dp (gradients reduce-scattered per bucket, each dp "
+      "rank updates its shard, the weights all-gathered); no effect at dp 1");
+  add("sequence-parallel", po::bool_switch(&l.sequence_parallel),
+      "split LayerNorm and residual regions along the sequence over the tp ranks (the sequence "
+      "length must be a multiple of tp)");
+  add("micro-batch-size", po::value(&l.micro_batch)->default_value(l.micro_batch),
+      "sequences per microbatch");
+  add("recompute", choice(&l.recompute),
+      ("activation recomputation: " + choice_list<Recompute>(false) +
+       " (selective: the attention's T x T probabilities are rebuilt in the backward; full: each "
+       "block keeps only its input and re-runs its forward; docs/MEMORY.md)")
+          .c_str());
+  add("recompute-layers", po::value(&l.recompute_layers)->default_value(l.recompute_layers),
+      "with --recompute full: recompute only the first N blocks of each stage (0 = all)");
+  add("memory-report", po::bool_switch(&o.memory_report),
+      "print every rank's predicted memory per category and exit without training");
+  add("global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),
+      "sequences per optimizer step, over all dp ranks");
+  return layout;
+}
+
+po::options_description model_options(TrainOptions& o) {
+  po::options_description model("Model (GPT-2)");
+  add_model_options(model, o.model_preset, o.model, "sequence length (and learned positions)");
+  return model;
+}
+
+po::options_description data_options(TrainOptions& o) {
+  po::options_description data("Data");
+  auto add = data.add_options();
+  add("data", po::value(&o.data)->default_value(""),
+      "training tokens: an HDF5 file (see prepare-data), several comma-separated, a glob or a "
+      "directory of shards (docs/DATA.md); empty = the built-in arithmetic corpus");
+  add("val-data", po::value(&o.val_data)->default_value(""),
+      "validation tokens, named as --data; empty = the built-in held-out split when --data is "
+      "empty");
+  add("data-order", choice(&o.data_order),
+      ("sample order: " + choice_list<DataOrder>(false)).c_str());
+  add("eval-every", po::value(&o.eval_every)->default_value(o.eval_every),
+      "validation every N steps (0 = never)");
+  add("eval-windows", po::value(&o.eval_windows)->default_value(o.eval_windows),
+      "validation windows (the first K of the file)");
+  return data;
+}
+
+po::options_description optimization_options(TrainOptions& o) {
+  po::options_description optim("Optimization");
+  auto add = optim.add_options();
+  add("steps", po::value(&o.steps)->default_value(o.steps), "total optimizer steps of the run");
+  add("optimizer", choice(&o.optimizer),
+      ("optimizer: " + choice_list<OptimizerKind>(false)).c_str());
+  add("lr", po::value(&o.lr)->default_value(o.lr, short_text(o.lr)), "peak learning rate");
+  add("min-lr", po::value(&o.min_lr)->default_value(o.min_lr, short_text(o.min_lr)),
+      "final learning rate (cosine)");
+  add("warmup-steps", po::value(&o.warmup_steps)->default_value(o.warmup_steps),
+      "linear warm-up steps");
+  add("weight-decay",
+      po::value(&o.weight_decay)->default_value(o.weight_decay, short_text(o.weight_decay)),
+      "decoupled (AdamW) or L2 (SGD) weight decay on weights and embeddings");
+  add("beta1", po::value(&o.beta1)->default_value(o.beta1, short_text(o.beta1)), "AdamW beta1");
+  add("beta2", po::value(&o.beta2)->default_value(o.beta2, short_text(o.beta2)), "AdamW beta2");
+  add("eps", po::value(&o.eps)->default_value(o.eps, short_text(o.eps)), "AdamW epsilon");
+  add("momentum", po::value(&o.momentum)->default_value(o.momentum, short_text(o.momentum)),
+      "SGD momentum");
+  add("grad-clip", po::value(&o.grad_clip)->default_value(o.grad_clip, short_text(o.grad_clip)),
+      "global gradient-norm clip (0 = off)");
+  add("seed", po::value(&o.seed)->default_value(o.seed), "seed of init and data order");
+  return optim;
+}
+
+po::options_description output_options(TrainOptions& o) {
+  po::options_description run("Execution and output");
+  add_execution_options(run, o.execution, o.layout.precision);
+  auto add = run.add_options();
+  add("checkpoint-dir", po::value(&o.checkpoint_dir)->default_value(o.checkpoint_dir),
+      "where checkpoints go");
+  add("save-every", po::value(&o.save_every)->default_value(o.save_every),
+      "checkpoint every N steps (0 = only at the end)");
+  add("keep-last", po::value(&o.keep_last)->default_value(o.keep_last),
+      "keep only the newest N checkpoints (0 = keep all)");
+  add("resume", po::value(&o.resume)->default_value(""), "checkpoint FILE, or auto");
+  add("init-from", po::value(&o.init_from)->default_value(""),
+      "load weights only from a checkpoint (fine-tuning)");
+  add("metrics", po::value(&o.metrics)->default_value(""), "JSON-lines metrics file");
+  add("trace", po::value(&o.trace)->default_value(""),
+      "write one merged Chrome trace FILE of steps 2..4: every rank's actions and pipeline "
+      "waits (scripts/trace_to_svg.py draws it)");
+  add("log-every", po::value(&o.log_every)->default_value(o.log_every), "log every N steps");
+  add("comm-timeout",
+      po::value(&o.comm_timeout)->default_value(o.comm_timeout, short_text(o.comm_timeout)),
+      "SECONDS a collective, message or checkpoint write may wait before the watchdog ends the "
+      "job with exit code 4 and a report naming the stalled rank (0 = off)");
+  return run;
+}
+
+}  // namespace
+
+po::options_description train_options_description(TrainOptions& o) {
+  po::options_description all;
+  all.add(layout_options(o)).add(model_options(o)).add(data_options(o));
+  all.add(optimization_options(o)).add(output_options(o));
+  return all;
+}
+
+namespace {
+
+void check_train_options(const TrainOptions& o) {
+  o.model.validate();
+  GPT_INPUT_CHECK(o.layout.precision != PrecisionRegime::kMegatronMixed,
+                  "--precision megatron-mixed is the planner's regime of Megatron-LM's runs; "
+                  "train runs fp32 or bf16");
+  GPT_INPUT_CHECK(o.dp_bucket_elements >= 1, "--dp-bucket-size must be at least 1");
+  GPT_INPUT_CHECK(o.ranks_per_node >= 0, "--ranks-per-node must be at least 0");
+  GPT_INPUT_CHECK(o.global_batch_size >= 1,
+                  "--global-batch-size must be at least 1 (got " << o.global_batch_size << ")");
+  GPT_INPUT_CHECK(o.eval_every >= 0, "--eval-every must be at least 0");
+  GPT_INPUT_CHECK(o.eval_windows >= 1, "--eval-windows must be at least 1");
+  GPT_INPUT_CHECK(!(o.val_data.empty() == false && o.data.empty()),
+                  "--val-data needs --data (the built-in corpus has its own held-out split)");
+  // The optimizer's and the schedule's own rules (optimizers/), one per hyper-parameter.
+  LrSchedule{o.lr, o.min_lr, o.warmup_steps, o.steps}.validate();
+  for (const auto& [key, value] : {std::pair<const char*, double>{"weight_decay", o.weight_decay},
+                                   {"beta1", o.beta1},
+                                   {"beta2", o.beta2},
+                                   {"eps", o.eps},
+                                   {"momentum", o.momentum},
+                                   {"grad_clip", o.grad_clip}})
+    check_hyperparameter(key, value);
+  validate_execution_options(o.execution);
+  GPT_INPUT_CHECK(o.save_every >= 0, "--save-every must be at least 0");
+  GPT_INPUT_CHECK(o.keep_last >= 0, "--keep-last must be at least 0");
+  GPT_INPUT_CHECK(o.log_every >= 1, "--log-every must be at least 1");
+  GPT_INPUT_CHECK(std::isfinite(o.comm_timeout) && o.comm_timeout >= 0,
+                  "--comm-timeout must be a number of seconds, at least 0 (0 = off)");
+  GPT_INPUT_CHECK(o.resume.empty() || o.init_from.empty(),
+                  "--resume and --init-from exclude each other");
+  GPT_INPUT_CHECK(!o.checkpoint_dir.empty(), "--checkpoint-dir must not be empty");
+}
+
+}  // namespace
+
+void add_execution_options(po::options_description& desc, ExecutionOptions& o,
+                           std::optional<PrecisionRegime>& precision) {
+  auto add = desc.add_options();
+  add("device", choice(&o.device),
+      (choice_list<DeviceKind>(true) + " (auto: cuda when every rank sees a GPU)").c_str());
+  add("precision", choice(&precision), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu)");
+  add("deterministic", po::bool_switch(&o.deterministic),
+      "GPU runs repeat bit for bit (fixed cuBLASLt algorithms without split-K reductions)");
+  add("gpu-comm", choice(&o.gpu_comm),
+      (choice_list<DeviceTransport>(true) +
+       ": how device buffers move between ranks (auto: mpi over host staging when ranks share "
+       "a GPU, else nccl)")
+          .c_str());
+  add("memory-limit-gb", po::value(&o.memory_limit_gb)->default_value(o.memory_limit_gb),
+      "the most memory (GB, 1e9 bytes) this project's buffers may take per rank: a layout the "
+      "memory model predicts above it stops before allocating. On cuda also the device arena "
+      "reserved at start-up (0 = 90% of the free memory, split among ranks sharing the GPU); "
+      "on cpu 0 = no limit");
+  add("threads", po::value(&o.threads)->default_value(o.threads),
+      "CPU threads per rank; 0 = the CPUs this rank may run on, shared among the ranks on them, at "
+      "most SLURM_CPUS_PER_TASK");
+}
+
+void validate_execution_options(const ExecutionOptions& o) {
+  GPT_INPUT_CHECK(
+      std::isfinite(o.memory_limit_gb) && o.memory_limit_gb >= 0,
+      "--memory-limit-gb must be a number of GB, at least 0 (0 = none, or auto on cuda)");
+  GPT_INPUT_CHECK(o.threads >= 0, "--threads must be at least 0");
+}
+
+std::vector<int64_t> parse_layers_per_stage(const std::string& text) {
+  std::vector<int64_t> counts;
+  if (text.empty()) return counts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    GPT_INPUT_CHECK(!item.empty() && item.find_first_not_of("0123456789") == std::string::npos,
+                    "--layers-per-stage " << text << ": '" << item << "' is not a layer count");
+    counts.push_back(std::stoll(item));
+    start = comma + 1;
+  }
+  return counts;
+}
+
+void add_model_options(po::options_description& desc, std::string& preset, ModelConfig& model,
+                       const char* seq_len_help, const char* vocab_size_help) {
+  auto add = desc.add_options();
+  add("model", po::value(&preset)->default_value(""),
+      "preset: tiny | small | gpt2 | gpt2-medium (the shape options below override it)");
+  add("n-layer", po::value(&model.n_layer)->default_value(model.n_layer), "transformer blocks");
+  add("n-head", po::value(&model.n_head)->default_value(model.n_head), "attention heads");
+  add("d-model", po::value(&model.d_model)->default_value(model.d_model), "model width");
+  add("seq-len", po::value(&model.seq_len)->default_value(model.seq_len), seq_len_help);
+  if (vocab_size_help)
+    add("vocab-size", po::value(&model.vocab_size)->default_value(model.vocab_size),
+        vocab_size_help);
+}
+
+void apply_model_preset(const std::string& preset, const std::set<std::string>& given,
+                        ModelConfig& model) {
+  if (preset.empty()) return;
+  const ModelConfig shape = model_preset(preset);
+  if (!given.count("n-layer")) model.n_layer = shape.n_layer;
+  if (!given.count("n-head")) model.n_head = shape.n_head;
+  if (!given.count("d-model")) model.d_model = shape.d_model;
+  if (!given.count("seq-len")) model.seq_len = shape.seq_len;
+}
+
+ModelConfig model_preset(const std::string& name) {
+  ModelConfig m;
+  if (name == "tiny") {
+    m.n_layer = 2, m.n_head = 4, m.d_model = 32, m.seq_len = 16;
+  } else if (name == "small") {
+    m.n_layer = 4, m.n_head = 8, m.d_model = 512, m.seq_len = 256;
+  } else if (name == "gpt2") {
+    m.n_layer = 12, m.n_head = 12, m.d_model = 768, m.seq_len = 1024;
+  } else if (name == "gpt2-medium") {
+    m.n_layer = 24, m.n_head = 16, m.d_model = 1024, m.seq_len = 1024;
+  } else {
+    fail_input("--model must be one of tiny | small | gpt2 | gpt2-medium (got '" + name + "')");
+  }
+  return m;
+}
+
+std::optional<OptimizerKind> optimizer_from_name(const std::string& name) {
+  return find_choice<OptimizerKind>(name);
+}
+
+std::optional<DataOrder> data_order_from_name(const std::string& name) {
+  return find_choice<DataOrder>(name);
+}
+
+RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
+  RuntimeOptions ro;
+  ro.layout = o.layout;
+  ro.layout.dp = o.layout.data_parallel(world_size);
+  ro.ranks_per_node = o.ranks_per_node;
+  ro.allow_tp_across_nodes = o.allow_tp_across_nodes;
+  ro.execution = o.execution;
+  ro.dp_bucket_elements = o.dp_bucket_elements;
+  ro.schedule = o.layout.step_schedule(o.global_batch_size, world_size);
+  return ro;
+}
+
+void finish_train_options(TrainOptions& o, int world_size) {
+  apply_model_preset(o.model_preset, o.given, o.model);
+  o.layout.layers_per_stage = parse_layers_per_stage(o.layers_per_stage);
+  validate_train_options(o, world_size);
+}
+
+void validate_train_options(const TrainOptions& o, int world_size) {
+  check_train_options(o);
+  o.layout.validate(o.model, world_size);
+  o.layout.step_microbatches(o.global_batch_size, world_size);
+}
+
+}  // namespace gpt

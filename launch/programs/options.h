@@ -1,0 +1,107 @@
+// The train program's options (DESIGN.md "Programs": the names are a contract), typed at this
+// boundary: enum-valued options (--optimizer, --data-order, --device, ...) are parsed from their
+// names here and travel as enums. Every rule an option breaks gives a one-line gpt::Error naming
+// the option; the checks are deterministic, so every rank fails alike.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "framework/config.h"
+#include "framework/io/dataset.h"
+#include "launch/runtime/runtime.h"
+#include "optimizers/optimizer.h"
+#include "parallel/layout.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace gpt {
+
+struct TrainOptions {
+  // layout (validated by Layout::validate, with the job's size)
+  Layout layout = layout_with_micro_batch(16);
+  std::string layers_per_stage;  // --layers-per-stage as given, e.g. "3,5"; parsed into layout
+  int ranks_per_node = 0;
+  bool allow_tp_across_nodes = false;
+  int64_t global_batch_size = 64;
+  int64_t dp_bucket_elements = kDefaultBucketElements;
+  bool memory_report = false;  // print the memory model's prediction per rank and exit
+  // model
+  std::string model_preset;
+  ModelConfig model{4, 4, 128, 48, 256};  // vocab_size comes from the data set
+  // data
+  std::string data, val_data;
+  DataOrder data_order = DataOrder::kRandom;
+  int64_t eval_every = 100, eval_windows = 64;
+  // optimisation
+  int64_t steps = 1200;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  double lr = 3e-3, min_lr = 3e-4;
+  int64_t warmup_steps = 50;
+  double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, momentum = 0.9;
+  double grad_clip = 1.0;
+  uint64_t seed = 1234;
+  ExecutionOptions execution;  // --device, --precision, --threads, ...
+  // checkpoints and output
+  std::string checkpoint_dir = "checkpoints";
+  int64_t save_every = 0;
+  int keep_last = 0;
+  std::string resume, init_from;
+  std::string metrics, trace;
+  int64_t log_every = 1;
+  // Seconds a communication may wait before the watchdog ends the job (exit 4); 0 = no watchdog.
+  double comm_timeout = 600;
+
+  // Options the user set explicitly (command line or config file), by long name.
+  std::set<std::string> given;
+  bool was_given(const std::string& name) const { return given.count(name) > 0; }
+};
+
+// train's options, bound to the fields of `options` (parse_options in program.h fills them and
+// the `given` set).
+boost::program_options::options_description train_options_description(TrainOptions& options);
+// After parsing: applies --model's preset to the shape options not given, then checks every rule;
+// the layout's (tp * pp * dp == world, batch divisibility) need the job's size.
+void finish_train_options(TrainOptions& options, int world_size);
+// Every rule of finish_train_options, without touching the options (again after a checkpoint
+// supplied some of them).
+void validate_train_options(const TrainOptions& options, int world_size);
+
+// The value an enum option's name stands for, as --optimizer and --data-order parse it (also
+// for the names a checkpoint's config stores); nullopt for a name this program does not know.
+std::optional<OptimizerKind> optimizer_from_name(const std::string& name);
+std::optional<DataOrder> data_order_from_name(const std::string& name);
+
+// The run's shape on `world_size` ranks: the grid, the schedule of one step (which sizes each
+// chunk's caches) and the micro-batch size, as the Runtime takes them.
+RuntimeOptions runtime_options(const TrainOptions& options, int world_size);
+
+// --layers-per-stage as numbers (empty when not given); Layout::validate checks them against
+// the model and --pp.
+std::vector<int64_t> parse_layers_per_stage(const std::string& text);
+
+// --device, --precision (bound to `precision`, a layout's), --deterministic, --gpu-comm,
+// --memory-limit-gb, --threads: shared by train, eval and generate; validated by
+// validate_execution_options.
+void add_execution_options(boost::program_options::options_description& desc,
+                           ExecutionOptions& options, std::optional<PrecisionRegime>& precision);
+void validate_execution_options(const ExecutionOptions& options);
+
+// The model presets of --model: tiny, small, gpt2 (124M), gpt2-medium.
+ModelConfig model_preset(const std::string& name);
+
+// The model options train and plan share: --model (bound to `preset`), --n-layer, --n-head,
+// --d-model and --seq-len (bound to `model`, whose values are the defaults), and --vocab-size
+// where `vocab_size_help` is given; `seq_len_help` says what --seq-len is to the program.
+void add_model_options(boost::program_options::options_description& desc, std::string& preset,
+                       ModelConfig& model, const char* seq_len_help,
+                       const char* vocab_size_help = nullptr);
+// After parsing: --model's preset (none when empty) applied to the shape options not in `given`.
+void apply_model_preset(const std::string& preset, const std::set<std::string>& given,
+                        ModelConfig& model);
+
+}  // namespace gpt

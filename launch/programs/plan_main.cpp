@@ -1,0 +1,61 @@
+// plan: predicts the memory and step time of every layout of a model on a described cluster by
+// replaying the real pipeline schedules with per-action costs, and ranks them (docs/PLANNER.md).
+// One process, no GPU: `plan --cluster dgx-h100 --nodes 4 --tp 4 --pp 4 --model gpt2`;
+// `mpiexec -n 2 plan --calibrate FILE [model options]` measures this machine instead, and
+// `mpiexec -n 16 plan --calibrate-turns FILE [model options]` adds what ranks taking turns on
+// its cores pay each time two of them meet. Bad input (an unknown preset, a malformed cluster file,
+// a layout that cannot divide the model) is one "error: ..." line and exit code 1.
+#include <iostream>
+
+#include "launch/programs/plan_options.h"
+#include "launch/programs/program.h"
+#include "parallel/planner/calibration/calibrate.h"
+#include "parallel/planner/calibration/calibrate_turns.h"
+#include "parallel/planner/ranking.h"
+
+int main(int argc, char** argv) {
+  return gpt::run_program(argc, argv, [](int argc, char** argv) {
+    gpt::PlanOptions options;
+    gpt::Cluster cluster;
+    std::vector<gpt::PlanLayout> layouts;
+    const auto description = gpt::plan_options_description(options);
+    const bool run = gpt::parse_options(
+        MPI_COMM_WORLD, argc, argv,
+        "plan: the predicted memory and step time of every layout on a cluster\n"
+        "usage: plan --cluster FILE|PRESET --nodes N [model options] [layout options]",
+        description, &options.given, [&] {
+          gpt::finish_plan_options(options);
+          if (!options.calibrate.empty() || !options.calibrate_turns.empty()) return;
+          cluster = gpt::load_cluster(options.cluster);
+          layouts = gpt::enumerate_layouts(gpt::layout_search(options, cluster), cluster);
+        });
+    if (run && !options.calibrate.empty()) {
+      gpt::calibrate_cpu_cluster(MPI_COMM_WORLD, options.model, options.calibrate_seconds,
+                                 options.calibrate);
+      return 0;
+    }
+    if (run && !options.calibrate_turns.empty()) {
+      gpt::calibrate_turns(MPI_COMM_WORLD, options.model, options.calibrate_seconds,
+                           options.calibrate_turns);
+      return 0;
+    }
+    if (!run || gpt::comm_rank(MPI_COMM_WORLD) != 0) return 0;
+    const auto ranked = gpt::price_layouts(options.model, layouts, cluster);
+    if (options.json) {
+      for (const auto& p : ranked) std::cout << gpt::layout_json(p).dump() << "\n";
+      return 0;
+    }
+    std::cout << "cluster " << cluster.name << ": " << options.nodes << " x "
+              << cluster.gpus_per_node << " " << cluster.gpu.name << "; model "
+              << options.model.n_layer << " layers, d_model " << options.model.d_model << ", "
+              << options.model.n_head << " heads, seq " << options.model.seq_len << ", vocab "
+              << options.model.vocab_size << "; global batch " << options.global_batch_size << "; "
+              << ranked.size() << " layouts\n";
+    std::cout << gpt::ranked_table(ranked, options.top);
+    const gpt::PrecisionRegime best = ranked.front().layout.regime();
+    std::cout << "precision " << gpt::regime_name(best) << ": " << gpt::regime_description(best)
+              << "\n";
+    std::cout << gpt::why_best(ranked, cluster) << "\n";
+    return 0;
+  });
+}

@@ -1,0 +1,169 @@
+// Run config serialisation and the resume rules (see run_config.h).
+#include "launch/training/run_config.h"
+
+#include <sstream>
+
+#include "framework/check.h"
+#include "framework/json.h"
+#include "framework/logging.h"
+
+namespace gpt {
+
+std::string run_config_json(const TrainOptions& o, const ModelConfig& m) {
+  Json j = m;
+  j["seed"] = o.seed;
+  j["data"] = o.data;
+  j["val_data"] = o.val_data;
+  j["data_order"] = data_order_name(o.data_order);
+  j["global_batch_size"] = o.global_batch_size;
+  j["micro_batch_size"] = o.layout.micro_batch;
+  j["steps"] = o.steps;
+  j["optimizer"] = optimizer_name(o.optimizer);
+  j["lr"] = o.lr;
+  j["min_lr"] = o.min_lr;
+  j["warmup_steps"] = o.warmup_steps;
+  j["weight_decay"] = o.weight_decay;
+  j["beta1"] = o.beta1;
+  j["beta2"] = o.beta2;
+  j["eps"] = o.eps;
+  j["momentum"] = o.momentum;
+  j["grad_clip"] = o.grad_clip;
+  j["eval_every"] = o.eval_every;
+  j["eval_windows"] = o.eval_windows;
+  return j.dump();
+}
+
+namespace {
+
+// A stored enum option back from its name (from_name: the options' parser); a name this
+// program does not know is an error.
+template <typename E>
+E stored_choice(const Json& cfg, const char* key, std::optional<E> (*from_name)(const std::string&),
+                const std::string& what) {
+  const std::string text = json_field<std::string>(cfg, key, what);
+  const std::optional<E> kind = from_name(text);
+  GPT_INPUT_CHECK(kind.has_value(), what << ": unknown " << key << " '" << text << "'");
+  return *kind;
+}
+
+// An option's value as the log shows it.
+template <typename T>
+std::string shown(const T& value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+std::string shown(const std::string& value) {
+  return value.empty() ? "none" : value;
+}
+std::string shown(DataOrder value) {
+  return data_order_name(value);
+}
+
+// A training option the checkpoint stored: the file's value unless the option was given again,
+// and a given value that differs from the file's is logged ("--steps 2000 (checkpoint: 1200)").
+template <typename T>
+void take_stored(const TrainOptions& o, const char* option, T& target, const T& stored) {
+  if (!o.was_given(option)) {
+    target = stored;
+  } else if (target != stored) {
+    GPT_LOG0("--" << option << " " << shown(target) << " (checkpoint: " << shown(stored) << ")");
+  }
+}
+
+// As take_stored for a number or string under `key`; a key the file lacks (written before it
+// was stored) leaves the option as it is.
+template <typename T>
+void take_field(const TrainOptions& o, const Json& cfg, const char* option, const char* key,
+                const std::string& what, T& target) {
+  if (cfg.contains(key)) take_stored(o, option, target, json_field<T>(cfg, key, what));
+}
+
+// Every training option a resumed run continues with (DESIGN.md "Checkpoint"): batch sizes,
+// --steps, the learning-rate schedule, the optimizer's hyper-parameters, the evaluation
+// cadence and the validation data; the layout, schedule and checkpoint options are the
+// command line's.
+void take_run_options(TrainOptions& o, const Json& cfg, const std::string& what) {
+  take_field(o, cfg, "global-batch-size", "global_batch_size", what, o.global_batch_size);
+  take_field(o, cfg, "micro-batch-size", "micro_batch_size", what, o.layout.micro_batch);
+  take_field(o, cfg, "steps", "steps", what, o.steps);
+  take_field(o, cfg, "lr", "lr", what, o.lr);
+  take_field(o, cfg, "min-lr", "min_lr", what, o.min_lr);
+  take_field(o, cfg, "warmup-steps", "warmup_steps", what, o.warmup_steps);
+  take_field(o, cfg, "weight-decay", "weight_decay", what, o.weight_decay);
+  take_field(o, cfg, "beta1", "beta1", what, o.beta1);
+  take_field(o, cfg, "beta2", "beta2", what, o.beta2);
+  take_field(o, cfg, "eps", "eps", what, o.eps);
+  take_field(o, cfg, "momentum", "momentum", what, o.momentum);
+  take_field(o, cfg, "grad-clip", "grad_clip", what, o.grad_clip);
+  take_field(o, cfg, "eval-every", "eval_every", what, o.eval_every);
+  take_field(o, cfg, "eval-windows", "eval_windows", what, o.eval_windows);
+  take_field(o, cfg, "val-data", "val_data", what, o.val_data);
+  if (cfg.contains("data_order"))
+    take_stored(o, "data-order", o.data_order,
+                stored_choice(cfg, "data_order", data_order_from_name, what));
+}
+
+}  // namespace
+
+void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint, bool resuming) {
+  const std::string file = checkpoint.path();
+  const std::string what = file + ": attribute config";
+  const Json cfg = parse_json_object(checkpoint.meta().config_json, what);
+  // Model shape, seed and data set come from the file; a conflicting option is an error.
+  const ModelConfig stored = model_config_from_json(cfg, what);
+  auto take_shape = [&](const char* option, const char* key, int64_t value, int64_t& target) {
+    GPT_INPUT_CHECK(!o.was_given(option) || target == value,
+                    "--" << option << " " << target << " conflicts with the checkpoint " << file
+                         << " (" << key << " = " << value << ")");
+    target = value;
+  };
+  take_shape("n-layer", "n_layer", stored.n_layer, o.model.n_layer);
+  take_shape("n-head", "n_head", stored.n_head, o.model.n_head);
+  take_shape("d-model", "d_model", stored.d_model, o.model.d_model);
+  o.model.vocab_size = stored.vocab_size;
+  const uint64_t seed = checkpoint.meta().seed;
+  if (!resuming) {
+    // Fine-tuning: a new --seed, and a --seq-len up to the file's learned positions.
+    if (!o.was_given("seed")) o.seed = seed;
+    if (!o.was_given("seq-len")) o.model.seq_len = stored.seq_len;
+    GPT_INPUT_CHECK(o.model.seq_len <= stored.seq_len,
+                    "--seq-len " << o.model.seq_len << " is longer than the " << stored.seq_len
+                                 << " positions the checkpoint " << file << " learned");
+    if (o.model.seq_len < stored.seq_len)
+      GPT_LOG0("--seq-len " << o.model.seq_len << ": the checkpoint's " << stored.seq_len
+                            << " positions truncated to the first " << o.model.seq_len);
+    return;  // fine-tuning may train on other data and optimizers
+  }
+  take_shape("seq-len", "seq_len", stored.seq_len, o.model.seq_len);
+  GPT_INPUT_CHECK(
+      !o.was_given("seed") || o.seed == seed,
+      "--seed " << o.seed << " conflicts with the checkpoint " << file << " (seed " << seed << ")");
+  o.seed = seed;
+  const std::string data = json_field<std::string>(cfg, "data", what);
+  GPT_INPUT_CHECK(!o.was_given("data") || o.data == data,
+                  "--data " << o.data << " conflicts with the checkpoint " << file
+                            << " (trained on " << (data.empty() ? "the built-in corpus" : data)
+                            << ")");
+  o.data = data;
+  const OptimizerKind optimizer = stored_choice(cfg, "optimizer", optimizer_from_name, what);
+  GPT_INPUT_CHECK(!o.was_given("optimizer") || o.optimizer == optimizer,
+                  "--optimizer " << optimizer_name(o.optimizer) << " conflicts with the checkpoint "
+                                 << file << " (its optimizer state is " << optimizer_name(optimizer)
+                                 << ")");
+  o.optimizer = optimizer;
+  take_run_options(o, cfg, what);
+}
+
+std::string checkpoint_to_load(const TrainOptions& o, MPI_Comm comm) {
+  if (!o.init_from.empty()) return o.init_from;
+  if (o.resume != "auto") return o.resume;
+  std::vector<std::string> skipped;
+  const std::string path = find_latest_checkpoint(o.checkpoint_dir, &skipped, comm);
+  for (const std::string& why : skipped) GPT_WARN0("skipping checkpoint: " << why);
+  if (path.empty())
+    GPT_LOG0("--resume auto: no valid checkpoint in " << o.checkpoint_dir << "; starting fresh");
+  return path;
+}
+
+}  // namespace gpt

@@ -1,0 +1,31 @@
+// The run's identity in a checkpoint (the `config` attribute, flat JSON) and DESIGN.md's resume
+// rules: on --resume or --init-from the model shape, seed and data set come from the file, and
+// an option given on the command line that conflicts with them is an error. On --resume every
+// training option the file stored (batch sizes, --steps, learning-rate schedule, optimizer
+// options, evaluation cadence, validation data) is the file's unless given again, and each given
+// one that differs is logged; the layout, schedule and checkpoint options are the command line's.
+#pragma once
+
+#include <string>
+
+#include "framework/io/checkpoint.h"
+#include "launch/programs/options.h"
+
+namespace gpt {
+
+// JSON text of the model (with its vocabulary size) and the training options.
+std::string run_config_json(const TrainOptions& options, const ModelConfig& model);
+
+// Applies a checkpoint's config to options (model shape, seed, data, and, when resuming, the
+// training options not given on the command line; for --init-from, a given --seed and a
+// --seq-len up to the file's are kept). Throws naming the conflicting option; the
+// caller validates the result again (validate_train_options).
+void apply_checkpoint_config(TrainOptions& options, const CheckpointReader& checkpoint,
+                             bool resuming);
+
+// The file --resume or --init-from names: a path, or for `--resume auto` the newest valid
+// checkpoint of --checkpoint-dir ("" when there is none: a fresh start, logged). Collective over
+// comm (the search verifies candidates together).
+std::string checkpoint_to_load(const TrainOptions& options, MPI_Comm comm);
+
+}  // namespace gpt

@@ -1,0 +1,87 @@
+// The training loop: per optimizer step, the step's samples (DESIGN.md "Data") are cut into
+// microbatches, run through the pipeline schedule (forward and backward with gradient
+// accumulation; at pp 1 simply F, B per microbatch), reduced over dp (and the tied embedding
+// over the embedding group), clipped, applied by the optimizer; then logging,
+// metrics, validation, checkpoints and stop requests at the step boundary. Under
+// --distributed-optimizer the dp reduction is a reduce-scatter into this rank's shards, the
+// optimizer updates the shards, and the updated shards are all-gathered after it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/io/dataset.h"
+#include "launch/programs/options.h"
+#include "launch/runtime/runtime.h"
+#include "launch/training/metrics.h"
+#include "layers/gpt_chunk.h"
+#include "optimizers/lr_schedule.h"
+#include "optimizers/optimizer.h"
+#include "parallel/data_parallel.h"
+#include "parallel/pipeline_executor.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace gpt {
+
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0.0;  // mean token loss of the step, before its update
+  double lr = 0.0;
+  double grad_norm = 0.0;  // before clipping
+  bool skipped = false;    // non-finite norm: no update
+  double step_time_s = 0.0, compute_s = 0.0, tp_comm_s = 0.0, dp_comm_s = 0.0, pp_wait_s = 0.0;
+  int64_t tp_bytes = 0, dp_bytes = 0, pp_bytes = 0;
+  int peak_caches = 0;  // forward caches this rank held at once (pipeline)
+};
+
+struct TrainState {
+  int64_t step = 0;              // optimizer steps done
+  int64_t consumed_samples = 0;  // samples of all steps done
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& train,
+          const TokenDataset* validation, Optimizer& optimizer, TrainState state,
+          std::string config_json, MetricsWriter& metrics);
+  // Runs to --steps; returns the exit code (0, or kExitStopped after a stop request).
+  int run();
+  // One optimizer step (exposed for tests).
+  StepStats train_step();
+  const TrainState& state() const { return state_; }
+  std::string save_checkpoint();  // collective; returns the path
+
+ private:
+  struct StepBatch {
+    std::vector<int32_t> tokens, targets;  // (microbatches, B*T) each, host
+    int64_t microbatches = 0;
+  };
+  StepBatch read_step_batch() const;
+  double forward_backward(const StepBatch& batch, StepStats& stats);
+  void apply_update(StepStats& stats);
+  void log_step(const StepStats& stats);
+  void run_validation();
+  void write_trace_if_asked();  // collective; --trace
+
+  const TrainOptions& options_;
+  Runtime& rt_;
+  const TokenDataset& train_;
+  const TokenDataset* validation_;
+  Optimizer& optimizer_;
+  TrainState state_;
+  std::string config_json_;
+  LrSchedule lr_schedule_;
+  MetricsWriter& metrics_;
+  GradientBuckets dp_buckets_;
+  const Schedule& schedule_;   // the runtime's
+  double theoretical_bubble_;  // the schedule's bubble share with F = B = W
+  PipelineExecutor executor_;
+  std::deque<GptChunk> chunks_;  // deque: the executor keeps pointers to them
+  std::vector<PipelineChunk*> chunk_pointers_;
+  int consecutive_skips_ = 0;
+};
+
+}  // namespace gpt

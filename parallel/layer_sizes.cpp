@@ -1,0 +1,58 @@
+// The sizes the layers allocate and the memory model sums (see layer_sizes.h).
+#include "parallel/layer_sizes.h"
+
+#include <algorithm>
+
+#include "framework/check.h"
+
+namespace gpt {
+
+const char* recompute_name(Recompute mode) {
+  switch (mode) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+Recompute parse_recompute(const std::string& name) {
+  for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    if (name == recompute_name(mode)) return mode;
+  fail_input("--recompute must be none, selective or full, not '" + name + "'");
+}
+
+LayerSizes layer_sizes(const ModelConfig& model, int tp, bool sequence_parallel,
+                       int64_t micro_batch, DeviceKind device, Recompute recompute) {
+  LayerSizes s;
+  s.B = micro_batch;
+  s.T = model.seq_len;
+  s.N = s.B * s.T;
+  s.sequence_parallel = sequence_parallel && tp > 1;
+  s.Nl = s.sequence_parallel ? s.N / tp : s.N;
+  s.C = model.d_model;
+  s.local_heads = model.n_head / tp;
+  s.local_channels = s.local_heads * model.head_dim();
+  s.local_ffn = model.ffn_dim() / tp;
+  s.local_vocab = model.padded_vocab(tp) / tp;
+  s.device = device;
+  s.drop_attention_cache =
+      recompute == Recompute::kSelective && attention_cache_is_quadratic(device);
+  return s;
+}
+
+ChunkRecompute chunk_recompute(Recompute mode, int64_t recompute_layers, const StageSpec& spec,
+                               bool split_backward) {
+  ChunkRecompute rc;
+  rc.mode = mode;
+  rc.split_backward = split_backward;
+  if (mode == Recompute::kFull)
+    rc.full_blocks =
+        recompute_layers == 0 ? spec.n_layers : std::min(recompute_layers, spec.n_layers);
+  return rc;
+}
+
+}  // namespace gpt

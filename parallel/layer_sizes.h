@@ -1,0 +1,75 @@
+// What the layers of one model chunk allocate, as one set of sizes that both sides read: the
+// layers size every buffer with LayerSizes, and the memory model (memory_model.h) sums the same
+// sizes, so its prediction equals the ledger to the byte on the CPU backend. Also the user option
+// these sizes depend on, --recompute, and how one chunk applies it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "framework/backend.h"
+#include "framework/config.h"
+#include "parallel/stage_layout.h"
+
+namespace gpt {
+
+// Activation recomputation (Korthikanti et al. 2022): kSelective drops what is quadratic in the
+// sequence length inside attention (the CPU backend's softmax probabilities) and rebuilds it in
+// the backward from the kept q, k, v; kFull keeps only each block's input and re-runs the block's
+// forward before its backward.
+enum class Recompute { kNone, kSelective, kFull };
+const char* recompute_name(Recompute mode);  // "none", "selective", "full"
+// Throws a one-line gpt::Error naming --recompute for anything else.
+Recompute parse_recompute(const std::string& name);
+
+// How one model chunk recomputes: the mode, how many of its blocks (the first ones) a full
+// recomputation covers, and whether its schedule runs B-input and W apart (ZB-H1), which keeps a
+// rebuilt cache per block until its W.
+struct ChunkRecompute {
+  Recompute mode = Recompute::kNone;
+  int64_t full_blocks = 0;  // blocks recomputed in full: the first full_blocks of the chunk
+  bool split_backward = false;
+};
+
+// The floats of each buffer the layers of one chunk allocate for its microbatch shape: B
+// sequences of T tokens, N = B*T rows, Nl of them in the LayerNorm and residual regions (N/tp with
+// sequence parallelism). Layers allocate with these; predict_memory sums them.
+struct LayerSizes {
+  int64_t B = 0, T = 0, N = 0, Nl = 0, C = 0;
+  int64_t local_heads = 0, local_channels = 0, local_ffn = 0, local_vocab = 0;
+  bool sequence_parallel = false;
+  DeviceKind device = DeviceKind::kCpu;
+  bool drop_attention_cache = false;  // selective recomputation of a quadratic attention cache
+
+  int64_t residual() const { return Nl * C; }  // block inputs and outputs, x1, their gradients
+  int64_t ln_stats() const { return Nl; }      // a LayerNorm's mean, or its rstd
+  // A LayerNorm's output as the next linear reads it (all N rows); with sequence parallelism the
+  // linear's all-gathered copy is kept instead (gathered_rows), and this is empty.
+  int64_t ln_out() const { return sequence_parallel ? 0 : N * C; }
+  int64_t gathered_rows() const { return sequence_parallel ? N * C : 0; }
+  int64_t qkv() const { return 3 * N * local_channels; }
+  int64_t attention_out() const { return N * local_channels; }
+  int64_t attention_cache() const {  // what attention_forward keeps for the backward
+    return drop_attention_cache ? 0 : attention_cache_floats(device, B, local_heads, T);
+  }
+  int64_t attention_rebuilt() const {  // selective: where the backward rebuilds it
+    return drop_attention_cache ? attention_cache_floats(device, B, local_heads, T) : 0;
+  }
+  int64_t attention_scratch() const { return attention_scratch_floats(device, B, local_heads, T); }
+  int64_t ffn() const { return N * local_ffn; }
+  int64_t head_rows() const { return N * C; }  // ln_f's output, all N rows
+  int64_t logits() const { return N * local_vocab; }
+  int64_t row_stat() const { return N; }  // a per-token loss statistic
+  int64_t tokens() const { return N; }    // int32 tokens or targets of a microbatch
+  int64_t partial() const { return sequence_parallel ? N * C : 0; }
+  int64_t ln_local() const { return sequence_parallel ? Nl * C : 0; }
+};
+
+LayerSizes layer_sizes(const ModelConfig& model, int tp, bool sequence_parallel,
+                       int64_t micro_batch, DeviceKind device, Recompute recompute);
+
+// How the chunk `spec` recomputes under --recompute and --recompute-layers (0 = every block).
+ChunkRecompute chunk_recompute(Recompute mode, int64_t recompute_layers, const StageSpec& spec,
+                               bool split_backward);
+
+}  // namespace gpt

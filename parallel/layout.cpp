@@ -1,0 +1,151 @@
+// The layout's arithmetic and rules (see layout.h).
+#include "parallel/layout.h"
+
+#include <algorithm>
+
+#include "framework/check.h"
+
+namespace gpt {
+
+const char* regime_name(PrecisionRegime p) {
+  switch (p) {
+    case PrecisionRegime::kFp32:
+      return "fp32";
+    case PrecisionRegime::kBf16:
+      return "bf16";
+    case PrecisionRegime::kMegatronMixed:
+      return "megatron-mixed";
+  }
+  return "?";
+}
+
+const char* regime_description(PrecisionRegime p) {
+  switch (p) {
+    case PrecisionRegime::kFp32:
+      return "this project's fp32: every tensor in fp32, matrix products at the TF32 peak";
+    case PrecisionRegime::kBf16:
+      return "this project's bf16: bf16 matrix-product operands; activations, gradients, master "
+             "weights and AdamW state in fp32";
+    case PrecisionRegime::kMegatronMixed:
+      return "Megatron-LM's mixed precision (not a train regime): 16-bit weights, activations "
+             "and gradients, fp32 main gradients, master weights and Adam state, dropout 0.1";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string joined(const std::vector<int64_t>& counts) {
+  std::string text;
+  for (int64_t c : counts) {
+    if (!text.empty()) text += ',';
+    text += std::to_string(c);
+  }
+  return text;
+}
+
+}  // namespace
+
+int Layout::step_microbatches(int64_t global_batch_size, int world) const {
+  const int d = data_parallel(world);
+  GPT_INPUT_CHECK(global_batch_size % (d * micro_batch) == 0,
+                  "--global-batch-size " << global_batch_size << " is not a multiple of dp " << d
+                                         << " x --micro-batch-size " << micro_batch);
+  return static_cast<int>(global_batch_size / (d * micro_batch));
+}
+
+int64_t Layout::layers_per_chunk(const ModelConfig& model) const {
+  return model.n_layer / (static_cast<int64_t>(pp) * virtual_stages);
+}
+
+int64_t Layout::fewest_layers_per_chunk(const ModelConfig& model) const {
+  if (layers_per_stage.empty()) return layers_per_chunk(model);
+  return *std::min_element(layers_per_stage.begin(), layers_per_stage.end());
+}
+
+int64_t Layout::recomputed_layers_per_chunk(const ModelConfig& model) const {
+  if (recompute != Recompute::kFull) return 0;
+  const int64_t per_chunk = layers_per_chunk(model);
+  return recompute_layers <= 0 ? per_chunk : std::min<int64_t>(recompute_layers, per_chunk);
+}
+
+void Layout::validate_sizes() const {
+  GPT_INPUT_CHECK(tp >= 1, "--tp must be at least 1 (got " << tp << ")");
+  GPT_INPUT_CHECK(pp >= 1, "--pp must be at least 1 (got " << pp << ")");
+  GPT_INPUT_CHECK(dp >= 0, "--dp must be at least 1, or 0 to derive it (got " << dp << ")");
+  GPT_INPUT_CHECK(virtual_stages >= 1,
+                  "--virtual-stages must be at least 1 (got " << virtual_stages << ")");
+  GPT_INPUT_CHECK(micro_batch >= 1,
+                  "--micro-batch-size must be at least 1 (got " << micro_batch << ")");
+  GPT_INPUT_CHECK(recompute_layers >= 0, "--recompute-layers must be at least 0 (0 = all)");
+}
+
+void Layout::validate_grid(int world, const std::string& units, const std::string& job) const {
+  validate_sizes();
+  GPT_INPUT_CHECK(world % (tp * pp) == 0, "--tp " << tp << " x --pp " << pp
+                                                  << " does not divide the " << world << " "
+                                                  << units << " " << job);
+  const int derived = world / (tp * pp);
+  GPT_INPUT_CHECK(dp == 0 || dp == derived, "--dp " << dp << " disagrees with " << world << " "
+                                                    << units << " / (--tp " << tp << " x --pp "
+                                                    << pp << ") = " << derived);
+}
+
+void Layout::validate(const ModelConfig& model, int world, const std::string& units,
+                      const std::string& job) const {
+  validate_sizes();
+  GPT_INPUT_CHECK(model.n_head % tp == 0,
+                  "--tp " << tp << " does not divide --n-head " << model.n_head);
+  GPT_INPUT_CHECK(model.d_model % tp == 0,
+                  "--tp " << tp << " does not divide --d-model " << model.d_model);
+  validate_grid(world, units, job);
+  if (!layers_per_stage.empty()) {
+    const std::string text = joined(layers_per_stage);
+    int64_t total = 0;
+    for (int64_t c : layers_per_stage) {
+      GPT_INPUT_CHECK(c >= 1, "--layers-per-stage " << text << ": every stage needs a layer");
+      total += c;
+    }
+    GPT_INPUT_CHECK(static_cast<int>(layers_per_stage.size()) == pp,
+                    "--layers-per-stage " << text << " names " << layers_per_stage.size()
+                                          << " stages but --pp is " << pp);
+    GPT_INPUT_CHECK(total == model.n_layer, "--layers-per-stage " << text << " adds up to " << total
+                                                                  << " layers, not --n-layer "
+                                                                  << model.n_layer);
+    GPT_INPUT_CHECK(virtual_stages == 1, "--layers-per-stage needs --virtual-stages 1");
+  }
+  GPT_INPUT_CHECK(
+      !layers_per_stage.empty() || model.n_layer % (static_cast<int64_t>(pp) * virtual_stages) == 0,
+      "--n-layer " << model.n_layer << " does not split evenly over --pp " << pp
+                   << " x --virtual-stages " << virtual_stages << " model chunks");
+  GPT_INPUT_CHECK(!sequence_parallel || model.seq_len % tp == 0,
+                  "--sequence-parallel needs --seq-len " << model.seq_len
+                                                         << " to be a multiple of --tp " << tp);
+  GPT_INPUT_CHECK(recompute_layers == 0 || recompute == Recompute::kFull,
+                  "--recompute-layers needs --recompute full");
+  const int64_t fewest = fewest_layers_per_chunk(model);
+  GPT_INPUT_CHECK(recompute_layers <= fewest, "--recompute-layers "
+                                                  << recompute_layers << " is more than the "
+                                                  << fewest << " layers of a stage");
+}
+
+void Layout::validate_step(const ModelConfig& model, int world, int64_t global_batch_size,
+                           const std::string& units, const std::string& job) const {
+  validate(model, world, units, job);
+  step_schedule(global_batch_size, world);  // the schedule's own rules
+}
+
+Schedule Layout::step_schedule(int64_t global_batch_size, int world) const {
+  return make_schedule(schedule, pp, step_microbatches(global_batch_size, world), virtual_stages);
+}
+
+std::string describe(const Layout& l) {
+  return GPT_MSG(
+      "tp " << l.tp << " pp " << l.pp << " dp " << l.dp << " " << schedule_name(l.schedule)
+            << (l.virtual_stages > 1 ? GPT_MSG(" v " << l.virtual_stages) : "") << " mb "
+            << l.micro_batch << (l.sequence_parallel ? " sp" : "") << " recompute "
+            << recompute_name(l.recompute) << (l.distributed_optimizer ? " dist-opt" : "")
+            << (l.precision ? GPT_MSG(" " << regime_name(*l.precision)) : ""));
+}
+
+}  // namespace gpt

@@ -1,0 +1,568 @@
+// The planner's step-time model (see cost_model.h). Sizes are those of one microbatch on one tp
+// rank; "e" is the bytes of one activation element in the regime (fp32 in this project, also
+// under bf16, whose products only round their operands; 16-bit in Megatron's).
+#include "parallel/planner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "parallel/bucket_plan.h"
+#include "parallel/planner/plan_memory.h"
+
+namespace gpt {
+namespace {
+
+// The thread-block tile of large 16-bit tensor-core GEMMs on A100: CUTLASS's default for sm80
+// (include/cutlass/gemm/device/default_gemm_configuration.h, DefaultGemmConfiguration for
+// OpClassTensorOp and Sm80: ThreadblockShape GemmShape<128, 256, 64>), also among the tiles
+// NVIDIA's "Matrix Multiplication Background User's Guide" lists for its wave quantization.
+constexpr double kTileLong = 256, kTileShort = 128;
+
+bool megatron(const PlanLayout& l) {
+  return l.precision == PrecisionRegime::kMegatronMixed;
+}
+
+// How many times slower a rank runs than alone on its share of the CPU: ranks beyond a node's
+// cores share them, each getting cores / (ranks on the node x threads) of one. Open MPI, seeing
+// more ranks than slots, makes a waiting rank yield its core (mpi_yield_when_idle), so the
+// node's work spreads over its cores (forced to spin instead, tp 4 on 2 cores ran 45 times
+// slower here): every pass and every transfer the CPU drives (shared memory, inside a node)
+// stretches by that factor; a transfer across nodes is bound by the network and does not. The
+// passes stretch further by the measured cost of taking turns (CpuModel::sharing_at), and each
+// meeting of two ranks by what that costs them (meeting_turn). 1 on GPUs and whenever the ranks
+// fit the cores.
+double oversubscription(const Cluster& cluster, const PlanLayout& l) {
+  if (!cluster.cpu.active()) return 1;
+  const int ranks = ranks_per_node(cluster, l.world(), l.placement);
+  return std::max(1.0, static_cast<double>(ranks) * cluster.cpu.threads / cluster.cpu.cores);
+}
+
+// What ranks taking turns on a node's shared cores pay at each meeting of two of them, before the
+// transfer's stretch by the share: a blocking tp collective, a round of a dp or step reduction,
+// a pipeline message. Each needs both ranks run, past the turns of the others on their cores
+// (CpuModel::turn_seconds, measured at the tp collectives of a tp-2 pass at the layout's
+// micro-batch size). None across nodes (the network binds), on GPUs, or with a core a rank.
+double meeting_turn(const Cluster& cluster, const PlanLayout& l, const LinkModel& link) {
+  if (link.crosses_nodes) return 0;
+  return cluster.cpu.turn_at(oversubscription(cluster, l), static_cast<double>(l.micro_batch));
+}
+
+// The ranks of one pipeline stage (tp x dp consecutive ranks) on one node. On a CPU cluster
+// their tp collectives run in lockstep (the dp replicas alike) and share the node's one network
+// link when tp crosses nodes; the node's other ranks belong to other stages, whose collectives
+// fall elsewhere in time.
+int stage_ranks_per_node(const Cluster& cluster, const PlanLayout& l) {
+  const int stage = l.tp * l.dp;
+  const int per_node = ranks_per_node(cluster, l.world(), l.placement);
+  if (l.placement.by_node && l.placement.nodes > 1)
+    return std::min(per_node, (stage + l.placement.nodes - 1) / l.placement.nodes);
+  return std::min(per_node, stage);
+}
+
+// The stretch of a transfer on `link`: the CPU's sharing inside a node, none across nodes.
+double transfer_share(double share, const LinkModel& link) {
+  return link.crosses_nodes ? 1 : share;
+}
+
+double peak_flops(const GpuModel& gpu, PrecisionRegime regime) {
+  return regime == PrecisionRegime::kFp32 ? gpu.peak_fp32 : gpu.peak_bf16;
+}
+
+// One microbatch on one tp rank.
+struct Shapes {
+  double b, s, C, N, Nl, C_l, F_l, heads_l, hd, V_l, e;
+  int tp;
+};
+
+Shapes shapes_of(const ModelConfig& m, const PlanLayout& l) {
+  Shapes sh{};
+  sh.tp = l.tp;
+  sh.b = static_cast<double>(l.micro_batch);
+  sh.s = static_cast<double>(m.seq_len);
+  sh.C = static_cast<double>(m.d_model);
+  sh.N = sh.b * sh.s;
+  sh.Nl = l.sequence_parallel ? sh.N / l.tp : sh.N;
+  sh.C_l = sh.C / l.tp;
+  sh.F_l = static_cast<double>(m.ffn_dim()) / l.tp;
+  sh.heads_l = static_cast<double>(m.n_head) / l.tp;
+  sh.hd = static_cast<double>(m.head_dim());
+  sh.V_l = static_cast<double>(m.padded_vocab(l.tp)) / l.tp;
+  sh.e = megatron(l) ? 2 : 4;
+  return sh;
+}
+
+// The tp group's collectives on its link (tp ranks are consecutive: one node unless tp exceeds
+// it), each after `idle` seconds of compute, and each with `turn` seconds more for its members
+// taking turns on shared cores (meeting_turn: one a call, as measured). A collective of one rank
+// costs nothing.
+struct TpComm {
+  LinkModel link;
+  int ranks = 1;
+  double idle = 0, turn = 0;
+  double all_reduce(double bytes) const { return call(Collective::kAllReduce, bytes); }
+  double all_gather(double bytes) const { return call(Collective::kAllGather, bytes); }
+  double reduce_scatter(double bytes) const { return call(Collective::kReduceScatter, bytes); }
+
+ private:
+  double call(Collective op, double bytes) const {
+    if (ranks <= 1 || bytes <= 0) return 0;
+    return collective_seconds(link, op, bytes, ranks, idle) + turn;
+  }
+};
+
+// A pass's modelled compute to its expected seconds: on the CPU the measured scale of that pass
+// kind at the layout's micro-batch size, for a rank holding the stage's layers, and the sharing
+// of the cores with what turns on a core cost beyond it, as measured.
+double compute_stretch(const ModelConfig& m, const Cluster& cluster, const PlanLayout& l,
+                       const CpuModel::ScaleCurve& cpu_scale) {
+  const double share = oversubscription(cluster, l);
+  if (!cluster.cpu.active()) return share;
+  const double mb = static_cast<double>(l.micro_batch);
+  const double stage_layers = static_cast<double>(m.n_layer) / l.pp;
+  return share * cluster.cpu.sharing_at(share, mb) * cluster.cpu.stage_at(stage_layers, mb) *
+         CpuModel::scale_at(cpu_scale, mb);
+}
+
+// What the model needs about one layout on one cluster.
+struct Context {
+  const ModelConfig& model;
+  const PlanLayout& layout;
+  const GpuModel& gpu;
+  Shapes sh;
+  TpComm tp;
+  bool cpu = false;  // the CPU backend: attention materialises its probabilities
+  double gemm(double m, double n, double k, double batch = 1) const {
+    return gemm_seconds(gpu, layout.regime(), m, n, k, batch);
+  }
+  double stream(double bytes) const { return stream_seconds(gpu, bytes); }
+};
+
+// A linear of one block: out features (n) by in features (k) on this tp rank.
+struct Linear {
+  double out, in;
+};
+struct BlockLinears {
+  Linear qkv, proj, fc1, fc2;
+};
+BlockLinears linears(const Shapes& sh) {
+  return {{3 * sh.C_l, sh.C}, {sh.C, sh.C_l}, {sh.F_l, sh.C}, {sh.C, sh.F_l}};
+}
+
+// The attention core's forward products, (s x s) scores and their product with V, per head.
+// In Megatron and on this project's CPU backend these materialise the (s x s) scores (the CPU
+// keeps the probabilities, no dropout: the 4.5 passes overcount it by the masks); this
+// project's CUDA kernel is fused (never writes them), so only its FLOPs count.
+double attention_core_forward(const Context& c) {
+  const Shapes& sh = c.sh;
+  const double batch = sh.b * sh.heads_l;
+  if (megatron(c.layout) || c.cpu) {
+    const double probs = batch * sh.s * sh.s;  // softmax in and out, dropout in, out and mask
+    return c.gemm(sh.s, sh.s, sh.hd, batch) + c.gemm(sh.s, sh.hd, sh.s, batch) +
+           c.stream(probs * sh.e * 4.5);
+  }
+  const double flops = 4 * batch * sh.s * sh.s * sh.hd;
+  return flops / (peak_flops(c.gpu, c.layout.regime()) * c.gpu.gemm_efficiency);
+}
+
+// Backward of the core: gradients of the probabilities, V, Q and K (four products), and in
+// Megatron the dropout and softmax backward over the (s x s) probabilities; the fused kernel
+// recomputes the scores, 2.5 times the forward's FLOPs.
+double attention_core_backward(const Context& c) {
+  const Shapes& sh = c.sh;
+  const double batch = sh.b * sh.heads_l;
+  if (megatron(c.layout) || c.cpu) {
+    const double probs = batch * sh.s * sh.s;
+    return c.gemm(sh.s, sh.s, sh.hd, batch) + 3 * c.gemm(sh.s, sh.hd, sh.s, batch) +
+           c.stream(probs * sh.e * 5.5);
+  }
+  return 2.5 * attention_core_forward(c);
+}
+
+// Streaming kernels of one block, in activation elements moved (read + written): LayerNorms,
+// bias adds, GELU, residual adds and, in Megatron, the two fused bias-dropout-adds with masks.
+double block_stream_forward(const Context& c) {
+  const Shapes& sh = c.sh;
+  const double per_row = megatron(c.layout) ? 11 : 14;
+  return c.stream((per_row * sh.Nl * sh.C + 2 * sh.N * sh.F_l) * sh.e);
+}
+double block_stream_backward(const Context& c) {
+  const Shapes& sh = c.sh;
+  return c.stream((12 * sh.Nl * sh.C + 3 * sh.N * sh.F_l + sh.N * (sh.F_l + 4 * sh.C_l)) * sh.e);
+}
+
+// The forward's tp collectives: the two row-parallel outputs all-reduced, or with sequence
+// parallelism both column-parallel inputs all-gathered and both outputs reduce-scattered.
+double block_tp_forward(const Context& c) {
+  const double bytes = c.sh.N * c.sh.C * c.sh.e;
+  if (c.layout.sequence_parallel) return 2 * (c.tp.all_gather(bytes) + c.tp.reduce_scatter(bytes));
+  return 2 * c.tp.all_reduce(bytes);
+}
+
+// The input-gradient pass's tp collectives, exposed. This project runs each where it happens.
+// Megatron overlaps the column-parallel input gradient's reduction with that linear's weight
+// gradient, and under sequence parallelism re-gathers the column-parallel inputs it did not keep
+// while computing the input gradient; the row-parallel output gradients' all-gather is exposed.
+double block_tp_backward(const Context& c) {
+  const double bytes = c.sh.N * c.sh.C * c.sh.e;
+  const bool sp = c.layout.sequence_parallel;
+  const double reduce = sp ? c.tp.reduce_scatter(bytes) : c.tp.all_reduce(bytes);
+  const double gather_out = sp ? 2 * c.tp.all_gather(bytes) : 0;
+  if (!megatron(c.layout)) return gather_out + 2 * reduce;
+  const BlockLinears w = linears(c.sh);
+  double exposed = gather_out;
+  for (const Linear& col : {w.qkv, w.fc1}) {
+    exposed += std::max(0.0, reduce - c.gemm(col.out, col.in, c.sh.N));  // beside the wgrad
+    if (sp) exposed += std::max(0.0, c.tp.all_gather(bytes) - c.gemm(c.sh.N, col.in, col.out));
+  }
+  return exposed;
+}
+
+struct BlockCosts {
+  ChunkCosts passes;         // one block, one microbatch, without recomputation
+  PassTime selective_extra;  // the attention core's forward again
+  PassTime full_extra;       // the whole forward again
+};
+
+BlockCosts block_costs(const Context& c) {
+  const BlockLinears w = linears(c.sh);
+  const double N = c.sh.N;
+  BlockCosts b;
+  double fwd = attention_core_forward(c) + block_stream_forward(c);
+  double dgrad = attention_core_backward(c) + block_stream_backward(c), wgrad = 0;
+  for (const Linear& lin : {w.qkv, w.proj, w.fc1, w.fc2}) {
+    fwd += c.gemm(N, lin.out, lin.in);
+    dgrad += c.gemm(N, lin.in, lin.out);
+    wgrad += c.gemm(lin.out, lin.in, N);
+  }
+  b.passes.forward = {fwd, block_tp_forward(c)};
+  b.passes.backward_input = {dgrad, block_tp_backward(c)};
+  b.passes.backward_weight = {wgrad, 0};
+  b.selective_extra = {attention_core_forward(c), 0};
+  b.full_extra = b.passes.forward;
+  return b;
+}
+
+// The embedding (first virtual stage): lookup and position add; its output all-reduced (or
+// reduce-scattered) over tp; the output gradient all-gathered back under sequence parallelism;
+// wte's gradient scattered in by the weight pass.
+ChunkCosts embedding_costs(const Context& c) {
+  const Shapes& sh = c.sh;
+  const double bytes = sh.N * sh.C * sh.e;
+  const bool sp = c.layout.sequence_parallel;
+  ChunkCosts e;
+  e.forward = {c.stream(3 * sh.N * sh.C * sh.e),
+               sp ? c.tp.reduce_scatter(bytes) : c.tp.all_reduce(bytes)};
+  e.backward_input = {0, sp ? c.tp.all_gather(bytes) : 0};
+  e.backward_weight = {c.stream(3 * sh.N * sh.C * 4), 0};
+  return e;
+}
+
+// The head (last virtual stage): ln_f, the vocabulary-parallel logits and cross-entropy (fp32
+// logits, three all-reduces of row statistics), and their backward.
+ChunkCosts head_costs(const Context& c) {
+  const Shapes& sh = c.sh;
+  const double bytes = sh.N * sh.C * sh.e, logits = sh.N * sh.V_l * 4;
+  const bool sp = c.layout.sequence_parallel;
+  ChunkCosts h;
+  h.forward = {
+      c.stream(2 * sh.Nl * sh.C * sh.e) + c.gemm(sh.N, sh.V_l, sh.C) + c.stream(3 * logits),
+      (sp ? c.tp.all_gather(bytes) : 0) + 3 * c.tp.all_reduce(sh.N * 4)};
+  h.backward_input = {
+      c.stream(2 * logits) + c.gemm(sh.N, sh.C, sh.V_l) + c.stream(3 * sh.Nl * sh.C * sh.e),
+      sp ? c.tp.reduce_scatter(bytes) : c.tp.all_reduce(bytes)};
+  h.backward_weight = {c.gemm(sh.V_l, sh.C, sh.N), 0};
+  return h;
+}
+
+void add(ChunkCosts& to, const ChunkCosts& from, double times = 1) {
+  for (auto [t, f] :
+       {std::pair{&to.forward, &from.forward}, std::pair{&to.backward_input, &from.backward_input},
+        std::pair{&to.backward_weight, &from.backward_weight}}) {
+    t->compute += times * f->compute;
+    t->tp_exposed += times * f->tp_exposed;
+  }
+}
+
+Context make_context(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster) {
+  Context c{m,
+            l,
+            cluster.gpu,
+            shapes_of(m, l),
+            {group_link(cluster, l.tp, 1, l.placement, stage_ranks_per_node(cluster, l)), l.tp},
+            cluster.cpu.active()};
+  if (c.tp.link.burst > 0) {
+    // A shaped link refills between a block's tp collectives (two, four under sequence
+    // parallelism): the block's forward compute over them, the backward's alike.
+    const double calls = l.sequence_parallel ? 4 : 2;
+    c.tp.idle = block_costs(c).passes.forward.compute *
+                compute_stretch(m, cluster, l, cluster.cpu.forward_scale) / calls;
+  }
+  c.tp.turn = meeting_turn(cluster, l, c.tp.link);
+  return c;
+}
+
+// The parts of a step around the pipeline, per stage, with the CPU's sharing of the cores.
+struct StageExtras {
+  double dp_total = 0, dp_fixed = 0;  // the reduction's seconds, and those nothing overlaps
+  double optimizer = 0;
+};
+
+StageExtras stage_extras(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster,
+                         int stage) {
+  StageExtras x;
+  const double params = static_cast<double>(stage_parameters(m, l, stage));
+  const double grad_bytes = params * 4;  // fp32 gradients in both regimes
+  const LinkModel link = group_link(cluster, l.dp, l.tp, l.placement);
+  const double share = oversubscription(cluster, l);
+  // The buckets' collectives are nonblocking: NCCL's ring on GPUs, Open MPI's libnbc on the CPU.
+  const double turn = meeting_turn(cluster, l, link);
+  const auto seconds = [&](Collective op, double bytes) {
+    if (!cluster.cpu.active()) return collective_seconds(link, op, bytes, l.dp);
+    return libnbc_seconds(link, op, bytes, l.dp) + libnbc_rounds(op, l.dp) * turn;
+  };
+  if (l.distributed_optimizer) {
+    x.dp_total = seconds(Collective::kReduceScatter, grad_bytes);
+    // The updated parameters' all-gather follows the optimizer step.
+    x.dp_fixed = seconds(Collective::kAllGather, params * (megatron(l) ? 2 : 4));
+  } else {
+    x.dp_total = seconds(Collective::kAllReduce, grad_bytes);
+  }
+  // AdamW streams value, gradient and both moments in and value and moments out (28 bytes);
+  // clipping reads the gradients once more, and they are zeroed (8). Megatron adds writing the
+  // 16-bit weights (2).
+  const double shards = l.distributed_optimizer ? l.dp : 1;
+  x.optimizer = share * stream_seconds(cluster.gpu, params / shards * (megatron(l) ? 38 : 36));
+  x.dp_total *= transfer_share(share, link);
+  x.dp_fixed *= transfer_share(share, link);
+  return x;
+}
+
+}  // namespace
+
+double gemm_seconds(const GpuModel& gpu, PrecisionRegime regime, double m, double n, double k,
+                    double batch) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+  // Output tiles run in waves over the SMs; a partial last wave leaves SMs idle.
+  const double tiles =
+      batch * std::ceil(std::max(m, n) / kTileLong) * std::ceil(std::min(m, n) / kTileShort);
+  const double waves = std::ceil(tiles / gpu.sms);
+  const double wave_use = tiles / (waves * gpu.sms);
+  const double flops = 2 * m * n * k * batch;
+  const double compute =
+      flops / (peak_flops(gpu, regime) * gpu.gemm_efficiency_at(flops / batch) * wave_use);
+  const double operand = regime == PrecisionRegime::kFp32 ? 4 : 2;
+  const double memory = stream_seconds(gpu, operand * (m * k + k * n + m * n) * batch);
+  return std::max(compute, memory);
+}
+
+double stream_seconds(const GpuModel& gpu, double bytes) {
+  return bytes / (gpu.memory_bandwidth * gpu.memory_efficiency);
+}
+
+ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster, int vs) {
+  const Context c = make_context(m, l, cluster);
+  const BlockCosts block = block_costs(c);
+  const int64_t layers = l.layers_per_chunk(m);
+  const int64_t recomputed = l.recomputed_layers_per_chunk(m);
+  ChunkCosts costs;
+  add(costs, block.passes, static_cast<double>(layers));
+  if (l.recompute == Recompute::kSelective)
+    costs.backward_input.compute += static_cast<double>(layers) * block.selective_extra.compute;
+  if (recomputed > 0) {
+    costs.backward_input.compute += static_cast<double>(recomputed) * block.full_extra.compute;
+    costs.backward_input.tp_exposed +=
+        static_cast<double>(recomputed) * block.full_extra.tp_exposed;
+  }
+  if (vs == 0) add(costs, embedding_costs(c));
+  if (vs == l.pp * l.virtual_stages - 1) add(costs, head_costs(c));
+  // On the CPU: the real layers' time over the model's, measured at calibration, per pass kind;
+  // then the sharing of the cores.
+  const double share = oversubscription(cluster, l);
+  const CpuModel& cpu = cluster.cpu;
+  for (auto [pass, scale] : {std::pair{&costs.forward, &cpu.forward_scale},
+                             std::pair{&costs.backward_input, &cpu.backward_input_scale},
+                             std::pair{&costs.backward_weight, &cpu.backward_weight_scale}}) {
+    pass->compute *= compute_stretch(m, cluster, l, *scale);
+    pass->tp_exposed *= transfer_share(share, c.tp.link);
+  }
+  return costs;
+}
+
+namespace {
+
+// Per stage, the pipeline's work: compute and exposed tp seconds over all its actions.
+struct StageWork {
+  std::vector<double> compute, tp;
+};
+
+StageWork stage_work(const PlanLayout& l, const std::vector<ChunkCosts>& per_vs) {
+  StageWork w{std::vector<double>(l.pp, 0.0), std::vector<double>(l.pp, 0.0)};
+  for (size_t vs = 0; vs < per_vs.size(); ++vs) {
+    const int stage = static_cast<int>(vs) % l.pp;
+    const ChunkCosts& c = per_vs[vs];
+    for (const PassTime* p : {&c.forward, &c.backward_input, &c.backward_weight}) {
+      w.compute[stage] += l.microbatches * p->compute;
+      w.tp[stage] += l.microbatches * p->tp_exposed;
+    }
+  }
+  return w;
+}
+
+std::vector<PassCosts> pass_costs(const std::vector<ChunkCosts>& per_vs) {
+  std::vector<PassCosts> costs;
+  for (const ChunkCosts& c : per_vs)
+    costs.push_back({c.forward.total(), c.backward_input.total(), c.backward_weight.total()});
+  return costs;
+}
+
+// Per stage: when its last action ends, and how long that action ran (the part of the backward
+// a bucketed dp reduction can hide behind).
+void stage_ends(const Timeline& t, int pp, std::vector<double>& end, std::vector<double>& last) {
+  end.assign(pp, 0.0);
+  last.assign(pp, 0.0);
+  for (const TimedAction& a : t.actions) {
+    if (a.end < end[a.stage]) continue;
+    end[a.stage] = a.end;
+    last[a.stage] = a.end - a.start;
+  }
+}
+
+// The bytes of the point-to-point message of one activation or gradient (Megatron sends 1/tp of
+// it: sequence parallel, or its scatter-gather trick), the pipeline's slowest link (a stage's
+// ranks and the next stage's are tp * dp ranks apart), and the message's seconds on it with the
+// CPU's sharing of the cores, after `idle` seconds (a pass) since the last one that way.
+double p2p_bytes(const ModelConfig& m, const PlanLayout& l) {
+  const double e = megatron(l) ? 2 : 4;
+  const double split = (l.sequence_parallel || megatron(l)) ? l.tp : 1;
+  return static_cast<double>(l.micro_batch * m.seq_len * m.d_model) * e / split;
+}
+LinkModel p2p_link(const Cluster& cluster, const PlanLayout& l) {
+  return group_link(cluster, l.pp, l.tp * l.dp, l.placement);
+}
+double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster, double idle) {
+  if (l.pp == 1) return 0;
+  const LinkModel link = p2p_link(cluster, l);
+  return transfer_share(oversubscription(cluster, l), link) *
+         (p2p_seconds(link, p2p_bytes(m, l), idle) + meeting_turn(cluster, l, link));
+}
+
+// The step's small blocking reductions after the pipeline, 8 bytes each: the loss over the world
+// (ProcessGrid::sum_tp_replicated), the gradient norm's over tp, pp and, with sharded optimizer
+// state, dp (optimizers/grad_clip.cpp). Latency on GPUs; on cores that ranks share, each waits
+// for all of its group to be run.
+struct StepReductions {
+  double tp = 0, pp = 0, dp = 0;  // the world's loss counted with dp
+  double total() const { return tp + pp + dp; }
+};
+
+StepReductions step_reductions(const Cluster& cluster, const PlanLayout& l) {
+  const double share = oversubscription(cluster, l);
+  const auto reduce = [&](int ranks, int stride) {
+    if (ranks <= 1) return 0.0;
+    const LinkModel link = group_link(cluster, ranks, stride, l.placement);
+    // Open MPI's 8-byte all-reduce exchanges by recursive doubling: log2(n) meetings.
+    const double meetings = std::ceil(std::log2(ranks));
+    return transfer_share(share, link) *
+           (collective_seconds(link, Collective::kAllReduce, 8, ranks) +
+            meetings * meeting_turn(cluster, l, link));
+  };
+  StepReductions r;
+  r.tp = reduce(l.tp, 1);
+  r.pp = reduce(l.pp, l.tp * l.dp);
+  r.dp = reduce(l.world(), 1) + (l.distributed_optimizer ? reduce(l.dp, l.tp) : 0);
+  return r;
+}
+
+// chunk_costs of every virtual stage, in order.
+std::vector<ChunkCosts> chunk_costs_per_vs(const ModelConfig& m, const PlanLayout& l,
+                                           const Cluster& cluster) {
+  std::vector<ChunkCosts> per_vs;
+  for (int vs = 0; vs < l.pp * l.virtual_stages; ++vs)
+    per_vs.push_back(chunk_costs(m, l, cluster, vs));
+  return per_vs;
+}
+
+}  // namespace
+
+StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster,
+                            const Schedule& schedule) {
+  const std::vector<ChunkCosts> per_vs = chunk_costs_per_vs(m, l, cluster);
+  const double share = oversubscription(cluster, l);
+  std::vector<PassCosts> passes = pass_costs(per_vs);
+  // This project's executor sends a full backward's input gradient after its input half;
+  // Megatron-LM's (one autograd call for both halves) only after the weight half too.
+  if (megatron(l) && schedule.kind != ScheduleKind::kZbH1) {
+    for (PassCosts& p : passes) p.backward_input += p.backward_weight, p.backward_weight = 0;
+  }
+  double shortest_pass = passes.front().forward;
+  for (const PassCosts& p : passes)
+    shortest_pass = std::min({shortest_pass, p.forward, p.backward_input});
+  const double comm = p2p_time(m, l, cluster, shortest_pass);
+  // Messages above the link's eager limit are sent only once their receiver takes them.
+  const bool rendezvous = p2p_bytes(m, l) > p2p_link(cluster, l).eager_bytes;
+  const Timeline with_comm = simulate(schedule, ActionCosts{1, 1, 1, comm, rendezvous}, passes);
+  const Timeline without = simulate(schedule, ActionCosts{1, 1, 1, 0, rendezvous}, passes);
+  std::vector<double> end, last;
+  stage_ends(with_comm, l.pp, end, last);
+  const StageWork work = stage_work(l, per_vs);
+  // The tied embedding's gradient, all-reduced between the first and last stage after the step.
+  // Its two members are (pp - 1) tp dp ranks apart: one node's link when both are on it.
+  const LinkModel tied_link = group_link(cluster, 2, (l.pp - 1) * l.tp * l.dp, l.placement);
+  const double tied =
+      l.pp > 1 ? transfer_share(share, tied_link) *
+                     (collective_seconds(
+                          tied_link, Collective::kAllReduce,
+                          static_cast<double>(m.padded_vocab(l.tp) / l.tp * m.d_model) * 4, 2) +
+                      meeting_turn(cluster, l, tied_link))
+               : 0;
+  const StepReductions reductions = step_reductions(cluster, l);
+  StepPrediction p;
+  for (int stage = 0; stage < l.pp; ++stage) {
+    const StageExtras x = stage_extras(m, l, cluster, stage);
+    // This project posts dp buckets (train's default size) during the last backward; Megatron's
+    // 2022 runs reduced after it.
+    const double window = megatron(l) ? 0 : last[stage];
+    const double bucket =
+        std::min(x.dp_total, x.dp_total * static_cast<double>(kDefaultBucketElements) /
+                                 static_cast<double>(stage_parameters(m, l, stage)));
+    const double dp = std::max(bucket, x.dp_total - window) + x.dp_fixed;
+    const double total =
+        end[stage] + dp + tied + reductions.tp + reductions.pp + reductions.dp + x.optimizer;
+    if (total <= p.step_time_s) continue;
+    p.step_time_s = total;
+    p.critical_stage = stage;
+    p.compute_s = work.compute[stage] + x.optimizer;
+    p.tp_comm_exposed_s = work.tp[stage] + reductions.tp;
+    p.dp_comm_exposed_s = dp + reductions.dp;
+    const double idle = std::max(0.0, end[stage] - work.compute[stage] - work.tp[stage]);
+    const double pp_wait = std::max(0.0, with_comm.makespan - without.makespan);
+    p.bubble_s = std::max(0.0, idle - pp_wait);
+    p.pp_comm_exposed_s = idle - p.bubble_s + tied + reductions.pp;
+  }
+  // On a CPU cluster whose tp crosses nodes, each stage's tp traffic was priced with the node's
+  // link to its own; where several stages share a node they share that link, which then has to
+  // carry all of theirs within the step, at its rate (no burst: it does not idle while another
+  // stage uses it).
+  const int stages_on_node =
+      ranks_per_node(cluster, l.world(), l.placement) / stage_ranks_per_node(cluster, l);
+  if (cluster.cpu.active() && stages_on_node > 1 &&
+      group_link(cluster, l.tp, 1, l.placement).crosses_nodes) {
+    Cluster unshaped = cluster;
+    unshaped.inter_node.burst = 0;
+    double link_busy = 0;
+    for (double t : stage_work(l, chunk_costs_per_vs(m, l, unshaped)).tp)
+      link_busy += t * stages_on_node / l.pp;
+    link_busy += reductions.total();  // they follow the traffic
+    if (link_busy > p.step_time_s) {
+      p.tp_comm_exposed_s += link_busy - p.step_time_s;
+      p.step_time_s = link_busy;
+    }
+  }
+  const double tokens = static_cast<double>(l.microbatches) * l.micro_batch * l.dp * m.seq_len;
+  p.tokens_per_s_per_gpu = tokens / p.step_time_s / l.world();
+  p.model_tflops_per_gpu = p.tokens_per_s_per_gpu * m.flops_per_token() / 1e12;
+  p.mfu = p.model_tflops_per_gpu * 1e12 / peak_flops(cluster.gpu, l.regime());
+  return p;
+}
+
+}  // namespace gpt

@@ -1,0 +1,150 @@
+// Pricing, ranking and printing plan's layouts (see plan_report.h).
+#include "parallel/planner/ranking.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace gpt {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string schedule_text(const PlanLayout& l) {
+  if (l.virtual_stages == 1) return schedule_name(l.schedule);
+  return GPT_MSG(schedule_name(l.schedule) << " v" << l.virtual_stages);
+}
+
+std::string recompute_text(const PlanLayout& l) {
+  if (l.recompute != Recompute::kFull || l.recompute_layers == 0)
+    return recompute_name(l.recompute);
+  return GPT_MSG(recompute_name(l.recompute) << " " << l.recompute_layers);
+}
+
+// The terms of a step, named as the JSON names them.
+struct Term {
+  const char* name;
+  double StepPrediction::*field;
+};
+constexpr Term kTerms[] = {{"compute", &StepPrediction::compute_s},
+                           {"exposed tp communication", &StepPrediction::tp_comm_exposed_s},
+                           {"exposed pp communication", &StepPrediction::pp_comm_exposed_s},
+                           {"exposed dp communication", &StepPrediction::dp_comm_exposed_s},
+                           {"pipeline bubble", &StepPrediction::bubble_s}};
+
+}  // namespace
+
+std::vector<PricedLayout> price_layouts(const ModelConfig& model,
+                                        const std::vector<PlanLayout>& layouts,
+                                        const Cluster& cluster) {
+  std::vector<PricedLayout> priced;
+  for (const PlanLayout& l : layouts) {
+    const Schedule schedule = make_schedule(l.schedule, l.pp, l.microbatches, l.virtual_stages);
+    const DeviceKind device = cluster.cpu.active() ? DeviceKind::kCpu : DeviceKind::kCuda;
+    PricedLayout p{l, plan_memory(model, l, schedule, device),
+                   predict_step(model, l, cluster, schedule)};
+    p.fits = static_cast<double>(p.memory.total()) <= cluster.gpu.memory_bytes;
+    priced.push_back(p);
+  }
+  std::stable_sort(priced.begin(), priced.end(), [](const PricedLayout& a, const PricedLayout& b) {
+    if (a.fits != b.fits) return a.fits;
+    return a.step.step_time_s < b.step.step_time_s;
+  });
+  return priced;
+}
+
+Json layout_json(const PricedLayout& p) {
+  const PlanLayout& l = p.layout;
+  Json j;
+  j["tp"] = l.tp;
+  j["pp"] = l.pp;
+  j["dp"] = l.dp;
+  j["schedule"] = schedule_name(l.schedule);
+  j["virtual_stages"] = l.virtual_stages;
+  j["micro_batch_size"] = l.micro_batch;
+  j["microbatches"] = l.microbatches;
+  j["sequence_parallel"] = l.sequence_parallel;
+  j["recompute"] = recompute_name(l.recompute);
+  j["recompute_layers"] = l.recompute_layers;
+  j["distributed_optimizer"] = l.distributed_optimizer;
+  j["precision"] = regime_name(l.regime());
+  j["fits"] = p.fits;
+  Json& memory = j["memory_bytes"];
+  for (MemoryCategory c : kAllMemoryCategories) memory[memory_category_name(c)] = p.memory.bytes[c];
+  memory["total"] = p.memory.total();
+  const StepPrediction& s = p.step;
+  j["step_time_s"] = s.step_time_s;
+  j["tokens_per_s_per_gpu"] = s.tokens_per_s_per_gpu;
+  j["model_tflops_per_gpu"] = s.model_tflops_per_gpu;
+  j["mfu"] = s.mfu;
+  j["compute_s"] = s.compute_s;
+  j["tp_comm_exposed_s"] = s.tp_comm_exposed_s;
+  j["pp_comm_exposed_s"] = s.pp_comm_exposed_s;
+  j["dp_comm_exposed_s"] = s.dp_comm_exposed_s;
+  j["bubble_s"] = s.bubble_s;
+  j["critical_stage"] = s.critical_stage;
+  return j;
+}
+
+std::string why_best(const std::vector<PricedLayout>& ranked, const Cluster& cluster) {
+  if (ranked.empty()) return "";
+  const PricedLayout& best = ranked[0];
+  if (!best.fits) {
+    return GPT_MSG("no layout fits the " << cluster.gpu.memory_bytes / kGiB << " GiB of a "
+                                         << cluster.gpu.name << "; the smallest need is shown");
+  }
+  if (ranked.size() < 2) return "only one layout satisfies the options";
+  const PricedLayout& next = ranked[1];
+  std::ostringstream out;
+  out << "best: " << describe(best.layout) << "; runner-up: " << describe(next.layout) << "\n";
+  if (!next.fits) {
+    out << "why: the runner-up needs " << next.memory.total() / kGiB << " GiB, over the "
+        << cluster.gpu.memory_bytes / kGiB << " GiB of a " << cluster.gpu.name;
+    return out.str();
+  }
+  const Term* decisive = &kTerms[0];
+  for (const Term& t : kTerms) {
+    if (next.step.*t.field - best.step.*t.field >
+        next.step.*decisive->field - best.step.*decisive->field)
+      decisive = &t;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "why: %.4g s faster a step (%.2f%%), decided by %s: %.4g s against %.4g s",
+                next.step.step_time_s - best.step.step_time_s,
+                100 * (next.step.step_time_s / best.step.step_time_s - 1), decisive->name,
+                best.step.*decisive->field, next.step.*decisive->field);
+  out << line;
+  return out.str();
+}
+
+std::string ranked_table(const std::vector<PricedLayout>& ranked, int rows) {
+  std::ostringstream out;
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "%4s %3s %3s %4s %-15s %4s %5s %3s %-12s %4s %-14s %4s %8s %9s %9s %6s %8s %8s "
+                "%8s %8s %8s\n",
+                "rank", "tp", "pp", "dp", "schedule", "mb", "m", "sp", "recompute", "zero",
+                "precision", "fits", "mem GiB", "step s", "tok/s/gpu", "mfu", "compute", "tp s",
+                "pp s", "dp s", "bubble");
+  out << line;
+  const int n = std::min<int>(rows, static_cast<int>(ranked.size()));
+  for (int i = 0; i < n; ++i) {
+    const PricedLayout& p = ranked[static_cast<size_t>(i)];
+    const PlanLayout& l = p.layout;
+    const StepPrediction& s = p.step;
+    std::snprintf(
+        line, sizeof line,
+        "%4d %3d %3d %4d %-15s %4lld %5d %3s %-12s %4s %-14s %4s %8.2f %9.4g %9.4g "
+        "%6.3f %8.4g %8.4g %8.4g %8.4g %8.4g\n",
+        i + 1, l.tp, l.pp, l.dp, schedule_text(l).c_str(), static_cast<long long>(l.micro_batch),
+        l.microbatches, l.sequence_parallel ? "yes" : "no", recompute_text(l).c_str(),
+        l.distributed_optimizer ? "yes" : "no", regime_name(l.regime()), p.fits ? "yes" : "NO",
+        p.memory.total() / kGiB, s.step_time_s, s.tokens_per_s_per_gpu, s.mfu, s.compute_s,
+        s.tp_comm_exposed_s, s.pp_comm_exposed_s, s.dp_comm_exposed_s, s.bubble_s);
+    out << line;
+  }
+  return out.str();
+}
+
+}  // namespace gpt

@@ -1,0 +1,38 @@
+// plan's results: each layout priced (memory of its heaviest rank, predicted step), ranked
+// (layouts that fit the GPU's memory first, then by step time), printed as a table or as one
+// JSON object per layout, and the line that says which term made the best layout beat the
+// runner-up.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "framework/json.h"
+#include "parallel/planner/cluster.h"
+#include "parallel/planner/cost_model.h"
+#include "parallel/planner/plan_memory.h"
+
+namespace gpt {
+
+struct PricedLayout {
+  PlanLayout layout;
+  PlannedMemory memory;
+  StepPrediction step;
+  bool fits = false;
+};
+
+// Prices every layout and sorts them best first.
+std::vector<PricedLayout> price_layouts(const ModelConfig& model,
+                                        const std::vector<PlanLayout>& layouts,
+                                        const Cluster& cluster);
+
+// The object `plan --json` prints for one layout.
+Json layout_json(const PricedLayout& p);
+
+// Why the first of `ranked` beat the second: one or two lines (empty with one layout).
+std::string why_best(const std::vector<PricedLayout>& ranked, const Cluster& cluster);
+
+// The ranked table's first `rows` rows, with a header naming the cluster and model.
+std::string ranked_table(const std::vector<PricedLayout>& ranked, int rows);
+
+}  // namespace gpt
