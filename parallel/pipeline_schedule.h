@@ -127,12 +127,4 @@ struct PassCosts {
 Timeline simulate(const Schedule& s, const ActionCosts& costs,
                   const std::vector<PassCosts>& per_virtual_stage);
 
-// The published bubble share of a step with F, B and W costing the same, a full backward (2F)
-// handing over its gradient at its end (simulate's B-input 2, W 0; ZB-H1's B-input and W 1 each):
-// (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v*m+p-1) for interleaved, (p-1)/(3m+p-1) for ZB-H1, and
-// for forward-only 1 - v*m / (v*p + (m-1)*((v-1)*p + 1)) (each microbatch leaves the first stage's
-// chunk 0 only after its previous one came back round the ring). Throws for settings make_schedule
-// refuses.
-double theoretical_bubble(ScheduleKind kind, int pp, int m, int v);
-
 }  // namespace gpt

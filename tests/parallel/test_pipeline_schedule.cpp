@@ -15,6 +15,37 @@
 namespace gpt {
 namespace {
 
+// The published bubble share of a step with F, B and W costing the same, a full backward (2F)
+// handing over its gradient at its end (simulate's B-input 2, W 0; ZB-H1's B-input and W 1 each):
+// (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v*m+p-1) for interleaved, (p-1)/(3m+p-1) for ZB-H1, and
+// for forward-only 1 - v*m / (v*p + (m-1)*((v-1)*p + 1)) (each microbatch leaves the first stage's
+// chunk 0 only after its previous one came back round the ring). Throws for settings make_schedule
+// refuses.
+// Kept here, where it is the reference the replay is tested against: the runtime and the
+// planner take bubbles from the replay itself.
+double theoretical_bubble(ScheduleKind kind, int pp, int m, int v) {
+  make_schedule(kind, pp, m, v);  // throws for the settings it refuses
+  const double fill = pp - 1;
+  // The fill and drain last pp-1 action slots; the steady work is m microbatches of F+B, v*m
+  // chunk-sized ones for interleaved, and 3m single passes for ZB-H1 where W fills the drain.
+  switch (kind) {
+    case ScheduleKind::kGpipe:
+    case ScheduleKind::k1f1b:
+      return fill / (m + fill);
+    case ScheduleKind::kInterleaved:
+      return fill / (static_cast<double>(v) * m + fill);
+    case ScheduleKind::kZbH1:
+      return fill / (3.0 * m + fill);
+    case ScheduleKind::kForwardOnly: {
+      // Stage 0 starts a microbatch (v-1)*pp + 1 steps after the previous one, which had to go
+      // round the ring to its last chunk there first; the last one then takes v*pp steps.
+      const double makespan = static_cast<double>(v) * pp + (m - 1.0) * ((v - 1.0) * pp + 1);
+      return 1 - static_cast<double>(v) * m / makespan;
+    }
+  }
+  return 0;
+}
+
 // The training schedules (forward-only has its own test).
 std::vector<ScheduleKind> training_kinds() {
   return {ScheduleKind::kGpipe, ScheduleKind::k1f1b, ScheduleKind::kInterleaved,
