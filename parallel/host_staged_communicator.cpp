@@ -57,33 +57,21 @@ class HostStagedCommunicator final : public Communicator {
   void reset_bytes_moved() override { mpi_->reset_bytes_moved(); }
 
   void all_reduce(float* buf, int64_t count, ReduceOp op) override {
-    if (!on_device(buf)) return mpi_->all_reduce(buf, count, op);
-    float* host = stage_in(0, buf, count);
-    mpi_->all_reduce(host, count, op);
-    backend_.copy_from_host(buf, host, bytes(count));
+    in_place(buf, count, [&](float* p) { mpi_->all_reduce(p, count, op); });
   }
   void all_reduce(double* buf, int64_t count, ReduceOp op) override {
     mpi_->all_reduce(buf, count, op);
   }
   void all_gather(const float* send, float* recv, int64_t count) override {
-    if (!on_device(send) && !on_device(recv)) return mpi_->all_gather(send, recv, count);
-    const float* host_send = stage_in(0, send, count);
-    float* host_recv = staging(1, count * size());
-    mpi_->all_gather(host_send, host_recv, count);
-    stage_out(recv, host_recv, count * size());
+    send_receive(send, count, recv, count * size(),
+                 [&](const float* s, float* r) { mpi_->all_gather(s, r, count); });
   }
   void reduce_scatter(const float* send, float* recv, int64_t count, ReduceOp op) override {
-    if (!on_device(send) && !on_device(recv)) return mpi_->reduce_scatter(send, recv, count, op);
-    const float* host_send = stage_in(0, send, count * size());
-    float* host_recv = staging(1, count);
-    mpi_->reduce_scatter(host_send, host_recv, count, op);
-    stage_out(recv, host_recv, count);
+    send_receive(send, count * size(), recv, count,
+                 [&](const float* s, float* r) { mpi_->reduce_scatter(s, r, count, op); });
   }
   void broadcast(float* buf, int64_t count, int root) override {
-    if (!on_device(buf)) return mpi_->broadcast(buf, count, root);
-    float* host = stage_in(0, buf, count);
-    mpi_->broadcast(host, count, root);
-    backend_.copy_from_host(buf, host, bytes(count));
+    in_place(buf, count, [&](float* p) { mpi_->broadcast(p, count, root); });
   }
   void broadcast_bytes(void* buf, int64_t n, int root) override {
     mpi_->broadcast_bytes(buf, n, root);
@@ -138,6 +126,25 @@ class HostStagedCommunicator final : public Communicator {
  private:
   static size_t bytes(int64_t count) { return sizeof(float) * static_cast<size_t>(count); }
   bool on_device(const void* ptr) const { return backend_.is_device_memory(ptr); }
+  // op(p) on buf in place: directly on host memory, on a staged copy (then copied back) of
+  // device memory.
+  template <typename Op>
+  void in_place(float* buf, int64_t count, Op op) {
+    if (!on_device(buf)) return op(buf);
+    float* host = stage_in(0, buf, count);
+    op(host);
+    backend_.copy_from_host(buf, host, bytes(count));
+  }
+  // op(send, recv) reading send_count floats and writing recv_count: directly when both are host
+  // memory, else through the two staging buffers.
+  template <typename Op>
+  void send_receive(const float* send, int64_t send_count, float* recv, int64_t recv_count, Op op) {
+    if (!on_device(send) && !on_device(recv)) return op(send, recv);
+    const float* host_send = stage_in(0, send, send_count);
+    float* host_recv = staging(1, recv_count);
+    op(host_send, host_recv);
+    stage_out(recv, host_recv, recv_count);
+  }
   // Staging buffers kept between calls (two: a gather's input and output), so the steady state
   // does not allocate.
   float* staging(int which, int64_t count) {

@@ -245,42 +245,27 @@ class MpiCommunicator final : public Communicator {
   }
 
   std::unique_ptr<Request> isend(const float* buf, int64_t count, int peer, int tag) override {
-    check_count(count);
-    count_bytes(count * static_cast<int64_t>(sizeof(float)));
-    auto request = std::make_unique<MpiRequest>(describe("isend to rank", peer));
-    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
-      MPI_Request r;
-      GPT_MPI_CHECK(
-          MPI_Isend(buf + span.offset, span.count, MPI_FLOAT, peer, tag, comm_.get(), &r));
-      request->add(r, -1);
-    }
-    return request;
+    return chunked(
+        describe("isend to rank", peer), count, false, [&](const ChunkSpan& span, MPI_Request* r) {
+          GPT_MPI_CHECK(
+              MPI_Isend(buf + span.offset, span.count, MPI_FLOAT, peer, tag, comm_.get(), r));
+        });
   }
 
   std::unique_ptr<Request> irecv(float* buf, int64_t count, int peer, int tag) override {
-    check_count(count);
-    count_bytes(count * static_cast<int64_t>(sizeof(float)));
-    auto request = std::make_unique<MpiRequest>(describe("irecv from rank", peer));
-    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
-      MPI_Request r;
-      GPT_MPI_CHECK(
-          MPI_Irecv(buf + span.offset, span.count, MPI_FLOAT, peer, tag, comm_.get(), &r));
-      request->add(r, span.count);
-    }
-    return request;
+    return chunked(
+        describe("irecv from rank", peer), count, true, [&](const ChunkSpan& span, MPI_Request* r) {
+          GPT_MPI_CHECK(
+              MPI_Irecv(buf + span.offset, span.count, MPI_FLOAT, peer, tag, comm_.get(), r));
+        });
   }
 
   std::unique_ptr<Request> iall_reduce(float* buf, int64_t count, ReduceOp op) override {
-    check_count(count);
-    count_bytes(count * static_cast<int64_t>(sizeof(float)));
-    auto request = std::make_unique<MpiRequest>("iall_reduce on '" + name_ + "'");
-    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
-      MPI_Request r;
-      GPT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + span.offset, span.count, MPI_FLOAT,
-                                   to_mpi(op), comm_.get(), &r));
-      request->add(r, -1);
-    }
-    return request;
+    return chunked("iall_reduce on '" + name_ + "'", count, false,
+                   [&](const ChunkSpan& span, MPI_Request* r) {
+                     GPT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + span.offset, span.count,
+                                                  MPI_FLOAT, to_mpi(op), comm_.get(), r));
+                   });
   }
 
   void barrier() override { GPT_MPI_CHECK(MPI_Barrier(comm_.get())); }
@@ -293,6 +278,21 @@ class MpiCommunicator final : public Communicator {
     for (const ChunkSpan& span : split_into_chunks(count, max_chunk_))
       GPT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + span.offset, span.count, mpi_type<T>(),
                                   to_mpi(op), comm_.get()));
+  }
+
+  // A non-blocking operation on `count` floats as one request named `what`, one MPI request per
+  // chunk: start(span, &r) starts the chunk's. A receive checks that every chunk arrives whole.
+  template <typename Start>
+  std::unique_ptr<Request> chunked(std::string what, int64_t count, bool receive, Start start) {
+    check_count(count);
+    count_bytes(count * static_cast<int64_t>(sizeof(float)));
+    auto request = std::make_unique<MpiRequest>(std::move(what));
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
+      MPI_Request r;
+      start(span, &r);
+      request->add(r, receive ? span.count : -1);
+    }
+    return request;
   }
 
   void check_count(int64_t count) const {

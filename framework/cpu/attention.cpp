@@ -123,6 +123,21 @@ void head_decode(float* out, float* scores, const float* q, const float* k, cons
   }
 }
 
+// Calls f(bh) for every (b, h). With a head per thread or more: one head per thread with
+// single-threaded sgemm (oneDNN runs sequentially inside a parallel region), since the per-head
+// products are too small to split well across threads. With fewer heads: one after another, each
+// sgemm using every thread.
+template <typename F>
+void for_each_head(int64_t heads, int threads, F f) {
+  if (heads >= threads) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t bh = 0; bh < heads; bh++) f(bh);
+  } else {
+    omp_set_num_threads(threads);
+    for (int64_t bh = 0; bh < heads; bh++) f(bh);
+  }
+}
+
 }  // namespace
 
 void CpuBackend::attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B,
@@ -163,18 +178,8 @@ void CpuBackend::attention_forward(float* out, float* att, const float* qkv, int
   GPT_CHECK(B >= 0 && T > 0 && NH > 0 && HS > 0,
             "attention_forward with B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  const int64_t heads = B * NH;
-  // One (b, h) per thread with single-threaded sgemm (oneDNN runs sequentially inside a parallel
-  // region): the per-head products are too small to split well across threads.
-  if (heads >= threads_) {
-#pragma omp parallel for schedule(static) num_threads(threads_)
-    for (int64_t bh = 0; bh < heads; bh++)
-      head_forward(out, att, qkv, head_view(bh, T, NH, HS), scale);
-  } else {
-    omp_set_num_threads(threads_);
-    for (int64_t bh = 0; bh < heads; bh++)
-      head_forward(out, att, qkv, head_view(bh, T, NH, HS), scale);
-  }
+  for_each_head(B * NH, threads_,
+                [&](int64_t bh) { head_forward(out, att, qkv, head_view(bh, T, NH, HS), scale); });
 }
 
 void CpuBackend::attention_backward(float* dqkv, float* datt, const float* dout,
@@ -183,16 +188,9 @@ void CpuBackend::attention_backward(float* dqkv, float* datt, const float* dout,
   GPT_CHECK(B >= 0 && T > 0 && NH > 0 && HS > 0,
             "attention_backward with B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  const int64_t heads = B * NH;
-  if (heads >= threads_) {
-#pragma omp parallel for schedule(static) num_threads(threads_)
-    for (int64_t bh = 0; bh < heads; bh++)
-      head_backward(dqkv, datt, dout, qkv, att, head_view(bh, T, NH, HS), scale);
-  } else {
-    omp_set_num_threads(threads_);
-    for (int64_t bh = 0; bh < heads; bh++)
-      head_backward(dqkv, datt, dout, qkv, att, head_view(bh, T, NH, HS), scale);
-  }
+  for_each_head(B * NH, threads_, [&](int64_t bh) {
+    head_backward(dqkv, datt, dout, qkv, att, head_view(bh, T, NH, HS), scale);
+  });
 }
 
 }  // namespace gpt::cpu

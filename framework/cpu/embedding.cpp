@@ -2,20 +2,27 @@
 // ranks (rows [vocab_start, vocab_start + V_local)); tokens outside it give zero rows, and the tp
 // all-reduce after the forward fills them in. The backward splits over channels rather than
 // tokens, so repeated tokens never race and the sum order is fixed whatever the thread count.
-#include <algorithm>
 #include <cstring>
 
 #include "framework/check.h"
+#include "framework/cpu/column_blocks.h"
 #include "framework/cpu/cpu_backend.h"
 
 namespace gpt::cpu {
 
 namespace {
-constexpr int64_t kChannelBlock = 64;
 
 bool is_local(int32_t token, int64_t vocab_start, int64_t V_local) {
   return token >= vocab_start && token < vocab_start + V_local;
 }
+
+// dst[c] += src[c] for c < n: the one addition of every embedding gradient and of the position
+// embedding's forward.
+void add_row(float* dst, const float* src, int64_t n) {
+#pragma omp simd
+  for (int64_t c = 0; c < n; c++) dst[c] += src[c];
+}
+
 }  // namespace
 
 void CpuBackend::embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N,
@@ -37,20 +44,13 @@ void CpuBackend::embedding_backward(float* dwte, const float* dout, const int32_
                                     int64_t N, int64_t C, int64_t vocab_start, int64_t V_local) {
   GPT_CHECK(N >= 0 && C > 0 && V_local >= 0,
             "embedding_backward with N=" << N << " C=" << C << " V_local=" << V_local);
-  const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
-#pragma omp parallel for schedule(static) num_threads(threads_)
-  for (int64_t blk = 0; blk < blocks; blk++) {
-    const int64_t c0 = blk * kChannelBlock;
-    const int64_t width = std::min(kChannelBlock, C - c0);
+  for_each_column_block(C, threads_, [&](int64_t c0, int64_t width) {
     for (int64_t n = 0; n < N; n++) {
       const int32_t token = tokens[n];
-      if (!is_local(token, vocab_start, V_local)) continue;
-      float* dst = dwte + (token - vocab_start) * C + c0;
-      const float* src = dout + n * C + c0;
-#pragma omp simd
-      for (int64_t c = 0; c < width; c++) dst[c] += src[c];
+      if (is_local(token, vocab_start, V_local))
+        add_row(dwte + (token - vocab_start) * C + c0, dout + n * C + c0, width);
     }
-  }
+  });
 }
 
 void CpuBackend::position_embedding_forward(float* out, const float* wpe, int64_t B, int64_t T,
@@ -59,12 +59,7 @@ void CpuBackend::position_embedding_forward(float* out, const float* wpe, int64_
             "position_embedding_forward with B=" << B << " T=" << T << " C=" << C);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads_)
   for (int64_t b = 0; b < B; b++) {
-    for (int64_t t = 0; t < T; t++) {
-      float* row = out + (b * T + t) * C;
-      const float* pos = wpe + t * C;
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) row[c] += pos[c];
-    }
+    for (int64_t t = 0; t < T; t++) add_row(out + (b * T + t) * C, wpe + t * C, C);
   }
 }
 
@@ -75,12 +70,7 @@ void CpuBackend::position_embedding_backward(float* dwpe, const float* dout, int
   // One position per task and the batch summed in order: deterministic, no shared rows.
 #pragma omp parallel for schedule(static) num_threads(threads_)
   for (int64_t t = 0; t < T; t++) {
-    float* dst = dwpe + t * C;
-    for (int64_t b = 0; b < B; b++) {
-      const float* src = dout + (b * T + t) * C;
-#pragma omp simd
-      for (int64_t c = 0; c < C; c++) dst[c] += src[c];
-    }
+    for (int64_t b = 0; b < B; b++) add_row(dwpe + t * C, dout + (b * T + t) * C, C);
   }
 }
 

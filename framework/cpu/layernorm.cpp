@@ -2,17 +2,13 @@
 // the residual stream's gradient) and the weight/bias gradients. Row statistics are summed in
 // double so long rows keep their precision; the weight gradients are column sums over rows split
 // by blocks of columns, so they do not depend on the thread count.
-#include <algorithm>
 #include <cmath>
 
 #include "framework/check.h"
+#include "framework/cpu/column_blocks.h"
 #include "framework/cpu/cpu_backend.h"
 
 namespace gpt::cpu {
-
-namespace {
-constexpr int64_t kColumnBlock = 64;
-}  // namespace
 
 void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                                    const float* weight, const float* bias, int64_t N, int64_t C) {
@@ -77,11 +73,7 @@ void CpuBackend::layernorm_backward_weight(float* dweight, float* dbias, const f
                                            const float* inp, const float* mean, const float* rstd,
                                            int64_t N, int64_t C) {
   GPT_CHECK(N >= 0 && C > 0, "layernorm_backward_weight with N=" << N << " C=" << C);
-  const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static) num_threads(threads_)
-  for (int64_t blk = 0; blk < blocks; blk++) {
-    const int64_t c0 = blk * kColumnBlock;
-    const int64_t width = std::min(kColumnBlock, C - c0);
+  for_each_column_block(C, threads_, [&](int64_t c0, int64_t width) {
     double acc_w[kColumnBlock] = {};
     double acc_b[kColumnBlock] = {};
     for (int64_t n = 0; n < N; n++) {
@@ -95,11 +87,9 @@ void CpuBackend::layernorm_backward_weight(float* dweight, float* dbias, const f
         acc_b[c] += dy[c];
       }
     }
-    for (int64_t c = 0; c < width; c++) {
-      dweight[c0 + c] = static_cast<float>(dweight[c0 + c] + acc_w[c]);
-      dbias[c0 + c] = static_cast<float>(dbias[c0 + c] + acc_b[c]);
-    }
-  }
+    add_column_sums(dweight + c0, acc_w, width);
+    add_column_sums(dbias + c0, acc_b, width);
+  });
 }
 
 }  // namespace gpt::cpu

@@ -3,17 +3,16 @@
 // so results are bit-identical whatever the thread count: a column is summed by one thread in row
 // order; a buffer is cut into a fixed number of contiguous chunks whose sums are added in order
 // (OpenMP's reduction clause combines partial sums in arrival order, which is not fixed).
-#include <algorithm>
 
 #include "framework/check.h"
+#include "framework/cpu/column_blocks.h"
 #include "framework/cpu/cpu_backend.h"
 
 namespace gpt::cpu {
 
 namespace {
 
-constexpr int64_t kColumnBlock = 64;  // columns per task in the column sums
-constexpr int64_t kChunks = 256;      // chunks of a whole-buffer sum
+constexpr int64_t kChunks = 256;  // chunks of a whole-buffer sum
 
 template <typename Term>
 double chunked_sum(const float* x, int64_t n, int threads, Term term) {
@@ -38,20 +37,16 @@ double chunked_sum(const float* x, int64_t n, int threads, Term term) {
 
 void CpuBackend::bias_backward(float* dbias, const float* dout, int64_t N, int64_t C) {
   GPT_CHECK(N >= 0 && C >= 0, "bias_backward with N=" << N << " C=" << C);
-  const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
   // Double accumulators: N (= B*T) rows of gradients summed in float would lose digits.
-#pragma omp parallel for schedule(static) num_threads(threads_)
-  for (int64_t blk = 0; blk < blocks; blk++) {
-    const int64_t c0 = blk * kColumnBlock;
-    const int64_t width = std::min(kColumnBlock, C - c0);
+  for_each_column_block(C, threads_, [&](int64_t c0, int64_t width) {
     double acc[kColumnBlock] = {};
     for (int64_t n = 0; n < N; n++) {
       const float* row = dout + n * C + c0;
 #pragma omp simd
       for (int64_t c = 0; c < width; c++) acc[c] += row[c];
     }
-    for (int64_t c = 0; c < width; c++) dbias[c0 + c] = static_cast<float>(dbias[c0 + c] + acc[c]);
-  }
+    add_column_sums(dbias + c0, acc, width);
+  });
 }
 
 double CpuBackend::sum(const float* x, int64_t n) {

@@ -56,6 +56,21 @@ __host__ __device__ inline int64_t column_chunk_rows(int64_t N) {
   return (N + kColumnChunks - 1) / kColumnChunks;
 }
 
+// The column of this thread in a column-sum kernel (one column per thread along x).
+__device__ inline int64_t column_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+// Rows [begin, end) of the N rows: this block's chunk (blockIdx.y) of a column sum's partials.
+struct RowChunk {
+  int64_t begin, end;
+};
+__device__ inline RowChunk row_chunk(int64_t N) {
+  const int64_t rows = column_chunk_rows(N);
+  const int64_t begin = blockIdx.y * rows;
+  return {begin, begin + rows < N ? begin + rows : N};
+}
+
 // partial (kColumnChunks, C) summed over the chunks, in chunk order, for column c.
 __device__ inline double column_partials_total(const double* partial, int64_t C, int64_t c) {
   double total = 0.0;

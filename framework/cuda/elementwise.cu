@@ -94,19 +94,13 @@ __global__ void convert_to_bf16_kernel4(__nv_bfloat162* out, const float4* inp, 
   }
 }
 
-// out (N,C) += bias (C), flat over the N*C elements.
-__global__ void add_bias_kernel(float* out, const float* bias, int64_t n, int64_t C) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] += bias[i % C];
-}
-
-__global__ void add_bias_kernel4(float4* out, const float4* bias, int64_t n4, int64_t C4) {
-  for (int64_t i = first_index(); i < n4; i += grid_stride()) {
-    float4 v = out[i];
-    const float4 b = bias[i % C4];
-    v.x += b.x;
-    v.y += b.y;
-    v.z += b.z;
-    v.w += b.w;
+// out (N,C) += bias (C), flat over the n = N*C elements: floats, or float4 groups (then n and C
+// count groups).
+template <typename T>
+__global__ void add_bias_kernel(T* out, const T* bias, int64_t n, int64_t C) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    T v = out[i];
+    add_to(v, bias[i % C]);
     out[i] = v;
   }
 }
@@ -147,10 +141,10 @@ void add_bias(cudaStream_t stream, float* out, const float* bias, int64_t N, int
   if (n <= 0) return;
   // C % 4 == 0 keeps every float4 of a row inside one row and its bias aligned.
   if (C % 4 == 0 && is_aligned(out, 16) && is_aligned(bias, 16)) {
-    add_bias_kernel4<<<grid_for(n / 4, kThreads), kThreads, 0, stream>>>(
+    add_bias_kernel<float4><<<grid_for(n / 4, kThreads), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(bias), n / 4, C / 4);
   } else {
-    add_bias_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, bias, n, C);
+    add_bias_kernel<float><<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, bias, n, C);
   }
   GPT_CUDA_CHECK_LAUNCH();
 }

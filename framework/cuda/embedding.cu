@@ -33,26 +33,16 @@ __device__ bool is_local(int64_t local_row, int64_t V_local) {
   return local_row >= 0 && local_row < V_local;
 }
 
-// Flat over the N*C outputs; tokens of other ranks give zero rows.
-__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* wte,
-                                         int64_t n, int64_t C, int64_t vocab_start,
-                                         int64_t V_local) {
+// Flat over the n outputs, rows of C elements: floats, or float4 groups (then n and C count
+// groups); tokens of other ranks give zero rows (T{} is zero).
+template <typename T>
+__global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte, int64_t n,
+                                         int64_t C, int64_t vocab_start, int64_t V_local) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
     const int64_t row = i / C;
     const int64_t c = i - row * C;
     const int64_t local = tokens[row] - vocab_start;
-    out[i] = is_local(local, V_local) ? wte[local * C + c] : 0.0f;
-  }
-}
-
-__global__ void embedding_forward_kernel4(float4* out, const int32_t* tokens, const float4* wte,
-                                          int64_t n4, int64_t C4, int64_t vocab_start,
-                                          int64_t V_local) {
-  for (int64_t i = first_index(); i < n4; i += grid_stride()) {
-    const int64_t row = i / C4;
-    const int64_t c4 = i - row * C4;
-    const int64_t local = tokens[row] - vocab_start;
-    out[i] = is_local(local, V_local) ? wte[local * C4 + c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    out[i] = is_local(local, V_local) ? wte[local * C + c] : T{};
   }
 }
 
@@ -88,26 +78,13 @@ __global__ void embedding_backward_kernel(float* dwte, const float* dout, const 
   }
 }
 
-// dwpe (T*C) += sum over b of dout (B, T*C), b in order.
-__global__ void position_backward_kernel(float* dwpe, const float* dout, int64_t B, int64_t TC) {
+// dwpe (T*C) += sum over b of dout (B, T*C), b in order; floats, or float4 groups (then TC counts
+// groups).
+template <typename T>
+__global__ void position_backward_kernel(T* dwpe, const T* dout, int64_t B, int64_t TC) {
   for (int64_t i = first_index(); i < TC; i += grid_stride()) {
-    float acc = dwpe[i];
-    for (int64_t b = 0; b < B; b++) acc += dout[b * TC + i];
-    dwpe[i] = acc;
-  }
-}
-
-__global__ void position_backward_kernel4(float4* dwpe, const float4* dout, int64_t B,
-                                          int64_t TC4) {
-  for (int64_t i = first_index(); i < TC4; i += grid_stride()) {
-    float4 acc = dwpe[i];
-    for (int64_t b = 0; b < B; b++) {
-      const float4 v = dout[b * TC4 + i];
-      acc.x += v.x;
-      acc.y += v.y;
-      acc.z += v.z;
-      acc.w += v.w;
-    }
+    T acc = dwpe[i];
+    for (int64_t b = 0; b < B; b++) add_to(acc, dout[b * TC + i]);
     dwpe[i] = acc;
   }
 }
@@ -121,12 +98,12 @@ void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, c
   const int64_t n = N * C;
   if (n == 0) return;
   if (C % 4 == 0 && is_aligned(out, 16) && is_aligned(wte, 16)) {
-    embedding_forward_kernel4<<<grid_for(n / 4, kThreads), kThreads, 0, stream>>>(
+    embedding_forward_kernel<float4><<<grid_for(n / 4, kThreads), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(out), tokens, reinterpret_cast<const float4*>(wte), n / 4, C / 4,
         vocab_start, V_local);
   } else {
-    embedding_forward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, tokens, wte, n, C,
-                                                                             vocab_start, V_local);
+    embedding_forward_kernel<float><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+        out, tokens, wte, n, C, vocab_start, V_local);
   }
   GPT_CUDA_CHECK_LAUNCH();
 }
@@ -190,10 +167,11 @@ void position_embedding_backward(cudaStream_t stream, float* dwpe, const float* 
   const int64_t TC = T * C;
   if (B == 0) return;
   if (TC % 4 == 0 && is_aligned(dwpe, 16) && is_aligned(dout, 16)) {
-    position_backward_kernel4<<<grid_for(TC / 4, kThreads), kThreads, 0, stream>>>(
+    position_backward_kernel<float4><<<grid_for(TC / 4, kThreads), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(dwpe), reinterpret_cast<const float4*>(dout), B, TC / 4);
   } else {
-    position_backward_kernel<<<grid_for(TC, kThreads), kThreads, 0, stream>>>(dwpe, dout, B, TC);
+    position_backward_kernel<float>
+        <<<grid_for(TC, kThreads), kThreads, 0, stream>>>(dwpe, dout, B, TC);
   }
   GPT_CUDA_CHECK_LAUNCH();
 }

@@ -29,4 +29,16 @@ __device__ inline int64_t grid_stride() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
+// a += b, per component for the float4 paths: the additions of the float path, four at a time.
+// b by value: the float4 load of the element, as the float path loads a float.
+__device__ inline void add_to(float& a, float b) {
+  a += b;
+}
+__device__ inline void add_to(float4& a, float4 b) {
+  a.x += b.x;
+  a.y += b.y;
+  a.z += b.z;
+  a.w += b.w;
+}
+
 }  // namespace gpt::cuda

@@ -81,14 +81,12 @@ __global__ void layernorm_weight_partials_kernel(double* partial_w, double* part
                                                  const float* dout, const float* inp,
                                                  const float* mean, const float* rstd, int64_t N,
                                                  int64_t C) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t c = column_index();
   if (c >= C) return;
-  const int64_t rows = column_chunk_rows(N);
-  const int64_t begin = blockIdx.y * rows;
-  const int64_t end = begin + rows < N ? begin + rows : N;
+  const RowChunk rows = row_chunk(N);
   double acc_w = 0.0;
   double acc_b = 0.0;
-  for (int64_t n = begin; n < end; n++) {
+  for (int64_t n = rows.begin; n < rows.end; n++) {
     const float dy = dout[n * C + c];
     acc_w += dy * layernorm_xhat(inp[n * C + c], mean[n], rstd[n]);
     acc_b += dy;
@@ -100,7 +98,7 @@ __global__ void layernorm_weight_partials_kernel(double* partial_w, double* part
 __global__ void layernorm_weight_finish_kernel(float* dweight, float* dbias,
                                                const double* partial_w, const double* partial_b,
                                                int64_t C) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t c = column_index();
   if (c >= C) return;
   dweight[c] = static_cast<float>(dweight[c] + column_partials_total(partial_w, C, c));
   dbias[c] = static_cast<float>(dbias[c] + column_partials_total(partial_b, C, c));

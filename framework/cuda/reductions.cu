@@ -18,18 +18,16 @@ constexpr int kSumThreads = 256;
 
 // partial[k*C + c] = sum of x[n*C + c] over the rows n of chunk k (0 for an empty chunk).
 __global__ void column_partials_kernel(double* partial, const float* x, int64_t N, int64_t C) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t c = column_index();
   if (c >= C) return;
-  const int64_t rows = column_chunk_rows(N);
-  const int64_t begin = blockIdx.y * rows;
-  const int64_t end = begin + rows < N ? begin + rows : N;
+  const RowChunk rows = row_chunk(N);
   double acc = 0.0;
-  for (int64_t n = begin; n < end; n++) acc += x[n * C + c];
+  for (int64_t n = rows.begin; n < rows.end; n++) acc += x[n * C + c];
   partial[blockIdx.y * C + c] = acc;
 }
 
 __global__ void column_sum_finish_kernel(float* dcol, const double* partial, int64_t C) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t c = column_index();
   if (c >= C) return;
   dcol[c] = static_cast<float>(dcol[c] + column_partials_total(partial, C, c));
 }

@@ -68,6 +68,18 @@ first_error() {
     cut -c1-150 | tr '|' '/'
 }
 
+# The first of python3 and /usr/bin/python3 that imports the modules $1, else $2.
+python_with() {  # MODULES FALLBACK
+  local p
+  for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null && "$p" -c "import $1" 2>/dev/null; then
+      command -v "$p"
+      return
+    fi
+  done
+  echo "$2"
+}
+
 # ---- the machine
 {
   echo "GPU suite, $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n)"
@@ -78,13 +90,7 @@ first_error() {
 cat "$REPORT/machine.txt"
 
 # A Python with numpy and h5py for the training test (a GPU image may keep them in its own).
-TEST_PYTHON=/usr/bin/python3
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null && "$p" -c 'import numpy, h5py' 2>/dev/null; then
-    TEST_PYTHON=$(command -v "$p")
-    break
-  fi
-done
+TEST_PYTHON=$(python_with 'numpy, h5py' /usr/bin/python3)
 
 # ---- configure and build (only what the gpu tests and the benchmark need)
 # shellcheck disable=SC2086
@@ -173,13 +179,7 @@ else
   row bench_gpu "not run" 0 "not built"
 fi
 
-TORCH_PY=python3
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null && "$p" -c 'import torch' 2>/dev/null; then
-    TORCH_PY=$(command -v "$p")
-    break
-  fi
-done
+TORCH_PY=$(python_with torch python3)
 run_step bench_torch_gpu 120 5 "$REPORT/bench_torch_gpu.log" \
   "$TORCH_PY" tests/benchmarks/bench_torch_gpu.py --micro-batch 16 --steps 10
 if ((STEP_RC == 0)) && grep -q "PyTorch with CUDA not available" "$REPORT/bench_torch_gpu.log"; then

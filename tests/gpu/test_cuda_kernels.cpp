@@ -192,6 +192,16 @@ void compare(const std::function<Outputs(Backend&)>& f, Backend& gpu, double rel
   for (size_t i = 0; i < names.size(); i++) expect_match(got[i], want[i], rel, names[i] + tag);
 }
 
+// Runs `f` on the CPU and on the GPU: its first output (a forward, the same operations on both)
+// must match bit for bit, its second (a backward summed in another order) to fp32 rounding.
+void expect_exact_forward_close_backward(const std::function<Outputs(Backend&)>& f,
+                                         const std::string& forward, const std::string& backward,
+                                         const std::string& tag) {
+  const Outputs want = f(cpu()), got = f(cuda());
+  expect_bits_equal(got[0], want[0], forward + tag);
+  expect_match(got[1], want[1], kFp32Rel, backward + tag);
+}
+
 // ---------------------------------------------------------------------------------------------
 // memory
 
@@ -475,10 +485,8 @@ TEST(CudaElementwise, BiasForwardExactBackwardMatches) {
         be.bias_backward(dbias.data(), dx.data(), N, C);
         return {dx.download(), dbias.download()};
       };
-      const Outputs want = run(cpu()), got = run(cuda());
-      const std::string tag = shape_tag({{"N", N}, {"C", C}});
-      expect_bits_equal(got[0], want[0], "add_bias" + tag);
-      expect_match(got[1], want[1], kFp32Rel, "bias_backward" + tag);
+      expect_exact_forward_close_backward(run, "add_bias", "bias_backward",
+                                          shape_tag({{"N", N}, {"C", C}}));
       seed++;
     }
 }
@@ -509,11 +517,9 @@ TEST(CudaEmbedding, TokenEmbeddingWithTokensOutsideTheShard) {
                             c.V_local);
       return {out.download(), dwte.download()};
     };
-    const Outputs want = run(cpu()), got = run(cuda());
-    const std::string tag =
-        shape_tag({{"N", c.N}, {"C", c.C}, {"start", c.vocab_start}, {"V_local", c.V_local}});
-    expect_bits_equal(got[0], want[0], "embedding_forward" + tag);
-    expect_match(got[1], want[1], kFp32Rel, "embedding_backward" + tag);
+    expect_exact_forward_close_backward(
+        run, "embedding_forward", "embedding_backward",
+        shape_tag({{"N", c.N}, {"C", c.C}, {"start", c.vocab_start}, {"V_local", c.V_local}}));
     seed++;
   }
 }
@@ -531,10 +537,9 @@ TEST(CudaEmbedding, PositionEmbedding) {
           be.position_embedding_backward(dwpe.data(), dx.data(), B, T, C);
           return {dx.download(), dwpe.download()};
         };
-        const Outputs want = run(cpu()), got = run(cuda());
-        const std::string tag = shape_tag({{"B", B}, {"T", T}, {"C", C}});
-        expect_bits_equal(got[0], want[0], "position_embedding_forward" + tag);
-        expect_match(got[1], want[1], kFp32Rel, "position_embedding_backward" + tag);
+        expect_exact_forward_close_backward(run, "position_embedding_forward",
+                                            "position_embedding_backward",
+                                            shape_tag({{"B", B}, {"T", T}, {"C", C}}));
         seed++;
       }
 }

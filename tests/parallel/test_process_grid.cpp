@@ -47,6 +47,14 @@ std::string construction_error(const GridOptions& options) {
   return message;
 }
 
+// Options for `shape` on simulated nodes of ranks_per_node consecutive ranks each.
+GridOptions simulated_nodes(GridShape shape, int ranks_per_node) {
+  GridOptions options;
+  options.shape = shape;
+  options.ranks_per_node = ranks_per_node;
+  return options;
+}
+
 TEST(ProcessGrid, EveryFactorisation) {
   const int world = world_size(), rank = world_rank();
   for (const GridShape& shape : factorisations(world)) {
@@ -170,9 +178,7 @@ TEST(ProcessGrid, NonPositiveSizesThrow) {
 TEST(ProcessGrid, TpAcrossSimulatedNodesThrowsOnEveryRank) {
   const int world = world_size();
   if (world < 4) GTEST_SKIP() << "needs two nodes of two ranks";
-  GridOptions options;
-  options.shape = {4, world / 4, 1};
-  options.ranks_per_node = 2;
+  GridOptions options = simulated_nodes({4, world / 4, 1}, 2);
   EXPECT_EQ(construction_error(options),
             "--tp 4 spans two nodes (ranks per node: 2); use --tp <= 2 or "
             "--allow-tp-across-nodes");
@@ -188,9 +194,7 @@ TEST(ProcessGrid, TpAcrossSimulatedNodesThrowsOnEveryRank) {
 TEST(ProcessGrid, TpWithinSimulatedNodesIsAccepted) {
   const int world = world_size();
   if (world < 4) GTEST_SKIP() << "needs two nodes of two ranks";
-  GridOptions options;
-  options.shape = {2, 1, world / 2};
-  options.ranks_per_node = 2;
+  GridOptions options = simulated_nodes({2, 1, world / 2}, 2);
   ProcessGrid grid(MPI_COMM_WORLD, options);
   EXPECT_EQ(grid.local_rank(), world_rank() % 2);
   EXPECT_EQ(grid.ranks_per_node(), 2);
@@ -204,9 +208,7 @@ TEST(ProcessGrid, UnevenSimulatedNodesNameTheRange) {
   const int world = world_size();
   if (world < 4) GTEST_SKIP() << "needs nodes of three and of one rank";
   // Nodes {0,1,2} {3,4,5} ...: the tp group {2,3} straddles the first boundary.
-  GridOptions options;
-  options.shape = {2, 1, world / 2};
-  options.ranks_per_node = 3;
+  const GridOptions options = simulated_nodes({2, 1, world / 2}, 3);
   const std::string message = construction_error(options);
   EXPECT_NE(message.find("--tp 2 spans two nodes (ranks per node: "), std::string::npos) << message;
   EXPECT_NE(message.find("use --tp <= 1 or --allow-tp-across-nodes"), std::string::npos) << message;

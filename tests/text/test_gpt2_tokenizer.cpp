@@ -100,37 +100,33 @@ TEST(Gpt2Tokenizer, BadFilesNameTheFileAndTheProblem) {
   const std::string missing = (dir / "missing.json").string();
   expect_input_error([&] { gpt::Gpt2Tokenizer(missing, merges); }, {missing, "no such file"});
   expect_input_error([&] { gpt::Gpt2Tokenizer(vocab, missing); }, {missing, "no such file"});
-  const fs::path not_json = dir / "not.json";
-  write(not_json, "{\"a\": 1,");
-  expect_input_error([&] { gpt::Gpt2Tokenizer(not_json.string(), merges); }, {not_json.string()});
-  const fs::path bad_id = dir / "bad_id.json";
-  write(bad_id, "{\"a\": 5}");
-  expect_input_error([&] { gpt::Gpt2Tokenizer(bad_id.string(), merges); },
-                     {bad_id.string(), "\"a\"", "not an integer in [0, 1)"});
-  const fs::path twice = dir / "twice.json";
-  write(twice, "{\"a\": 0, \"b\": 0}");
-  expect_input_error([&] { gpt::Gpt2Tokenizer(twice.string(), merges); },
-                     {twice.string(), "id 0 is used twice"});
-  const fs::path no_bytes = dir / "no_bytes.json";
-  write(no_bytes, "{\"a\": 0}");
-  expect_input_error([&] { gpt::Gpt2Tokenizer(no_bytes.string(), merges); },
-                     {no_bytes.string(), "no token for the byte 0"});
-  const fs::path alien = dir / "alien.json";
-  write(alien, "{\"\\u4e00\": 0}");
-  expect_input_error([&] { gpt::Gpt2Tokenizer(alien.string(), merges); },
-                     {alien.string(), "byte alphabet"});
-  const fs::path one_part = dir / "one_part.bpe";
-  write(one_part, "#version: 0.2\na b\nab\n");
-  expect_input_error([&] { gpt::Gpt2Tokenizer(vocab, one_part.string()); },
-                     {one_part.string(), "line 3", "two tokens"});
-  const fs::path unknown = dir / "unknown.bpe";
-  write(unknown, "a b\nb c\n");
-  expect_input_error([&] { gpt::Gpt2Tokenizer(vocab, unknown.string()); },
-                     {unknown.string(), "line 2", "missing from the vocabulary"});
-  const fs::path empty = dir / "empty.bpe";
-  write(empty, "#version: 0.2\n");
-  expect_input_error([&] { gpt::Gpt2Tokenizer(vocab, empty.string()); },
-                     {empty.string(), "no merges"});
+  // Each bad file next to a good one of the other kind: the error names the file and the problem.
+  struct BadFile {
+    const char* name;
+    bool is_vocab;  // else merges
+    std::string text;
+    std::vector<std::string> problem;
+  };
+  const BadFile bad_files[] = {
+      {"not.json", true, "{\"a\": 1,", {}},
+      {"bad_id.json", true, "{\"a\": 5}", {"\"a\"", "not an integer in [0, 1)"}},
+      {"twice.json", true, "{\"a\": 0, \"b\": 0}", {"id 0 is used twice"}},
+      {"no_bytes.json", true, "{\"a\": 0}", {"no token for the byte 0"}},
+      {"alien.json", true, "{\"\\u4e00\": 0}", {"byte alphabet"}},
+      {"one_part.bpe", false, "#version: 0.2\na b\nab\n", {"line 3", "two tokens"}},
+      {"unknown.bpe", false, "a b\nb c\n", {"line 2", "missing from the vocabulary"}},
+      {"empty.bpe", false, "#version: 0.2\n", {"no merges"}},
+  };
+  for (const BadFile& bad : bad_files) {
+    SCOPED_TRACE(bad.name);
+    const std::string path = (dir / bad.name).string();
+    write(path, bad.text);
+    std::vector<std::string> parts = {path};
+    parts.insert(parts.end(), bad.problem.begin(), bad.problem.end());
+    expect_input_error(
+        [&] { gpt::Gpt2Tokenizer(bad.is_vocab ? path : vocab, bad.is_vocab ? merges : path); },
+        parts);
+  }
 }
 
 // GPT-2's files, fetched by scripts/fetch_gpt2_tokenizer.sh; the test is skipped without them.
