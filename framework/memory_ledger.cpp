@@ -3,28 +3,21 @@
 
 #include <algorithm>
 #include <iomanip>
+#include <iterator>
 #include <sstream>
 
 #include "framework/check.h"
 
 namespace gpt {
 
+// The names reports and metrics print, in the enum's order.
+constexpr const char* kMemoryCategoryNames[] = {"weights",     "grads", "optimizer",
+                                                "activations", "comm",  "workspace"};
+static_assert(std::size(kMemoryCategoryNames) ==
+              static_cast<size_t>(MemoryCategory::kWorkspace) + 1);
+
 const char* memory_category_name(MemoryCategory category) {
-  switch (category) {
-    case MemoryCategory::kWeights:
-      return "weights";
-    case MemoryCategory::kGrads:
-      return "grads";
-    case MemoryCategory::kOptimizer:
-      return "optimizer";
-    case MemoryCategory::kActivations:
-      return "activations";
-    case MemoryCategory::kComm:
-      return "comm";
-    case MemoryCategory::kWorkspace:
-      return "workspace";
-  }
-  return "?";
+  return kMemoryCategoryNames[static_cast<size_t>(category)];
 }
 
 int64_t MemoryBytes::total() const {

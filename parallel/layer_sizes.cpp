@@ -2,25 +2,22 @@
 #include "parallel/layer_sizes.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "framework/check.h"
 
 namespace gpt {
 
+// The names --recompute takes, in the enum's order.
+constexpr const char* kRecomputeNames[] = {"none", "selective", "full"};
+static_assert(std::size(kRecomputeNames) == static_cast<size_t>(Recompute::kFull) + 1);
+
 const char* recompute_name(Recompute mode) {
-  switch (mode) {
-    case Recompute::kNone:
-      return "none";
-    case Recompute::kSelective:
-      return "selective";
-    case Recompute::kFull:
-      return "full";
-  }
-  return "?";
+  return kRecomputeNames[static_cast<size_t>(mode)];
 }
 
 Recompute parse_recompute(const std::string& name) {
-  for (Recompute mode : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+  for (Recompute mode : kRecomputeModes)
     if (name == recompute_name(mode)) return mode;
   fail_input("--recompute must be none, selective or full, not '" + name + "'");
 }

@@ -18,6 +18,8 @@ namespace gpt {
 // the backward from the kept q, k, v; kFull keeps only each block's input and re-runs the block's
 // forward before its backward.
 enum class Recompute { kNone, kSelective, kFull };
+inline constexpr Recompute kRecomputeModes[] = {Recompute::kNone, Recompute::kSelective,
+                                                Recompute::kFull};
 const char* recompute_name(Recompute mode);  // "none", "selective", "full"
 // Throws a one-line gpt::Error naming --recompute for anything else.
 Recompute parse_recompute(const std::string& name);

@@ -2,35 +2,31 @@
 #include "parallel/layout.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "framework/check.h"
 
 namespace gpt {
 
+// The names --precision takes, in the enum's order.
+constexpr const char* kRegimeNames[] = {"fp32", "bf16", "megatron-mixed"};
+static_assert(std::size(kRegimeNames) == static_cast<size_t>(PrecisionRegime::kMegatronMixed) + 1);
+
 const char* regime_name(PrecisionRegime p) {
-  switch (p) {
-    case PrecisionRegime::kFp32:
-      return "fp32";
-    case PrecisionRegime::kBf16:
-      return "bf16";
-    case PrecisionRegime::kMegatronMixed:
-      return "megatron-mixed";
-  }
-  return "?";
+  return kRegimeNames[static_cast<size_t>(p)];
 }
 
+// What each regime keeps in which precision, in the enum's order.
+constexpr const char* kRegimeDescriptions[] = {
+    "this project's fp32: every tensor in fp32, matrix products at the TF32 peak",
+    "this project's bf16: bf16 matrix-product operands; activations, gradients, master weights "
+    "and AdamW state in fp32",
+    "Megatron-LM's mixed precision (not a train regime): 16-bit weights, activations and "
+    "gradients, fp32 main gradients, master weights and Adam state, dropout 0.1"};
+static_assert(std::size(kRegimeDescriptions) == std::size(kRegimeNames));
+
 const char* regime_description(PrecisionRegime p) {
-  switch (p) {
-    case PrecisionRegime::kFp32:
-      return "this project's fp32: every tensor in fp32, matrix products at the TF32 peak";
-    case PrecisionRegime::kBf16:
-      return "this project's bf16: bf16 matrix-product operands; activations, gradients, master "
-             "weights and AdamW state in fp32";
-    case PrecisionRegime::kMegatronMixed:
-      return "Megatron-LM's mixed precision (not a train regime): 16-bit weights, activations "
-             "and gradients, fp32 main gradients, master weights and Adam state, dropout 0.1";
-  }
-  return "?";
+  return kRegimeDescriptions[static_cast<size_t>(p)];
 }
 
 namespace {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -205,20 +206,12 @@ std::string describe(const Action& action) {
   return GPT_MSG(kind << "(mb " << action.microbatch << ", chunk " << action.chunk << ")");
 }
 
+// The names --schedule takes and messages print, in the enum's order.
+constexpr const char* kScheduleNames[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "forward-only"};
+static_assert(std::size(kScheduleNames) == static_cast<size_t>(ScheduleKind::kForwardOnly) + 1);
+
 const char* schedule_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::kGpipe:
-      return "gpipe";
-    case ScheduleKind::k1f1b:
-      return "1f1b";
-    case ScheduleKind::kInterleaved:
-      return "interleaved";
-    case ScheduleKind::kZbH1:
-      return "zb-h1";
-    case ScheduleKind::kForwardOnly:
-      return "forward-only";
-  }
-  return "?";
+  return kScheduleNames[static_cast<size_t>(kind)];
 }
 
 int Schedule::cache_slots(int stage, int chunk) const {

@@ -24,34 +24,31 @@ namespace gpt {
 template <typename E>
 using Choices = std::vector<std::pair<E, std::string>>;
 
-inline Choices<OptimizerKind> choices(OptimizerKind*) {
-  Choices<OptimizerKind> out;
-  for (OptimizerKind k : kOptimizerKinds) out.emplace_back(k, optimizer_name(k));
+// Every value of `kinds` with the name `name_of_kind` gives it.
+template <typename E, size_t N>
+Choices<E> named(const E (&kinds)[N], const char* (*name_of_kind)(E)) {
+  Choices<E> out;
+  for (E k : kinds) out.emplace_back(k, name_of_kind(k));
   return out;
+}
+
+inline Choices<OptimizerKind> choices(OptimizerKind*) {
+  return named(kOptimizerKinds, optimizer_name);
 }
 inline Choices<ScheduleKind> choices(ScheduleKind*) {
-  Choices<ScheduleKind> out;
-  for (ScheduleKind k : kTrainingSchedules) out.emplace_back(k, schedule_name(k));
-  return out;
+  return named(kTrainingSchedules, schedule_name);
 }
 inline Choices<DataOrder> choices(DataOrder*) {
-  Choices<DataOrder> out;
-  for (DataOrder k : kDataOrders) out.emplace_back(k, data_order_name(k));
-  return out;
+  return named(kDataOrders, data_order_name);
 }
 inline Choices<Recompute> choices(Recompute*) {
-  Choices<Recompute> out;
-  for (Recompute k : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
-    out.emplace_back(k, recompute_name(k));
-  return out;
+  return named(kRecomputeModes, recompute_name);
 }
 inline Choices<DeviceKind> choices(DeviceKind*) {
   return {{DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"}};
 }
 inline Choices<PrecisionRegime> choices(PrecisionRegime*) {
-  Choices<PrecisionRegime> out;
-  for (PrecisionRegime p : kPrecisionRegimes) out.emplace_back(p, regime_name(p));
-  return out;
+  return named(kPrecisionRegimes, regime_name);
 }
 inline Choices<DeviceTransport> choices(DeviceTransport*) {
   return {{DeviceTransport::kNccl, transport_name(DeviceTransport::kNccl)},

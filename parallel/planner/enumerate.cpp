@@ -73,9 +73,9 @@ struct Savings {
 };
 std::vector<Savings> saving_choices(const LayoutSearch& s, int tp, int pp, int dp) {
   std::vector<Savings> out;
-  const auto recomputes =
-      values<Recompute>(s, "recompute", s.fixed.recompute,
-                        {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
+  const auto recomputes = values<Recompute>(
+      s, "recompute", s.fixed.recompute,
+      std::vector<Recompute>(std::begin(kRecomputeModes), std::end(kRecomputeModes)));
   for (Recompute r : recomputes) {
     std::vector<int64_t> layer_counts = {s.fixed.recompute_layers};
     if (r == Recompute::kFull && !is_fixed(s, "recompute-layers")) {
