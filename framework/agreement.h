@@ -1,4 +1,4 @@
-// Agreement on failures across the ranks of a communicator (DESIGN.md "Bad input"): work that
+// Agreement on failures across the ranks of a communicator (docs/DESIGN.md "Bad input"): work that
 // can fail on some ranks only (reading a file, allocating, writing a checkpoint) runs inside
 // agree_on_failure, so every rank learns of any rank's failure before the next collective and
 // ends alike instead of waiting forever for the failed one. The one place this protocol lives.

@@ -1,7 +1,8 @@
 // Errors and the checks that raise them. Library code throws gpt::Error and never exits; the
-// programs in launch/ catch it and end the run on every rank (DESIGN.md "Bad input").
+// programs in launch/ catch it and end the run on every rank (docs/DESIGN.md "Bad input").
 // One macro per library reports the failed call, its file and line and the library's own message.
-// GPT_CHECK is for invariants and bad input; its message is the one-line text users see.
+// GPT_CHECK is for internal invariants (its error names the expression and source line);
+// GPT_INPUT_CHECK is for bad input, and its message alone is the one-line text users see.
 #pragma once
 
 #include <sstream>

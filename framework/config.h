@@ -1,4 +1,4 @@
-// The model's shape (GPT-2, DESIGN.md "Model") and what follows from it: head size, padded
+// The model's shape (GPT-2, docs/DESIGN.md "Model") and what follows from it: head size, padded
 // vocabulary, parameter count and FLOPs per token. Validation here covers the model alone;
 // layout rules (tp dividing heads, ...) are checked with the options in launch/.
 #pragma once
@@ -23,7 +23,7 @@ struct ModelConfig {
   int64_t padded_vocab(int64_t tp) const;
   // Parameters of the logical (unpadded) model, wpe excluded (FLOPs formula) or included.
   int64_t num_parameters(bool include_wpe) const;
-  // 6 N + 12 L T C per token (DESIGN.md), N without wpe.
+  // 6 N + 12 L T C per token (docs/DESIGN.md), N without wpe.
   double flops_per_token() const;
   void validate() const;  // throws a one-line gpt::Error naming the bad field
 };

@@ -1,4 +1,4 @@
-// Parameters and the flat buffers they live in (DESIGN.md "Parameters, buffers, caches").
+// Parameters and the flat buffers they live in (docs/DESIGN.md "Parameters, buffers, caches").
 // A Parameter knows its checkpoint name, its full logical shape and which block of that logical
 // tensor this rank holds (one or more row-major slabs: c_attn's q, k and v rows are three). All
 // parameters of a rank are carved, in registration order, from one value buffer, one gradient

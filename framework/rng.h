@@ -1,6 +1,6 @@
 // Counter-based random numbers (Philox4x32-10, Salmon et al. 2011): a value is a pure function of
 // (seed, stream name, counter), so any rank can draw any element alone. This is what makes the
-// initial weights identical whatever the layout (DESIGN.md "Init") and what makes random data
+// initial weights identical whatever the layout (docs/DESIGN.md "Init") and what makes random data
 // order a pure function of (seed, sample index).
 #pragma once
 

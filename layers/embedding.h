@@ -3,7 +3,7 @@
 // checkpoints); a token outside a rank's rows contributes 0 there and the tp all-reduce of the
 // forward (reduce_from_tp_region) assembles the full lookup. wpe [T, C] is replicated and added
 // after the reduction. wte is shared with the LM head (tied); with pp > 1 the last stage holds a
-// copy (DESIGN.md "Tied embedding").
+// copy (docs/DESIGN.md "Tied embedding").
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The learning-rate schedule (DESIGN.md "Optimizer semantics"): linear warm-up to `lr`, then a
+// The learning-rate schedule (docs/DESIGN.md "Optimizer semantics"): linear warm-up to `lr`, then a
 // half-cosine decay to `min_lr` at `total_steps`, the same for every optimizer. A pure function of
 // the 1-based optimizer step, so a resumed run needs no schedule state.
 #pragma once

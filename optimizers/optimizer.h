@@ -1,4 +1,4 @@
-// The optimizer interface (DESIGN.md "Optimizer semantics"): one object updates every parameter of
+// The optimizer interface (docs/DESIGN.md "Optimizer semantics"): one object updates every parameter of
 // a ParameterStore with one backend launch per state segment (the whole store, or under the
 // distributed optimizer each bucket's shard of this dp rank) over the runs of consecutive
 // parameters in it that share a weight decay flag, reading the store's update_grads(). Its state

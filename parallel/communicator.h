@@ -1,4 +1,4 @@
-// The communicator interface (DESIGN.md "Communicators"): one object per process group (tp, dp,
+// The communicator interface (docs/DESIGN.md "Communicators"): one object per process group (tp, dp,
 // pp, embedding, world). Buffers are in the backend's memory. Every call is ordered after the
 // work already issued on the backend and before what is issued later: the MPI implementation is
 // synchronous (or returns a Request), NCCL enqueues on its stream after an event of the backend's

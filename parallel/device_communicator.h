@@ -1,4 +1,4 @@
-// Communicators for a GPU backend's buffers (DESIGN.md "Communicators"). Each wraps the grid's
+// Communicators for a GPU backend's buffers (docs/DESIGN.md "Communicators"). Each wraps the grid's
 // MPI communicator of one group, which stays the control plane: host buffers (the loss, the grad
 // norm, agreement flags, broadcast_bytes) always go through it. Device buffers go through
 //  - NCCL (nccl_communicator.cpp): its own stream, ordered against the backend's compute stream

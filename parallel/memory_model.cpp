@@ -126,6 +126,7 @@ void add_parameter_buffers(const MemoryModelInput& in, const std::vector<BucketP
 }  // namespace
 
 MemoryBytes predict_memory(const MemoryModelInput& in, int rank) {
+  in.layout.validate(in.model, in.grid().world());  // the layout's rules, as every program's
   const int stage = in.grid().coordinates_of(rank).stage;
   const Schedule schedule =
       make_schedule(in.layout.schedule, in.layout.pp, in.microbatches, in.layout.virtual_stages);

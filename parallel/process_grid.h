@@ -1,4 +1,4 @@
-// The 3-D process grid (DESIGN.md): world = tp * dp * pp with
+// The 3-D process grid (docs/DESIGN.md): world = tp * dp * pp with
 //   rank = tp_rank + tp * (dp_rank + dp * pp_rank)
 // tp fastest-varying (consecutive ranks of one node), then dp, then pp (stages across nodes).
 // Worked example, 16 ranks at tp 4, pp 4 (dp 1): tp groups {0-3} {4-7} {8-11} {12-15},

@@ -1,5 +1,5 @@
 // Helpers the C++ tests share: this process's world rank and size, and the check that a call
-// fails with one user-facing line naming what was wrong (DESIGN.md "Bad input").
+// fails with one user-facing line naming what was wrong (docs/DESIGN.md "Bad input").
 #pragma once
 
 #include <gtest/gtest.h>

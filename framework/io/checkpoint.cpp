@@ -1,5 +1,5 @@
 // Writing (collective, MPI-IO) and reading (serial) checkpoint files; see checkpoint.h and
-// DESIGN.md "Checkpoint". The write runs in phases, each ending in an agreement over comm so a
+// docs/DESIGN.md "Checkpoint". The write runs in phases, each ending in an agreement over comm so a
 // failure seen by one rank becomes the same gpt::Error on every rank instead of a hang:
 //   1. local checks + rank 0 prepares the directory            -> agree
 //   2. allgather of every rank's parameter names, shapes and ownership; the merged catalogue

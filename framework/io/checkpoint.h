@@ -1,4 +1,4 @@
-// Checkpoint files (DESIGN.md "Checkpoint"): one HDF5 file per checkpoint, independent of the
+// Checkpoint files (docs/DESIGN.md "Checkpoint"): one HDF5 file per checkpoint, independent of the
 // layout that wrote it. /model/<name> holds each parameter's full logical tensor (float32,
 // contiguous), /optimizer/<name>/<state> its optimizer state, each dataset with a crc32
 // attribute; root attributes describe the run, and complete = 1 is written last. Writing is

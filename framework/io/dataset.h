@@ -1,4 +1,4 @@
-// Token data sets (DESIGN.md "Data"): one or more HDF5 files (shards) with a 1-D uint16/uint32
+// Token data sets (docs/DESIGN.md "Data"): one or more HDF5 files (shards) with a 1-D uint16/uint32
 // dataset /tokens and attributes vocab_size, tokenizer and optionally eot, read as one stream
 // (the shards concatenated) on demand, never loaded whole; the built-in corpus lives in memory.
 // Window k is tokens [k*T, k*T + T] of the stream (inputs the first T, targets the last T), so a

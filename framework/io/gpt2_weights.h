@@ -1,6 +1,6 @@
 // GPT-2 weights in other projects' layouts (docs/CONVERT.md). This project's tensor names are
 // Hugging Face's GPT-2 names without the "transformer." prefix, the embeddings without
-// ".weight", and its linear weights are nn.Linear's [out, in] (DESIGN.md "Checkpoint"):
+// ".weight", and its linear weights are nn.Linear's [out, in] (docs/DESIGN.md "Checkpoint"):
 //  - Hugging Face: model.safetensors with the same names (wte.weight, wpe.weight), the four
 //    linear weights per block in Conv1D's [in, out] layout, and config.json;
 //  - llm.c: gpt2_124M.bin version 3: a header of 256 int32 (20240326, 3, max_seq_len,

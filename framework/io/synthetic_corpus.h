@@ -1,4 +1,4 @@
-// The built-in corpus `train` uses when no --data is given (DESIGN.md "Data"): lines of integer
+// The built-in corpus `train` uses when no --data is given (docs/DESIGN.md "Data"): lines of integer
 // addition "a+b=c\n" with a, b uniform in [100, 499] (so every line is 12 characters), as bytes
 // (tokenizer "bytes", vocab_size 256).
 // It needs no download, is identical on every rank and every run, and has structure a small

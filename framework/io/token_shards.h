@@ -1,4 +1,4 @@
-// Token files on disk, read on demand (DESIGN.md "Data"). A data set named by --data is one or
+// Token files on disk, read on demand (docs/DESIGN.md "Data"). A data set named by --data is one or
 // more HDF5 token files ("shards") read as one stream: their /tokens concatenated in the order
 // given. A ShardReader reads only the hyperslab a caller asks for, so a rank's memory does not
 // grow with the data set: nothing is loaded whole, the chunk cache is off (windows are drawn at

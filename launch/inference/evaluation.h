@@ -1,4 +1,4 @@
-// Mean validation loss over the first K sequential windows of a data set (DESIGN.md "Data"):
+// Mean validation loss over the first K sequential windows of a data set (docs/DESIGN.md "Data"):
 // the windows are dealt round-robin to the dp ranks and run in microbatches of the stage's size;
 // a last, partial microbatch is padded and its padding rows are left out of the sum.
 #pragma once

@@ -1,5 +1,5 @@
 // eval: a checkpoint's mean loss and perplexity over the first K sequential windows of a data
-// set (DESIGN.md "Programs"); runs as one rank or in a tp x dp layout.
+// set (docs/DESIGN.md "Programs"); runs as one rank or in a tp x dp layout.
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// generate: sample text from a checkpoint (DESIGN.md "Programs"). The prompt is tokenized by the
+// generate: sample text from a checkpoint (docs/DESIGN.md "Programs"). The prompt is tokenized by the
 // checkpoint's tokenizer (bytes, or gpt2 with the files --vocab and --merges name); each new token
 // comes from the logits that follow the sequence (launch/inference/next_token.h: the prompt
 // prefilled once into a KV cache, then one row per token; --no-kv-cache re-runs the window of the

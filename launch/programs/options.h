@@ -1,4 +1,4 @@
-// The train program's options (DESIGN.md "Programs": the names are a contract), typed at this
+// The train program's options (docs/DESIGN.md "Programs": the names are a contract), typed at this
 // boundary: enum-valued options (--optimizer, --data-order, --device, ...) are parsed from their
 // names here and travel as enums. Every rule an option breaks gives a one-line gpt::Error naming
 // the option; the checks are deterministic, so every rank fails alike.

@@ -1,5 +1,5 @@
 // prepare-data: turns a text file into a training and a validation data set for `train --data`
-// (DESIGN.md "Data"), with the byte-level tokenizer (token b = byte b, vocab_size 256) or GPT-2's
+// (docs/DESIGN.md "Data"), with the byte-level tokenizer (token b = byte b, vocab_size 256) or GPT-2's
 // BPE (vocab_size 50257, eot 50256). The last --val-fraction of the text is held out (0: none).
 // The input is streamed in pieces cut where tokenization cannot depend on what lies beyond, so
 // inputs larger than memory work and the tokens equal those of the whole text at once.

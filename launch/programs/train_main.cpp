@@ -1,4 +1,4 @@
-// train: GPT-2 training on a tp x dp x pp grid of MPI ranks (DESIGN.md "Programs"), in four
+// train: GPT-2 training on a tp x dp x pp grid of MPI ranks (docs/DESIGN.md "Programs"), in four
 // named steps: parse the options, load the inputs (checkpoint and data sets), build the runtime
 // and the training state, train. Set-up steps that can fail on some ranks only (files,
 // checkpoints, allocation) run under agree_on_failure, so bad input ends every rank with one

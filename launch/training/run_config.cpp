@@ -79,7 +79,7 @@ void take_field(const TrainOptions& o, const Json& cfg, const char* option, cons
   if (cfg.contains(key)) take_stored(o, option, target, json_field<T>(cfg, key, what));
 }
 
-// Every training option a resumed run continues with (DESIGN.md "Checkpoint"): batch sizes,
+// Every training option a resumed run continues with (docs/DESIGN.md "Checkpoint"): batch sizes,
 // --steps, the learning-rate schedule, the optimizer's hyper-parameters, the evaluation
 // cadence and the validation data; the layout, schedule and checkpoint options are the
 // command line's.

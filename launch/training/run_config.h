@@ -1,4 +1,4 @@
-// The run's identity in a checkpoint (the `config` attribute, flat JSON) and DESIGN.md's resume
+// The run's identity in a checkpoint (the `config` attribute, flat JSON) and docs/DESIGN.md's resume
 // rules: on --resume or --init-from the model shape, seed and data set come from the file, and
 // an option given on the command line that conflicts with them is an error. On --resume every
 // training option the file stored (batch sizes, --steps, learning-rate schedule, optimizer

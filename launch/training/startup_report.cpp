@@ -86,7 +86,7 @@ std::vector<ReportLine> startup_report_lines(const GridShape& shape,
   for (const HostRanks& h : hosts)
     lines.push_back({false, "node " + h.host + ": ranks " + rank_ranges(h.ranks) + " (" +
                                 threads_text(h.threads) + ")"});
-  // tp groups are consecutive global ranks; each should sit on one host (DESIGN.md).
+  // tp groups are consecutive global ranks; each should sit on one host (docs/DESIGN.md).
   int split_groups = 0;
   for (int first = 0; first < shape.world(); first += shape.tp) {
     std::vector<std::string> group_hosts;

@@ -43,7 +43,7 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
   for (GptChunk& chunk : chunks_) chunk_pointers_.push_back(&chunk);
 }
 
-// This dp rank's share [r G/dp, (r+1) G/dp) of the step's samples (DESIGN.md "Data").
+// This dp rank's share [r G/dp, (r+1) G/dp) of the step's samples (docs/DESIGN.md "Data").
 Trainer::StepBatch Trainer::read_step_batch() const {
   const int64_t T = rt_.model().seq_len, B = rt_.stage().micro_batch();
   const int64_t per_rank = options_.global_batch_size / rt_.grid().shape().dp;
@@ -94,10 +94,11 @@ double Trainer::forward_backward(const StepBatch& batch, StepStats& stats) {
   rt_.stage().reduce_sequence_parallel_grads();
   if (Communicator* embedding = grid.embedding()) {
     // Under the distributed optimizer, this rank's shard of wte: wte's own bucket gives it the
-    // same elements on both stages.
+    // same elements on both stages. A gradient reduction like the dp one, timed with it: it is
+    // no part of the pipeline's wait.
     ParameterStore& store = rt_.store();
     const Parameter* wte = store.find("wte");
-    ScopedTimer timer(stats.pp_wait_s, &rt_.backend());
+    ScopedTimer timer(stats.dp_comm_s, &rt_.backend());
     for (const StatePiece& piece : store.state_pieces(*wte))
       embedding->all_reduce(store.update_grads() + piece.state_offset, piece.numel, ReduceOp::kSum);
   }

@@ -1,4 +1,4 @@
-// The training loop: per optimizer step, the step's samples (DESIGN.md "Data") are cut into
+// The training loop: per optimizer step, the step's samples (docs/DESIGN.md "Data") are cut into
 // microbatches, run through the pipeline schedule (forward and backward with gradient
 // accumulation; at pp 1 simply F, B per microbatch), reduced over dp (and the tied embedding
 // over the embedding group), clipped, applied by the optimizer; then logging,

@@ -1,5 +1,5 @@
 // The planner's memory adapter: one function from a layout to the bytes of its heaviest rank, in
-// the memory model's categories (DESIGN.md "Memory": weights grads optimizer activations comm
+// the memory model's categories (docs/DESIGN.md "Memory": weights grads optimizer activations comm
 // workspace). This project's regimes call the memory model (parallel/memory_model.h) for the CUDA
 // backend; the megatron-mixed regime is priced with Korthikanti et al. 2022's per-block activation
 // formulas (their section 4) and Megatron's 18 bytes per parameter.

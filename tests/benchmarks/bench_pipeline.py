@@ -5,13 +5,13 @@ tokens/s and step time of the step lines after the first --skip, the measured bu
 the theoretical bubble beside it, the peak forward caches, the load average before and after the
 run, and the throughput relative to 1f1b at the same m and wait policy.
 
-Theoretical bubble (parallel/pipeline_schedule.h, theoretical_bubble, the published formulas,
+Theoretical bubble (the published formulas, tested against the replay in
+tests/parallel/test_pipeline_schedule.cpp,
 a full backward handing over its gradient at its end): (p-1)/(m+p-1) for gpipe and 1f1b,
 (p-1)/(v*m+p-1) for interleaved, (p-1)/(3m+p-1) for zb-h1. It is the idle share of the pipeline
 part of the step with a full B of 2F (zb-h1: F = B-input = W); the measured share also has the
 rest of the step (dp, embedding all-reduce, gradient norm, optimizer) in its denominator, and
-pp_wait_s also counts the blocked time of the embedding group's wte all-reduce and the transfer
-time.
+pp_wait_s also counts the transfer time (the embedding group's wte all-reduce is in dp_comm_s).
 
 With a trace (METRICS.trace.json beside the metrics file, from train --trace: steps 2..4 of every
 rank on aligned clocks), also per run: each stage's receive wait as a share of the traced pipeline

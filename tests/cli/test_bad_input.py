@@ -1,4 +1,4 @@
-"""Bad input to the programs (DESIGN.md "Programs", "Bad input"): every case must end with a
+"""Bad input to the programs (docs/DESIGN.md "Programs", "Bad input"): every case must end with a
 non-zero exit on every rank within seconds, exactly one line starting with "error: " on stderr
 that names the option or file at fault, and no crash, abort or stack trace. Option errors are
 also run at 2 and 4 ranks through mpiexec: every rank exits non-zero (a wrapper records each
@@ -211,7 +211,7 @@ class Fixtures(unittest.TestCase):
 
 
 class BadInputTest(Fixtures):
-    """The cases the programs handle as DESIGN.md says."""
+    """The cases the programs handle as docs/DESIGN.md says."""
 
     # ---- train: options (1, 2 and 4 ranks)
 
@@ -483,7 +483,7 @@ class BadInputTest(Fixtures):
 
 
 class OpenBugsTest(Fixtures):
-    """Bad input the programs do not yet handle as DESIGN.md says: these fail until the bug
+    """Bad input the programs do not yet handle as docs/DESIGN.md says: these fail until the bug
     named in each docstring is fixed (a CTest entry of their own, cli_bad_input_open_bugs, so
     the cases above stay a clean regression signal)."""
 

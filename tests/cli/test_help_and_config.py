@@ -1,4 +1,4 @@
-"""--help of every program, and train's --config file (DESIGN.md "Programs"): `train --help`
+"""--help of every program, and train's --config file (docs/DESIGN.md "Programs"): `train --help`
 exits 0 and lists every contract option with its default; an INI-style --config file sets
 options, and the command line wins over it (checked through the checkpoint's config attribute,
 its root attributes and the metrics file).
@@ -15,7 +15,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt_harness as h  # noqa: E402
 
-# DESIGN.md "Programs": these names are a contract.
+# docs/DESIGN.md "Programs": these names are a contract.
 CONTRACT_OPTIONS = """
 tp pp dp schedule virtual-stages micro-batch-size global-batch-size n-layer n-head d-model
 seq-len model data val-data data-order eval-every eval-windows steps optimizer lr min-lr

@@ -1,4 +1,4 @@
-// The CUDA backend against the CPU backend, kernel by kernel (DESIGN.md "Backends"): every Backend
+// The CUDA backend against the CPU backend, kernel by kernel (docs/DESIGN.md "Backends"): every Backend
 // function on the same random inputs, fp32 to float rounding (FMA contraction and summation order
 // differ), bf16 matrix products and attention to bf16 rounding, and bitwise repeatability.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-"""Training on the GPU, end to end (DESIGN.md "Backends", "Testing"): CUDA fp32 follows the CPU run
+"""Training on the GPU, end to end (docs/DESIGN.md "Backends", "Testing"): CUDA fp32 follows the CPU run
 (losses 1e-5 relative, final weights and optimizer state 1e-4 by tensor norm); bf16 follows fp32 to
 bf16 rounding (losses 2e-2 relative, decreasing alike); tp 2, pp 2 (1f1b and zb-h1), dp 2 and
 tp 2 x pp 2 sharing the one GPU over --gpu-comm mpi follow the serial CUDA fp32 run; NCCL at one

@@ -1,4 +1,4 @@
-"""Layouts agree with the serial run, end to end (DESIGN.md "Model", "Checkpoint", "Testing"):
+"""Layouts agree with the serial run, end to end (docs/DESIGN.md "Model", "Checkpoint", "Testing"):
 the same tiny model and data trained at tp 2, tp 4, dp 2, dp 4 and tp 2 x dp 2, each with and
 without --sequence-parallel, gives the 1-rank run's per-step losses and gradient norms within
 1e-5 relative, and its final weights (every /model dataset) and optimizer state (every

@@ -1,4 +1,4 @@
-"""Pipeline parallelism end to end (DESIGN.md "Pipeline schedules are data", "Testing").
+"""Pipeline parallelism end to end (docs/DESIGN.md "Pipeline schedules are data", "Testing").
 
 1. Equivalence: every schedule (1f1b, gpipe, interleaved with --virtual-stages 2, zb-h1) at
    --pp 2 and --pp 4, and tp 2 x pp 2 x dp 2 with 1f1b and with zb-h1 --sequence-parallel,

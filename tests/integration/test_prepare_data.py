@@ -1,4 +1,4 @@
-"""prepare-data round trip (DESIGN.md "Data"): a text file -> PREFIX.train.h5 and PREFIX.val.h5
+"""prepare-data round trip (docs/DESIGN.md "Data"): a text file -> PREFIX.train.h5 and PREFIX.val.h5
 with byte tokens (train the first part, validation the last --val-fraction), vocab_size 256,
 tokenizer "bytes", read back with h5py; then train on them with --data/--val-data, resume, and
 eval the checkpoint on the validation file.

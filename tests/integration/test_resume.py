@@ -1,4 +1,4 @@
-"""Checkpoint and resume, end to end (DESIGN.md "Checkpoint", "Testing"): resuming gives exactly
+"""Checkpoint and resume, end to end (docs/DESIGN.md "Checkpoint", "Testing"): resuming gives exactly
 (bit for bit) the run that never stopped in the same layout -- losses and gradient norms in the
 metrics files, every /model and /optimizer dataset of the final checkpoints -- at 1 rank, at
 tp 2 and at dp 2 (also with --distributed-optimizer); in another layout it continues the same loss curve to float32 rounding. Also

@@ -1,4 +1,4 @@
-"""Sharded data sets end to end (DESIGN.md "Data", docs/DATA.md): the same tokens as one file
+"""Sharded data sets end to end (docs/DESIGN.md "Data", docs/DATA.md): the same tokens as one file
 and as shards of uneven sizes (one shard shorter than a window, so windows span three files)
 train identically, because sample j's window is a pure function of (seed, j) over the
 concatenated shards:

@@ -1,4 +1,4 @@
-"""--trace end to end (DESIGN.md "Pipeline schedules are data").
+"""--trace end to end (docs/DESIGN.md "Pipeline schedules are data").
 
 1. 1f1b and zb-h1 at --pp 4 (m = 8): the merged Chrome trace is valid JSON with every rank;
    for each rank and recorded step (2 and 3) the action names are the schedule's order (1f1b:

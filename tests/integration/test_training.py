@@ -1,4 +1,4 @@
-"""The main job, end to end (DESIGN.md "Data", "Programs", "Testing"): train on the built-in
+"""The main job, end to end (docs/DESIGN.md "Data", "Programs", "Testing"): train on the built-in
 arithmetic corpus with the default model and watch the loss fall; the metrics file's fields;
 eval of the final checkpoint agrees with the last validation loss; generate is deterministic and
 continues the prompt, its KV cache gives the full window's tokens, and a seed samples alike in

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks train against an independent GPT-2 written here in PyTorch (DESIGN.md "Model").
+"""Checks train against an independent GPT-2 written here in PyTorch (docs/DESIGN.md "Model").
 
 Both start from the same initial checkpoint (train --steps 0) and the same sequential data, and
 run the same optimizer steps: forward, backward, clip_grad_norm_, torch.optim.AdamW (or SGD) with

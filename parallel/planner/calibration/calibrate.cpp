@@ -332,7 +332,7 @@ JobShape job_shape(MPI_Comm world) {
         MPI_Bcast(first_boot.data(), static_cast<int>(first_boot.size()), MPI_CHAR, 0, leaders));
     int mine = first_boot == boot ? 1 : 0;
     GPT_MPI_CHECK(MPI_Allreduce(&mine, &same_machine, 1, MPI_INT, MPI_SUM, leaders));
-    MPI_Comm_free(&leaders);
+    GPT_MPI_CHECK(MPI_Comm_free(&leaders));
   }
   GPT_MPI_CHECK(MPI_Bcast(&shape.node, 1, MPI_INT, 0, local));
   GPT_MPI_CHECK(MPI_Bcast(&shape.nodes, 1, MPI_INT, 0, local));
@@ -341,7 +341,7 @@ JobShape job_shape(MPI_Comm world) {
   int local_size = comm_size(local);
   GPT_MPI_CHECK(MPI_Bcast(&local_size, 1, MPI_INT, 0, world));  // rank 0's node's
   shape.ranks_on_first_node = local_size;
-  MPI_Comm_free(&local);
+  GPT_MPI_CHECK(MPI_Comm_free(&local));
   return shape;
 }
 
@@ -459,7 +459,7 @@ double measure_mpi(MPI_Comm world, int color, double bytes, Pattern pattern, dou
     // A 2-rank binomial all-reduce's two rounds each move the buffer one way.
     const bool two_rounds = pattern == Pattern::kNonblockingAllReduce;
     if (rank == 0) t = median_of(times) / (two_rounds ? 2 : 1);
-    MPI_Comm_free(&group);
+    GPT_MPI_CHECK(MPI_Comm_free(&group));
   }
   return sleeping_bcast(world, t);  // ranks outside the group wait here while it measures
 }
@@ -508,7 +508,7 @@ double measure_eager_bytes(MPI_Comm world, int color) {
       }
       eager = low;
     }
-    MPI_Comm_free(&group);
+    GPT_MPI_CHECK(MPI_Comm_free(&group));
   }
   return sleeping_bcast(world, eager);
 }
@@ -677,7 +677,7 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const ModelConfig& model, double s
     }
     sleeping_barrier(world);
   }
-  if (timing != MPI_COMM_NULL) MPI_Comm_free(&timing);
+  if (timing != MPI_COMM_NULL) GPT_MPI_CHECK(MPI_Comm_free(&timing));
   std::vector<double> layer_times =
       times_layers ? medians_over_rounds(layers) : std::vector<double>(timed_figures(model), 0.0);
   MPI_Request request;

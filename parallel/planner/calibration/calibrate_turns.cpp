@@ -67,8 +67,8 @@ double time_point(MPI_Comm world, const ModelConfig& cfg, int64_t mb, int active
     }
     if (all_timed != MPI_REQUEST_NULL) GPT_MPI_CHECK(MPI_Wait(&all_timed, MPI_STATUS_IGNORE));
     model.reset();
-    MPI_Comm_free(&pair);
-    MPI_Comm_free(&group);
+    GPT_MPI_CHECK(MPI_Comm_free(&pair));
+    GPT_MPI_CHECK(MPI_Comm_free(&group));
   }
   return sleeping_sum(world, per_iteration) / active;
 }
@@ -162,7 +162,7 @@ void calibrate_turns(MPI_Comm world, const ModelConfig& model, double seconds,
     GPT_MPI_CHECK(
         MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm_rank(world), MPI_INFO_NULL, &node));
     const int node_ranks = comm_size(node);
-    MPI_Comm_free(&node);
+    GPT_MPI_CHECK(MPI_Comm_free(&node));
     GPT_INPUT_CHECK(node_ranks == comm_size(world),
                     "--calibrate-turns runs on one node (this job spans more)");
     GPT_INPUT_CHECK(comm_size(world) >= 2 * cluster.cpu.cores,
