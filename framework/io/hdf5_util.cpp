@@ -204,6 +204,10 @@ std::vector<int64_t> dataset_shape(hid_t dataset) {
   return std::vector<int64_t>(dims.begin(), dims.end());
 }
 
+std::vector<hsize_t> to_hsize(const std::vector<int64_t>& v) {
+  return std::vector<hsize_t>(v.begin(), v.end());
+}
+
 std::vector<std::string> group_members(hid_t group) {
   H5G_info_t info;
   GPT_H5_CHECK(H5Gget_info(group, &info));

@@ -74,6 +74,8 @@ H5T_class_t attribute_class(hid_t obj, const std::string& name);
 
 // The extents of a dataset's dataspace.
 std::vector<int64_t> dataset_shape(hid_t dataset);
+// A shape, or a hyperslab's start or count, as HDF5's extents.
+std::vector<hsize_t> to_hsize(const std::vector<int64_t>& v);
 // Names of the links directly under a group, in name order.
 std::vector<std::string> group_members(hid_t group);
 // Whether the object at `path` under loc is a dataset (false for a group or anything else).

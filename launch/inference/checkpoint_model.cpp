@@ -2,6 +2,7 @@
 #include "launch/inference/checkpoint_model.h"
 
 #include "framework/agreement.h"
+#include "framework/io/checkpoint_reader.h"
 #include "framework/json.h"
 
 namespace gpt {

@@ -3,10 +3,11 @@
 // into whatever layout that is.
 #pragma once
 
+#include <mpi.h>
+
 #include <memory>
 #include <string>
 
-#include "framework/io/checkpoint.h"
 #include "launch/runtime/runtime.h"
 
 namespace gpt {

@@ -8,7 +8,8 @@
 #include <filesystem>
 #include <functional>
 
-#include "framework/io/checkpoint.h"
+#include "framework/io/checkpoint_reader.h"
+#include "framework/io/checkpoint_writer.h"
 #include "framework/io/gpt2_weights.h"
 #include "framework/io/whole_file.h"
 #include "framework/logging.h"

@@ -7,7 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "framework/io/checkpoint.h"
+#include "framework/io/checkpoint_directory.h"
+#include "framework/io/checkpoint_reader.h"
 #include "framework/io/shard_record.h"
 #include "framework/io/synthetic_corpus.h"
 #include "framework/logging.h"

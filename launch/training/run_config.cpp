@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "framework/check.h"
+#include "framework/io/checkpoint_directory.h"
 #include "framework/json.h"
 #include "framework/logging.h"
 

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "framework/io/checkpoint.h"
+#include "framework/io/checkpoint_reader.h"
 #include "launch/programs/options.h"
 
 namespace gpt {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "framework/check.h"
-#include "framework/io/checkpoint.h"
+#include "framework/io/checkpoint_writer.h"
 #include "framework/json.h"
 #include "framework/logging.h"
 #include "framework/timer.h"

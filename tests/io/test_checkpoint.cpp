@@ -21,7 +21,9 @@
 
 #include "framework/backend.h"
 #include "framework/check.h"
-#include "framework/io/checkpoint.h"
+#include "framework/io/checkpoint_directory.h"
+#include "framework/io/checkpoint_reader.h"
+#include "framework/io/checkpoint_writer.h"
 #include "framework/io/crc32.h"
 #include "framework/io/hdf5_util.h"
 #include "framework/parameter.h"

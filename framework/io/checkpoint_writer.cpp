@@ -1,6 +1,6 @@
-// Writing (collective, MPI-IO) and reading (serial) checkpoint files; see checkpoint.h and
-// docs/DESIGN.md "Checkpoint". The write runs in phases, each ending in an agreement over comm so a
-// failure seen by one rank becomes the same gpt::Error on every rank instead of a hang:
+// Writing a checkpoint file (checkpoint_writer.h), collectively with MPI-IO. The write runs in
+// phases, each ending in an agreement over comm so a failure seen by one rank becomes the same
+// gpt::Error on every rank instead of a hang:
 //   1. local checks + rank 0 prepares the directory            -> agree
 //   2. allgather of every rank's parameter names, shapes and ownership; the merged catalogue
 //      (sorted, identical on every rank) fixes the collective create/write order
@@ -10,29 +10,28 @@
 //      -> agree; each writer's crc32 shares of its slabs are XOR-reduced to rank 0
 //   5. rank 0 alone: crc32 attributes, root attributes, complete = 1, fsync, rename, latest,
 //      keep_last                                               -> agree (broadcast of its status)
-// Loading verifies every crc32 once across the job: the datasets' rows are dealt out to the
-// ranks in equal byte shares, and their crc32 shares XOR-reduced (CheckpointReader::verify).
-#include "framework/io/checkpoint.h"
+// The folder's side of phase 5 (fsync, `latest`, keep_last) is checkpoint_directory.cpp's.
+#include "framework/io/checkpoint_writer.h"
 
-#include <fcntl.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
-#include <cctype>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <sstream>
+#include <vector>
 
 #include "framework/agreement.h"
 #include "framework/check.h"
+#include "framework/io/checkpoint_directory.h"
 #include "framework/io/crc32.h"
-#include "framework/logging.h"
+#include "framework/io/hdf5_util.h"
 
 namespace gpt {
 namespace {
@@ -177,10 +176,6 @@ std::string free_space_note(const std::string& dir) {
                       << ")");
 }
 
-std::vector<hsize_t> to_hsize(const std::vector<int64_t>& v) {
-  return std::vector<hsize_t>(v.begin(), v.end());
-}
-
 // This rank's crc32 share (crc32.h) of a slab of a tensor of the given shape: the slab's rows
 // are the pieces, at their offsets in the tensor's row-major (file) order. The share is computed
 // from the host copy being written, so the file's crc32 costs no re-reading.
@@ -220,7 +215,7 @@ uint32_t slab_crc32_share(const std::vector<int64_t>& shape, const Slab& slab, c
 uint32_t write_dataset_collective(hid_t file, const std::string& path, const CatalogueEntry& entry,
                                   int64_t rounds, const std::vector<Slab>& slabs, const float* base,
                                   Backend& backend, hid_t dcpl, hid_t dxpl, std::string& error) {
-  const std::vector<hsize_t> dims = to_hsize(entry.shape);
+  const std::vector<hsize_t> dims = h5::to_hsize(entry.shape);
   h5::Handle space(
       GPT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
   h5::Handle dataset(GPT_H5_CHECK(
@@ -236,7 +231,8 @@ uint32_t write_dataset_collective(hid_t file, const std::string& path, const Cat
     h5::Handle mem_space(GPT_H5_CHECK(H5Screate_simple(1, n > 0 ? &n : &one, nullptr)));
     host.assign(std::max<hsize_t>(n, 1), 0.0f);
     if (n > 0) {
-      const std::vector<hsize_t> start = to_hsize(slab->start), count = to_hsize(slab->count);
+      const std::vector<hsize_t> start = h5::to_hsize(slab->start),
+                                 count = h5::to_hsize(slab->count);
       GPT_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr,
                                        count.data(), nullptr));
       // A slab is stored row-major like the hyperslab's own iteration order.
@@ -382,41 +378,6 @@ void check_free_space(const std::string& dir, int64_t needed) {
 }
 
 // ---- phase 5: rank 0 finishes the file
-
-void fsync_path(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  GPT_INPUT_CHECK(fd >= 0, "cannot open " << path << " to sync it");
-  int rc = ::fsync(fd);
-  ::close(fd);
-  GPT_INPUT_CHECK(rc == 0, "fsync of " << path << " failed");
-}
-
-// Step number of a "step-<digits>.h5" file name, or -1.
-int64_t parse_step_file(const std::string& name) {
-  const std::string prefix = "step-", suffix = ".h5";
-  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) ||
-      !name.ends_with(suffix))
-    return -1;
-  const std::string digits =
-      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  const bool all_digits =
-      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (digits.size() > 18 || !all_digits) return -1;
-  return std::stoll(digits);
-}
-
-// step-*.h5 files of dir, newest (highest step) first.
-std::vector<std::pair<int64_t, fs::path>> step_files(const std::string& dir) {
-  std::vector<std::pair<int64_t, fs::path>> files;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const int64_t step = parse_step_file(e.path().filename().string());
-    if (step >= 0 && e.is_regular_file(ec)) files.emplace_back(step, e.path());
-  }
-  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a > b; });
-  return files;
-}
-
 // The crc32s, the optimizer's and the root's attributes, complete = 1 last.
 void write_attributes(hid_t file, const Catalogue& catalogue, const std::vector<uint32_t>& crcs,
                       const CheckpointMeta& meta, const OptimizerMeta* optimizer) {
@@ -455,41 +416,6 @@ void write_attributes(hid_t file, const Catalogue& catalogue, const std::vector<
   h5::write_int64_attribute(file, "complete", 1);
 }
 
-// Rewrites <dir>/latest to name final_path, by temporary file, fsync and rename.
-void point_latest_at(const std::string& dir, const std::string& final_path) {
-  std::error_code ec;
-  const std::string latest = (fs::path(dir) / "latest").string(), latest_temp = latest + ".tmp";
-  {
-    std::ofstream out(latest_temp, std::ios::trunc);
-    out << fs::path(final_path).filename().string() << "\n";
-    out.close();
-    GPT_INPUT_CHECK(out.good(), "cannot write " << latest_temp);
-  }
-  fsync_path(latest_temp, false);
-  fs::rename(latest_temp, latest, ec);
-  GPT_INPUT_CHECK(!ec, "cannot rename " << latest_temp << " to " << latest << ": " << ec.message());
-  fsync_path(dir, true);
-}
-
-// With keep_last > 0, removes the step files beyond the newest keep_last. The file just written
-// is kept even when older-numbered than others (a run resumed from an earlier checkpoint):
-// `latest` names it.
-void remove_beyond_keep_last(const std::string& dir, const std::string& final_path, int keep_last) {
-  std::error_code ec;
-  if (keep_last > 0) {
-    int kept = 1;
-    for (const auto& [step, path] : step_files(dir)) {
-      if (path.filename() == fs::path(final_path).filename()) continue;
-      if (kept < keep_last) {
-        ++kept;
-        continue;
-      }
-      fs::remove(path, ec);
-      if (ec) GPT_WARN0("cannot remove old checkpoint " << path.string() << ": " << ec.message());
-    }
-  }
-}
-
 void finish_on_rank0(const std::string& temp, const std::string& final_path, const std::string& dir,
                      const Catalogue& catalogue, const std::vector<uint32_t>& crcs,
                      const CheckpointMeta& meta, const OptimizerMeta* optimizer, int keep_last) {
@@ -520,57 +446,7 @@ void finish_on_rank0(const std::string& temp, const std::string& final_path, con
   remove_beyond_keep_last(dir, final_path, keep_last);
 }
 
-// ---- reading
-
-// With leading_rows, the file's tensor may have more rows than the parameter (the rest of the
-// shape equal): its first rows are read. Throws unless the dataset fits the parameter.
-void check_dataset_shape(const CheckpointReader& reader, const std::string& dataset,
-                         const Parameter& p, bool leading_rows) {
-  GPT_INPUT_CHECK(reader.has(dataset), "checkpoint " << reader.path() << " has no dataset "
-                                                     << dataset << " for parameter " << p.name);
-  const std::vector<int64_t> file_shape = reader.shape(dataset);
-  const bool first_rows = leading_rows && !p.shape.empty() && file_shape.size() == p.shape.size() &&
-                          file_shape[0] >= p.shape[0] &&
-                          std::equal(p.shape.begin() + 1, p.shape.end(), file_shape.begin() + 1);
-  GPT_INPUT_CHECK(file_shape == p.shape || first_rows,
-                  "checkpoint " << reader.path() << ": parameter " << p.name << " has shape "
-                                << h5::shape_string(p.shape) << " in the model but "
-                                << h5::shape_string(file_shape) << " in the checkpoint");
-}
-
-// Elements [begin, begin + count) of p's storage from the dataset into dst (count floats);
-// storage outside p's slabs (padding) is set to 0.
-void read_storage_range(const CheckpointReader& reader, const std::string& dataset,
-                        const Parameter& p, int64_t begin, int64_t count, float* dst,
-                        Backend& backend) {
-  std::vector<float> host(static_cast<size_t>(count), 0.0f);
-  for (const Slab& slab : storage_range_slabs(p, begin, begin + count)) {
-    GPT_CHECK(slab.local_offset >= begin && slab.local_offset + slab.numel() <= begin + count,
-              "parameter " << p.name << " has a slab outside its storage");
-    reader.read_slab(dataset, slab, host.data() + (slab.local_offset - begin));
-  }
-  if (!host.empty()) backend.copy_from_host(dst, host.data(), host.size() * sizeof(float));
-}
-
-std::string require_string(hid_t obj, const std::string& name) {
-  std::optional<std::string> value = h5::read_string_attribute(obj, name);
-  GPT_INPUT_CHECK(value.has_value(), "has no '" << name << "' attribute");
-  return *value;
-}
-
-int64_t require_int64(hid_t obj, const std::string& name) {
-  std::optional<int64_t> value = h5::read_int64_attribute(obj, name);
-  GPT_INPUT_CHECK(value.has_value(), "has no '" << name << "' attribute");
-  return *value;
-}
-
 }  // namespace
-
-std::string checkpoint_path(const std::string& dir, int64_t step) {
-  char name[40];
-  std::snprintf(name, sizeof(name), "step-%08lld.h5", static_cast<long long>(step));
-  return (fs::path(dir) / name).string();
-}
 
 std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
                              const OptimizerMeta* optimizer, ParameterStore& store,
@@ -628,275 +504,6 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
     throw;
   }
   return final_path;
-}
-
-CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
-  h5::silence_errors();
-  try {
-    std::error_code ec;
-    GPT_INPUT_CHECK(fs::exists(path, ec), "no such file");
-    GPT_INPUT_CHECK(!fs::is_directory(path, ec), "is a directory");
-    GPT_INPUT_CHECK(H5Fis_hdf5(path.c_str()) > 0, "not an HDF5 file");
-    file_ = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-    GPT_INPUT_CHECK(file_.valid(),
-                    "cannot be opened, truncated or damaged (" << h5::last_error_message() << ")");
-    const hid_t root = file_.id();
-    std::optional<std::string> format = h5::read_string_attribute(root, "format");
-    GPT_INPUT_CHECK(format == kCheckpointFormat,
-                    "is not a checkpoint (format attribute "
-                        << (format ? "'" + *format + "'" : std::string("missing")) << ", expected '"
-                        << kCheckpointFormat << "')");
-    std::optional<int64_t> complete = h5::read_int64_attribute(root, "complete");
-    GPT_INPUT_CHECK(complete == 1,
-                    "is incomplete (no complete = 1 attribute: its write did not finish)");
-    const int64_t version = require_int64(root, "format_version");
-    GPT_INPUT_CHECK(version == kCheckpointFormatVersion,
-                    "has format_version " << version << "; this program reads version "
-                                          << kCheckpointFormatVersion);
-    meta_.step = require_int64(root, "step");
-    meta_.consumed_samples = require_int64(root, "consumed_samples");
-    meta_.seed = static_cast<uint64_t>(require_int64(root, "seed"));
-    meta_.config_json = require_string(root, "config");
-    meta_.tokenizer = require_string(root, "tokenizer");
-    meta_.layout = require_string(root, "layout");
-
-    GPT_INPUT_CHECK(h5::has_link(root, "/model") && !h5::is_dataset(root, "/model"),
-                    "has no /model group");
-    std::vector<std::string> datasets;
-    h5::Handle model(GPT_H5_CHECK(H5Gopen2(root, "/model", H5P_DEFAULT)));
-    for (const std::string& name : h5::group_members(model.id()))
-      datasets.push_back("/model/" + name);
-    has_optimizer_ = h5::has_link(root, "/optimizer");
-    if (has_optimizer_) {
-      h5::Handle group(GPT_H5_CHECK(H5Gopen2(root, "/optimizer", H5P_DEFAULT)));
-      for (const std::string& name : h5::group_members(group.id())) {
-        GPT_INPUT_CHECK(!h5::is_dataset(group.id(), name),
-                        "/optimizer/" << name << " is a dataset, expected a group of states");
-        h5::Handle states(GPT_H5_CHECK(H5Gopen2(group.id(), name.c_str(), H5P_DEFAULT)));
-        for (const std::string& state : h5::group_members(states.id()))
-          datasets.push_back("/optimizer/" + name + "/" + state);
-      }
-    }
-    for (const std::string& name : datasets) {
-      GPT_INPUT_CHECK(h5::is_dataset(root, name), name << " is not a dataset");
-      h5::Handle dataset(GPT_H5_CHECK(H5Dopen2(root, name.c_str(), H5P_DEFAULT)));
-      h5::Handle type(GPT_H5_CHECK(H5Dget_type(dataset.id())));
-      GPT_INPUT_CHECK(
-          GPT_H5_CHECK(H5Tget_class(type.id())) == H5T_FLOAT && H5Tget_size(type.id()) == 4,
-          "dataset " << name << " is not float32");
-      std::optional<int64_t> stored = h5::read_int64_attribute(dataset.id(), "crc32");
-      GPT_INPUT_CHECK(stored.has_value(), "dataset " << name << " has no crc32 attribute");
-      crcs_[name] = *stored;
-      shapes_[name] = h5::dataset_shape(dataset.id());
-    }
-  } catch (const Error& e) {
-    fail_input("checkpoint " + path + ": " + e.what());
-  }
-}
-
-OptimizerMeta CheckpointReader::optimizer() const {
-  GPT_INPUT_CHECK(has_optimizer_, "checkpoint " << path_ << " has no optimizer state");
-  try {
-    OptimizerMeta out;
-    h5::Handle group(GPT_H5_CHECK(H5Gopen2(file_.id(), "/optimizer", H5P_DEFAULT)));
-    out.type = require_string(group.id(), "type");
-    out.step = require_int64(group.id(), "step");
-    for (const std::string& name : h5::attribute_names(group.id()))
-      if (name != "type" && name != "step" && h5::attribute_class(group.id(), name) == H5T_FLOAT)
-        out.hyperparameters.emplace_back(name, *h5::read_double_attribute(group.id(), name));
-    // State names from the first parameter's group (every parameter has the same states).
-    for (const auto& [dataset, shape] : shapes_) {
-      if (!dataset.starts_with("/optimizer/")) continue;
-      const std::string param_prefix = dataset.substr(0, dataset.rfind('/') + 1);
-      for (const auto& [other, other_shape] : shapes_)
-        if (other.starts_with(param_prefix))
-          out.state_names.push_back(other.substr(param_prefix.size()));
-      break;
-    }
-    return out;
-  } catch (const Error& e) {
-    fail_input("checkpoint " + path_ + ": /optimizer " + e.what());
-  }
-}
-
-std::vector<int64_t> CheckpointReader::shape(const std::string& dataset) const {
-  auto it = shapes_.find(dataset);
-  GPT_INPUT_CHECK(it != shapes_.end(), "checkpoint " << path_ << " has no dataset " << dataset);
-  return it->second;
-}
-
-std::vector<std::string> CheckpointReader::datasets() const {
-  std::vector<std::string> names;
-  for (const auto& [name, shape] : shapes_) names.push_back(name);
-  return names;
-}
-
-void CheckpointReader::read_slab(const std::string& dataset, const Slab& slab,
-                                 float* host_out) const {
-  const std::vector<int64_t> dims = shape(dataset);
-  bool inside = slab.start.size() == dims.size() && slab.count.size() == dims.size();
-  for (size_t d = 0; inside && d < dims.size(); ++d)
-    inside = slab.start[d] >= 0 && slab.count[d] >= 0 && slab.start[d] + slab.count[d] <= dims[d];
-  GPT_CHECK(inside, "slab outside dataset " << dataset << " of shape " << h5::shape_string(dims));
-  const hsize_t n = static_cast<hsize_t>(slab.numel());
-  if (n == 0) return;
-  h5::Handle data(GPT_H5_CHECK(H5Dopen2(file_.id(), dataset.c_str(), H5P_DEFAULT)));
-  h5::Handle file_space(GPT_H5_CHECK(H5Dget_space(data.id())));
-  const std::vector<hsize_t> start = to_hsize(slab.start), count = to_hsize(slab.count);
-  GPT_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr,
-                                   count.data(), nullptr));
-  h5::Handle mem_space(GPT_H5_CHECK(H5Screate_simple(1, &n, nullptr)));
-  GPT_H5_CHECK(
-      H5Dread(data.id(), H5T_NATIVE_FLOAT, mem_space.id(), file_space.id(), H5P_DEFAULT, host_out));
-}
-
-void CheckpointReader::verify(MPI_Comm comm) {
-  const int rank = comm_rank(comm), size = comm_size(comm);
-  const std::vector<std::string> names = datasets();
-  std::vector<int64_t> bytes;
-  int64_t total = 0;
-  for (const std::string& name : names) {
-    bytes.push_back(shape_numel(shapes_.at(name)) * static_cast<int64_t>(sizeof(float)));
-    total += bytes.back();
-  }
-  // The datasets in name order form one byte sequence; this rank checks the rows that start in
-  // its equal share [first, last) of it, however the tensors' sizes are spread.
-  const int64_t first = total / size * rank + std::min<int64_t>(rank, total % size);
-  const int64_t last = first + total / size + (rank < total % size ? 1 : 0);
-  std::vector<uint32_t> shares(names.size(), 0);
-  agree_on_failure(comm, [&] {
-    try {
-      int64_t base = 0;
-      std::vector<float> buffer;
-      for (size_t i = 0; i < names.size(); base += bytes[i], ++i) {
-        const std::vector<int64_t>& shape = shapes_.at(names[i]);
-        if (bytes[i] == 0 || base + bytes[i] <= first || base >= last) continue;
-        const int64_t rows = shape.empty() ? 1 : shape[0], row_bytes = bytes[i] / rows;
-        const auto row_at = [&](int64_t byte) {  // the first row starting at or after byte
-          return std::clamp<int64_t>((byte - base + row_bytes - 1) / row_bytes, 0, rows);
-        };
-        const int64_t row_end = row_at(last);
-        constexpr int64_t kChunkBytes = int64_t{16} << 20;  // bounded memory whatever the tensor
-        const int64_t rows_per_read = std::max<int64_t>(1, kChunkBytes / row_bytes);
-        Crc32Share share(static_cast<uint64_t>(bytes[i]));
-        for (int64_t row = row_at(first); row < row_end; row += rows_per_read) {
-          Slab slab;
-          slab.start.assign(shape.size(), 0);
-          slab.count = shape;
-          if (!shape.empty()) {
-            slab.start[0] = row;
-            slab.count[0] = std::min(rows_per_read, row_end - row);
-          }
-          buffer.resize(static_cast<size_t>(slab.numel()));
-          read_slab(names[i], slab, buffer.data());
-          share.add(static_cast<uint64_t>(row * row_bytes), buffer.data(),
-                    buffer.size() * sizeof(float));
-        }
-        shares[i] = share.share();
-      }
-    } catch (const Error& e) {
-      fail_input("checkpoint " + path_ + ": " + e.what());
-    }
-  });
-  GPT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, shares.data(), static_cast<int>(shares.size()),
-                              MPI_UINT32_T, MPI_BXOR, comm));
-  for (size_t i = 0; i < names.size(); ++i) {
-    const uint32_t actual = crc32_from_shares(shares[i], static_cast<uint64_t>(bytes[i]));
-    const int64_t stored = crcs_.at(names[i]);
-    // Every rank holds the same reduced values, so every rank fails alike, on the same dataset.
-    if (static_cast<int64_t>(actual) != stored)
-      throw AgreedError(GPT_MSG("checkpoint " << path_ << ": dataset " << names[i]
-                                              << " fails its crc32 check (stored 0x" << std::hex
-                                              << stored << ", computed 0x" << actual
-                                              << "): the file is corrupt"));
-  }
-  verified_ = true;
-}
-
-std::unique_ptr<CheckpointReader> open_checkpoint(const std::string& path, MPI_Comm comm) {
-  std::unique_ptr<CheckpointReader> reader;
-  agree_on_failure(comm, [&] { reader = std::make_unique<CheckpointReader>(path); });
-  reader->verify(comm);
-  return reader;
-}
-
-void load_checkpoint(const CheckpointReader& reader, ParameterStore& store, bool include_optimizer,
-                     bool truncate_positions) {
-  GPT_CHECK(reader.verified(), "load_checkpoint: " << reader.path() << " was not verified");
-  GPT_INPUT_CHECK(!include_optimizer || reader.has_optimizer(),
-                  "checkpoint " << reader.path() << " has no optimizer state to resume from");
-  Backend& backend = store.backend();
-  for (Parameter& p : store.params()) {
-    GPT_CHECK(p.value != nullptr, "load_checkpoint before the parameters are allocated");
-    const std::string model = "/model/" + p.name;
-    check_dataset_shape(reader, model, p, truncate_positions && p.name == "wpe");
-    read_storage_range(reader, model, p, 0, p.local_numel, p.value, backend);
-    if (!include_optimizer) continue;
-    // The state this rank keeps: all of p, or its shard of it under the distributed optimizer.
-    for (const std::string& state : store.state_names()) {
-      const std::string dataset = "/optimizer/" + p.name + "/" + state;
-      check_dataset_shape(reader, dataset, p, false);
-      for (const StatePiece& piece : store.state_pieces(p))
-        read_storage_range(reader, dataset, p, piece.begin, piece.numel,
-                           store.state(state) + piece.state_offset, backend);
-    }
-  }
-}
-
-std::vector<std::string> remove_interrupted_writes(const std::string& dir) {
-  std::vector<std::string> removed;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    const bool temporary =
-        name.ends_with(".tmp") &&
-        (parse_step_file(name.substr(0, name.size() - 4)) >= 0 || name == "latest.tmp");
-    if (temporary && e.is_regular_file(ec) && fs::remove(e.path(), ec)) removed.push_back(name);
-  }
-  std::sort(removed.begin(), removed.end());
-  return removed;
-}
-
-std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped,
-                                   MPI_Comm comm) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return "";
-  std::vector<fs::path> candidates;
-  std::ifstream latest(fs::path(dir) / "latest");
-  std::string name;
-  if (latest && std::getline(latest, name)) {
-    while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
-    // Only a plain file name in dir: the pointer is relative by contract.
-    if (!name.empty() && name.find('/') == std::string::npos) {
-      candidates.push_back(fs::path(dir) / name);
-    } else if (skipped != nullptr) {
-      skipped->push_back(GPT_MSG((fs::path(dir) / "latest").string()
-                                 << ": does not name a file of the folder ('" << name << "')"));
-    }
-  }
-  const std::vector<std::pair<int64_t, fs::path>> files = step_files(dir);
-  for (const auto& [step, path] : files)
-    if (std::find(candidates.begin(), candidates.end(), path) == candidates.end())
-      candidates.push_back(path);
-  std::vector<std::string> reasons;
-  for (const fs::path& path : candidates) {
-    try {
-      open_checkpoint(path.string(), comm);
-      return path.string();
-    } catch (const Error& e) {
-      reasons.push_back(e.what());
-      if (skipped != nullptr) skipped->push_back(e.what());
-    }
-  }
-  // Starting fresh here would train over them, and --keep-last would then delete them.
-  if (!files.empty()) {
-    std::string all;
-    for (const std::string& r : reasons) all += (all.empty() ? "" : "; ") + r;
-    fail_input(GPT_MSG("the checkpoint folder " << dir << " has " << files.size()
-                                                << " checkpoint file(s) and none is valid (" << all
-                                                << "); move them away to start fresh"));
-  }
-  return "";
 }
 
 }  // namespace gpt

@@ -1,0 +1,154 @@
+// The checkpoint folder (checkpoint_directory.h): the step-%08d.h5 names, the `latest` pointer,
+// keep_last pruning, the temporaries of interrupted writes and the search for the checkpoint to
+// resume from.
+#include "framework/io/checkpoint_directory.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <utility>
+
+#include "framework/check.h"
+#include "framework/io/checkpoint_reader.h"
+#include "framework/logging.h"
+
+namespace gpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Step number of a "step-<digits>.h5" file name, or -1.
+int64_t parse_step_file(const std::string& name) {
+  const std::string prefix = "step-", suffix = ".h5";
+  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) ||
+      !name.ends_with(suffix))
+    return -1;
+  const std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  const bool all_digits =
+      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits.size() > 18 || !all_digits) return -1;
+  return std::stoll(digits);
+}
+
+// step-*.h5 files of dir, newest (highest step) first.
+std::vector<std::pair<int64_t, fs::path>> step_files(const std::string& dir) {
+  std::vector<std::pair<int64_t, fs::path>> files;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const int64_t step = parse_step_file(e.path().filename().string());
+    if (step >= 0 && e.is_regular_file(ec)) files.emplace_back(step, e.path());
+  }
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a > b; });
+  return files;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  char name[40];
+  std::snprintf(name, sizeof(name), "step-%08lld.h5", static_cast<long long>(step));
+  return (fs::path(dir) / name).string();
+}
+
+void fsync_path(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  GPT_INPUT_CHECK(fd >= 0, "cannot open " << path << " to sync it");
+  int rc = ::fsync(fd);
+  ::close(fd);
+  GPT_INPUT_CHECK(rc == 0, "fsync of " << path << " failed");
+}
+
+void point_latest_at(const std::string& dir, const std::string& final_path) {
+  std::error_code ec;
+  const std::string latest = (fs::path(dir) / "latest").string(), latest_temp = latest + ".tmp";
+  {
+    std::ofstream out(latest_temp, std::ios::trunc);
+    out << fs::path(final_path).filename().string() << "\n";
+    out.close();
+    GPT_INPUT_CHECK(out.good(), "cannot write " << latest_temp);
+  }
+  fsync_path(latest_temp, false);
+  fs::rename(latest_temp, latest, ec);
+  GPT_INPUT_CHECK(!ec, "cannot rename " << latest_temp << " to " << latest << ": " << ec.message());
+  fsync_path(dir, true);
+}
+
+void remove_beyond_keep_last(const std::string& dir, const std::string& final_path, int keep_last) {
+  std::error_code ec;
+  if (keep_last > 0) {
+    int kept = 1;
+    for (const auto& [step, path] : step_files(dir)) {
+      if (path.filename() == fs::path(final_path).filename()) continue;
+      if (kept < keep_last) {
+        ++kept;
+        continue;
+      }
+      fs::remove(path, ec);
+      if (ec) GPT_WARN0("cannot remove old checkpoint " << path.string() << ": " << ec.message());
+    }
+  }
+}
+
+std::vector<std::string> remove_interrupted_writes(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool temporary =
+        name.ends_with(".tmp") &&
+        (parse_step_file(name.substr(0, name.size() - 4)) >= 0 || name == "latest.tmp");
+    if (temporary && e.is_regular_file(ec) && fs::remove(e.path(), ec)) removed.push_back(name);
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
+std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped,
+                                   MPI_Comm comm) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "";
+  std::vector<fs::path> candidates;
+  std::ifstream latest(fs::path(dir) / "latest");
+  std::string name;
+  if (latest && std::getline(latest, name)) {
+    while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+    // Only a plain file name in dir: the pointer is relative by contract.
+    if (!name.empty() && name.find('/') == std::string::npos) {
+      candidates.push_back(fs::path(dir) / name);
+    } else if (skipped != nullptr) {
+      skipped->push_back(GPT_MSG((fs::path(dir) / "latest").string()
+                                 << ": does not name a file of the folder ('" << name << "')"));
+    }
+  }
+  const std::vector<std::pair<int64_t, fs::path>> files = step_files(dir);
+  for (const auto& [step, path] : files)
+    if (std::find(candidates.begin(), candidates.end(), path) == candidates.end())
+      candidates.push_back(path);
+  std::vector<std::string> reasons;
+  for (const fs::path& path : candidates) {
+    try {
+      open_checkpoint(path.string(), comm);
+      return path.string();
+    } catch (const Error& e) {
+      reasons.push_back(e.what());
+      if (skipped != nullptr) skipped->push_back(e.what());
+    }
+  }
+  // Starting fresh here would train over them, and --keep-last would then delete them.
+  if (!files.empty()) {
+    std::string all;
+    for (const std::string& r : reasons) all += (all.empty() ? "" : "; ") + r;
+    fail_input(GPT_MSG("the checkpoint folder " << dir << " has " << files.size()
+                                                << " checkpoint file(s) and none is valid (" << all
+                                                << "); move them away to start fresh"));
+  }
+  return "";
+}
+
+}  // namespace gpt

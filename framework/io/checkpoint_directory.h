@@ -1,0 +1,44 @@
+// The checkpoint folder (docs/DESIGN.md "Checkpoint"): step-%08d.h5 files named by step, the `latest`
+// pointer to the newest, keep_last pruning, the temporaries of interrupted writes, and the
+// search for the checkpoint to resume from.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpt {
+
+// "<dir>/step-00000100.h5".
+std::string checkpoint_path(const std::string& dir, int64_t step);
+
+// Removes the temporaries a killed checkpoint write left in dir (step-*.h5.tmp, latest.tmp; never
+// taken for checkpoints, but they hold disk space) and returns their names. Call on one rank,
+// before this run writes.
+std::vector<std::string> remove_interrupted_writes(const std::string& dir);
+
+// The newest valid checkpoint in dir, "" if there is none: the one `latest` names first, then
+// step-*.h5 by descending step. Collective over comm: each candidate is checked with
+// open_checkpoint. Invalid files are skipped, with their reasons appended to skipped (when not
+// null). Where step-*.h5 files exist but none is valid, throws a one-line error naming each and
+// why: a fresh start would train over them.
+std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped,
+                                   MPI_Comm comm);
+
+// The folder's part of a write's last phase (write_checkpoint, rank 0 alone); each throws
+// gpt::Error on failure.
+
+// fsync of a file, or of a directory (directory = true) so that a rename in it is durable.
+void fsync_path(const std::string& path, bool directory);
+
+// Rewrites <dir>/latest to name final_path, by temporary file, fsync and rename.
+void point_latest_at(const std::string& dir, const std::string& final_path);
+
+// With keep_last > 0, removes the step files beyond the newest keep_last. The file just written
+// is kept even when older-numbered than others (a run resumed from an earlier checkpoint):
+// `latest` names it.
+void remove_beyond_keep_last(const std::string& dir, const std::string& final_path, int keep_last);
+
+}  // namespace gpt
