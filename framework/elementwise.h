@@ -1,5 +1,5 @@
-// Per-element formulas shared by the CPU and CUDA backends (docs/DESIGN.md "Backends"): GELU with the
-// tanh approximation, LayerNorm's normalisation and gradients, the AdamW and SGD updates of one
+// Per-element formulas shared by the CPU and CUDA backends (docs/DESIGN.md "Backends"): GELU with
+// the tanh approximation, LayerNorm's normalisation and gradients, the AdamW and SGD updates of one
 // element. Written once as inline functions usable on host and device, so both backends compute
 // the same math; the row and column reductions around them stay in the backends.
 #pragma once

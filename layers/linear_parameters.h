@@ -1,7 +1,7 @@
 // What ColumnParallelLinear and RowParallelLinear share: nn.Linear's two parameters (weight
 // [OC, IC], bias [OC]), registered with the block of each that this rank holds. Weights are drawn
-// N(0, init_std) and decayed, biases start at zero and are not (docs/DESIGN.md "Model"); each linear
-// decides its own split.
+// N(0, init_std) and decayed, biases start at zero and are not (docs/DESIGN.md "Model"); each
+// linear decides its own split.
 #pragma once
 
 #include <string>

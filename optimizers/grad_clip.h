@@ -1,7 +1,7 @@
 // Gradient clipping as torch.nn.utils.clip_grad_norm_ over the whole model across the grid
-// (docs/DESIGN.md "Optimizer semantics"): the global L2 norm counts every tp-replicated parameter once
-// (tp rank 0's copy) and the tied wte once (the first stage's), summed over the tp and pp groups.
-// dp is left out: after the dp reduction every replica holds the same gradients; under the
+// (docs/DESIGN.md "Optimizer semantics"): the global L2 norm counts every tp-replicated parameter
+// once (tp rank 0's copy) and the tied wte once (the first stage's), summed over the tp and pp
+// groups. dp is left out: after the dp reduction every replica holds the same gradients; under the
 // distributed optimizer each dp rank holds its shard of them (update_grads), and the shards'
 // squares are summed over dp as well, each element counted once. The caller logs
 // the norm before clipping and skips the update on a non-finite norm (std::isfinite).

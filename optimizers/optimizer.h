@@ -1,6 +1,6 @@
-// The optimizer interface (docs/DESIGN.md "Optimizer semantics"): one object updates every parameter of
-// a ParameterStore with one backend launch per state segment (the whole store, or under the
-// distributed optimizer each bucket's shard of this dp rank) over the runs of consecutive
+// The optimizer interface (docs/DESIGN.md "Optimizer semantics"): one object updates every
+// parameter of a ParameterStore with one backend launch per state segment (the whole store, or
+// under the distributed optimizer each bucket's shard of this dp rank) over the runs of consecutive
 // parameters in it that share a weight decay flag, reading the store's update_grads(). Its state
 // buffers are store states (checkpointed as /optimizer/<name>/<state>); `step_count` is the one
 // optimizer step count of the checkpoint's /optimizer `step` attribute. Weight decay applies only

@@ -1,5 +1,5 @@
-// The communicator interface (docs/DESIGN.md "Communicators"): one object per process group (tp, dp,
-// pp, embedding, world). Buffers are in the backend's memory. Every call is ordered after the
+// The communicator interface (docs/DESIGN.md "Communicators"): one object per process group (tp,
+// dp, pp, embedding, world). Buffers are in the backend's memory. Every call is ordered after the
 // work already issued on the backend and before what is issued later: the MPI implementation is
 // synchronous (or returns a Request), NCCL enqueues on its stream after an event of the backend's
 // compute stream, and the compute stream waits for its completion (device_communicator.h).

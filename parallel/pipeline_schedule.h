@@ -1,9 +1,9 @@
-// Pipeline schedules as data (docs/DESIGN.md "Pipeline schedules are data"): GPipe, 1F1B, interleaved
-// 1F1B, ZB-H1 and forward-only as one ordered action list per stage, with the cache and gradient
-// set counts each (stage, chunk) holds; a checker that proves a list set valid (each action once,
-// dependencies satisfiable, no deadlock, the stated counts); and a replay with per-action costs
-// that gives the timeline and bubble the planner and tests rely on. No MPI and no model here:
-// the executor runs a list, and the transfers follow from the actions.
+// Pipeline schedules as data (docs/DESIGN.md "Pipeline schedules are data"): GPipe, 1F1B,
+// interleaved 1F1B, ZB-H1 and forward-only as one ordered action list per stage, with the cache and
+// gradient set counts each (stage, chunk) holds; a checker that proves a list set valid (each
+// action once, dependencies satisfiable, no deadlock, the stated counts); and a replay with
+// per-action costs that gives the timeline and bubble the planner and tests rely on. No MPI and no
+// model here: the executor runs a list, and the transfers follow from the actions.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
-// The checkpoint folder (docs/DESIGN.md "Checkpoint"): step-%08d.h5 files named by step, the `latest`
-// pointer to the newest, keep_last pruning, the temporaries of interrupted writes, and the
+// The checkpoint folder (docs/DESIGN.md "Checkpoint"): step-%08d.h5 files named by step, the
+// `latest` pointer to the newest, keep_last pruning, the temporaries of interrupted writes, and the
 // search for the checkpoint to resume from.
 #pragma once
 

@@ -1,9 +1,9 @@
-// The built-in corpus `train` uses when no --data is given (docs/DESIGN.md "Data"): lines of integer
-// addition "a+b=c\n" with a, b uniform in [100, 499] (so every line is 12 characters), as bytes
-// (tokenizer "bytes", vocab_size 256).
-// It needs no download, is identical on every rank and every run, and has structure a small
-// model visibly learns (the digits of c follow from a and b). Train and validation draw from
-// different RNG streams, so the held-out lines are not the training lines.
+// The built-in corpus `train` uses when no --data is given (docs/DESIGN.md "Data"): lines of
+// integer addition "a+b=c\n" with a, b uniform in [100, 499] (so every line is 12 characters), as
+// bytes (tokenizer "bytes", vocab_size 256). It needs no download, is identical on every rank and
+// every run, and has structure a small model visibly learns (the digits of c follow from a and b).
+// Train and validation draw from different RNG streams, so the held-out lines are not the training
+// lines.
 #pragma once
 
 #include "framework/io/dataset.h"

@@ -1,6 +1,6 @@
-// generate: sample text from a checkpoint (docs/DESIGN.md "Programs"). The prompt is tokenized by the
-// checkpoint's tokenizer (bytes, or gpt2 with the files --vocab and --merges name); each new token
-// comes from the logits that follow the sequence (launch/inference/next_token.h: the prompt
+// generate: sample text from a checkpoint (docs/DESIGN.md "Programs"). The prompt is tokenized by
+// the checkpoint's tokenizer (bytes, or gpt2 with the files --vocab and --merges name); each new
+// token comes from the logits that follow the sequence (launch/inference/next_token.h: the prompt
 // prefilled once into a KV cache, then one row per token; --no-kv-cache re-runs the window of the
 // most recent seq_len tokens instead), gathered over tp ranks, sampled on the last stage with the
 // counter RNG's draw and broadcast so every rank extends the same sequence.

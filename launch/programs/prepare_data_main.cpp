@@ -1,10 +1,10 @@
 // prepare-data: turns a text file into a training and a validation data set for `train --data`
-// (docs/DESIGN.md "Data"), with the byte-level tokenizer (token b = byte b, vocab_size 256) or GPT-2's
-// BPE (vocab_size 50257, eot 50256). The last --val-fraction of the text is held out (0: none).
-// The input is streamed in pieces cut where tokenization cannot depend on what lies beyond, so
-// inputs larger than memory work and the tokens equal those of the whole text at once.
-// A plain serial program: it needs no mpirun and never initialises MPI. Bad input ends with one
-// "error: ..." line and exit code 1, and leaves no output file.
+// (docs/DESIGN.md "Data"), with the byte-level tokenizer (token b = byte b, vocab_size 256) or
+// GPT-2's BPE (vocab_size 50257, eot 50256). The last --val-fraction of the text is held out (0:
+// none). The input is streamed in pieces cut where tokenization cannot depend on what lies beyond,
+// so inputs larger than memory work and the tokens equal those of the whole text at once. A plain
+// serial program: it needs no mpirun and never initialises MPI. Bad input ends with one "error:
+// ..." line and exit code 1, and leaves no output file.
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>

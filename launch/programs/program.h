@@ -1,7 +1,7 @@
 // What every MPI program (train, eval, generate) does around its body: MPI start-up
-// with the logger set to the global rank, one way to parse options, and docs/DESIGN.md's "Bad input"
-// rules at the end. A failure agreed with agree_on_failure (framework/agreement.h) is printed
-// once by rank 0 and every rank exits 1 cleanly; an error only some ranks saw, outside an
+// with the logger set to the global rank, one way to parse options, and docs/DESIGN.md's "Bad
+// input" rules at the end. A failure agreed with agree_on_failure (framework/agreement.h) is
+// printed once by rank 0 and every rank exits 1 cleanly; an error only some ranks saw, outside an
 // agreement point, is printed by that rank, which then aborts the job so no rank waits in a
 // collective.
 #pragma once

@@ -1,6 +1,6 @@
-// The run's identity in a checkpoint (the `config` attribute, flat JSON) and docs/DESIGN.md's resume
-// rules: on --resume or --init-from the model shape, seed and data set come from the file, and
-// an option given on the command line that conflicts with them is an error. On --resume every
+// The run's identity in a checkpoint (the `config` attribute, flat JSON) and docs/DESIGN.md's
+// resume rules: on --resume or --init-from the model shape, seed and data set come from the file,
+// and an option given on the command line that conflicts with them is an error. On --resume every
 // training option the file stored (batch sizes, --steps, learning-rate schedule, optimizer
 // options, evaluation cadence, validation data) is the file's unless given again, and each given
 // one that differs is logged; the layout, schedule and checkpoint options are the command line's.

@@ -1,6 +1,6 @@
-// --trace (docs/DESIGN.md "Pipeline schedules are data"): the executor's recorded actions and receive
-// waits of every rank, on clocks aligned to global rank 0 by measured offsets, merged by rank 0
-// into one Chrome trace JSON (Perfetto and chrome://tracing open it; scripts/trace_to_svg.py
+// --trace (docs/DESIGN.md "Pipeline schedules are data"): the executor's recorded actions and
+// receive waits of every rank, on clocks aligned to global rank 0 by measured offsets, merged by
+// rank 0 into one Chrome trace JSON (Perfetto and chrome://tracing open it; scripts/trace_to_svg.py
 // draws it as an SVG timeline).
 #pragma once
 

@@ -1,6 +1,6 @@
-// The CUDA backend against the CPU backend, kernel by kernel (docs/DESIGN.md "Backends"): every Backend
-// function on the same random inputs, fp32 to float rounding (FMA contraction and summation order
-// differ), bf16 matrix products and attention to bf16 rounding, and bitwise repeatability.
+// The CUDA backend against the CPU backend, kernel by kernel (docs/DESIGN.md "Backends"): every
+// Backend function on the same random inputs, fp32 to float rounding (FMA contraction and summation
+// order differ), bf16 matrix products and attention to bf16 rounding, and bitwise repeatability.
 #include <gtest/gtest.h>
 
 #include <algorithm>

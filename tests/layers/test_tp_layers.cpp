@@ -76,7 +76,9 @@ void check_shards_equal_serial(bool sequence_parallel) {
   }
 }
 
-TEST(TensorParallelModel, ShardsEqualTheSerialModel) { check_shards_equal_serial(false); }
+TEST(TensorParallelModel, ShardsEqualTheSerialModel) {
+  check_shards_equal_serial(false);
+}
 
 TEST(TensorParallelModel, SequenceParallelShardsEqualTheSerialModel) {
   check_shards_equal_serial(true);
