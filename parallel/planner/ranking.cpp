@@ -1,4 +1,4 @@
-// Pricing, ranking and printing plan's layouts (see plan_report.h).
+// Pricing, ranking and printing plan's layouts (see ranking.h).
 #include "parallel/planner/ranking.h"
 
 #include <algorithm>

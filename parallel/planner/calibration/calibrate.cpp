@@ -1,4 +1,4 @@
-// `plan --calibrate` (see plan_calibrate.h). Each figure is timed where it is used: the GEMMs
+// `plan --calibrate` (see calibrate.h). Each figure is timed where it is used: the GEMMs
 // through the CPU backend's matmul (oneDNN), the layers through a real GptStage of the model
 // given to plan (tp 1, one rank, the whole model), the cost of taking turns on a core through
 // copies of that stage run at once in threads, the collectives through MPI sub-communicators of
