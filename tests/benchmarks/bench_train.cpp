@@ -1,4 +1,4 @@
-// Training-throughput benchmark of the CPU backend (issue: serial trainer, item 9): one training
+// Training-throughput benchmark of the CPU backend: one training
 // step (forward, backward, AdamW) of a small GPT-2 (vocab 8192, seq 256, 4 layers, 8 heads,
 // d_model 512, micro-batch 8) at 1 and 2 threads, beside the oneDNN sgemm peak measured in the
 // same run on the model's own largest GEMM shape. Prints tokens/s, achieved GFLOP/s (6N + 12LTC

@@ -1,4 +1,4 @@
-"""A full disk during a checkpoint write (issue 11 item 2): every rank ends within seconds with
+"""A full disk during a checkpoint write: every rank ends within seconds with
 one line naming the folder and the error, exit code 1, no step-*.h5.tmp left, and the previous
 checkpoint intact and still the one `latest` names. The folder is a small tmpfs mounted here
 (skipped, saying why, where mounting is not allowed). Three moments: the disk cannot hold the

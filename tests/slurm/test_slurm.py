@@ -1,4 +1,4 @@
-"""launch/programs/slurm/train.sbatch on a real Slurm started here (issue 10): munged, slurmctld and slurmd
+"""launch/programs/slurm/train.sbatch on a real Slurm started for the test: munged, slurmctld and slurmd
 on this machine with a generated slurm.conf, and three jobs of 4 tasks at --tp 2 --pp 2: USR1 mid-run with the srun form and with the mpirun form (`scancel --batch`: the
 batch shell forwards it to the launcher), and a 1-minute --time whose warning signal ends the
 first run. Each job must write a checkpoint, requeue itself, resume and finish with a final
