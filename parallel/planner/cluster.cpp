@@ -452,36 +452,6 @@ double collective_seconds(const LinkModel& link, Collective op, double bytes, in
   }
   return 0;
 }
-double libnbc_seconds(const LinkModel& link, Collective op, double bytes, int ranks) {
-  if (ranks <= 1 || bytes <= 0) return 0;
-  const double rounds = std::ceil(std::log2(ranks));
-  const double whole = link.latency + bytes / link.one_way_bandwidth(bytes);
-  switch (op) {
-    case Collective::kAllReduce:
-      return 2 * rounds * whole;
-    case Collective::kReduceScatter: {
-      const double block = bytes / ranks;
-      return rounds * whole + (ranks - 1) * (link.latency + block / link.one_way_bandwidth(block));
-    }
-    case Collective::kAllGather:
-      return collective_seconds(link, op, bytes, ranks);
-  }
-  return 0;
-}
-
-int libnbc_rounds(Collective op, int ranks) {
-  if (ranks <= 1) return 0;
-  const int log_rounds = static_cast<int>(std::ceil(std::log2(ranks)));
-  switch (op) {
-    case Collective::kAllReduce:
-      return 2 * log_rounds;
-    case Collective::kReduceScatter:
-      return log_rounds + ranks - 1;
-    case Collective::kAllGather:
-      return ranks - 1;
-  }
-  return 0;
-}
 
 double p2p_seconds(const LinkModel& link, double bytes, double idle) {
   if (bytes <= 0) return 0;

@@ -55,16 +55,6 @@ double collective_seconds(const LinkModel& link, Collective op, double bytes, in
 // One point-to-point message of `bytes` (one way: the one-way curve where there is one), after
 // `idle` seconds.
 double p2p_seconds(const LinkModel& link, double bytes, double idle = 0);
-// The same collectives as Open MPI's nonblocking ones run them (coll/libnbc, which train's dp
-// buckets use on the CPU backend; libnbc's nbc_iallreduce.c and nbc_ireduce_scatter_block.c): an
-// in-place all-reduce is a binomial reduce to one rank and a binomial broadcast back, the whole
-// buffer one way in each of 2 ceil(log2 n) rounds; a reduce-scatter is that binomial reduce,
-// then the root sends each rank its block in turn; an all-gather is every rank sending its block
-// to every other, as the ring moves it.
-double libnbc_seconds(const LinkModel& link, Collective op, double bytes, int ranks);
-// The rounds of libnbc_seconds' collective (its latencies): the messages a rank waits for, one
-// at a time, each needing its sender to run.
-int libnbc_rounds(Collective op, int ranks);
 
 struct GpuModel {
   std::string name;
@@ -87,7 +77,8 @@ struct GpuModel {
 // A CPU "cluster" (`plan --calibrate`, docs/PLANNER.md "Calibration"): a device is one rank's
 // share of the cores. Each pass kind's modelled time is multiplied by the measured ratio of the
 // real layers' time to the model's at the calibration shapes, by micro-batch size, and ranks
-// beyond the cores share them (cost_model.cpp, oversubscription).
+// beyond the cores share them: the figures here are data, priced by the core-sharing adapter
+// (core_sharing.h).
 struct CpuModel {
   int cores = 0;    // 0: not a CPU cluster (GPUs: no sharing, the GPU formulas alone)
   int threads = 1;  // OpenMP threads per rank, as train's --threads

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "parallel/bucket_plan.h"
+#include "parallel/planner/core_sharing.h"
 #include "parallel/planner/plan_memory.h"
 
 namespace gpt {
@@ -22,31 +23,6 @@ bool megatron(const PlanLayout& l) {
   return l.precision == PrecisionRegime::kMegatronMixed;
 }
 
-// How many times slower a rank runs than alone on its share of the CPU: ranks beyond a node's
-// cores share them, each getting cores / (ranks on the node x threads) of one. Open MPI, seeing
-// more ranks than slots, makes a waiting rank yield its core (mpi_yield_when_idle), so the
-// node's work spreads over its cores (forced to spin instead, tp 4 on 2 cores ran 45 times
-// slower here): every pass and every transfer the CPU drives (shared memory, inside a node)
-// stretches by that factor; a transfer across nodes is bound by the network and does not. The
-// passes stretch further by the measured cost of taking turns (CpuModel::sharing_at), and each
-// meeting of two ranks by what that costs them (meeting_turn). 1 on GPUs and whenever the ranks
-// fit the cores.
-double oversubscription(const Cluster& cluster, const PlanLayout& l) {
-  if (!cluster.cpu.active()) return 1;
-  const int ranks = ranks_per_node(cluster, l.world(), l.placement);
-  return std::max(1.0, static_cast<double>(ranks) * cluster.cpu.threads / cluster.cpu.cores);
-}
-
-// What ranks taking turns on a node's shared cores pay at each meeting of two of them, before the
-// transfer's stretch by the share: a blocking tp collective, a round of a dp or step reduction,
-// a pipeline message. Each needs both ranks run, past the turns of the others on their cores
-// (CpuModel::turn_seconds, measured at the tp collectives of a tp-2 pass at the layout's
-// micro-batch size). None across nodes (the network binds), on GPUs, or with a core a rank.
-double meeting_turn(const Cluster& cluster, const PlanLayout& l, const LinkModel& link) {
-  if (link.crosses_nodes) return 0;
-  return cluster.cpu.turn_at(oversubscription(cluster, l), static_cast<double>(l.micro_batch));
-}
-
 // The ranks of one pipeline stage (tp x dp consecutive ranks) on one node. On a CPU cluster
 // their tp collectives run in lockstep (the dp replicas alike) and share the node's one network
 // link when tp crosses nodes; the node's other ranks belong to other stages, whose collectives
@@ -57,11 +33,6 @@ int stage_ranks_per_node(const Cluster& cluster, const PlanLayout& l) {
   if (l.placement.by_node && l.placement.nodes > 1)
     return std::min(per_node, (stage + l.placement.nodes - 1) / l.placement.nodes);
   return std::min(per_node, stage);
-}
-
-// The stretch of a transfer on `link`: the CPU's sharing inside a node, none across nodes.
-double transfer_share(double share, const LinkModel& link) {
-  return link.crosses_nodes ? 1 : share;
 }
 
 double peak_flops(const GpuModel& gpu, PrecisionRegime regime) {
@@ -92,13 +63,13 @@ Shapes shapes_of(const ModelConfig& m, const PlanLayout& l) {
 }
 
 // The tp group's collectives on its link (tp ranks are consecutive: one node unless tp exceeds
-// it), each after `idle` seconds of compute, and each with `turn` seconds more for its members
-// taking turns on shared cores (meeting_turn: one a call, as measured). A collective of one rank
-// costs nothing.
+// it), each after `idle` seconds of compute, and each a meeting of its ranks (CoreSharing::meet).
+// A collective of one rank costs nothing.
 struct TpComm {
   LinkModel link;
   int ranks = 1;
-  double idle = 0, turn = 0;
+  CoreSharing sharing;
+  double idle = 0;
   double all_reduce(double bytes) const { return call(Collective::kAllReduce, bytes); }
   double all_gather(double bytes) const { return call(Collective::kAllGather, bytes); }
   double reduce_scatter(double bytes) const { return call(Collective::kReduceScatter, bytes); }
@@ -106,22 +77,9 @@ struct TpComm {
  private:
   double call(Collective op, double bytes) const {
     if (ranks <= 1 || bytes <= 0) return 0;
-    return collective_seconds(link, op, bytes, ranks, idle) + turn;
+    return sharing.meet(collective_seconds(link, op, bytes, ranks, idle), link);
   }
 };
-
-// A pass's modelled compute to its expected seconds: on the CPU the measured scale of that pass
-// kind at the layout's micro-batch size, for a rank holding the stage's layers, and the sharing
-// of the cores with what turns on a core cost beyond it, as measured.
-double compute_stretch(const ModelConfig& m, const Cluster& cluster, const PlanLayout& l,
-                       const CpuModel::ScaleCurve& cpu_scale) {
-  const double share = oversubscription(cluster, l);
-  if (!cluster.cpu.active()) return share;
-  const double mb = static_cast<double>(l.micro_batch);
-  const double stage_layers = static_cast<double>(m.n_layer) / l.pp;
-  return share * cluster.cpu.sharing_at(share, mb) * cluster.cpu.stage_at(stage_layers, mb) *
-         CpuModel::scale_at(cpu_scale, mb);
-}
 
 // What the model needs about one layout on one cluster.
 struct Context {
@@ -288,37 +246,35 @@ Context make_context(const ModelConfig& m, const PlanLayout& l, const Cluster& c
             l,
             cluster.gpu,
             shapes_of(m, l),
-            {group_link(cluster, l.tp, 1, l.placement, stage_ranks_per_node(cluster, l)), l.tp},
+            {group_link(cluster, l.tp, 1, l.placement, stage_ranks_per_node(cluster, l)), l.tp,
+             core_sharing(m, cluster, l)},
             cluster.cpu.active()};
   if (c.tp.link.burst > 0) {
     // A shaped link refills between a block's tp collectives (two, four under sequence
     // parallelism): the block's forward compute over them, the backward's alike.
     const double calls = l.sequence_parallel ? 4 : 2;
-    c.tp.idle = block_costs(c).passes.forward.compute *
-                compute_stretch(m, cluster, l, cluster.cpu.forward_scale) / calls;
+    c.tp.idle =
+        c.tp.sharing.stretch_pass(block_costs(c).passes.forward.compute, ActionKind::kForward) /
+        calls;
   }
-  c.tp.turn = meeting_turn(cluster, l, c.tp.link);
   return c;
 }
 
-// The parts of a step around the pipeline, per stage, with the CPU's sharing of the cores.
+// The parts of a step around the pipeline, per stage.
 struct StageExtras {
   double dp_total = 0, dp_fixed = 0;  // the reduction's seconds, and those nothing overlaps
   double optimizer = 0;
 };
 
 StageExtras stage_extras(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster,
-                         int stage) {
+                         const CoreSharing& sharing, int stage) {
   StageExtras x;
   const double params = static_cast<double>(stage_parameters(m, l, stage));
   const double grad_bytes = params * 4;  // fp32 gradients in both regimes
   const LinkModel link = group_link(cluster, l.dp, l.tp, l.placement);
-  const double share = oversubscription(cluster, l);
-  // The buckets' collectives are nonblocking: NCCL's ring on GPUs, Open MPI's libnbc on the CPU.
-  const double turn = meeting_turn(cluster, l, link);
+  // The buckets' collectives are nonblocking (NCCL's ring on GPUs).
   const auto seconds = [&](Collective op, double bytes) {
-    if (!cluster.cpu.active()) return collective_seconds(link, op, bytes, l.dp);
-    return libnbc_seconds(link, op, bytes, l.dp) + libnbc_rounds(op, l.dp) * turn;
+    return sharing.nonblocking(link, op, bytes, l.dp);
   };
   if (l.distributed_optimizer) {
     x.dp_total = seconds(Collective::kReduceScatter, grad_bytes);
@@ -331,9 +287,8 @@ StageExtras stage_extras(const ModelConfig& m, const PlanLayout& l, const Cluste
   // clipping reads the gradients once more, and they are zeroed (8). Megatron adds writing the
   // 16-bit weights (2).
   const double shards = l.distributed_optimizer ? l.dp : 1;
-  x.optimizer = share * stream_seconds(cluster.gpu, params / shards * (megatron(l) ? 38 : 36));
-  x.dp_total *= transfer_share(share, link);
-  x.dp_fixed *= transfer_share(share, link);
+  x.optimizer =
+      sharing.stretch_work(stream_seconds(cluster.gpu, params / shards * (megatron(l) ? 38 : 36)));
   return x;
 }
 
@@ -375,17 +330,7 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   }
   if (vs == 0) add(costs, embedding_costs(c));
   if (vs == l.pp * l.virtual_stages - 1) add(costs, head_costs(c));
-  // On the CPU: the real layers' time over the model's, measured at calibration, per pass kind;
-  // then the sharing of the cores.
-  const double share = oversubscription(cluster, l);
-  const CpuModel& cpu = cluster.cpu;
-  for (auto [pass, scale] : {std::pair{&costs.forward, &cpu.forward_scale},
-                             std::pair{&costs.backward_input, &cpu.backward_input_scale},
-                             std::pair{&costs.backward_weight, &cpu.backward_weight_scale}}) {
-    pass->compute *= compute_stretch(m, cluster, l, *scale);
-    pass->tp_exposed *= transfer_share(share, c.tp.link);
-  }
-  return costs;
+  return c.tp.sharing.stretch_chunk(costs, c.tp.link);
 }
 
 namespace {
@@ -429,8 +374,8 @@ void stage_ends(const Timeline& t, int pp, std::vector<double>& end, std::vector
 
 // The bytes of the point-to-point message of one activation or gradient (Megatron sends 1/tp of
 // it: sequence parallel, or its scatter-gather trick), the pipeline's slowest link (a stage's
-// ranks and the next stage's are tp * dp ranks apart), and the message's seconds on it with the
-// CPU's sharing of the cores, after `idle` seconds (a pass) since the last one that way.
+// ranks and the next stage's are tp * dp ranks apart), and the message's seconds on it, after
+// `idle` seconds (a pass) since the last one that way.
 double p2p_bytes(const ModelConfig& m, const PlanLayout& l) {
   const double e = megatron(l) ? 2 : 4;
   const double split = (l.sequence_parallel || megatron(l)) ? l.tp : 1;
@@ -439,32 +384,29 @@ double p2p_bytes(const ModelConfig& m, const PlanLayout& l) {
 LinkModel p2p_link(const Cluster& cluster, const PlanLayout& l) {
   return group_link(cluster, l.pp, l.tp * l.dp, l.placement);
 }
-double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster, double idle) {
+double p2p_time(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster,
+                const CoreSharing& sharing, double idle) {
   if (l.pp == 1) return 0;
   const LinkModel link = p2p_link(cluster, l);
-  return transfer_share(oversubscription(cluster, l), link) *
-         (p2p_seconds(link, p2p_bytes(m, l), idle) + meeting_turn(cluster, l, link));
+  return sharing.exchange(p2p_seconds(link, p2p_bytes(m, l), idle), link);
 }
 
 // The step's small blocking reductions after the pipeline, 8 bytes each: the loss over the world
 // (ProcessGrid::sum_tp_replicated), the gradient norm's over tp, pp and, with sharded optimizer
-// state, dp (optimizers/grad_clip.cpp). Latency on GPUs; on cores that ranks share, each waits
-// for all of its group to be run.
+// state, dp (optimizers/grad_clip.cpp). Latency on GPUs; Open MPI's 8-byte all-reduce on the
+// CPU exchanges by recursive doubling, log2(n) meetings of two ranks.
 struct StepReductions {
   double tp = 0, pp = 0, dp = 0;  // the world's loss counted with dp
   double total() const { return tp + pp + dp; }
 };
 
-StepReductions step_reductions(const Cluster& cluster, const PlanLayout& l) {
-  const double share = oversubscription(cluster, l);
+StepReductions step_reductions(const Cluster& cluster, const PlanLayout& l,
+                               const CoreSharing& sharing) {
   const auto reduce = [&](int ranks, int stride) {
     if (ranks <= 1) return 0.0;
     const LinkModel link = group_link(cluster, ranks, stride, l.placement);
-    // Open MPI's 8-byte all-reduce exchanges by recursive doubling: log2(n) meetings.
-    const double meetings = std::ceil(std::log2(ranks));
-    return transfer_share(share, link) *
-           (collective_seconds(link, Collective::kAllReduce, 8, ranks) +
-            meetings * meeting_turn(cluster, l, link));
+    return sharing.exchange(collective_seconds(link, Collective::kAllReduce, 8, ranks), link,
+                            std::ceil(std::log2(ranks)));
   };
   StepReductions r;
   r.tp = reduce(l.tp, 1);
@@ -487,7 +429,7 @@ std::vector<ChunkCosts> chunk_costs_per_vs(const ModelConfig& m, const PlanLayou
 StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster,
                             const Schedule& schedule) {
   const std::vector<ChunkCosts> per_vs = chunk_costs_per_vs(m, l, cluster);
-  const double share = oversubscription(cluster, l);
+  const CoreSharing sharing = core_sharing(m, cluster, l);
   std::vector<PassCosts> passes = pass_costs(per_vs);
   // This project's executor sends a full backward's input gradient after its input half;
   // Megatron-LM's (one autograd call for both halves) only after the weight half too.
@@ -497,7 +439,7 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   double shortest_pass = passes.front().forward;
   for (const PassCosts& p : passes)
     shortest_pass = std::min({shortest_pass, p.forward, p.backward_input});
-  const double comm = p2p_time(m, l, cluster, shortest_pass);
+  const double comm = p2p_time(m, l, cluster, sharing, shortest_pass);
   // Messages above the link's eager limit are sent only once their receiver takes them.
   const bool rendezvous = p2p_bytes(m, l) > p2p_link(cluster, l).eager_bytes;
   const Timeline with_comm = simulate(schedule, ActionCosts{1, 1, 1, comm, rendezvous}, passes);
@@ -509,16 +451,16 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   // Its two members are (pp - 1) tp dp ranks apart: one node's link when both are on it.
   const LinkModel tied_link = group_link(cluster, 2, (l.pp - 1) * l.tp * l.dp, l.placement);
   const double tied =
-      l.pp > 1 ? transfer_share(share, tied_link) *
-                     (collective_seconds(
-                          tied_link, Collective::kAllReduce,
-                          static_cast<double>(m.padded_vocab(l.tp) / l.tp * m.d_model) * 4, 2) +
-                      meeting_turn(cluster, l, tied_link))
+      l.pp > 1 ? sharing.exchange(
+                     collective_seconds(
+                         tied_link, Collective::kAllReduce,
+                         static_cast<double>(m.padded_vocab(l.tp) / l.tp * m.d_model) * 4, 2),
+                     tied_link)
                : 0;
-  const StepReductions reductions = step_reductions(cluster, l);
+  const StepReductions reductions = step_reductions(cluster, l, sharing);
   StepPrediction p;
   for (int stage = 0; stage < l.pp; ++stage) {
-    const StageExtras x = stage_extras(m, l, cluster, stage);
+    const StageExtras x = stage_extras(m, l, cluster, sharing, stage);
     // This project posts dp buckets (train's default size) during the last backward; Megatron's
     // 2022 runs reduced after it.
     const double window = megatron(l) ? 0 : last[stage];

@@ -8,6 +8,7 @@
 
 #include "framework/check.h"
 #include "parallel/planner/cluster.h"
+#include "parallel/planner/core_sharing.h"
 
 namespace gpt {
 namespace {
