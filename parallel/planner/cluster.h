@@ -1,9 +1,9 @@
 // The planner's description of a GPU cluster (docs/PLANNER.md): the GPU (dense peak per
 // precision, the share of it large GEMMs reach, memory size and bandwidth) and two links,
 // inside a node and between nodes, each with bandwidth, latency and an optional bandwidth curve
-// by message size; the named presets with sourced figures, and the INI cluster file. The link
-// model turns a collective's size and group into seconds (ring and tree costs: latency per step
-// plus bytes over bus bandwidth, as nccl-tests defines bus bandwidth).
+// by message size, and a calibrated CPU's cores; the named presets with sourced figures, and
+// --cluster FILE|PRESET. The INI file is cluster_file.h; what a transfer costs on a link is
+// link_model.h.
 #pragma once
 
 #include <string>
@@ -11,6 +11,9 @@
 #include <vector>
 
 namespace gpt {
+
+// The units presets and cluster files give their figures in.
+inline constexpr double kGB = 1e9, kTFLOPS = 1e12, kUs = 1e-6;
 
 struct LinkModel {
   double bandwidth = 0;  // bytes/s: peak bus bandwidth one GPU gets (NCCL's busbw)
@@ -41,20 +44,6 @@ struct LinkModel {
   // one_way_curve's value at `bytes`, or bus_bandwidth's without it.
   double one_way_bandwidth(double bytes) const;
 };
-
-enum class Collective { kAllReduce, kAllGather, kReduceScatter };
-
-// Seconds of one collective over `ranks` GPUs on `link`; `bytes` is the whole buffer (the
-// all-reduce's, the all-gather's output, the reduce-scatter's input), as nccl-tests sizes it.
-// Ring: all-reduce 2(n-1) steps moving 2(n-1)/n of the buffer, all-gather and reduce-scatter
-// n-1 steps moving (n-1)/n of it; an all-reduce also has the tree's 2 log2(n) steps at the same
-// bus bandwidth, and takes the cheaper. Zero for one rank. `idle`: seconds the link was idle
-// before (the compute since the last transfer), which buys back up to its burst (burst_credit).
-double collective_seconds(const LinkModel& link, Collective op, double bytes, int ranks,
-                          double idle = 0);
-// One point-to-point message of `bytes` (one way: the one-way curve where there is one), after
-// `idle` seconds.
-double p2p_seconds(const LinkModel& link, double bytes, double idle = 0);
 
 struct GpuModel {
   std::string name;
@@ -132,17 +121,12 @@ struct Cluster {
   CpuModel cpu;
 };
 
-// The cluster file's text of `cluster` (every figure, curves included), which
-// parse_cluster_file reads back to the same cluster.
-std::string cluster_file_text(const Cluster& cluster);
-
 // The preset names: dgx-a100, dgx-h100, h200, l40s-pcie.
 std::vector<std::string> cluster_preset_names();
 // A preset by name; a one-line input error naming --cluster for an unknown one.
 Cluster cluster_preset(const std::string& name);
-// Parses a cluster file's text (INI, docs/PLANNER.md); errors name `what` and the line.
-Cluster parse_cluster_file(const std::string& text, const std::string& what);
-// --cluster FILE|PRESET: a readable file is parsed, otherwise the name must be a preset.
+// --cluster FILE|PRESET: a readable file is parsed (cluster_file.h), otherwise the name must be a
+// preset.
 Cluster load_cluster(const std::string& file_or_preset);
 
 // Where the job's ranks sit, as mpirun's --map-by: slot (the default) fills each node with
@@ -152,19 +136,4 @@ struct RankPlacement {
   bool by_node = false;
   int nodes = 1;
 };
-
-// The link a group of `ranks` GPUs, `stride` global ranks apart, uses on `cluster`, and its
-// bus bandwidth model: inside a node the intra-node link; across nodes the inter-node link, whose
-// per-GPU bandwidth the group's members on one node add up (each drives its own NIC), at most
-// the intra-node link's. On a CPU cluster a node's ranks share one network link, of which the
-// calibrated per-GPU figure is the share when all gpus_per_node of them talk at once:
-// `concurrent` > 0 says how many of the node's ranks cross nodes at the same time as this group
-// (its members included), who then split the whole link.
-LinkModel group_link(const Cluster& cluster, int ranks, int stride,
-                     const RankPlacement& placement = {}, int concurrent = 0);
-
-// The most ranks `world` puts on one node under `placement`: the ranks that share one node's
-// cores on a CPU cluster.
-int ranks_per_node(const Cluster& cluster, int world, const RankPlacement& placement);
-
 }  // namespace gpt

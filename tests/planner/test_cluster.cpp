@@ -8,7 +8,9 @@
 
 #include "framework/check.h"
 #include "parallel/planner/cluster.h"
+#include "parallel/planner/cluster_file.h"
 #include "parallel/planner/core_sharing.h"
+#include "parallel/planner/link_model.h"
 
 namespace gpt {
 namespace {

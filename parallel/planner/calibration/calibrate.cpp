@@ -26,12 +26,12 @@
 #include "parallel/communicator.h"
 #include "parallel/planner/calibration/calibration_model.h"
 #include "parallel/planner/calibration/sleeping_wait.h"
+#include "parallel/planner/cluster_file.h"
 #include "parallel/planner/cost_model.h"
+#include "parallel/planner/link_model.h"
 
 namespace gpt {
 namespace {
-
-constexpr double kGB = 1e9;
 
 // Median seconds of `body` over repetitions that fill about `budget` seconds (3 to 50 of them),
 // after one untimed call (first touch).
