@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gpt_harness as h  # noqa: E402
 
 SKIP = 77
-TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "launch", "slurm",
-                        "train.sbatch")
+TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "launch", "programs",
+                        "slurm", "train.sbatch")
 STEPS = 600  # about 1 s of steps on an idle machine: a signal sent at step 3 lands mid-run
 # The options of every run here, the reference's included (the template adds --resume auto).
 OPTIONS = h.with_tiny(["--tp", "2", "--pp", "2", "--steps", STEPS, "--device", "cpu",
