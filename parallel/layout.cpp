@@ -78,6 +78,10 @@ void Layout::validate_sizes() const {
 
 void Layout::validate_grid(int world, const std::string& units, const std::string& job) const {
   validate_sizes();
+  validate_world(world, units, job);
+}
+
+void Layout::validate_world(int world, const std::string& units, const std::string& job) const {
   GPT_INPUT_CHECK(world % (tp * pp) == 0, "--tp " << tp << " x --pp " << pp
                                                   << " does not divide the " << world << " "
                                                   << units << " " << job);
@@ -94,20 +98,20 @@ void Layout::validate(const ModelConfig& model, int world, const std::string& un
                   "--tp " << tp << " does not divide --n-head " << model.n_head);
   GPT_INPUT_CHECK(model.d_model % tp == 0,
                   "--tp " << tp << " does not divide --d-model " << model.d_model);
-  validate_grid(world, units, job);
+  validate_world(world, units, job);
   if (!layers_per_stage.empty()) {
-    const std::string text = joined(layers_per_stage);
+    const auto text = [&] { return joined(layers_per_stage); };  // built only for a message
     int64_t total = 0;
     for (int64_t c : layers_per_stage) {
-      GPT_INPUT_CHECK(c >= 1, "--layers-per-stage " << text << ": every stage needs a layer");
+      GPT_INPUT_CHECK(c >= 1, "--layers-per-stage " << text() << ": every stage needs a layer");
       total += c;
     }
     GPT_INPUT_CHECK(static_cast<int>(layers_per_stage.size()) == pp,
-                    "--layers-per-stage " << text << " names " << layers_per_stage.size()
+                    "--layers-per-stage " << text() << " names " << layers_per_stage.size()
                                           << " stages but --pp is " << pp);
-    GPT_INPUT_CHECK(total == model.n_layer, "--layers-per-stage " << text << " adds up to " << total
-                                                                  << " layers, not --n-layer "
-                                                                  << model.n_layer);
+    GPT_INPUT_CHECK(total == model.n_layer, "--layers-per-stage "
+                                                << text() << " adds up to " << total
+                                                << " layers, not --n-layer " << model.n_layer);
     GPT_INPUT_CHECK(virtual_stages == 1, "--layers-per-stage needs --virtual-stages 1");
   }
   GPT_INPUT_CHECK(

@@ -78,6 +78,10 @@ struct Layout {
                      const std::string& job = "of the job") const;
   // The schedule of one step of `global_batch_size` sequences on `world` ranks.
   Schedule step_schedule(int64_t global_batch_size, int world) const;
+
+ private:
+  // tp x pp dividing the world and dp agreeing with it (after validate_sizes).
+  void validate_world(int world, const std::string& units, const std::string& job) const;
 };
 
 // The default layout with another micro-batch size: each program has its own default.

@@ -214,21 +214,6 @@ void validate_execution_options(const ExecutionOptions& o) {
   GPT_INPUT_CHECK(o.threads >= 0, "--threads must be at least 0");
 }
 
-std::vector<int64_t> parse_layers_per_stage(const std::string& text) {
-  std::vector<int64_t> counts;
-  if (text.empty()) return counts;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    GPT_INPUT_CHECK(!item.empty() && item.find_first_not_of("0123456789") == std::string::npos,
-                    "--layers-per-stage " << text << ": '" << item << "' is not a layer count");
-    counts.push_back(std::stoll(item));
-    start = comma + 1;
-  }
-  return counts;
-}
-
 void add_model_options(po::options_description& desc, std::string& preset, ModelConfig& model,
                        const char* seq_len_help, const char* vocab_size_help) {
   auto add = desc.add_options();
@@ -276,6 +261,27 @@ std::optional<OptimizerKind> optimizer_from_name(const std::string& name) {
 std::optional<DataOrder> data_order_from_name(const std::string& name) {
   return find_choice<DataOrder>(name);
 }
+
+namespace {
+
+// --layers-per-stage as numbers (empty when not given); Layout::validate checks them against
+// the model and --pp.
+std::vector<int64_t> parse_layers_per_stage(const std::string& text) {
+  std::vector<int64_t> counts;
+  if (text.empty()) return counts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    GPT_INPUT_CHECK(!item.empty() && item.find_first_not_of("0123456789") == std::string::npos,
+                    "--layers-per-stage " << text << ": '" << item << "' is not a layer count");
+    counts.push_back(std::stoll(item));
+    start = comma + 1;
+  }
+  return counts;
+}
+
+}  // namespace
 
 RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
   RuntimeOptions ro;

@@ -80,10 +80,6 @@ std::optional<DataOrder> data_order_from_name(const std::string& name);
 // chunk's caches) and the micro-batch size, as the Runtime takes them.
 RuntimeOptions runtime_options(const TrainOptions& options, int world_size);
 
-// --layers-per-stage as numbers (empty when not given); Layout::validate checks them against
-// the model and --pp.
-std::vector<int64_t> parse_layers_per_stage(const std::string& text);
-
 // --device, --precision (bound to `precision`, a layout's), --deterministic, --gpu-comm,
 // --memory-limit-gb, --threads: shared by train, eval and generate; validated by
 // validate_execution_options.

@@ -11,7 +11,6 @@
 #include "framework/config.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/planner/cluster.h"
-#include "parallel/planner/cluster_file.h"
 #include "parallel/planner/cost_model.h"
 #include "parallel/planner/link_model.h"
 #include "parallel/planner/plan_layout.h"

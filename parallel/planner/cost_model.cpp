@@ -8,6 +8,7 @@
 
 #include "parallel/bucket_plan.h"
 #include "parallel/planner/core_sharing.h"
+#include "parallel/planner/link_model.h"
 #include "parallel/planner/plan_memory.h"
 
 namespace gpt {

@@ -9,7 +9,6 @@
 #include <cmath>
 
 #include "parallel/planner/cluster.h"
-#include "parallel/planner/cluster_file.h"
 #include "parallel/planner/cost_model.h"
 #include "parallel/planner/link_model.h"
 #include "parallel/planner/plan_memory.h"

@@ -18,7 +18,6 @@
 #include "parallel/planner/calibration/sleeping_wait.h"
 #include "parallel/planner/cluster_file.h"
 #include "parallel/planner/cost_model.h"
-#include "parallel/planner/link_model.h"
 
 namespace gpt {
 namespace {
