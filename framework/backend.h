@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 
+#include "framework/cuda_scratch.h"
 #include "framework/elementwise.h"
 #include "framework/memory_ledger.h"
 
@@ -69,6 +70,9 @@ class Backend {
   // Whether ptr points into this backend's device memory (never on the CPU backend): host
   // buffers handed to a communicator take the MPI path.
   virtual bool is_device_memory(const void* /*ptr*/) const { return false; }
+  // Takes the per-call scratch a run will ask for (the memory model's prediction) up front, so
+  // that no buffer grows mid-run; the CPU backend's scratch is the layers' own.
+  virtual void reserve_scratch(const DeviceScratch& /*scratch*/) {}
 
   // ---- matrix products, weights in nn.Linear layout (OC, IC)
   // out (N,OC) = inp (N,IC) . weight^T (+ bias (OC) when bias is not null)

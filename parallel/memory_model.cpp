@@ -6,6 +6,8 @@
 #include <algorithm>
 
 #include "framework/check.h"
+#include "framework/gemm_layout.h"
+#include "parallel/data_parallel.h"
 
 namespace gpt {
 
@@ -141,10 +143,109 @@ MemoryBytes predict_memory(const MemoryModelInput& in, int rank) {
     add_chunk(in, schedule, stage, chunk, bytes);
   }
   add_parameter_buffers(in, params, bytes);
-  if (in.device == DeviceKind::kCuda)
+  if (in.device == DeviceKind::kCuda) {
+    const DeviceScratch scratch = device_scratch(in, rank);
     bytes[MemoryCategory::kWorkspace] +=
-        reserved_bytes(in.device, kCudaGemmWorkspaceBytes, 1) + reserved_bytes(in.device, 1, 8);
+        reserved_bytes(in.device, kCudaGemmWorkspaceBytes, 1) + reserved_bytes(in.device, 1, 8) +
+        reserved_bytes(in.device, scratch.scratch, 1) +
+        reserved_bytes(in.device, scratch.operand_a, 1) +
+        reserved_bytes(in.device, scratch.operand_b, 1) +
+        reserved_bytes(in.device, scratch.update_table, 1);
+  }
   return bytes;
+}
+
+namespace {
+
+// Whether the optimizers decay a parameter: the matrices (layers/linear_parameters.cpp,
+// layers/embedding.cpp), not the biases and LayerNorm vectors.
+bool decays(const std::string& name) {
+  const auto ends_with = [&](const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (name == "wte" || name == "wpe") return true;
+  return ends_with(".weight") && name.find(".ln_") == std::string::npos &&
+         name.rfind("ln_f.", 0) != 0;
+}
+
+// Blocks of the CUDA optimizers' table for elements [begin, end) of the flat buffers: the
+// parameters' pieces there, merged into runs as optimizers/optimizer.cpp merges them (contiguous,
+// same decay), each cut into blocks of kCudaUpdateBlockElements.
+int64_t update_table_blocks(const std::vector<BucketParameter>& params, const BucketPlan& plan,
+                            int64_t begin, int64_t end) {
+  int64_t blocks = 0, run = 0, run_end = 0, offset = 0;
+  bool run_decay = false;
+  const auto close_run = [&] {
+    blocks += (run + kCudaUpdateBlockElements - 1) / kCudaUpdateBlockElements;
+    run = 0;
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int64_t piece_begin = std::max(begin, offset);
+    const int64_t piece_end = std::min(end, offset + params[i].numel);
+    if (piece_begin < piece_end) {
+      const bool decay = decays(params[i].name);
+      if (run > 0 && (decay != run_decay || piece_begin != run_end)) close_run();
+      run_decay = decay;
+      run += piece_end - piece_begin;
+      run_end = piece_end;
+    }
+    offset += params[i].numel + plan.padding_after[i];
+  }
+  close_run();
+  return blocks;
+}
+
+}  // namespace
+
+DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
+  DeviceScratch out;
+  if (in.device != DeviceKind::kCuda) return out;
+  const int stage = in.grid().coordinates_of(rank).stage;
+  const int64_t tp = in.layout.tp, C = in.model.d_model, F = in.model.ffn_dim() / tp;
+  const int64_t N = in.layout.micro_batch * in.model.seq_len;  // rows of every product
+  const bool bf16_products = in.layout.precision != PrecisionRegime::kFp32;
+  out.scratch = cuda_full_sum_scratch_bytes();  // the loss and the gradient norm
+  std::vector<BucketParameter> params;
+  for (int chunk = 0; chunk < in.layout.virtual_stages; ++chunk) {
+    const StageSpec spec = virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages,
+                                              stage, chunk, in.layout.layers_per_stage);
+    const std::vector<BucketParameter> chunk_params = chunk_parameters(in.model, in.layout.tp, spec);
+    params.insert(params.end(), chunk_params.begin(), chunk_params.end());
+    std::vector<std::pair<int64_t, int64_t>> linears;  // (IC, OC) of the chunk's products
+    if (spec.n_layers > 0) {
+      out.scratch = std::max({out.scratch, cuda_layernorm_weight_scratch_bytes(C),
+                              cuda_column_sum_scratch_bytes(3 * C / tp),
+                              cuda_column_sum_scratch_bytes(C), cuda_column_sum_scratch_bytes(F)});
+      linears.insert(linears.end(), {{C, 3 * C / tp}, {C / tp, C}, {C, F}, {F, C}});
+    }
+    if (spec.has_head) {
+      out.scratch = std::max(out.scratch, cuda_layernorm_weight_scratch_bytes(C));
+      linears.push_back({C, in.model.padded_vocab(tp) / tp});
+    }
+    if (spec.has_embedding)
+      out.scratch = std::max(out.scratch, cuda_embedding_backward_scratch_bytes(N));
+    if (!bf16_products) continue;
+    for (const auto& [IC, OC] : linears) {  // bf16 copies of each product's operands
+      for (const GemmShape& g : {linear_forward_gemm(N, IC, OC), linear_backward_input_gemm(N, IC, OC),
+                                 linear_backward_weight_gemm(N, IC, OC)}) {
+        out.operand_a = std::max(out.operand_a, 2 * gemm_a_elements(g));
+        out.operand_b = std::max(out.operand_b, 2 * gemm_b_elements(g));
+      }
+    }
+  }
+  const BucketPlan plan =
+      plan_buckets(params, in.dp_bucket_elements, in.layout.dp, in.layout.distributed_optimizer);
+  int64_t blocks = 0;
+  if (plan.shards == 1) {
+    blocks = update_table_blocks(params, plan, 0, plan.padded_total);
+  } else {
+    for (int dp_rank = 0; dp_rank < plan.shards; ++dp_rank)
+      for (const StateSegment& segment : shard_segments(plan, dp_rank))
+        blocks = std::max(blocks, update_table_blocks(params, plan, segment.offset,
+                                                      segment.offset + segment.numel));
+  }
+  out.update_table = cuda_update_table_bytes(blocks);
+  return out;
 }
 
 std::vector<RankMemory> predict_all_ranks(const MemoryModelInput& in) {

@@ -52,6 +52,12 @@ std::vector<BucketParameter> chunk_parameters(const ModelConfig& model, int tp,
 // schedule refuses.
 MemoryBytes predict_memory(const MemoryModelInput& in, int rank);
 
+// The CUDA backend's per-call scratch on `rank` (framework/cuda_scratch.h): the largest request of
+// each growing buffer over a training run, which the trainer reserves before the first step and
+// predict_memory counts as workspace. All zero off CUDA. Ranks of one stage reserve alike (the
+// optimizers' table takes the most blocks of any dp rank's segments).
+DeviceScratch device_scratch(const MemoryModelInput& in, int rank);
+
 // One rank's prediction with where it sits.
 struct RankMemory {
   int rank = 0;

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "framework/cuda_scratch.h"
+
 namespace gpt::cuda {
 
 struct SumOp {
@@ -49,7 +51,7 @@ __device__ T warp_sum(T value) {
 
 // Column sums cut the N rows into this many chunks whatever the device, so the partial sums and
 // their order (hence the result) are the same on every GPU. Partials are doubles, as the CPU's.
-inline constexpr int kColumnChunks = 128;
+inline constexpr int kColumnChunks = static_cast<int>(kCudaColumnChunks);
 inline constexpr int kColumnThreads = 128;  // columns per block: one per thread, coalesced
 
 __host__ __device__ inline int64_t column_chunk_rows(int64_t N) {

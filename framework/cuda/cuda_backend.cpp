@@ -51,6 +51,13 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
+void CudaBackend::reserve_scratch(const DeviceScratch& scratch) {
+  scratch_.get(*this, static_cast<size_t>(scratch.scratch));
+  operand_a_.get(*this, static_cast<size_t>(scratch.operand_a));
+  operand_b_.get(*this, static_cast<size_t>(scratch.operand_b));
+  update_table_.get(*this, static_cast<size_t>(scratch.update_table));
+}
+
 std::string CudaBackend::name() const {
   cudaDeviceProp prop{};
   GPT_CUDA_CHECK(cudaGetDeviceProperties(&prop, options_.device));

@@ -56,6 +56,7 @@ class CudaBackend final : public Backend {
   void fill_zero(float* x, int64_t n) override;
   void synchronize() override;
   bool is_device_memory(const void* ptr) const override { return arena_.contains(ptr); }
+  void reserve_scratch(const DeviceScratch& scratch) override;
 
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                       int64_t N, int64_t IC, int64_t OC) override;

@@ -18,15 +18,9 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kBackwardThreads = 128;  // channels per block in the token backward
-constexpr size_t kScratchAlign = 256;
-
-size_t align_up(size_t bytes) {
-  return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
-}
-
 // Bytes of one of the four sort arrays (keys in/out, rows in/out), padded so each starts aligned.
 size_t sort_array_bytes(int64_t N) {
-  return align_up(sizeof(uint32_t) * static_cast<size_t>(N));
+  return static_cast<size_t>(cuda_sort_array_bytes(N));
 }
 
 __device__ bool is_local(int64_t local_row, int64_t V_local) {
@@ -109,7 +103,9 @@ void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, c
 }
 
 // CUB's temporary storage is sized for all 32 key bits: it only grows with the bits sorted, so it
-// covers any V_local. The query launches nothing.
+// covers any V_local. The query launches nothing. The scratch is the host formula's bound
+// (framework/cuda_scratch.h), so that the memory model knows it; CUB asking for more is a bug of
+// that bound, reported here rather than as a write past the scratch.
 size_t embedding_backward_scratch_bytes(int64_t N) {
   GPT_CHECK(N >= 0 && N <= INT_MAX, "embedding_backward_scratch_bytes with N=" << N);
   if (N == 0) return 0;
@@ -118,7 +114,11 @@ size_t embedding_backward_scratch_bytes(int64_t N) {
       nullptr, cub_bytes, static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr),
       static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), static_cast<int>(N), 0,
       32));
-  return 4 * sort_array_bytes(N) + cub_bytes;
+  GPT_CHECK(static_cast<int64_t>(cub_bytes) <= cuda_radix_sort_bound_bytes(N),
+            "CUB's radix sort of " << N << " pairs asks for " << cub_bytes
+                                   << " bytes, more than the bound of framework/cuda_scratch.h ("
+                                   << cuda_radix_sort_bound_bytes(N) << ")");
+  return static_cast<size_t>(cuda_embedding_backward_scratch_bytes(N));
 }
 
 void embedding_backward(cudaStream_t stream, float* dwte, const float* dout, const int32_t* tokens,

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "framework/cuda_scratch.h"
 #include "framework/elementwise.h"
 
 namespace gpt::cuda {
@@ -79,12 +80,13 @@ void xent_backward(cudaStream_t stream, float* logits, const float* row_max,
 
 // ---- optimizers (optimizer.cu): one launch over every run. The backend cuts the runs into
 // blocks of at most kUpdateBlockElements elements (one CUDA block each) and uploads the table.
-inline constexpr int64_t kUpdateBlockElements = 8192;
+inline constexpr int64_t kUpdateBlockElements = kCudaUpdateBlockElements;
 struct UpdateBlock {
   int64_t offset;        // first element, into the flat buffers
   int32_t numel;         // <= kUpdateBlockElements
   int32_t weight_decay;  // 1: use the decayed step
 };
+static_assert(sizeof(UpdateBlock) == kCudaUpdateBlockBytes);
 void adamw_update(cudaStream_t stream, float* param, const float* grad, float* exp_avg,
                   float* exp_avg_sq, const UpdateBlock* blocks, int64_t n_blocks,
                   const AdamWStep& decayed, const AdamWStep& undecayed);

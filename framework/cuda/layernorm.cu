@@ -126,7 +126,7 @@ void layernorm_backward_input(cudaStream_t stream, float* dinp, const float* dou
 }
 
 size_t layernorm_backward_weight_scratch_bytes(int64_t /*N*/, int64_t C) {
-  return 2 * sizeof(double) * static_cast<size_t>(kColumnChunks) * static_cast<size_t>(C);
+  return static_cast<size_t>(cuda_layernorm_weight_scratch_bytes(C));
 }
 
 void layernorm_backward_weight(cudaStream_t stream, float* dweight, float* dbias, const float* dout,

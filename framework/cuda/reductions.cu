@@ -13,7 +13,7 @@ namespace {
 
 // The whole-buffer sums always run this grid, whatever n and the device: same partials, same
 // order, same bits.
-constexpr int kSumBlocks = 512;
+constexpr int kSumBlocks = static_cast<int>(kCudaSumBlocks);
 constexpr int kSumThreads = 256;
 
 // partial[k*C + c] = sum of x[n*C + c] over the rows n of chunk k (0 for an empty chunk).
@@ -65,7 +65,7 @@ void full_sum(cudaStream_t stream, double* result, const float* x, int64_t n, vo
 }  // namespace
 
 size_t column_sum_scratch_bytes(int64_t /*N*/, int64_t C) {
-  return sizeof(double) * static_cast<size_t>(kColumnChunks) * static_cast<size_t>(C);
+  return static_cast<size_t>(cuda_column_sum_scratch_bytes(C));
 }
 
 void column_sum_accumulate(cudaStream_t stream, float* dcol, const float* x, int64_t N, int64_t C,
@@ -82,7 +82,7 @@ void column_sum_accumulate(cudaStream_t stream, float* dcol, const float* x, int
 }
 
 size_t full_sum_scratch_bytes() {
-  return sizeof(double) * kSumBlocks;
+  return static_cast<size_t>(cuda_full_sum_scratch_bytes());
 }
 
 void sum(cudaStream_t stream, double* result, const float* x, int64_t n, void* scratch) {

@@ -14,7 +14,6 @@
 #include "framework/io/checkpoint_writer.h"
 
 #include <sys/statvfs.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -37,6 +36,13 @@ namespace gpt {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A failed write leaves the temporary file empty rather than half written; best effort, since an
+// error is already on its way out.
+void empty_file(const std::string& path) {
+  std::error_code ignored;
+  fs::resize_file(path, 0, ignored);
+}
 
 // ---- phase 2: the catalogue of datasets
 
@@ -337,7 +343,7 @@ std::vector<uint32_t> write_collective(const std::string& temp, const Catalogue&
       });
     }
   } catch (const Error&) {
-    if (comm_rank(comm) == 0) ::truncate(temp.c_str(), 0);
+    if (comm_rank(comm) == 0) empty_file(temp);
     throw;  // the handles close collectively on every rank alike, into the emptied file
   }
   optimizer_group.reset();
@@ -433,7 +439,7 @@ void finish_on_rank0(const std::string& temp, const std::string& final_path, con
       write_attributes(file.id(), catalogue, crcs, meta, optimizer);
       file.close();
     } catch (const std::exception&) {
-      ::truncate(temp.c_str(), 0);
+      empty_file(temp);
       throw;
     }
   }

@@ -212,6 +212,8 @@ int train_main(int argc, char** argv) {
   const MemoryModelInput memory =
       memory_model_input(options, comm_size(world), start.runtime->backend().kind());
   log_predicted_memory(memory, *metrics);
+  // The CUDA backend's per-call scratch at its largest, before the first step: nothing grows later.
+  start.runtime->backend().reserve_scratch(device_scratch(memory, comm_rank(world)));
   Trainer trainer(
       options, *start.runtime, inputs.train, validation, *start.optimizer, start.state,
       config_with_shards(run_config_json(options, options.model), inputs.train, validation),

@@ -124,12 +124,7 @@ void report_measured_memory(MPI_Comm world, const MemoryModelInput& in, const Ba
   const std::vector<RankMemory> predicted = predict_all_ranks(in);
   const MemoryLedger& ledger = backend.memory();
   const MemoryBytes& expected = predicted[static_cast<size_t>(rank)].bytes;
-  // On CUDA the workspace also holds scratch that grows to the largest call's need, which the
-  // model does not predict (docs/MEMORY.md): compare the other categories there.
-  MemoryBytes compared = ledger.peak();
-  if (backend.kind() == DeviceKind::kCuda)
-    compared[MemoryCategory::kWorkspace] = expected[MemoryCategory::kWorkspace];
-  if (compared != expected)
+  if (ledger.peak() != expected)
     log::info("warning: memory measured " + describe(ledger.peak()) +
               " differs from the prediction " + describe(expected));
   // Each rank's category peaks, the peak of their sum and its resident-set peak, to rank 0.

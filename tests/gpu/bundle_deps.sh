@@ -13,7 +13,7 @@ LIMIT_MIB=${GPT_DEVDEPS_LIMIT_MIB:-45}   # the whole working tree that travels m
 # headers and libOpenCL.so (Debian's oneDNN has the OpenCL GPU runtime), which libdnnl-dev only
 # recommends.
 WANTED=(libopenmpi-dev openmpi-bin openmpi-common libhdf5-openmpi-dev libboost-program-options-dev
-        libdnnl-dev ocl-icd-opencl-dev libgtest-dev)
+        libdnnl-dev ocl-icd-opencl-dev libgtest-dev nlohmann-json3-dev libpcre2-dev)
 # Taken as present there: Debian's required base (every Debian or Ubuntu image has its libraries,
 # under the same sonames) and a C/C++ toolchain. Nothing else is assumed, not even apt's or Python's
 # libraries: the image's Python may be a standalone build. unpack_deps.sh uses the system's copy of a
@@ -26,8 +26,9 @@ BASE=(gcc-12 g++-12 make)
 PLACEHOLDERS=(libc6-dev libstdc++-12-dev gfortran-12 openssh-client libjs-jquery libjs-jquery-ui
               libltdl-dev libhwloc-plugins)
 # Base libraries that bundled ones link but an Ubuntu 24.04 image may lack: libunistring.so.2 (Ubuntu
-# has .so.5; libpsl links it) and libcom_err (e2fsprogs', which slim images drop; krb5 links it).
-ALWAYS=(libunistring2 libcom-err2)
+# has .so.5; libpsl links it), libcom_err (e2fsprogs', which slim images drop; krb5 links it) and
+# PCRE2's 8-bit library (base in Debian, so libpcre2-dev's libpcre2-8.so would point at nothing).
+ALWAYS=(libunistring2 libcom-err2 libpcre2-8-0)
 
 [[ $(dpkg --print-architecture) == amd64 ]] || { echo "bundle_deps.sh: needs an amd64 Debian 12 host" >&2; exit 2; }
 grep -q '^VERSION_CODENAME=bookworm' /etc/os-release ||

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: unpacks .devdeps/*.deb (tests/gpu/bundle_deps.sh) into a prefix and writes
-# PREFIX/env.sh, which puts Open MPI, parallel HDF5, Boost, oneDNN and GTest on the paths. Source it
-# (PREFIX from $GPT_DEPS_PREFIX, default /opt/gptdeps; run_gpu_suite.sh does) or run it with [PREFIX].
+# PREFIX/env.sh, which puts Open MPI, parallel HDF5, Boost, oneDNN, GTest, nlohmann-json and PCRE2 on
+# the paths. Source it (PREFIX from $GPT_DEPS_PREFIX, default /opt/gptdeps; run_gpu_suite.sh does)
+# or run it with [PREFIX].
 
 if [[ ${BASH_SOURCE[0]} != "$0" ]]; then
   # Sourced: the work runs in a child shell, so that its options and variables stay out of the caller.
@@ -105,6 +106,10 @@ install_prefix() {  # USE_SYSTEM_LIBS (1 or 0)
       -e "s|^H5BLD_LDFLAGS=\"|H5BLD_LDFLAGS=\"-L$LIB |" "$wrapper"
   done
 
+  # pkg-config files (PCRE2's) name /usr as their prefix, like the wrappers.
+  sed -i -E "s@^(prefix|exec_prefix|libdir|includedir)=/usr(/|\$)@\\1=$PREFIX/usr\\2@" \
+    "$LIB"/pkgconfig/*.pc "$PREFIX"/usr/share/pkgconfig/*.pc 2>/dev/null || true
+
   if (($1)); then
     local dir entry
     for dir in "$LIB" "$PREFIX/lib/$ARCH"; do
@@ -129,6 +134,7 @@ write_env() {
     echo "export LD_LIBRARY_PATH=$libs\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
     # find_package's config files (Boost, dnnl, GTest) and find_library for HDF5's link line.
     echo "export CMAKE_PREFIX_PATH=$q/usr\${CMAKE_PREFIX_PATH:+:\$CMAKE_PREFIX_PATH}"
+    echo "export PKG_CONFIG_PATH=$q/usr/lib/$ARCH/pkgconfig:$q/usr/share/pkgconfig\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}"
     # FindMPI and FindHDF5 look for mpicxx and h5pcc there first (HDF5_ROOT: there only).
     echo "export MPI_HOME=$q/usr HDF5_ROOT=$q/usr"
     # Open MPI and PMIx find their plugins, help texts and wrapper data through these when moved;

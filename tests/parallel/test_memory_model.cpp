@@ -135,6 +135,33 @@ TEST(MemoryModel, FullRecomputeKeepsBlockInputsAndOneRebuiltCache) {
   EXPECT_EQ(none - full, 3 * (none - one_block));
 }
 
+// The CUDA backend's per-call scratch, by hand for 2 layers, C 64, T 32, B 4 (N 128), vocab 256:
+// the widest column sum is the fc bias (8 x 128 x 4C bytes); bf16 copies of the largest A (the
+// mlp projection's input, 4C x N) and B (the logits' gradient, N x V); the optimizers' table has
+// 26 blocks: wte+wpe 18432 decayed (3), per layer 11 (the 12288, 16384 and 16384-element matrices
+// take 2 each, the rest 1, and the vectors between matrices merge), and the last bias with ln_f.
+TEST(MemoryModel, CudaScratchIsTheLargestRequest) {
+  MemoryModelInput in;
+  in.layout.dp = 1;
+  in.model = {.n_layer = 2, .n_head = 4, .d_model = 64, .seq_len = 32, .vocab_size = 256};
+  in.layout.micro_batch = 4;
+  in.layout.precision = PrecisionRegime::kFp32;
+  EXPECT_EQ(device_scratch(in, 0).scratch, 0);  // the CPU backend has none
+  in.device = DeviceKind::kCuda;
+  const DeviceScratch fp32 = device_scratch(in, 0);
+  EXPECT_EQ(fp32.scratch, 8 * 128 * 256);
+  EXPECT_EQ(fp32.operand_a + fp32.operand_b, 0);
+  EXPECT_EQ(fp32.update_table, 16 * (26 + 1));
+  in.layout.precision = PrecisionRegime::kBf16;
+  const DeviceScratch bf16 = device_scratch(in, 0);
+  EXPECT_EQ(bf16.operand_a, 2 * 256 * 128);
+  EXPECT_EQ(bf16.operand_b, 2 * 128 * 256);
+  // Counted as workspace (each a multiple of the arena's 256-byte block here).
+  const int64_t bf16_workspace = predict_memory(in, 0)[MemoryCategory::kWorkspace];
+  in.layout.precision = PrecisionRegime::kFp32;
+  EXPECT_EQ(bf16_workspace - predict_memory(in, 0)[MemoryCategory::kWorkspace], 2 * 65536);
+}
+
 TEST(MemoryModel, HeaviestRanks) {
   MemoryModelInput in = small_input();
   set_grid(in, GridShape{.tp = 2, .dp = 2, .pp = 2});
