@@ -13,7 +13,7 @@
 namespace gpt {
 
 inline constexpr const char* kCheckpointFormat = "gpt-train-checkpoint";
-inline constexpr int64_t kCheckpointFormatVersion = 1;
+inline constexpr int64_t kCheckpointFormatVersion = 2;  // 2: with metadata_crc32
 
 struct CheckpointMeta {
   int64_t step = 0;

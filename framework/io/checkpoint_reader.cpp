@@ -11,6 +11,7 @@
 
 #include "framework/agreement.h"
 #include "framework/check.h"
+#include "framework/io/checkpoint_metadata.h"
 #include "framework/io/crc32.h"
 
 namespace gpt {
@@ -60,6 +61,42 @@ int64_t require_int64(hid_t obj, const std::string& name) {
   return *value;
 }
 
+OptimizerMeta read_optimizer_meta(hid_t file,
+                                  const std::map<std::string, std::vector<int64_t>>& shapes) {
+  OptimizerMeta out;
+  h5::Handle group(GPT_H5_CHECK(H5Gopen2(file, "/optimizer", H5P_DEFAULT)));
+  out.type = require_string(group.id(), "type");
+  out.step = require_int64(group.id(), "step");
+  for (const std::string& name : h5::attribute_names(group.id()))
+    if (name != "type" && name != "step" && h5::attribute_class(group.id(), name) == H5T_FLOAT)
+      out.hyperparameters.emplace_back(name, *h5::read_double_attribute(group.id(), name));
+  // State names from the first parameter's group (every parameter has the same states).
+  for (const auto& [dataset, shape] : shapes) {
+    if (!dataset.starts_with("/optimizer/")) continue;
+    const std::string param_prefix = dataset.substr(0, dataset.rfind('/') + 1);
+    for (const auto& [other, other_shape] : shapes)
+      if (other.starts_with(param_prefix))
+        out.state_names.push_back(other.substr(param_prefix.size()));
+    break;
+  }
+  return out;
+}
+
+void check_metadata_crc32(hid_t root, const CheckpointMeta& meta, const OptimizerMeta* optimizer,
+                          const std::map<std::string, std::vector<int64_t>>& shapes,
+                          const std::map<std::string, int64_t>& crcs) {
+  const std::optional<int64_t> stored = h5::read_int64_attribute(root, "metadata_crc32");
+  GPT_INPUT_CHECK(stored.has_value(), "has no metadata_crc32 attribute");
+  std::map<std::string, DatasetRecord> records;
+  for (const auto& [name, shape] : shapes)
+    records[name] = {shape, static_cast<uint32_t>(crcs.at(name))};
+  const uint32_t computed = checkpoint_metadata_crc32(meta, optimizer, records);
+  GPT_INPUT_CHECK(static_cast<int64_t>(computed) == *stored,
+                  "fails its metadata crc32 check (stored 0x"
+                      << std::hex << *stored << ", computed 0x" << computed << std::dec
+                      << "): an attribute, a dataset's name or shape was altered");
+}
+
 }  // namespace
 
 CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
@@ -82,8 +119,9 @@ CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
     GPT_INPUT_CHECK(complete == 1,
                     "is incomplete (no complete = 1 attribute: its write did not finish)");
     const int64_t version = require_int64(root, "format_version");
-    GPT_INPUT_CHECK(version == kCheckpointFormatVersion,
-                    "has format_version " << version << "; this program reads version "
+    // Version 1 files, from before the metadata checksum, load without that check.
+    GPT_INPUT_CHECK(version == 1 || version == kCheckpointFormatVersion,
+                    "has format_version " << version << "; this program reads versions 1 to "
                                           << kCheckpointFormatVersion);
     meta_.step = require_int64(root, "step");
     meta_.consumed_samples = require_int64(root, "consumed_samples");
@@ -121,6 +159,18 @@ CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
       crcs_[name] = *stored;
       shapes_[name] = h5::dataset_shape(dataset.id());
     }
+    if (has_optimizer_) {
+      try {
+        optimizer_meta_ = read_optimizer_meta(file_.id(), shapes_);
+      } catch (const Error& e) {
+        fail_input(std::string("/optimizer ") + e.what());
+      }
+    }
+    if (version >= 2)
+      check_metadata_crc32(root, meta_, has_optimizer_ ? &optimizer_meta_ : nullptr, shapes_,
+                           crcs_);
+    GPT_INPUT_CHECK(meta_.step >= 0 && meta_.consumed_samples >= 0 && optimizer_meta_.step >= 0,
+                    "has a negative step or sample count");
   } catch (const Error& e) {
     fail_input("checkpoint " + path + ": " + e.what());
   }
@@ -128,27 +178,7 @@ CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
 
 OptimizerMeta CheckpointReader::optimizer() const {
   GPT_INPUT_CHECK(has_optimizer_, "checkpoint " << path_ << " has no optimizer state");
-  try {
-    OptimizerMeta out;
-    h5::Handle group(GPT_H5_CHECK(H5Gopen2(file_.id(), "/optimizer", H5P_DEFAULT)));
-    out.type = require_string(group.id(), "type");
-    out.step = require_int64(group.id(), "step");
-    for (const std::string& name : h5::attribute_names(group.id()))
-      if (name != "type" && name != "step" && h5::attribute_class(group.id(), name) == H5T_FLOAT)
-        out.hyperparameters.emplace_back(name, *h5::read_double_attribute(group.id(), name));
-    // State names from the first parameter's group (every parameter has the same states).
-    for (const auto& [dataset, shape] : shapes_) {
-      if (!dataset.starts_with("/optimizer/")) continue;
-      const std::string param_prefix = dataset.substr(0, dataset.rfind('/') + 1);
-      for (const auto& [other, other_shape] : shapes_)
-        if (other.starts_with(param_prefix))
-          out.state_names.push_back(other.substr(param_prefix.size()));
-      break;
-    }
-    return out;
-  } catch (const Error& e) {
-    fail_input("checkpoint " + path_ + ": /optimizer " + e.what());
-  }
+  return optimizer_meta_;
 }
 
 std::vector<int64_t> CheckpointReader::shape(const std::string& dataset) const {

@@ -52,6 +52,7 @@ class CheckpointReader {
   bool verified_ = false;
   std::map<std::string, std::vector<int64_t>> shapes_;
   std::map<std::string, int64_t> crcs_;  // the stored crc32 attributes
+  OptimizerMeta optimizer_meta_;         // read with the rest of the metadata
 };
 
 // Collective over comm: opens path on every rank (a failure on any is agreed) and verifies it.

@@ -29,6 +29,7 @@
 #include "framework/agreement.h"
 #include "framework/check.h"
 #include "framework/io/checkpoint_directory.h"
+#include "framework/io/checkpoint_metadata.h"
 #include "framework/io/crc32.h"
 #include "framework/io/hdf5_util.h"
 
@@ -396,9 +397,11 @@ void write_attributes(hid_t file, const Catalogue& catalogue, const std::vector<
   }
   GPT_CHECK(datasets.size() == crcs.size(),
             "checkpoint: " << crcs.size() << " crc32s for " << datasets.size() << " datasets");
+  std::map<std::string, DatasetRecord> records;
   for (size_t i = 0; i < datasets.size(); ++i) {
     h5::Handle dataset(GPT_H5_CHECK(H5Dopen2(file, datasets[i].c_str(), H5P_DEFAULT)));
     h5::write_uint32_attribute(dataset.id(), "crc32", crcs[i]);
+    records[datasets[i]] = {h5::dataset_shape(dataset.id()), crcs[i]};
   }
   if (optimizer != nullptr) {
     h5::Handle group(GPT_H5_CHECK(H5Gopen2(file, "/optimizer", H5P_DEFAULT)));
@@ -417,6 +420,8 @@ void write_attributes(hid_t file, const Catalogue& catalogue, const std::vector<
   h5::write_string_attribute(file, "config", meta.config_json);
   h5::write_string_attribute(file, "tokenizer", meta.tokenizer);
   h5::write_string_attribute(file, "layout", meta.layout);
+  h5::write_uint32_attribute(file, "metadata_crc32",
+                             checkpoint_metadata_crc32(meta, optimizer, records));
   // Flushed before complete is set, so a file with complete = 1 has everything before it.
   GPT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL));
   h5::write_int64_attribute(file, "complete", 1);

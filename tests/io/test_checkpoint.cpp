@@ -329,7 +329,8 @@ TEST(Checkpoint, FileIsValidForOtherTools) {
   gpt::h5::Handle file(GPT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)));
   const hid_t root = file.id();
   EXPECT_EQ(gpt::h5::read_string_attribute(root, "format"), "gpt-train-checkpoint");
-  EXPECT_EQ(gpt::h5::read_int64_attribute(root, "format_version"), 1);
+  EXPECT_EQ(gpt::h5::read_int64_attribute(root, "format_version"), 2);
+  EXPECT_TRUE(gpt::h5::read_int64_attribute(root, "metadata_crc32").has_value());
   EXPECT_EQ(gpt::h5::read_int64_attribute(root, "complete"), 1);
   EXPECT_EQ(gpt::h5::read_int64_attribute(root, "step"), 12);
   EXPECT_EQ(gpt::h5::read_int64_attribute(root, "consumed_samples"), 12 * 32);
@@ -472,6 +473,31 @@ TEST(Checkpoint, CorruptionTruncationAndIncompleteFilesAreRejected) {
     gpt::h5::write_string_attribute(f.id(), "format", "something-else");
   });
   expect_error([&] { gpt::open_checkpoint(foreign, MPI_COMM_WORLD); }, {foreign, "something-else"});
+
+  // One flipped bit in any metadata a resume reads is caught by the metadata checksum.
+  const auto rewrite = [](const std::string& object, const std::function<void(hid_t)>& edit) {
+    return [object, edit](const std::string& p) {
+      gpt::h5::Handle f(GPT_H5_CHECK(H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)));
+      gpt::h5::Handle o(GPT_H5_CHECK(H5Oopen(f.id(), object.c_str(), H5P_DEFAULT)));
+      edit(o.id());
+    };
+  };
+  const std::vector<std::pair<std::string, std::function<void(const std::string&)>>> edits = {
+      {"step", rewrite("/", [](hid_t o) { gpt::h5::write_int64_attribute(o, "step", 1 ^ 4); })},
+      {"optimizer_step",
+       rewrite("/optimizer", [](hid_t o) { gpt::h5::write_int64_attribute(o, "step", 17 ^ 1); })},
+      {"lr", rewrite("/optimizer", [](hid_t o) { gpt::h5::write_double_attribute(o, "lr", 3e-3); })},
+      {"config", rewrite("/", [](hid_t o) {
+         std::string config = *gpt::h5::read_string_attribute(o, "config");
+         const size_t digit = config.find_first_of("0123456789");
+         config[digit] = config[digit] == '1' ? '3' : '1';
+         gpt::h5::write_string_attribute(o, "config", config);
+       })}};
+  for (const auto& [name, edit] : edits) {
+    const std::string altered = damaged_copy(dir, good, name + ".h5", edit);
+    expect_error([&] { gpt::open_checkpoint(altered, MPI_COMM_WORLD); },
+                 {altered, "metadata crc32"});
+  }
 
   const std::string missing = dir.sub("missing.h5");
   expect_error([&] { gpt::open_checkpoint(missing, MPI_COMM_WORLD); }, {missing, "no such file"});
