@@ -131,6 +131,8 @@ po::options_description output_options(TrainOptions& o) {
       "write one merged Chrome trace FILE of steps 2..4: every rank's actions and pipeline "
       "waits (scripts/trace_to_svg.py draws it)");
   add("log-every", po::value(&o.log_every)->default_value(o.log_every), "log every N steps");
+  add("log-detail", po::bool_switch(&o.log_detail),
+      "also log the step's time split (compute, tp, dp, pipeline wait) and bytes moved");
   add("comm-timeout",
       po::value(&o.comm_timeout)->default_value(o.comm_timeout, short_text(o.comm_timeout)),
       "SECONDS a collective, message or checkpoint write may wait before the watchdog ends the "

@@ -53,6 +53,7 @@ struct TrainOptions {
   std::string resume, init_from;
   std::string metrics, trace;
   int64_t log_every = 1;
+  bool log_detail = false;  // the step's time split and bytes on every log line
   // Seconds a communication may wait before the watchdog ends the job (exit 4); 0 = no watchdog.
   double comm_timeout = 600;
 

@@ -115,7 +115,7 @@ void log_predicted_memory(const MemoryModelInput& in, MetricsWriter& metrics) {
                                                 << heaviest.coordinates.stage
                                                 << "): " << describe(heaviest.bytes));
   for (const RankMemory& r : reported_ranks(all, in.layout.pp))
-    metrics.write(memory_event("predicted", r).dump());
+    metrics.write(memory_event("predicted", r));
 }
 
 void report_measured_memory(MPI_Comm world, const MemoryModelInput& in, const Backend& backend,
@@ -143,7 +143,7 @@ void report_measured_memory(MPI_Comm world, const MemoryModelInput& in, const Ba
     Json event = memory_event("measured", measured);
     event["bytes"]["total"] = m[kMemoryCategories];  // the peak of the sum
     event["rss_peak_bytes"] = m[kMemoryCategories + 1];
-    metrics.write(event.dump());
+    metrics.write(event);
     GPT_LOG0("memory measured, rank " << r.rank << " (pp stage " << r.coordinates.stage
                                       << "): " << describe(measured.bytes) << "; resident peak "
                                       << format_bytes(m[kMemoryCategories + 1]));

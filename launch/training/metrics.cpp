@@ -2,6 +2,8 @@
 #include "launch/training/metrics.h"
 
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +32,10 @@ void prepare_output_directory(const std::string& dir, const std::string& option)
 }
 
 namespace {
+
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 // The step a metrics line belongs to; none for a line without one (or not JSON).
 std::optional<int64_t> step_of(const std::string& line) {
@@ -78,6 +84,7 @@ MetricsWriter::MetricsWriter(const std::string& path, bool is_writer, int64_t st
                                     << " superseded (written after the checkpoint this run "
                                        "starts from; the steps run again)"));
   file_ = std::fopen(path.c_str(), "a");
+  opened_s_ = unix_seconds();
   GPT_INPUT_CHECK(file_ != nullptr, "--metrics " << path << ": cannot open the file for writing");
 }
 
@@ -85,9 +92,12 @@ MetricsWriter::~MetricsWriter() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-void MetricsWriter::write(const std::string& json_line) {
+void MetricsWriter::write(Json line) {
   if (file_ == nullptr) return;
-  const std::string text = json_line + "\n";
+  const double now = unix_seconds();
+  line["time"] = std::round(now * 1e3) / 1e3;
+  line["elapsed_s"] = std::round((now - opened_s_) * 1e3) / 1e3;
+  const std::string text = line.dump() + "\n";
   const bool written =
       std::fwrite(text.data(), 1, text.size(), file_) == text.size() && std::fflush(file_) == 0;
   GPT_INPUT_CHECK(written,

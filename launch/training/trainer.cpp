@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "framework/check.h"
@@ -20,6 +21,18 @@ namespace gpt {
 namespace {
 
 constexpr int kMaxConsecutiveSkips = 5;
+
+// Seconds as H:MM:SS, or M:SS under an hour.
+std::string clock_text(double seconds) {
+  const long long s = std::isfinite(seconds) && seconds > 0 ? std::llround(seconds) : 0;
+  char text[32];
+  if (s >= 3600) {
+    std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+  } else {
+    std::snprintf(text, sizeof text, "%lld:%02lld", s / 60, s % 60);
+  }
+  return text;
+}
 
 }  // namespace
 
@@ -176,19 +189,35 @@ void Trainer::log_step(const StepStats& s) {
                      {"peak_caches", s.peak_caches},
                      {"mem_peak_bytes", rt_.backend().memory().peak_total()},
                      {"skipped", s.skipped}};
-  metrics_.write(line.dump());
+  metrics_.write(line);
+  interval_loss_sum_ += s.loss;
+  ++interval_steps_;
   if (s.step % options_.log_every != 0 && s.step != options_.steps) return;
-  auto megabytes = [](int64_t bytes) { return static_cast<double>(bytes) / 1e6; };
+  // Elapsed and remaining time at this process's pace so far, evaluations and saves included.
+  const double elapsed = now_seconds() - loop_start_s_;
+  const double remaining = elapsed / static_cast<double>(s.step - loop_first_step_) *
+                           static_cast<double>(options_.steps - s.step);
   char text[400];
-  std::snprintf(text, sizeof text,
-                "step %5lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.1f ms | %.0f tok/s | "
-                "%.1f GFLOP/s | compute %.1f ms | tp %.1f ms %.2f MB | dp %.1f ms %.2f MB | "
-                "pp wait %.1f ms (%.0f%%, schedule %.0f%%) %.2f MB, %d caches%s",
-                static_cast<long long>(s.step), static_cast<long long>(options_.steps), s.loss,
-                s.lr, s.grad_norm, 1e3 * s.step_time_s, tokens_per_s, gflops, 1e3 * s.compute_s,
-                1e3 * s.tp_comm_s, megabytes(s.tp_bytes), 1e3 * s.dp_comm_s, megabytes(s.dp_bytes),
-                1e3 * s.pp_wait_s, 100.0 * s.pp_wait_s / s.step_time_s, 100.0 * theoretical_bubble_,
-                megabytes(s.pp_bytes), s.peak_caches, s.skipped ? " | skipped" : "");
+  int length = std::snprintf(
+      text, sizeof text,
+      "step %lld/%lld | loss %.4f (avg %.4f) | lr %.2e | gnorm %.3f | %.0f ms | %.0f tok/s | "
+      "elapsed %s | ETA %s%s",
+      static_cast<long long>(s.step), static_cast<long long>(options_.steps), s.loss,
+      interval_loss_sum_ / static_cast<double>(interval_steps_), s.lr, s.grad_norm,
+      1e3 * s.step_time_s, tokens_per_s, clock_text(elapsed).c_str(), clock_text(remaining).c_str(),
+      s.skipped ? " | skipped" : "");
+  interval_loss_sum_ = 0.0;
+  interval_steps_ = 0;
+  if (options_.log_detail && length > 0 && length < static_cast<int>(sizeof text)) {
+    auto megabytes = [](int64_t bytes) { return static_cast<double>(bytes) / 1e6; };
+    std::snprintf(text + length, sizeof text - static_cast<size_t>(length),
+                  " | %.1f GFLOP/s | compute %.1f ms | tp %.1f ms %.2f MB | dp %.1f ms %.2f MB | "
+                  "pp wait %.1f ms (%.0f%%, schedule %.0f%%) %.2f MB, %d caches",
+                  gflops, 1e3 * s.compute_s, 1e3 * s.tp_comm_s, megabytes(s.tp_bytes),
+                  1e3 * s.dp_comm_s, megabytes(s.dp_bytes), 1e3 * s.pp_wait_s,
+                  100.0 * s.pp_wait_s / s.step_time_s, 100.0 * theoretical_bubble_,
+                  megabytes(s.pp_bytes), s.peak_caches);
+  }
   log::info0(text);
 }
 
@@ -200,7 +229,7 @@ void Trainer::run_validation() {
                 static_cast<long long>(state_.step), r.loss, std::exp(r.loss),
                 static_cast<long long>(r.windows));
   log::info0(text);
-  metrics_.write(Json{{"step", state_.step}, {"val_loss", r.loss}}.dump());
+  metrics_.write(Json{{"step", state_.step}, {"val_loss", r.loss}});
 }
 
 std::string Trainer::save_checkpoint() {
@@ -270,6 +299,8 @@ int Trainer::run() {
   const int64_t first_step = state_.step + 1;
   const int64_t trace_first = options_.steps > first_step ? first_step + 1 : first_step;
   const int64_t trace_last = std::min<int64_t>(options_.steps, first_step + 3);
+  loop_start_s_ = now_seconds();
+  loop_first_step_ = state_.step;
   while (state_.step < options_.steps) {
     if (!options_.trace.empty()) {
       const int64_t step = state_.step + 1;

@@ -82,6 +82,12 @@ class Trainer {
   std::deque<GptChunk> chunks_;  // deque: the executor keeps pointers to them
   std::vector<PipelineChunk*> chunk_pointers_;
   int consecutive_skips_ = 0;
+  // For the log line: when and at which step this process's training loop started, and the
+  // losses since the last line.
+  double loop_start_s_ = 0.0;
+  int64_t loop_first_step_ = 0;
+  double interval_loss_sum_ = 0.0;
+  int64_t interval_steps_ = 0;
 };
 
 }  // namespace gpt

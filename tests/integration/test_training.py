@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
@@ -25,7 +26,7 @@ STEPS, EVAL_EVERY, EVAL_WINDOWS = 60, 30, 32
 # 60 steps. A model that does not learn stays near 5.5; 2 nats is robust and still demanding.
 MIN_DROP = 2.0
 STEP_FIELDS = ["step", "loss", "lr", "grad_norm", "tokens_per_s", "step_time_s", "compute_s",
-               "tp_comm_s", "dp_comm_s", "pp_wait_s"]
+               "tp_comm_s", "dp_comm_s", "pp_wait_s", "time", "elapsed_s"]
 CORPUS_BYTES = set(b"0123456789+=\n")
 SHORT_STEPS = 3
 
@@ -87,11 +88,20 @@ class TrainingTest(unittest.TestCase):
             self.assertGreater(line["grad_norm"], 0)
 
     def test_log_lines(self):
-        """One log line per --log-every steps (and the last), with the time split."""
+        """One log line per --log-every steps (and the last), in 120 columns: the loss and its
+        mean since the last line, elapsed time and ETA; every metrics line has the time."""
         lines = [l for l in self.result.stdout.splitlines() if re.match(r"^step\s+\d+/", l)]
         self.assertEqual(len(lines), STEPS // 10, self.result.stdout)
-        for piece in ("loss", "lr", "grad norm", "tok/s", "compute", "tp", "dp", "pp wait"):
+        for line in lines:
+            self.assertLessEqual(len(line), 120, line)
+        losses = h.by_step(self.metrics, "loss")
+        mean = sum(losses[s] for s in range(STEPS - 9, STEPS + 1)) / 10
+        self.assertIn(f"(avg {mean:.4f})", lines[-1])
+        for piece in ("loss", "lr", "gnorm", "tok/s", "elapsed", "ETA 0:00"):
             self.assertIn(piece, lines[-1])
+        times = [m["time"] for m in self.metrics]
+        self.assertEqual(times, sorted(times))
+        self.assertLess(abs(times[-1] - time.time()), 3600)
 
     def test_final_checkpoint(self):
         attrs = h.load_checkpoint_attrs(self.final)
@@ -193,10 +203,15 @@ class TrainingTest(unittest.TestCase):
                 self.assertEqual(self.generate(args + layout, np=np), want)
 
     def short_run(self, name, np, layout):
+        """The run's metrics; its log has the time split (--log-detail), checked here."""
         metrics = os.path.join(self.dir, name + ".jsonl")
-        h.train(DEFAULT_MODEL + layout + ["--steps", SHORT_STEPS, "--eval-every", 0,
-                                          "--checkpoint-dir", os.path.join(self.dir, name),
-                                          "--metrics", metrics], np=np, tiny=False, timeout=90)
+        result = h.train(DEFAULT_MODEL + layout + [
+            "--steps", SHORT_STEPS, "--eval-every", 0, "--log-detail",
+            "--checkpoint-dir", os.path.join(self.dir, name), "--metrics", metrics],
+            np=np, tiny=False, timeout=90)
+        last = [l for l in result.stdout.splitlines() if l.startswith(f"step {SHORT_STEPS}/")]
+        for piece in ("GFLOP/s", "compute", "tp", "dp", "pp wait", "caches"):
+            self.assertIn(piece, last[-1])
         return h.read_metrics(metrics)
 
     def test_same_losses_at_two_ranks(self):
