@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Draws a Chrome trace written by `train --trace FILE` as an SVG timeline.
 
-One row per rank (its label on the left), one box per action coloured by kind (F blue, B green,
-W orange, waits on receives and sends light grey), the microbatch number inside boxes wide
-enough for it, a time axis in milliseconds; idle time is empty space. Python 3 standard library
-only.
+A title (the schedule, the steps, the ranks), one row per rank (its label on the left), one box
+per action coloured by kind (F blue, B green, W orange, waits on receives and sends light grey),
+the microbatch number inside boxes wide enough for it, a time axis in milliseconds and a legend
+of the colours; idle time is empty space. Python 3 standard library only.
 
     python3 scripts/trace_to_svg.py trace.json -o timeline.svg [--step N]
 """
@@ -14,7 +14,9 @@ import sys
 from xml.sax.saxutils import escape
 
 COLOURS = {"forward": "#5b8fd9", "backward": "#5fb35f", "weight": "#f0a04b", "wait": "#dddddd"}
-ROW_H, ROW_GAP, LABEL_W, AXIS_H, MARGIN = 26, 6, 190, 34, 10
+LEGEND = {"forward": "forward (F)", "backward": "backward (B, or input gradient with W)",
+          "weight": "weight gradient (W)", "wait": "waiting for a message"}
+ROW_H, ROW_GAP, LABEL_W, AXIS_H, MARGIN, TITLE_H, LEGEND_H = 26, 6, 190, 34, 10, 24, 22
 
 
 def nice_tick(span_ms, width_px):
@@ -54,22 +56,29 @@ def main(argv=None):
     span = max(t1 - t0, 1.0)  # microseconds
     plot_w = args.width - LABEL_W - 2 * MARGIN
     scale = plot_w / span
-    height = MARGIN + len(ranks) * (ROW_H + ROW_GAP) + AXIS_H + MARGIN
+    top = MARGIN + TITLE_H
+    height = top + len(ranks) * (ROW_H + ROW_GAP) + AXIS_H + LEGEND_H + MARGIN
     row_of = {r: i for i, r in enumerate(ranks)}
     title = trace.get("otherData", {}).get("schedule", "") if isinstance(trace, dict) else ""
+    steps = sorted({e.get("args", {}).get("step") for e in boxes} - {None})
+    step_text = (f"step {steps[0]}" if len(steps) == 1 else
+                 f"steps {steps[0]}-{steps[-1]}" if steps else "no steps")
+    heading = f"{title or 'pipeline'} schedule: {step_text}, {len(ranks)} ranks"
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{args.width}" height="{height}" '
            f'font-family="sans-serif" font-size="11">',
            f'<title>{escape(title or "pipeline")} timeline</title>',
-           f'<rect x="0" y="0" width="{args.width}" height="{height}" fill="white"/>']
+           f'<rect x="0" y="0" width="{args.width}" height="{height}" fill="white"/>',
+           f'<text x="{MARGIN}" y="{MARGIN + 14}" font-size="14" font-weight="bold">'
+           f'{escape(heading)}</text>']
     for r in ranks:
-        y = MARGIN + row_of[r] * (ROW_H + ROW_GAP)
+        y = top + row_of[r] * (ROW_H + ROW_GAP)
         out.append(f'<text x="{MARGIN}" y="{y + ROW_H / 2 + 4:.1f}">'
                    f'{escape(names.get(r, f"rank {r}"))}</text>')
         out.append(f'<line x1="{LABEL_W}" y1="{y + ROW_H}" x2="{LABEL_W + plot_w}" '
                    f'y2="{y + ROW_H}" stroke="#eeeeee"/>')
     for e in sorted(boxes, key=lambda e: (e["tid"], e["ts"])):
-        y = MARGIN + row_of[e["tid"]] * (ROW_H + ROW_GAP)
+        y = top + row_of[e["tid"]] * (ROW_H + ROW_GAP)
         x = LABEL_W + (e["ts"] - t0) * scale
         w = max(e["dur"] * scale, 0.5)
         cat = e.get("cat", "")
@@ -84,7 +93,7 @@ def main(argv=None):
         if not wait and w >= 7 * len(label) + 2:
             out.append(f'<text x="{x + w / 2:.2f}" y="{y + ROW_H / 2 + 4:.1f}" '
                        f'text-anchor="middle" fill="white">{label}</text>')
-    axis_y = MARGIN + len(ranks) * (ROW_H + ROW_GAP) + 4
+    axis_y = top + len(ranks) * (ROW_H + ROW_GAP) + 4
     out.append(f'<line x1="{LABEL_W}" y1="{axis_y}" x2="{LABEL_W + plot_w}" y2="{axis_y}" '
                f'stroke="black"/>')
     span_ms = span / 1e3
@@ -98,6 +107,16 @@ def main(argv=None):
                    f'{k * tick:g}</text>')
         k += 1
     out.append(f'<text x="{MARGIN}" y="{axis_y + 17}">time (ms)</text>')
+    # The legend: the kinds this trace has, in the order of COLOURS.
+    present = {e.get("cat", "") for e in boxes}
+    x, legend_y = LABEL_W, axis_y + AXIS_H - 6
+    for cat, colour in COLOURS.items():
+        if cat not in present:
+            continue
+        out.append(f'<rect x="{x}" y="{legend_y}" width="12" height="12" fill="{colour}" '
+                   f'stroke="#666666" stroke-width="0.4"/>')
+        out.append(f'<text x="{x + 17}" y="{legend_y + 10}">{escape(LEGEND[cat])}</text>')
+        x += 30 + 7 * len(LEGEND[cat])
     out.append("</svg>")
     path = args.output or (args.trace.rsplit(".", 1)[0] + ".svg")
     with open(path, "w") as f:

@@ -106,6 +106,9 @@ class TraceTest(h.TempDirTest):
         # Action boxes have a stroke; waits and the background have none.
         rects = re.findall(r'<rect [^>]*stroke="#333333"', text)
         self.assertEqual(len(rects), len(actions), "one rect per action")
+        self.assertRegex(text, rf"schedule: steps 2-\d+, {PP} ranks</text>")
+        for kind in ("forward (F)", "waiting for a message"):
+            self.assertIn(f">{kind}</text>", text, "the legend")
         step_svg = self.path("step2.svg")
         subprocess.run([sys.executable, SVG_SCRIPT, trace, "-o", step_svg, "--step", "2"],
                        check=True, capture_output=True, timeout=60)

@@ -11,6 +11,7 @@ Run: /usr/bin/python3 test_training.py --bin BUILD/bin [--mpiexec PATH --mpiexec
 import math
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -102,6 +103,24 @@ class TrainingTest(unittest.TestCase):
         times = [m["time"] for m in self.metrics]
         self.assertEqual(times, sorted(times))
         self.assertLess(abs(times[-1] - time.time()), 3600)
+
+    def test_plot_metrics(self):
+        """scripts/plot_metrics.py draws the run's metrics: SVG with its panels, and PNG."""
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                              "plot_metrics.py")
+        for ext in ("svg", "png"):
+            out = os.path.join(self.dir, "metrics." + ext)
+            subprocess.run([sys.executable, script, self.metrics_path, "-o", out], check=True,
+                           capture_output=True, timeout=120)
+            with open(out, "rb") as f:
+                data = f.read()
+            if ext == "png":
+                self.assertTrue(data.startswith(b"\x89PNG"), "a PNG file")
+                continue
+            text = data.decode()
+            for piece in ("train loss", "validation loss", "tokens/s", "step time split",
+                          "pipeline wait"):
+                self.assertIn(piece, text)
 
     def test_final_checkpoint(self):
         attrs = h.load_checkpoint_attrs(self.final)
