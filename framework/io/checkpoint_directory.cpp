@@ -151,4 +151,23 @@ std::string find_latest_checkpoint(const std::string& dir, std::vector<std::stri
   return "";
 }
 
+std::string resolve_checkpoint_argument(const std::string& given, MPI_Comm comm) {
+  std::error_code ec;
+  const fs::path path(given);
+  std::string dir;
+  if (fs::is_directory(path, ec)) {
+    dir = given;
+  } else if (path.filename() == "latest" && fs::is_regular_file(path, ec)) {
+    dir = path.parent_path().empty() ? "." : path.parent_path().string();
+  } else {
+    return given;
+  }
+  std::vector<std::string> skipped;
+  const std::string found = find_latest_checkpoint(dir, &skipped, comm);
+  GPT_INPUT_CHECK(!found.empty(), "--checkpoint " << given << ": the folder holds no checkpoint");
+  for (const std::string& reason : skipped) log::info0("warning: skipped " + reason);
+  log::info0("checkpoint: " + found + " (the newest valid one in " + dir + ")");
+  return found;
+}
+
 }  // namespace gpt

@@ -27,6 +27,12 @@ std::vector<std::string> remove_interrupted_writes(const std::string& dir);
 std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped,
                                    MPI_Comm comm);
 
+// What a program's --checkpoint names, as a checkpoint file: a checkpoint folder (or its `latest`
+// pointer) gives the folder's newest valid checkpoint (find_latest_checkpoint; the files skipped
+// and the one taken are logged on rank 0), anything else is returned as given. Collective; throws
+// a one-line error for a folder without a valid checkpoint.
+std::string resolve_checkpoint_argument(const std::string& given, MPI_Comm comm);
+
 // The folder's part of a write's last phase (write_checkpoint, rank 0 alone); each throws
 // gpt::Error on failure.
 

@@ -2,16 +2,18 @@
 #include "launch/inference/checkpoint_model.h"
 
 #include "framework/agreement.h"
+#include "framework/io/checkpoint_directory.h"
 #include "framework/io/checkpoint_reader.h"
 #include "framework/json.h"
 
 namespace gpt {
 
-LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoint_path,
+LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoint_argument,
                                      RuntimeOptions options) {
   LoadedModel loaded;
-  agree_on_failure(world,
-                   [&] { GPT_INPUT_CHECK(!checkpoint_path.empty(), "--checkpoint is required"); });
+  agree_on_failure(
+      world, [&] { GPT_INPUT_CHECK(!checkpoint_argument.empty(), "--checkpoint is required"); });
+  const std::string checkpoint_path = resolve_checkpoint_argument(checkpoint_argument, world);
   const std::unique_ptr<CheckpointReader> opened = open_checkpoint(checkpoint_path, world);
   const CheckpointReader& reader = *opened;
   agree_on_failure(world, [&] {
@@ -23,6 +25,7 @@ LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoi
     load_checkpoint(reader, loaded.runtime->store(), false);
     loaded.tokenizer = reader.meta().tokenizer;
     loaded.data = json_field<std::string>(cfg, "data", what);
+    if (cfg.contains("val_data")) loaded.val_data = json_field<std::string>(cfg, "val_data", what);
     loaded.step = reader.meta().step;
   });
   return loaded;

@@ -15,7 +15,8 @@ namespace gpt {
 struct LoadedModel {
   std::unique_ptr<Runtime> runtime;
   std::string tokenizer;
-  std::string data;  // the training data set the run used ("" = the built-in corpus)
+  std::string data;      // the training data set the run used ("" = the built-in corpus)
+  std::string val_data;  // its validation set ("" = none, or the built-in split)
   int64_t step = 0;
 };
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "framework/io/checkpoint_directory.h"
 #include "framework/io/checkpoint_reader.h"
 #include "framework/io/checkpoint_writer.h"
 #include "framework/io/gpt2_weights.h"
@@ -116,8 +117,9 @@ NamedTensors read_checkpoint_tensors(const CheckpointReader& reader) {
 }
 
 void from_checkpoint(const ConvertOptions& o) {
-  const std::unique_ptr<CheckpointReader> reader = open_checkpoint(o.checkpoint, MPI_COMM_WORLD);
-  const std::string what = o.checkpoint + ": config";
+  const std::string path = resolve_checkpoint_argument(o.checkpoint, MPI_COMM_WORLD);
+  const std::unique_ptr<CheckpointReader> reader = open_checkpoint(path, MPI_COMM_WORLD);
+  const std::string what = path + ": config";
   const ModelConfig model =
       model_config_from_json(parse_json_object(reader->meta().config_json, what), what);
   const NamedTensors tensors = read_checkpoint_tensors(*reader);
@@ -163,7 +165,8 @@ int convert_main(int argc, char** argv) {
       "an llm.c model file (gpt2_124M.bin layout, version 3) to import");
   add("output", po::value(&o.output)->default_value(""),
       "the checkpoint --from-hf or --from-llmc writes");
-  add("checkpoint", po::value(&o.checkpoint)->default_value(""), "a checkpoint to export");
+  add("checkpoint", po::value(&o.checkpoint)->default_value(""),
+      "a checkpoint to export: a file, or a checkpoint folder (its newest valid file)");
   add("to-hf", po::value(&o.to_hf)->default_value(""),
       "write the checkpoint's weights as a Hugging Face GPT-2 directory");
   add("to-llmc", po::value(&o.to_llmc)->default_value(""),

@@ -25,9 +25,11 @@ int eval_main(int argc, char** argv) {
   Layout layout = layout_with_micro_batch(8);  // the grid and micro-batch of the forward passes
   po::options_description desc;
   auto add = desc.add_options();
-  add("checkpoint", po::value(&checkpoint)->default_value(""), "checkpoint file (.h5)");
+  add("checkpoint", po::value(&checkpoint)->default_value(""),
+      "checkpoint file (.h5), or a checkpoint folder (its newest valid file)");
   add("data", po::value(&data)->default_value(""),
-      "token data set; empty = the built-in validation split (for built-in runs)");
+      "token data set; empty = the validation set the checkpoint's run used (the built-in "
+      "split for built-in runs)");
   add("eval-windows", po::value(&windows)->default_value(windows), "the first K windows");
   add("micro-batch-size", po::value(&layout.micro_batch)->default_value(layout.micro_batch),
       "sequences per forward");
@@ -53,9 +55,11 @@ int eval_main(int argc, char** argv) {
   LoadedModel model = load_model_for_inference(world, checkpoint, ro);
   TokenDataset dataset;
   agree_on_failure(world, [&] {
+    if (data.empty()) data = model.val_data;
     const bool built_in = data.empty();
     GPT_INPUT_CHECK(!built_in || model.data.empty(),
-                    "--data is required: the checkpoint was trained on " << model.data);
+                    "--data is required: the checkpoint was trained on "
+                        << model.data << " without a validation set");
     dataset = built_in ? synthetic_arithmetic_corpus(true) : load_token_dataset(data);
     GPT_INPUT_CHECK(dataset.vocab_size == model.runtime->model().vocab_size,
                     dataset.path << " has vocab_size " << dataset.vocab_size

@@ -41,7 +41,8 @@ struct GenerateOptions {
 po::options_description generate_options(GenerateOptions& o) {
   po::options_description desc;
   auto add = desc.add_options();
-  add("checkpoint", po::value(&o.checkpoint)->default_value(""), "checkpoint file (.h5)");
+  add("checkpoint", po::value(&o.checkpoint)->default_value(""),
+      "checkpoint file (.h5), or a checkpoint folder (its newest valid file)");
   add("prompt", po::value(&o.prompt)->default_value(""), "text to continue");
   add("prompt-file", po::value(&o.prompt_file)->default_value(""),
       "read the text to continue from FILE");

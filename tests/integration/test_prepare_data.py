@@ -87,13 +87,20 @@ class PrepareDataTest(h.TempDirTest):
         h.train(["--steps", 4, "--resume", "auto", "--checkpoint-dir", ck, "--metrics",
                  metrics, "--eval-every", 0])
         self.assertEqual(h.step_files(ck)[-1], "step-00000004.h5")
-        # eval on the validation file; the checkpoint was trained on --data, so eval needs it.
-        result = h.run("eval", ["--checkpoint", h.checkpoint_file(ck, 3), "--data", val_file,
+        # eval takes the validation set the run recorded when --data is not given.
+        result = h.run("eval", ["--checkpoint", h.checkpoint_file(ck, 3),
                                 "--eval-windows", 4, "--threads", 1], check=True)
+        self.assertIn(val_file + ": loss", result.stdout, result.describe())
         match = re.search(r"loss ([0-9.]+)", result.stdout)
         self.assertIsNotNone(match, result.describe())
         h.assert_close(self, float(match.group(1)), h.val_lines(got)[0]["val_loss"], 1e-5,
                        "eval vs train's val_loss")
+        # A checkpoint folder, or its `latest`, names the folder's newest valid checkpoint.
+        for given in (ck, os.path.join(ck, "latest")):
+            result = h.run("eval", ["--checkpoint", given, "--eval-windows", 1, "--threads", 1],
+                           check=True)
+            self.assertIn("step-00000004.h5 (the newest valid one in", result.stdout,
+                          result.describe())
 
 
 class FromBinTest(h.TempDirTest):
