@@ -11,6 +11,7 @@
 
 #include "framework/agreement.h"
 #include "framework/check.h"
+#include "framework/checked_size.h"
 #include "framework/io/checkpoint_metadata.h"
 #include "framework/io/crc32.h"
 
@@ -147,6 +148,7 @@ CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
           datasets.push_back("/optimizer/" + name + "/" + state);
       }
     }
+    int64_t total_bytes = 0;  // verify() sums the same sizes
     for (const std::string& name : datasets) {
       GPT_INPUT_CHECK(h5::is_dataset(root, name), name << " is not a dataset");
       h5::Handle dataset(GPT_H5_CHECK(H5Dopen2(root, name.c_str(), H5P_DEFAULT)));
@@ -158,6 +160,18 @@ CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
       GPT_INPUT_CHECK(stored.has_value(), "dataset " << name << " has no crc32 attribute");
       crcs_[name] = *stored;
       shapes_[name] = h5::dataset_shape(dataset.id());
+      // Every value must be in the file: a dataset declared large but never written (or cut
+      // short) would otherwise have verify() read fill values for as long as its shape claims.
+      const std::optional<int64_t> bytes = checked_numel(shapes_[name], sizeof(float));
+      GPT_INPUT_CHECK(bytes.has_value(),
+                      "dataset " << name << " has a shape of more than 2^63 bytes");
+      const auto stored_bytes = static_cast<int64_t>(H5Dget_storage_size(dataset.id()));
+      GPT_INPUT_CHECK(stored_bytes >= *bytes,
+                      "dataset " << name << " of shape " << h5::shape_string(shapes_[name])
+                                 << " declares " << *bytes << " bytes but stores " << stored_bytes
+                                 << " (never written, truncated or compressed)");
+      total_bytes = checked_add(total_bytes, *bytes).value_or(-1);
+      GPT_INPUT_CHECK(total_bytes >= 0, "its datasets hold more than 2^63 bytes");
     }
     if (has_optimizer_) {
       try {
@@ -208,8 +222,12 @@ void CheckpointReader::read_slab(const std::string& dataset, const Slab& slab,
   GPT_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr,
                                    count.data(), nullptr));
   h5::Handle mem_space(GPT_H5_CHECK(H5Screate_simple(1, &n, nullptr)));
-  GPT_H5_CHECK(
-      H5Dread(data.id(), H5T_NATIVE_FLOAT, mem_space.id(), file_space.id(), H5P_DEFAULT, host_out));
+  // The structure was checked when the file was opened; a failure here is damaged data.
+  GPT_INPUT_CHECK(H5Dread(data.id(), H5T_NATIVE_FLOAT, mem_space.id(), file_space.id(), H5P_DEFAULT,
+                          host_out) >= 0,
+                  "checkpoint " << path_ << ": dataset " << dataset
+                                << " cannot be read, the file is damaged ("
+                                << h5::last_error_message() << ")");
 }
 
 void CheckpointReader::verify(MPI_Comm comm) {
@@ -226,38 +244,35 @@ void CheckpointReader::verify(MPI_Comm comm) {
   const int64_t first = total / size * rank + std::min<int64_t>(rank, total % size);
   const int64_t last = first + total / size + (rank < total % size ? 1 : 0);
   std::vector<uint32_t> shares(names.size(), 0);
+  // read_slab's errors name the file and the dataset.
   agree_on_failure(comm, [&] {
-    try {
-      int64_t base = 0;
-      std::vector<float> buffer;
-      for (size_t i = 0; i < names.size(); base += bytes[i], ++i) {
-        const std::vector<int64_t>& shape = shapes_.at(names[i]);
-        if (bytes[i] == 0 || base + bytes[i] <= first || base >= last) continue;
-        const int64_t rows = shape.empty() ? 1 : shape[0], row_bytes = bytes[i] / rows;
-        const auto row_at = [&](int64_t byte) {  // the first row starting at or after byte
-          return std::clamp<int64_t>((byte - base + row_bytes - 1) / row_bytes, 0, rows);
-        };
-        const int64_t row_end = row_at(last);
-        constexpr int64_t kChunkBytes = int64_t{16} << 20;  // bounded memory whatever the tensor
-        const int64_t rows_per_read = std::max<int64_t>(1, kChunkBytes / row_bytes);
-        Crc32Share share(static_cast<uint64_t>(bytes[i]));
-        for (int64_t row = row_at(first); row < row_end; row += rows_per_read) {
-          Slab slab;
-          slab.start.assign(shape.size(), 0);
-          slab.count = shape;
-          if (!shape.empty()) {
-            slab.start[0] = row;
-            slab.count[0] = std::min(rows_per_read, row_end - row);
-          }
-          buffer.resize(static_cast<size_t>(slab.numel()));
-          read_slab(names[i], slab, buffer.data());
-          share.add(static_cast<uint64_t>(row * row_bytes), buffer.data(),
-                    buffer.size() * sizeof(float));
+    int64_t base = 0;
+    std::vector<float> buffer;
+    for (size_t i = 0; i < names.size(); base += bytes[i], ++i) {
+      const std::vector<int64_t>& shape = shapes_.at(names[i]);
+      if (bytes[i] == 0 || base + bytes[i] <= first || base >= last) continue;
+      const int64_t rows = shape.empty() ? 1 : shape[0], row_bytes = bytes[i] / rows;
+      const auto row_at = [&](int64_t byte) {  // the first row starting at or after byte
+        return std::clamp<int64_t>((byte - base + row_bytes - 1) / row_bytes, 0, rows);
+      };
+      const int64_t row_end = row_at(last);
+      constexpr int64_t kChunkBytes = int64_t{16} << 20;  // bounded memory whatever the tensor
+      const int64_t rows_per_read = std::max<int64_t>(1, kChunkBytes / row_bytes);
+      Crc32Share share(static_cast<uint64_t>(bytes[i]));
+      for (int64_t row = row_at(first); row < row_end; row += rows_per_read) {
+        Slab slab;
+        slab.start.assign(shape.size(), 0);
+        slab.count = shape;
+        if (!shape.empty()) {
+          slab.start[0] = row;
+          slab.count[0] = std::min(rows_per_read, row_end - row);
         }
-        shares[i] = share.share();
+        buffer.resize(static_cast<size_t>(slab.numel()));
+        read_slab(names[i], slab, buffer.data());
+        share.add(static_cast<uint64_t>(row * row_bytes), buffer.data(),
+                  buffer.size() * sizeof(float));
       }
-    } catch (const Error& e) {
-      fail_input("checkpoint " + path_ + ": " + e.what());
+      shares[i] = share.share();
     }
   });
   GPT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, shares.data(), static_cast<int>(shares.size()),

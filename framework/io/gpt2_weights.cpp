@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "framework/check.h"
+#include "framework/checked_size.h"
 #include "framework/io/hdf5_util.h"
 #include "framework/io/whole_file.h"
 #include "framework/parameter.h"
@@ -52,6 +54,29 @@ constexpr LlmcKind kLlmcLayerKinds[] = {
 
 int64_t llmc_padded_vocab(int64_t vocab_size) {
   return (vocab_size + kLlmcVocabMultiple - 1) / kLlmcVocabMultiple * kLlmcVocabMultiple;
+}
+
+// The shape of one block's tensor of `kind` for C channels.
+std::vector<int64_t> layer_shape(const LlmcKind& kind, int64_t C) {
+  return kind.cols == 0 ? std::vector<int64_t>{kind.rows * C}
+                        : std::vector<int64_t>{kind.rows * C, kind.cols * C};
+}
+
+// The model's float count with wte of `vocab_rows` rows and wpe, from numbers a file declares:
+// none where it passes 2^63, so a damaged header or config fails a size check instead of wrapping.
+std::optional<int64_t> checked_gpt2_floats(const ModelConfig& m, int64_t vocab_rows) {
+  const int64_t C = m.d_model;
+  std::optional<int64_t> layer = 0;
+  for (const LlmcKind& kind : kLlmcLayerKinds) {
+    const std::optional<int64_t> n = checked_numel(layer_shape(kind, C));
+    layer = layer && n ? checked_add(*layer, *n) : std::nullopt;
+  }
+  std::optional<int64_t> total = checked_mul(2, C);  // ln_f
+  for (const std::optional<int64_t>& part :
+       {checked_numel({vocab_rows, C}), checked_numel({m.seq_len, C}),
+        layer ? checked_mul(*layer, m.n_layer) : std::nullopt})
+    total = total && part ? checked_add(*total, *part) : std::nullopt;
+  return total;
 }
 
 // Buffers a Hugging Face GPT-2 may store besides the weights: the causal masks.
@@ -111,6 +136,18 @@ ModelConfig model_from_hf_config(const Json& c, const std::string& what) {
     fail_input(what + ": " + e.what());
   }
   return m;
+}
+
+void check_hf_model_size(const SafetensorsFile& file, const ModelConfig& model,
+                         const std::string& config_path) {
+  int64_t stored = 0;  // the header is validated: the sum is at most the file's size
+  for (const std::string& name : file.names()) stored += shape_numel(file.shape(name));
+  const std::optional<int64_t> needed = checked_gpt2_floats(model, model.vocab_size);
+  GPT_INPUT_CHECK(needed.has_value() && *needed <= stored,
+                  config_path << "'s model needs "
+                              << (needed ? std::to_string(*needed) : std::string("over 2^63"))
+                              << " parameters but " << file.path() << " holds " << stored
+                              << " values");
 }
 
 NamedTensors read_hf_tensors(const SafetensorsFile& file,
@@ -212,22 +249,24 @@ LlmcWeights read_llmc(const std::string& path) {
   }
   GPT_INPUT_CHECK(padded_vocab >= m.vocab_size, path << ": padded_vocab_size " << padded_vocab
                                                      << " below vocab_size " << m.vocab_size);
+  // The file's size is checked before anything is allocated: the header's numbers (each up to
+  // 2^31) must describe exactly the bytes that follow it.
+  const std::optional<int64_t> floats = checked_gpt2_floats(m, padded_vocab);
+  const std::optional<int64_t> needed =
+      floats ? checked_add(1024, checked_mul(4, *floats).value_or(-1)) : std::nullopt;
+  GPT_INPUT_CHECK(needed.has_value(),
+                  path << ": its header's model needs more than 2^63 bytes (a damaged header)");
+  std::error_code ec;
+  const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  GPT_INPUT_CHECK(bytes == *needed,
+                  path << ": " << bytes << " bytes, but its header's model needs " << *needed);
   std::vector<std::pair<std::string, std::vector<int64_t>>> order{{"wte", {padded_vocab, C}},
                                                                   {"wpe", {m.seq_len, C}}};
   for (const LlmcKind& kind : kLlmcLayerKinds)
     for (int64_t layer = 0; layer < m.n_layer; ++layer)
-      order.push_back({"h." + std::to_string(layer) + "." + kind.name,
-                       kind.cols == 0 ? std::vector<int64_t>{kind.rows * C}
-                                      : std::vector<int64_t>{kind.rows * C, kind.cols * C}});
+      order.push_back({"h." + std::to_string(layer) + "." + kind.name, layer_shape(kind, C)});
   order.push_back({"ln_f.weight", {C}});
   order.push_back({"ln_f.bias", {C}});
-  int64_t floats = 0;
-  for (const auto& [name, shape] : order) floats += shape_numel(shape);
-  std::error_code ec;
-  const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
-  GPT_INPUT_CHECK(bytes == 1024 + 4 * floats, path << ": " << bytes
-                                                   << " bytes, but its header's model needs "
-                                                   << 1024 + 4 * floats);
   for (auto& [name, shape] : order) {
     HostTensor t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
     in.read(reinterpret_cast<char*>(t.values.data()),

@@ -30,6 +30,11 @@ using NamedTensors = std::map<std::string, HostTensor>;
 Json hf_gpt2_config(const ModelConfig& model);
 ModelConfig model_from_hf_config(const Json& config, const std::string& what);
 
+// Throws unless `file` holds at least as many values as `model` (from config_path) has
+// parameters: checked before the model is allocated, so sizes a config.json makes up fail here.
+void check_hf_model_size(const SafetensorsFile& file, const ModelConfig& model,
+                         const std::string& config_path);
+
 // The tensors `expected` (this project's names and shapes) from a Hugging Face file: names with
 // or without "transformer.", Conv1D weights transposed. A missing tensor, another shape, a
 // tensor this model has no place for, or an lm_head.weight that differs from wte is an error

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <utility>
 
 #include "framework/check.h"
 
@@ -201,6 +202,8 @@ std::vector<int64_t> dataset_shape(hid_t dataset) {
   int rank = GPT_H5_CHECK(H5Sget_simple_extent_ndims(space.id()));
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   GPT_H5_CHECK(H5Sget_simple_extent_dims(space.id(), dims.data(), nullptr));
+  for (hsize_t d : dims)
+    GPT_INPUT_CHECK(std::in_range<int64_t>(d), "a dataset extent of " << d << " passes 2^63");
   return std::vector<int64_t>(dims.begin(), dims.end());
 }
 

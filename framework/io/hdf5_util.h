@@ -72,7 +72,7 @@ std::vector<std::string> attribute_names(hid_t obj);
 // The datatype class of an attribute (H5T_INTEGER, H5T_FLOAT, H5T_STRING, ...).
 H5T_class_t attribute_class(hid_t obj, const std::string& name);
 
-// The extents of a dataset's dataspace.
+// The extents of a dataset's dataspace (an input error where one passes 2^63).
 std::vector<int64_t> dataset_shape(hid_t dataset);
 // A shape, or a hyperslab's start or count, as HDF5's extents.
 std::vector<hsize_t> to_hsize(const std::vector<int64_t>& v);

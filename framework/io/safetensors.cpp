@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "framework/check.h"
+#include "framework/checked_size.h"
 #include "framework/io/whole_file.h"
 #include "framework/json.h"
 #include "framework/parameter.h"
@@ -73,24 +74,25 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         if (text.is_string()) metadata_[key] = text.get<std::string>();
       continue;
     }
-    const std::string what = path + ": tensor " + name;
+    const std::string what = path + ": tensor " + quoted_excerpt(name);
     Entry e;
     e.dtype = json_field<std::string>(value, "dtype", what);
     e.shape = json_field<std::vector<int64_t>>(value, "shape", what);
     const auto offsets = json_field<std::vector<int64_t>>(value, "data_offsets", what);
-    GPT_INPUT_CHECK(dtype_bytes(e.dtype) > 0,
-                    what << " has dtype " << e.dtype << " (F32, F16 and BF16 are read)");
-    GPT_INPUT_CHECK(std::all_of(e.shape.begin(), e.shape.end(), [](int64_t d) { return d >= 0; }),
-                    what << " has a negative dimension");
+    GPT_INPUT_CHECK(dtype_bytes(e.dtype) > 0, what << " has dtype " << quoted_excerpt(e.dtype)
+                                                   << " (F32, F16 and BF16 are read)");
     GPT_INPUT_CHECK(offsets.size() == 2, what << ": data_offsets must be [begin, end]");
     e.begin = offsets[0];
     e.end = offsets[1];
     GPT_INPUT_CHECK(0 <= e.begin && e.begin <= e.end && e.end <= data_bytes,
                     what << ": data_offsets [" << e.begin << ", " << e.end
                          << "] outside the file's " << data_bytes << " data bytes");
-    GPT_INPUT_CHECK(e.end - e.begin == shape_numel(e.shape) * dtype_bytes(e.dtype),
-                    what << ": data_offsets span " << e.end - e.begin << " bytes but its shape and "
-                         << e.dtype << " need " << shape_numel(e.shape) * dtype_bytes(e.dtype));
+    const std::optional<int64_t> bytes = checked_numel(e.shape, dtype_bytes(e.dtype));
+    GPT_INPUT_CHECK(bytes.has_value(),
+                    what << ": its shape has a negative dimension or more than 2^63 bytes");
+    GPT_INPUT_CHECK(e.end - e.begin == *bytes, what << ": data_offsets span " << e.end - e.begin
+                                                    << " bytes but its shape and " << e.dtype
+                                                    << " need " << *bytes);
     ranges.emplace_back(e.begin, e.end);
     tensors_[name] = std::move(e);
   }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <queue>
 #include <sstream>
 
@@ -116,11 +117,12 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& vocab_path, const std::string& m
   std::vector<bool> seen(vocab.size(), false);
   std::string bytes;
   for (const auto& [key, value] : vocab.items()) {
-    GPT_INPUT_CHECK(value.is_number_integer() && value.get<int64_t>() >= 0 &&
-                        value.get<int64_t>() < static_cast<int64_t>(vocab.size()),
-                    "vocabulary " << vocab_path << ": the id of \"" << key << "\" (" << value.dump()
-                                  << ") is not an integer in [0, " << vocab.size() << ")");
-    const auto id = value.get<int32_t>();
+    const std::optional<int32_t> number = json_value<int32_t>(value);
+    GPT_INPUT_CHECK(number && *number >= 0 && *number < static_cast<int64_t>(vocab.size()),
+                    "vocabulary " << vocab_path << ": the id of " << quoted_excerpt(key) << " ("
+                                  << json_found(value) << ") is not an integer in [0, "
+                                  << vocab.size() << ")");
+    const int32_t id = *number;
     GPT_INPUT_CHECK(!seen[static_cast<size_t>(id)],
                     "vocabulary " << vocab_path << ": id " << id << " is used twice");
     seen[static_cast<size_t>(id)] = true;
@@ -129,12 +131,12 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& vocab_path, const std::string& m
       bytes = key;  // decodes as its text, as tiktoken's decode does
     } else {
       GPT_INPUT_CHECK(token_string_to_bytes(key, to_byte, bytes) && !bytes.empty(),
-                      "vocabulary " << vocab_path << ": \"" << key
-                                    << "\" is not a string of GPT-2's byte alphabet");
+                      "vocabulary " << vocab_path << ": " << quoted_excerpt(key)
+                                    << " is not a string of GPT-2's byte alphabet");
     }
     GPT_INPUT_CHECK(byte_token_.emplace(bytes, id).second || id == eot_,
-                    "vocabulary " << vocab_path << ": \"" << key << "\" repeats the bytes of id "
-                                  << byte_token_.at(bytes));
+                    "vocabulary " << vocab_path << ": " << quoted_excerpt(key)
+                                  << " repeats the bytes of id " << byte_token_.at(bytes));
     token_bytes_[static_cast<size_t>(id)] = bytes;
   }
   for (int b = 0; b < 256; ++b)
@@ -151,18 +153,19 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& vocab_path, const std::string& m
     GPT_INPUT_CHECK(space != std::string::npos && space > 0 && space + 1 < line.size() &&
                         line.find(' ', space + 1) == std::string::npos,
                     "merges file " << merges_path << " line " << number
-                                   << ": expected two tokens separated by one space, got \"" << line
-                                   << "\"");
+                                   << ": expected two tokens separated by one space, got "
+                                   << quoted_excerpt(line));
     std::string lb, rb;
     const bool ok = token_string_to_bytes(line.substr(0, space), to_byte, lb) &&
                     token_string_to_bytes(line.substr(space + 1), to_byte, rb);
-    GPT_INPUT_CHECK(ok, "merges file " << merges_path << " line " << number << ": \"" << line
-                                       << "\" is not in GPT-2's byte alphabet");
+    GPT_INPUT_CHECK(ok, "merges file " << merges_path << " line " << number << ": "
+                                       << quoted_excerpt(line)
+                                       << " is not in GPT-2's byte alphabet");
     const auto l = byte_token_.find(lb), r = byte_token_.find(rb), m = byte_token_.find(lb + rb);
     GPT_INPUT_CHECK(l != byte_token_.end() && r != byte_token_.end() && m != byte_token_.end(),
-                    "merges file " << merges_path << " line " << number << ": \"" << line
-                                   << "\" names a token missing from the vocabulary "
-                                   << vocab_path);
+                    "merges file " << merges_path << " line " << number << ": "
+                                   << quoted_excerpt(line)
+                                   << " names a token missing from the vocabulary " << vocab_path);
     const auto rank = static_cast<int32_t>(merge_result_.size());
     // A repeated pair keeps its first (lowest) rank, as a dictionary built in file order would.
     if (merge_rank_.emplace(pair_key(l->second, r->second), rank).second)

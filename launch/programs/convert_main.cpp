@@ -84,9 +84,10 @@ void write_imported(
 
 void from_hf(const ConvertOptions& o) {
   const fs::path dir(o.from_hf);
-  const ModelConfig model =
-      model_from_hf_config(read_json_file(dir / "config.json"), (dir / "config.json").string());
+  const std::string config_path = (dir / "config.json").string();
+  const ModelConfig model = model_from_hf_config(read_json_file(config_path), config_path);
   const SafetensorsFile file((dir / "model.safetensors").string());
+  check_hf_model_size(file, model, config_path);
   // A directory --to-hf wrote names its tokenizer; any other holds OpenAI's GPT-2 vocabulary.
   const std::string tokenizer = file.metadata(kTokenizerKey);
   write_imported(model, dir.string(), o.output, tokenizer.empty() ? "gpt2" : tokenizer,
