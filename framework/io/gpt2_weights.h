@@ -30,8 +30,10 @@ using NamedTensors = std::map<std::string, HostTensor>;
 Json hf_gpt2_config(const ModelConfig& model);
 ModelConfig model_from_hf_config(const Json& config, const std::string& what);
 
-// Throws unless `file` holds at least as many values as `model` (from config_path) has
-// parameters: checked before the model is allocated, so sizes a config.json makes up fail here.
+// Throws when `model` (from config_path) has more than twice as many parameters as `file` holds
+// values: checked before the model is allocated, so sizes a config.json makes up fail here, and
+// the allocation stays within twice what the file justifies. A nearer miss (a tensor missing or
+// misshapen) is left to the tensor-by-tensor check, whose message names the tensor.
 void check_hf_model_size(const SafetensorsFile& file, const ModelConfig& model,
                          const std::string& config_path);
 

@@ -247,8 +247,8 @@ class ConvertTest(h.TempDirTest):
         cases = {
             "missing": (missing, CFG, None, "has no tensor h.1.mlp.c_fc.bias"),
             "misshaped": (misshaped, CFG, None, "tensor h.0.attn.c_attn.weight has shape"),
-            "lying": (good, CFG, lie_about_size, "tensor wpe.weight: data_offsets span"),
-            "out_of_range": (good, CFG, out_of_range, "tensor ln_f.bias: data_offsets"),
+            "lying": (good, CFG, lie_about_size, 'tensor "wpe.weight": data_offsets span'),
+            "out_of_range": (good, CFG, out_of_range, 'tensor "ln_f.bias": data_offsets'),
             "config": (good, dict(CFG, n_embd=48), None, "needs"),
         }
         for name, (weights, config, fix, expected) in cases.items():
