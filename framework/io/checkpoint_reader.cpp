@@ -14,6 +14,7 @@
 #include "framework/checked_size.h"
 #include "framework/io/checkpoint_metadata.h"
 #include "framework/io/crc32.h"
+#include "framework/io/gpt2_weights.h"
 
 namespace gpt {
 namespace {
@@ -188,6 +189,18 @@ CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
   } catch (const Error& e) {
     fail_input("checkpoint " + path + ": " + e.what());
   }
+}
+
+void CheckpointReader::check_holds_model(const ModelConfig& model) const {
+  int64_t stored = 0;  // the shapes were checked against the bytes stored when the file opened
+  for (const auto& [name, shape] : shapes_)
+    if (name.starts_with("/model/")) stored += checked_numel(shape).value_or(0);
+  const std::optional<int64_t> needed = checked_gpt2_floats(model, model.vocab_size);
+  GPT_INPUT_CHECK(needed.has_value() && *needed <= stored,
+                  "checkpoint " << path_ << ": its config describes a model of "
+                                << (needed ? std::to_string(*needed) : std::string("over 2^63"))
+                                << " parameters but its /model datasets hold " << stored
+                                << " values");
 }
 
 OptimizerMeta CheckpointReader::optimizer() const {

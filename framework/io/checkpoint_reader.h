@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/config.h"
 #include "framework/io/checkpoint_format.h"
 #include "framework/io/hdf5_util.h"
 #include "framework/parameter.h"
@@ -35,6 +36,10 @@ class CheckpointReader {
   const std::string& path() const { return path_; }
   const CheckpointMeta& meta() const { return meta_; }
   bool has_optimizer() const { return has_optimizer_; }
+  // Throws unless the /model datasets hold at least as many values as `model` (the file's own
+  // config) has parameters: checked before the model is built, so a config that makes up a
+  // larger model fails here instead of allocating it.
+  void check_holds_model(const ModelConfig& model) const;
   OptimizerMeta optimizer() const;  // throws when the file has no /optimizer
   bool has(const std::string& dataset) const { return shapes_.count(dataset) > 0; }
   std::vector<int64_t> shape(const std::string& dataset) const;  // e.g. "/model/wte"

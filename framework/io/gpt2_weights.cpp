@@ -62,8 +62,18 @@ std::vector<int64_t> layer_shape(const LlmcKind& kind, int64_t C) {
                         : std::vector<int64_t>{kind.rows * C, kind.cols * C};
 }
 
-// The model's float count with wte of `vocab_rows` rows and wpe, from numbers a file declares:
-// none where it passes 2^63, so a damaged header or config fails a size check instead of wrapping.
+// Buffers a Hugging Face GPT-2 may store besides the weights: the causal masks.
+bool is_hf_buffer(const std::string& name) {
+  return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
+}
+
+std::string without_prefix(const std::string& name) {
+  const std::string prefix = "transformer.";
+  return name.starts_with(prefix) ? name.substr(prefix.size()) : name;
+}
+
+}  // namespace
+
 std::optional<int64_t> checked_gpt2_floats(const ModelConfig& m, int64_t vocab_rows) {
   const int64_t C = m.d_model;
   std::optional<int64_t> layer = 0;
@@ -78,18 +88,6 @@ std::optional<int64_t> checked_gpt2_floats(const ModelConfig& m, int64_t vocab_r
     total = total && part ? checked_add(*total, *part) : std::nullopt;
   return total;
 }
-
-// Buffers a Hugging Face GPT-2 may store besides the weights: the causal masks.
-bool is_hf_buffer(const std::string& name) {
-  return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
-}
-
-std::string without_prefix(const std::string& name) {
-  const std::string prefix = "transformer.";
-  return name.starts_with(prefix) ? name.substr(prefix.size()) : name;
-}
-
-}  // namespace
 
 Json hf_gpt2_config(const ModelConfig& m) {
   return {{"architectures", {"GPT2LMHeadModel"}},

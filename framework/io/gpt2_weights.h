@@ -9,7 +9,9 @@
 //    a multiple of 128 (llm.c's train_gpt2.py, write_model).
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +21,10 @@
 #include "framework/json.h"
 
 namespace gpt {
+
+// The model's float count with wte of `vocab_rows` rows and wpe, from numbers a file declares:
+// none where it passes 2^63, so a damaged header or config fails a size check instead of wrapping.
+std::optional<int64_t> checked_gpt2_floats(const ModelConfig& m, int64_t vocab_rows);
 
 // Full logical tensors by this project's names.
 using NamedTensors = std::map<std::string, HostTensor>;

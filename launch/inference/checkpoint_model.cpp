@@ -20,6 +20,7 @@ LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoi
     const std::string what = checkpoint_path + ": config";
     const Json cfg = parse_json_object(reader.meta().config_json, what);
     const ModelConfig model = model_config_from_json(cfg, what);
+    reader.check_holds_model(model);
     options.layout.validate(model, comm_size(world));
     loaded.runtime = std::make_unique<Runtime>(world, model, options);
     load_checkpoint(reader, loaded.runtime->store(), false);

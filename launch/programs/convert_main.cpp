@@ -123,6 +123,7 @@ void from_checkpoint(const ConvertOptions& o) {
   const std::string what = path + ": config";
   const ModelConfig model =
       model_config_from_json(parse_json_object(reader->meta().config_json, what), what);
+  reader->check_holds_model(model);
   const NamedTensors tensors = read_checkpoint_tensors(*reader);
   if (!o.to_llmc.empty()) {
     write_llmc(o.to_llmc, tensors, model);

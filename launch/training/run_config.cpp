@@ -113,6 +113,7 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
   const Json cfg = parse_json_object(checkpoint.meta().config_json, what);
   // Model shape, seed and data set come from the file; a conflicting option is an error.
   const ModelConfig stored = model_config_from_json(cfg, what);
+  checkpoint.check_holds_model(stored);
   auto take_shape = [&](const char* option, const char* key, int64_t value, int64_t& target) {
     GPT_INPUT_CHECK(!o.was_given(option) || target == value,
                     "--" << option << " " << target << " conflicts with the checkpoint " << file

@@ -486,7 +486,8 @@ TEST(Checkpoint, CorruptionTruncationAndIncompleteFilesAreRejected) {
       {"step", rewrite("/", [](hid_t o) { gpt::h5::write_int64_attribute(o, "step", 1 ^ 4); })},
       {"optimizer_step",
        rewrite("/optimizer", [](hid_t o) { gpt::h5::write_int64_attribute(o, "step", 17 ^ 1); })},
-      {"lr", rewrite("/optimizer", [](hid_t o) { gpt::h5::write_double_attribute(o, "lr", 3e-3); })},
+      {"lr",
+       rewrite("/optimizer", [](hid_t o) { gpt::h5::write_double_attribute(o, "lr", 3e-3); })},
       {"config", rewrite("/", [](hid_t o) {
          std::string config = *gpt::h5::read_string_attribute(o, "config");
          const size_t digit = config.find_first_of("0123456789");
@@ -506,6 +507,20 @@ TEST(Checkpoint, CorruptionTruncationAndIncompleteFilesAreRejected) {
     std::ofstream(p, std::ios::trunc) << "not hdf5\n";
   });
   expect_error([&] { gpt::open_checkpoint(text, MPI_COMM_WORLD); }, {text, "not an HDF5 file"});
+}
+
+// A config that describes a larger model than the file stores fails before the model is built.
+TEST(Checkpoint, ConfigMustFitTheStoredModel) {
+  SharedTempDir dir;
+  const std::string path = write_test_checkpoint(dir.path(), 1, false);
+  const std::unique_ptr<gpt::CheckpointReader> reader = gpt::open_checkpoint(path, MPI_COMM_WORLD);
+  const gpt::ModelConfig small{
+      .n_layer = 0, .n_head = 1, .d_model = 1, .seq_len = 1, .vocab_size = 1};
+  EXPECT_NO_THROW(reader->check_holds_model(small));
+  const gpt::ModelConfig huge{
+      .n_layer = 1000000000, .n_head = 16, .d_model = 1024, .seq_len = 1024, .vocab_size = 50257};
+  expect_error([&] { reader->check_holds_model(huge); },
+               {path, "its config describes a model of", "/model datasets hold"});
 }
 
 TEST(Checkpoint, FindLatestSkipsInvalidFilesWithReasons) {
