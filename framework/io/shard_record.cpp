@@ -3,19 +3,35 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <sstream>
 #include <vector>
 
 #include "framework/json.h"
+#include "framework/logging.h"
 
 namespace gpt {
 namespace {
+
+int64_t file_bytes(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  return ec ? -1 : static_cast<int64_t>(bytes);
+}
 
 Json shard_list(const TokenDataset* data) {
   Json list = Json::array();
   if (data != nullptr && data->shards)
     for (const TokenShard& s : data->shards->shards())
-      list.push_back(Json{{"path", s.path}, {"tokens", s.tokens}});
+      list.push_back(Json{{"path", absolute_data_spec(s.path)},
+                          {"tokens", s.tokens},
+                          {"bytes", file_bytes(s.path)}});
   return list;
+}
+
+// A recorded shard's size in bytes; -2 where the checkpoint predates it (never equal to a size).
+int64_t cfg_bytes(const Json& shard, const std::string& what) {
+  return shard.contains("bytes") ? json_field<int64_t>(shard, "bytes", what) : -2;
 }
 
 std::string describe(const std::string& path, int64_t tokens) {
@@ -23,6 +39,16 @@ std::string describe(const std::string& path, int64_t tokens) {
 }
 
 }  // namespace
+
+std::string absolute_data_spec(const std::string& spec) {
+  std::string out;
+  std::istringstream items(spec);
+  for (std::string item; std::getline(items, item, ',');) {
+    if (!out.empty()) out += ",";
+    out += item.empty() ? item : std::filesystem::absolute(item).lexically_normal().string();
+  }
+  return out;
+}
 
 std::string config_with_shards(const std::string& config_json, const TokenDataset& train,
                                const TokenDataset* validation) {
@@ -53,10 +79,18 @@ void check_recorded_shards(const std::string& config_json, const std::string& ch
     if (i >= now.size())
       fail_input(head + "recorded shard " + describe(path, tokens) + " is missing (" +
                  std::to_string(now.size()) + " shards now)");
-    if (path != now[i]["path"].get<std::string>() || tokens != now[i]["tokens"].get<int64_t>())
+    const std::string now_path = now[i]["path"].get<std::string>();
+    const bool same_path = path == now_path || path == train.shards->shards()[i].path;
+    // Moved or copied: the recorded size in bytes (checkpoints that have it) and tokens.
+    const bool same_file = cfg_bytes(recorded[i], what) == now[i]["bytes"].get<int64_t>() &&
+                           now[i]["bytes"].get<int64_t>() >= 0;
+    if ((!same_path && !same_file) || tokens != now[i]["tokens"].get<int64_t>())
       fail_input(head + "shard " + std::to_string(i + 1) + " is now " +
-                 describe(now[i]["path"].get<std::string>(), now[i]["tokens"].get<int64_t>()) +
-                 ", recorded " + describe(path, tokens));
+                 describe(now_path, now[i]["tokens"].get<int64_t>()) + ", recorded " +
+                 describe(path, tokens));
+    if (!same_path)
+      log::info0("data: " + now_path + " stands for the recorded " + path +
+                 " (the same tokens and bytes)");
   }
 }
 

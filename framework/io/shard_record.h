@@ -1,8 +1,10 @@
 // The resolved shard list of a run, kept in its checkpoints' config (key "data_shards": one
-// {"path", "tokens"} object per training shard, in order; "val_data_shards" likewise), and the
-// resume check against it: a glob or directory that later names other files, or a shard that
-// changed length, would silently change which tokens sample j reads, so a resume whose shards
-// differ from the recorded ones is an error naming the first difference.
+// {"path", "tokens", "bytes"} object per training shard, in order, paths absolute;
+// "val_data_shards" likewise), and the resume check against it: a glob or directory that later
+// names other files, or a shard that changed length, would silently change which tokens sample j
+// reads, so a resume whose shards differ from the recorded ones is an error naming the first
+// difference. A shard at another path with the recorded tokens and bytes (the data moved or
+// copied) is the same shard, and the log says so.
 #pragma once
 
 #include <string>
@@ -10,6 +12,10 @@
 #include "framework/io/dataset.h"
 
 namespace gpt {
+
+// A --data value with each comma-separated item made absolute and lexically normal: what a run
+// records, so that a resume from another working directory finds the same files.
+std::string absolute_data_spec(const std::string& spec);
 
 // config_json (a JSON object's text) with data_shards and val_data_shards added (empty lists for
 // the built-in corpus or no validation set).

@@ -5,6 +5,7 @@
 
 #include "framework/check.h"
 #include "framework/io/checkpoint_directory.h"
+#include "framework/io/shard_record.h"
 #include "framework/json.h"
 #include "framework/logging.h"
 
@@ -13,8 +14,8 @@ namespace gpt {
 std::string run_config_json(const TrainOptions& o, const ModelConfig& m) {
   Json j = m;
   j["seed"] = o.seed;
-  j["data"] = o.data;
-  j["val_data"] = o.val_data;
+  j["data"] = absolute_data_spec(o.data);
+  j["val_data"] = absolute_data_spec(o.val_data);
   j["data_order"] = data_order_name(o.data_order);
   j["global_batch_size"] = o.global_batch_size;
   j["micro_batch_size"] = o.layout.micro_batch;
@@ -142,12 +143,22 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
       !o.was_given("seed") || o.seed == seed,
       "--seed " << o.seed << " conflicts with the checkpoint " << file << " (seed " << seed << ")");
   o.seed = seed;
+  // The data: the checkpoint's unless --data names the same files (any path that resolves to
+  // the recorded one), or other files the recorded shards' tokens and bytes then identify.
   const std::string data = json_field<std::string>(cfg, "data", what);
-  GPT_INPUT_CHECK(!o.was_given("data") || o.data == data,
+  const bool same_data = o.data == data || absolute_data_spec(o.data) == data;
+  const bool shards_decide = !data.empty() && !o.data.empty() && cfg.contains("data_shards");
+  GPT_INPUT_CHECK(!o.was_given("data") || same_data || shards_decide,
                   "--data " << o.data << " conflicts with the checkpoint " << file
                             << " (trained on " << (data.empty() ? "the built-in corpus" : data)
                             << ")");
-  o.data = data;
+  if (!o.was_given("data")) {
+    o.data = data;
+    if (!data.empty()) GPT_LOG0("data: " << data << " (the checkpoint's)");
+  }
+  const std::string val_data =
+      cfg.contains("val_data") ? json_field<std::string>(cfg, "val_data", what) : "";
+  if (o.was_given("val-data") && absolute_data_spec(o.val_data) == val_data) o.val_data = val_data;
   const OptimizerKind optimizer = stored_choice(cfg, "optimizer", optimizer_from_name, what);
   GPT_INPUT_CHECK(!o.was_given("optimizer") || o.optimizer == optimizer,
                   "--optimizer " << optimizer_name(o.optimizer) << " conflicts with the checkpoint "

@@ -7,6 +7,7 @@ Run: /usr/bin/python3 test_prepare_data.py --bin BUILD/bin [--mpiexec PATH ...]
 """
 
 import os
+import shutil
 import re
 import sys
 import unittest
@@ -101,6 +102,35 @@ class PrepareDataTest(h.TempDirTest):
                            check=True)
             self.assertIn("step-00000004.h5 (the newest valid one in", result.stdout,
                           result.describe())
+
+
+    def test_resume_from_another_directory(self):
+        """A run started with relative paths resumes from elsewhere (the checkpoint records the
+        absolute paths), takes an equivalent path for --data, and a moved copy of the data by its
+        recorded tokens and bytes; other data is still refused."""
+        prefix, _ = self.check_split(sample_text(), 0.2)
+        work = os.path.dirname(prefix)
+        name = os.path.basename(prefix)
+        ck = self.path("ck")
+        h.train(["--data", name + ".train.h5", "--val-data", name + ".val.h5", "--steps", 1,
+                 "--eval-every", 1, "--checkpoint-dir", ck], cwd=work)
+        elsewhere = self.path("elsewhere")
+        os.makedirs(elsewhere)
+        r = h.train(["--resume", "auto", "--checkpoint-dir", ck, "--steps", 2], cwd=elsewhere)
+        self.assertIn(f"data: {prefix}.train.h5 (the checkpoint's)", r.stdout, r.describe())
+        r = h.train(["--resume", "auto", "--checkpoint-dir", ck, "--steps", 3, "--data",
+                     os.path.relpath(prefix + ".train.h5", elsewhere)],
+                    cwd=elsewhere)
+        moved = os.path.join(elsewhere, "moved.train.h5")
+        shutil.copyfile(prefix + ".train.h5", moved)
+        r = h.train(["--resume", "auto", "--checkpoint-dir", ck, "--steps", 4, "--data", moved],
+                    cwd=elsewhere)
+        self.assertIn(f"data: {moved} stands for the recorded {prefix}.train.h5", r.stdout,
+                      r.describe())
+        r = h.train(["--resume", "auto", "--checkpoint-dir", ck, "--steps", 5, "--data",
+                     prefix + ".val.h5"], cwd=elsewhere, check=False)
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertIn("does not match the shards recorded", r.stderr, r.describe())
 
 
 class FromBinTest(h.TempDirTest):
