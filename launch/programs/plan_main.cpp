@@ -7,11 +7,13 @@
 // a layout that cannot divide the model) is one "error: ..." line and exit code 1.
 #include <iostream>
 
+#include "framework/timer.h"
 #include "launch/programs/plan_options.h"
 #include "launch/programs/program.h"
 #include "parallel/planner/calibration/calibrate.h"
 #include "parallel/planner/calibration/calibrate_turns.h"
 #include "parallel/planner/ranking.h"
+#include "parallel/planner/run_commands.h"
 
 int main(int argc, char** argv) {
   return gpt::run_program(argc, argv, [](int argc, char** argv) {
@@ -40,9 +42,27 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!run || gpt::comm_rank(MPI_COMM_WORLD) != 0) return 0;
-    const auto ranked = gpt::price_layouts(options.model, layouts, cluster);
+    // Searches of more than a few seconds say how far they are, on stderr.
+    const double start = gpt::now_seconds();
+    double last_report = start;
+    const auto ranked =
+        gpt::price_layouts(options.model, layouts, cluster, [&](size_t done, size_t total) {
+          const double now = gpt::now_seconds();
+          if (now - start < 3.0 || (now - last_report < 2.0 && done < total)) return;
+          last_report = now;
+          std::cerr << "plan: priced " << done << " of " << total << " layouts ("
+                    << static_cast<int>(now - start) << " s)" << std::endl;
+        });
+    const auto commands = [&](const gpt::PricedLayout& p) {
+      return gpt::run_commands(p.layout, options.model, options.global_batch_size, cluster);
+    };
     if (options.json) {
-      for (const auto& p : ranked) std::cout << gpt::layout_json(p).dump() << "\n";
+      for (const auto& p : ranked) {
+        gpt::Json j = gpt::layout_json(p);
+        const gpt::RunCommands run_p = commands(p);
+        j["commands"] = {{"mpirun", run_p.mpirun}, {"sbatch", run_p.sbatch}};
+        std::cout << j.dump() << "\n";
+      }
       return 0;
     }
     std::cout << "cluster " << cluster.name << ": " << options.nodes << " x "
@@ -56,6 +76,9 @@ int main(int argc, char** argv) {
     std::cout << "precision " << gpt::regime_name(best) << ": " << gpt::regime_description(best)
               << "\n";
     std::cout << gpt::why_best(ranked, cluster) << "\n";
+    const gpt::RunCommands best_run = commands(ranked.front());
+    std::cout << "run the best (add --data and the run's own options):\n  " << best_run.mpirun
+              << "\n  " << best_run.sbatch << "\n";
     return 0;
   });
 }

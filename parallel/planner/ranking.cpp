@@ -34,9 +34,9 @@ constexpr Term kTerms[] = {{"compute", &StepPrediction::compute_s},
 
 }  // namespace
 
-std::vector<PricedLayout> price_layouts(const ModelConfig& model,
-                                        const std::vector<PlanLayout>& layouts,
-                                        const Cluster& cluster) {
+std::vector<PricedLayout> price_layouts(
+    const ModelConfig& model, const std::vector<PlanLayout>& layouts, const Cluster& cluster,
+    const std::function<void(size_t done, size_t total)>& progress) {
   std::vector<PricedLayout> priced;
   for (const PlanLayout& l : layouts) {
     const Schedule schedule = make_schedule(l.schedule, l.pp, l.microbatches, l.virtual_stages);
@@ -45,6 +45,7 @@ std::vector<PricedLayout> price_layouts(const ModelConfig& model,
                    predict_step(model, l, cluster, schedule)};
     p.fits = static_cast<double>(p.memory.total()) <= cluster.gpu.memory_bytes;
     priced.push_back(p);
+    if (progress) progress(priced.size(), layouts.size());
   }
   std::stable_sort(priced.begin(), priced.end(), [](const PricedLayout& a, const PricedLayout& b) {
     if (a.fits != b.fits) return a.fits;

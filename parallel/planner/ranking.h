@@ -4,6 +4,8 @@
 // runner-up.
 #pragma once
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -21,10 +23,11 @@ struct PricedLayout {
   bool fits = false;
 };
 
-// Prices every layout and sorts them best first.
-std::vector<PricedLayout> price_layouts(const ModelConfig& model,
-                                        const std::vector<PlanLayout>& layouts,
-                                        const Cluster& cluster);
+// Prices every layout and sorts them best first; `progress` (when set) is called after each
+// layout with the count priced and the total.
+std::vector<PricedLayout> price_layouts(
+    const ModelConfig& model, const std::vector<PlanLayout>& layouts, const Cluster& cluster,
+    const std::function<void(size_t done, size_t total)>& progress = {});
 
 // The object `plan --json` prints for one layout.
 Json layout_json(const PricedLayout& p);

@@ -14,6 +14,7 @@ import tempfile
 import unittest
 
 BIN = None
+MPIEXEC = "mpiexec"
 TIMEOUT = 60
 FIELDS = ("tp pp dp schedule virtual_stages micro_batch_size microbatches sequence_parallel "
           "recompute distributed_optimizer precision fits memory_bytes step_time_s "
@@ -49,6 +50,51 @@ class PlanOutputTest(unittest.TestCase):
         # Left out, the schedule and recomputation were enumerated.
         self.assertGreater(len({r["schedule"] for r in rows}), 1)
         self.assertEqual({r["recompute"] for r in rows}, {"none", "selective", "full"})
+
+    def test_best_layout_runs_as_printed(self):
+        """The printed command lines: --json carries them for every layout, and train accepts
+        the best one's options as they are (its memory report, on as many ranks)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            cluster = os.path.join(tmp, "two.ini")
+            with open(cluster, "w") as f:
+                f.write("base = dgx-h100\nname = two\ngpus_per_node = 2\n")
+            args = ["--cluster", cluster, "--nodes", "1", "--model", "tiny",
+                    "--global-batch-size", "8", "--precision", "fp32"]
+            code, out, err = plan(*args, "--json")
+            self.assertEqual(code, 0, err)
+            best = json.loads(out.splitlines()[0])
+            mpirun = best["commands"]["mpirun"]
+            self.assertTrue(mpirun.startswith("mpirun -np 2 --map-by ppr:2:node build/bin/train "))
+            self.assertIn(f"--tp {best['tp']} --pp {best['pp']}", mpirun)
+            self.assertTrue(best["commands"]["sbatch"].startswith(
+                "sbatch --nodes=1 --ntasks-per-node=2 --gpus-per-task=1 "
+                "launch/programs/slurm/train.sbatch "))
+            code, text, err = plan(*args)
+            self.assertIn("run the best (add --data and the run's own options):\n  " + mpirun,
+                          text)
+            options = mpirun.split(" build/bin/train ")[1].split()
+            proc = subprocess.run(
+                [MPIEXEC, "--oversubscribe", "-n", "2", os.path.join(BIN, "train")] + options +
+                ["--memory-report", "--device", "cpu", "--threads", "1"],
+                capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp,
+                env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertIn("predicted memory per rank", proc.stdout)
+
+    def test_planner_md_example_is_the_output(self):
+        """docs/PLANNER.md's example of plan's output is what plan prints."""
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        with open(os.path.join(root, "docs", "PLANNER.md")) as f:
+            text = f.read()
+        block = text.split("\n$ plan ", 1)[1].split("\n```", 1)[0].splitlines()
+        proc = subprocess.run([os.path.join(BIN, "plan")] + block[0].split(), cwd=root,
+                              capture_output=True, text=True, timeout=TIMEOUT,
+                              env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                                       OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.splitlines(), block[1:],
+                         "update docs/PLANNER.md's example to plan's output")
 
     def test_table_names_the_decisive_term(self):
         code, out, err = plan(*SMALL, "--nodes", "1", "--tp", "2", "--pp", "2",
@@ -112,6 +158,8 @@ if __name__ == "__main__":
     import argparse
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--bin", required=True)
+    parser.add_argument("--mpiexec", default="mpiexec")
     args, rest = parser.parse_known_args()
     BIN = os.path.abspath(args.bin)
+    MPIEXEC = args.mpiexec
     unittest.main(argv=[sys.argv[0]] + rest)
