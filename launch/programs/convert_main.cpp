@@ -29,7 +29,45 @@ constexpr const char* kTokenizerKey = "gpt_train.tokenizer";
 
 struct ConvertOptions {
   std::string from_hf, from_llmc, output, checkpoint, to_hf, to_llmc;
+  // GPT-2's tokenizer files, copied into a --to-hf directory for gpt2 checkpoints.
+  std::string vocab = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/encoder.json";
+  std::string merges = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/vocab.bpe";
+  bool force = false;
 };
+
+// GPT-2's end-of-text token, its BOS and EOS in Hugging Face's config.
+constexpr int64_t kGpt2EndOfText = 50256;
+
+// The tokenizer files of a gpt2 checkpoint in the names Hugging Face's GPT2Tokenizer loads
+// (vocab.json, merges.txt, tokenizer_config.json). The byte-level `bytes` tokenizer has no
+// Hugging Face counterpart: nothing is written for it, and the log says so.
+void write_hf_tokenizer(const ConvertOptions& o, const fs::path& dir, const std::string& tokenizer,
+                        const ModelConfig& model) {
+  if (tokenizer != "gpt2") {
+    GPT_LOG0("the checkpoint's tokenizer '"
+             << tokenizer << "' has no Hugging Face tokenizer "
+             << "files; none written (token i of 'bytes' is byte i)");
+    return;
+  }
+  for (const auto& [source, option] : {std::pair{o.vocab, "--vocab"}, {o.merges, "--merges"}}) {
+    std::error_code ec;
+    GPT_INPUT_CHECK(fs::is_regular_file(source, ec),
+                    option << " " << source << ": no such file (GPT-2's tokenizer files: "
+                           << "scripts/fetch_gpt2_tokenizer.sh, or give --vocab and --merges)");
+  }
+  std::error_code ec;
+  fs::copy_file(o.vocab, dir / "vocab.json", fs::copy_options::overwrite_existing, ec);
+  GPT_INPUT_CHECK(!ec, "cannot write " << (dir / "vocab.json").string() << ": " << ec.message());
+  fs::copy_file(o.merges, dir / "merges.txt", fs::copy_options::overwrite_existing, ec);
+  GPT_INPUT_CHECK(!ec, "cannot write " << (dir / "merges.txt").string() << ": " << ec.message());
+  const Json config = {{"tokenizer_class", "GPT2Tokenizer"},
+                       {"bos_token", "<|endoftext|>"},
+                       {"eos_token", "<|endoftext|>"},
+                       {"unk_token", "<|endoftext|>"},
+                       {"model_max_length", model.seq_len}};
+  write_file_atomically((dir / "tokenizer_config.json").string(),
+                        [&](std::ostream& out) { out << config.dump(2) << "\n"; }, false);
+}
 
 Json read_json_file(const fs::path& path) {
   const std::optional<std::string> text = read_whole_file(path.string());
@@ -132,15 +170,27 @@ void from_checkpoint(const ConvertOptions& o) {
   }
   const fs::path dir(o.to_hf);
   std::error_code ec;
+  GPT_INPUT_CHECK(
+      o.force || !fs::exists(dir, ec) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)),
+      "--to-hf " << o.to_hf << " exists and is not an empty directory: choose another "
+                 << "or add --force to write over it");
   fs::create_directories(dir, ec);
   GPT_INPUT_CHECK(fs::is_directory(dir), "--to-hf " << o.to_hf << ": cannot create the directory");
   write_safetensors((dir / "model.safetensors").string(), to_hf_tensors(tensors),
                     {{"format", "pt"}, {kTokenizerKey, reader->meta().tokenizer}});
+  const std::string tokenizer = reader->meta().tokenizer;
+  Json config = hf_gpt2_config(model);
+  if (tokenizer == "gpt2" && kGpt2EndOfText < model.vocab_size) {
+    config["bos_token_id"] = kGpt2EndOfText;
+    config["eos_token_id"] = kGpt2EndOfText;
+  }
   write_file_atomically((dir / "config.json").string(),
-                        [&](std::ostream& out) { out << hf_gpt2_config(model).dump(2) << "\n"; },
-                        false);
-  GPT_LOG0("wrote " << dir.string() << " (config.json, model.safetensors; tokenizer of the "
-                    << "checkpoint: " << reader->meta().tokenizer << ")");
+                        [&](std::ostream& out) { out << config.dump(2) << "\n"; }, false);
+  write_hf_tokenizer(o, dir, tokenizer, model);
+  GPT_LOG0(
+      "wrote " << dir.string() << " (config.json, model.safetensors"
+               << (tokenizer == "gpt2" ? ", vocab.json, merges.txt, tokenizer_config.json" : "")
+               << "; tokenizer of the checkpoint: " << tokenizer << ")");
 }
 
 void check_convert_options(const ConvertOptions& o) {
@@ -171,6 +221,11 @@ int convert_main(int argc, char** argv) {
       "a checkpoint to export: a file, or a checkpoint folder (its newest valid file)");
   add("to-hf", po::value(&o.to_hf)->default_value(""),
       "write the checkpoint's weights as a Hugging Face GPT-2 directory");
+  add("force", po::bool_switch(&o.force), "--to-hf: write into a directory that is not empty");
+  add("vocab", po::value(&o.vocab)->default_value(o.vocab),
+      "--to-hf of a gpt2 checkpoint: GPT-2's encoder.json, copied as vocab.json");
+  add("merges", po::value(&o.merges)->default_value(o.merges),
+      "--to-hf of a gpt2 checkpoint: GPT-2's vocab.bpe, copied as merges.txt");
   add("to-llmc", po::value(&o.to_llmc)->default_value(""),
       "write the checkpoint's weights as llm.c's gpt2_124M.bin (version 3)");
   if (!parse_options(MPI_COMM_WORLD, argc, argv, "convert: GPT-2 weights in and out", desc, nullptr,

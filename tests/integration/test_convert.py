@@ -124,6 +124,14 @@ class ConvertTest(h.TempDirTest):
         with h5py.File(self.path("back.h5"), "r") as f:
             self.assertEqual(f.attrs["tokenizer"], "bytes")  # carried in the metadata
             self.assertEqual(int(f.attrs["complete"]), 1)
+        # The bytes tokenizer has no Hugging Face files; a directory that is not empty is kept
+        # unless --force.
+        self.assertFalse(os.path.exists(self.path("hf", "vocab.json")))
+        self.assertNotIn("eos_token_id", config)
+        r = self.convert(["--checkpoint", original, "--to-hf", self.path("hf")], check=False)
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertIn("exists and is not an empty directory", r.stderr)
+        self.convert(["--checkpoint", original, "--to-hf", self.path("hf"), "--force"])
 
     def test_independent_hf_model_evaluates_alike(self):
         weights = hf_random_weights()
@@ -131,6 +139,18 @@ class ConvertTest(h.TempDirTest):
         self.convert(["--from-hf", self.path("hf"), "--output", self.path("model.h5")])
         with h5py.File(self.path("model.h5"), "r") as f:
             self.assertEqual(f.attrs["tokenizer"], "gpt2")
+        # Exported again, a gpt2 checkpoint carries GPT-2's tokenizer files (stand-ins here).
+        vocab, merges = self.path("encoder.json"), self.path("vocab.bpe")
+        for path, text in ((vocab, '{"!": 0}'), (merges, "#version: 0.2\n")):
+            with open(path, "w") as f:
+                f.write(text)
+        self.convert(["--checkpoint", self.path("model.h5"), "--to-hf", self.path("out"),
+                      "--vocab", vocab, "--merges", merges])
+        for name, text in (("vocab.json", '{"!": 0}'), ("merges.txt", "#version: 0.2\n")):
+            with open(self.path("out", name)) as f:
+                self.assertEqual(f.read(), text, name)
+        with open(self.path("out", "tokenizer_config.json")) as f:
+            self.assertEqual(json.load(f)["eos_token"], "<|endoftext|>")
         T, windows = CFG["n_positions"], 12
         tokens = np.random.default_rng(3).integers(0, CFG["vocab_size"], windows * T + 1)
         data = self.path("data.h5")
