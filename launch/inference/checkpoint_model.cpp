@@ -4,14 +4,17 @@
 #include "framework/agreement.h"
 #include "framework/io/checkpoint_reader.h"
 #include "framework/json.h"
+#include "framework/user_files.h"
 
 namespace gpt {
 
 LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoint_path,
                                      RuntimeOptions options) {
   LoadedModel loaded;
-  agree_on_failure(world,
-                   [&] { GPT_INPUT_CHECK(!checkpoint_path.empty(), "--checkpoint is required"); });
+  agree_on_failure(world, [&] {
+    GPT_INPUT_CHECK(!checkpoint_path.empty(), "--checkpoint is required");
+    require_regular_file(checkpoint_path, "--checkpoint");
+  });
   const std::unique_ptr<CheckpointReader> opened = open_checkpoint(checkpoint_path, world);
   const CheckpointReader& reader = *opened;
   agree_on_failure(world, [&] {

@@ -14,6 +14,7 @@
 #include "framework/logging.h"
 #include "framework/rng.h"
 #include "framework/text/gpt2_tokenizer.h"
+#include "framework/user_files.h"
 #include "launch/inference/checkpoint_model.h"
 #include "launch/inference/next_token.h"
 #include "launch/inference/sampling.h"
@@ -85,6 +86,7 @@ void check_generate_options(const GenerateOptions& o, int world_size) {
 }
 
 std::string read_prompt_file(const std::string& path) {
+  require_regular_file(path, "--prompt-file");
   const std::optional<std::string> text = read_whole_file(path);
   GPT_INPUT_CHECK(text.has_value(), "--prompt-file " << path << ": cannot open the file");
   return *text;
@@ -160,6 +162,8 @@ int generate_main(int argc, char** argv) {
                     "generate knows the tokenizers bytes and gpt2 (the checkpoint "
                         << o.checkpoint << " uses " << model.tokenizer << ")");
     if (model.tokenizer == "gpt2") {
+      require_regular_file(o.vocab, "--vocab");
+      require_regular_file(o.merges, "--merges");
       gpt2 = std::make_unique<Gpt2Tokenizer>(o.vocab, o.merges);
       GPT_INPUT_CHECK(gpt2->vocab_size() <= model.runtime->model().vocab_size,
                       o.vocab << " has " << gpt2->vocab_size() << " tokens, more than the "

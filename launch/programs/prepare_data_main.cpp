@@ -20,6 +20,7 @@
 #include "framework/io/dataset.h"
 #include "framework/logging.h"
 #include "framework/text/gpt2_tokenizer.h"
+#include "framework/user_files.h"
 
 namespace {
 
@@ -62,6 +63,8 @@ Tokenizer make_tokenizer(const Options& o) {
   Tokenizer t;
   t.name = o.tokenizer;
   if (o.tokenizer == "gpt2") {
+    gpt::require_regular_file(o.vocab, "--vocab");
+    gpt::require_regular_file(o.merges, "--merges");
     t.gpt2 = std::make_unique<gpt::Gpt2Tokenizer>(o.vocab, o.merges);
     t.vocab_size = t.gpt2->vocab_size();
     t.eot = t.gpt2->eot();
@@ -88,10 +91,8 @@ uint64_t check_text_input(const Options& o) {
   const fs::path output(o.output);
   GPT_INPUT_CHECK(!output.filename().empty(),
                   "--output " << o.output << " must name a file prefix, not a directory");
+  gpt::require_regular_file(o.input, "--input");
   std::error_code ec;
-  GPT_INPUT_CHECK(fs::exists(o.input, ec), "--input " << o.input << ": no such file");
-  GPT_INPUT_CHECK(fs::is_regular_file(o.input, ec),
-                  "--input " << o.input << ": not a regular file");
   const uint64_t n = fs::file_size(o.input, ec);
   GPT_INPUT_CHECK(!ec, "--input " << o.input << ": " << ec.message());
   GPT_INPUT_CHECK(n > 0, "--input " << o.input << " is empty");
@@ -225,6 +226,7 @@ void import_bins(const Options& o, bool tokenizer_given) {
   int64_t total = 0;
   for (const std::string& input : o.from_bin) {
     const std::string output = (fs::path(o.output) / fs::path(input).stem()).string() + ".h5";
+    gpt::require_regular_file(input, "--from-bin");
     const gpt::BinImport r = gpt::import_bin_tokens(input, output, vocab, tokenizer, eot);
     std::printf("prepare-data: %s (%s) -> %lld tokens in %s\n", input.c_str(),
                 r.llmc_header ? "llm.c shard" : "headerless uint16",
