@@ -162,8 +162,6 @@ int generate_main(int argc, char** argv) {
                     "generate knows the tokenizers bytes and gpt2 (the checkpoint "
                         << o.checkpoint << " uses " << model.tokenizer << ")");
     if (model.tokenizer == "gpt2") {
-      require_regular_file(o.vocab, "--vocab");
-      require_regular_file(o.merges, "--merges");
       gpt2 = std::make_unique<Gpt2Tokenizer>(o.vocab, o.merges);
       GPT_INPUT_CHECK(gpt2->vocab_size() <= model.runtime->model().vocab_size,
                       o.vocab << " has " << gpt2->vocab_size() << " tokens, more than the "

@@ -63,8 +63,6 @@ Tokenizer make_tokenizer(const Options& o) {
   Tokenizer t;
   t.name = o.tokenizer;
   if (o.tokenizer == "gpt2") {
-    gpt::require_regular_file(o.vocab, "--vocab");
-    gpt::require_regular_file(o.merges, "--merges");
     t.gpt2 = std::make_unique<gpt::Gpt2Tokenizer>(o.vocab, o.merges);
     t.vocab_size = t.gpt2->vocab_size();
     t.eot = t.gpt2->eot();
@@ -226,7 +224,6 @@ void import_bins(const Options& o, bool tokenizer_given) {
   int64_t total = 0;
   for (const std::string& input : o.from_bin) {
     const std::string output = (fs::path(o.output) / fs::path(input).stem()).string() + ".h5";
-    gpt::require_regular_file(input, "--from-bin");
     const gpt::BinImport r = gpt::import_bin_tokens(input, output, vocab, tokenizer, eot);
     std::printf("prepare-data: %s (%s) -> %lld tokens in %s\n", input.c_str(),
                 r.llmc_header ? "llm.c shard" : "headerless uint16",
