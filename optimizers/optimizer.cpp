@@ -72,19 +72,42 @@ const char* optimizer_name(OptimizerKind kind) {
   return kind == OptimizerKind::kSgd ? "sgd" : "adamw";
 }
 
+namespace {
+
+// The range of one hyper-parameter: (low or [low, high] or high), as docs/USAGE.md lists them.
+struct HyperparameterRange {
+  const char* key;
+  double low;
+  bool low_open;
+  double high;
+  bool high_open;
+};
+
+// Wide enough for every published GPT recipe, narrow enough that one step cannot take finite
+// weights to infinity (an lr of 1e308 would).
+constexpr HyperparameterRange kHyperparameterRanges[] = {
+    {"lr", 0, true, 10, false},          {"min_lr", 0, false, 10, false},
+    {"eps", 0, true, 1, false},          {"weight_decay", 0, false, 1, false},
+    {"grad_clip", 0, false, 1e6, false}, {"beta1", 0, false, 1, true},
+    {"beta2", 0, false, 1, true},        {"momentum", 0, false, 1, true}};
+
+}  // namespace
+
 void check_hyperparameter(const std::string& key, double value) {
   std::string option = "--" + key;
   std::replace(option.begin(), option.end(), '_', '-');
   GPT_INPUT_CHECK(std::isfinite(value), option << " must be a finite number (got " << value << ")");
-  if (key == "lr" || key == "eps") {
-    GPT_INPUT_CHECK(value > 0, option << " must be positive (got " << value << ")");
-  } else if (key == "min_lr" || key == "weight_decay" || key == "grad_clip") {
-    GPT_INPUT_CHECK(value >= 0, option << " must be at least 0 (got " << value << ")");
-  } else if (key == "beta1" || key == "beta2" || key == "momentum") {
-    GPT_INPUT_CHECK(value >= 0 && value < 1, option << " must be in [0, 1) (got " << value << ")");
-  } else {
-    GPT_CHECK(false, "no rule for the hyper-parameter '" << key << "'");
-  }
+  const auto* range =
+      std::find_if(std::begin(kHyperparameterRanges), std::end(kHyperparameterRanges),
+                   [&](const HyperparameterRange& r) { return key == r.key; });
+  GPT_CHECK(range != std::end(kHyperparameterRanges),
+            "no rule for the hyper-parameter '" << key << "'");
+  const bool above_low = range->low_open ? value > range->low : value >= range->low;
+  const bool below_high = range->high_open ? value < range->high : value <= range->high;
+  GPT_INPUT_CHECK(above_low && below_high, option << " must be in " << (range->low_open ? "(" : "[")
+                                                  << range->low << ", " << range->high
+                                                  << (range->high_open ? ")" : "]") << " (got "
+                                                  << value << ")");
 }
 
 }  // namespace gpt

@@ -23,10 +23,11 @@ inline constexpr OptimizerKind kOptimizerKinds[] = {OptimizerKind::kAdamW, Optim
 const char* optimizer_name(OptimizerKind kind);  // "adamw", "sgd": options, checkpoints, logs
 
 // The one rule of each hyper-parameter, by its checkpoint key ("lr", "min_lr", "beta1", "beta2",
-// "eps", "weight_decay", "momentum", "grad_clip"): every value finite; lr and eps > 0; min_lr,
-// weight_decay and grad_clip >= 0; beta1, beta2 and momentum in [0, 1). The options, the
-// learning-rate schedule and the optimizers' set_hyperparameter (construction, checkpoints,
-// overrides on resume) all check through it. Throws a one-line gpt::Error naming the option.
+// "eps", "weight_decay", "momentum", "grad_clip"): every value finite; lr in (0, 10], min_lr in
+// [0, 10], eps in (0, 1], weight_decay in [0, 1], grad_clip in [0, 1e6] (0 = off); beta1, beta2
+// and momentum in [0, 1). The options, the learning-rate schedule and the optimizers'
+// set_hyperparameter (construction, checkpoints, overrides on resume) all check through it.
+// Throws a one-line gpt::Error naming the option.
 void check_hyperparameter(const std::string& key, double value);
 
 // The store's parameters as runs of one weight decay flag (ParameterRun, framework/backend.h).

@@ -42,11 +42,20 @@ std::string joined(const std::vector<int64_t>& counts) {
 
 }  // namespace
 
+void validate_global_batch_size(int64_t global_batch_size) {
+  GPT_INPUT_CHECK(global_batch_size >= 1 && global_batch_size <= kMaxGlobalBatchSize,
+                  "--global-batch-size must be in [1, " << kMaxGlobalBatchSize << "] (got "
+                                                        << global_batch_size << ")");
+}
+
 int Layout::step_microbatches(int64_t global_batch_size, int world) const {
-  const int d = data_parallel(world);
-  GPT_INPUT_CHECK(global_batch_size % (d * micro_batch) == 0,
-                  "--global-batch-size " << global_batch_size << " is not a multiple of dp " << d
-                                         << " x --micro-batch-size " << micro_batch);
+  validate_global_batch_size(global_batch_size);
+  const int64_t d = data_parallel(world);
+  // micro_batch <= G / d first: d x micro_batch cannot then overflow.
+  GPT_INPUT_CHECK(
+      d >= 1 && micro_batch <= global_batch_size / d && global_batch_size % (d * micro_batch) == 0,
+      "--global-batch-size " << global_batch_size << " is not a multiple of dp " << d
+                             << " x --micro-batch-size " << micro_batch);
   return static_cast<int>(global_batch_size / (d * micro_batch));
 }
 
@@ -82,10 +91,11 @@ void Layout::validate_grid(int world, const std::string& units, const std::strin
 }
 
 void Layout::validate_world(int world, const std::string& units, const std::string& job) const {
-  GPT_INPUT_CHECK(world % (tp * pp) == 0, "--tp " << tp << " x --pp " << pp
-                                                  << " does not divide the " << world << " "
-                                                  << units << " " << job);
-  const int derived = world / (tp * pp);
+  const int64_t model_ranks = int64_t{tp} * pp;  // in 64 bits: two large sizes wrap an int to 0
+  GPT_INPUT_CHECK(world % model_ranks == 0, "--tp " << tp << " x --pp " << pp
+                                                    << " does not divide the " << world << " "
+                                                    << units << " " << job);
+  const auto derived = static_cast<int>(world / model_ranks);
   GPT_INPUT_CHECK(dp == 0 || dp == derived, "--dp " << dp << " disagrees with " << world << " "
                                                     << units << " / (--tp " << tp << " x --pp "
                                                     << pp << ") = " << derived);

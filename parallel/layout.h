@@ -29,6 +29,13 @@ const char* regime_name(PrecisionRegime p);  // "fp32", "bf16", "megatron-mixed"
 // One line saying what the regime keeps in which precision, for plan's output.
 const char* regime_description(PrecisionRegime p);
 
+// The most sequences one optimizer step may take (--global-batch-size, train's and plan's): far
+// above any published run (a few thousand sequences), and small enough that a step's microbatch
+// count is an int and dp x micro-batch cannot overflow before it is compared with it.
+inline constexpr int64_t kMaxGlobalBatchSize = int64_t{1} << 20;
+// A one-line input error naming --global-batch-size unless it is in [1, kMaxGlobalBatchSize].
+void validate_global_batch_size(int64_t global_batch_size);
+
 struct Layout {
   int tp = 1, pp = 1;
   int dp = 0;  // 0: world / (tp * pp)
@@ -44,11 +51,15 @@ struct Layout {
   std::optional<PrecisionRegime> precision;  // nullopt: auto, bf16 on cuda and fp32 on the CPU
 
   // The data-parallel size on `world` ranks: dp when given, else world / (tp * pp). The one
-  // place that division is made.
-  int data_parallel(int world) const { return dp > 0 ? dp : world / (tp * pp); }
+  // place that division is made; the product is taken in 64 bits (two large sizes would wrap an
+  // int to 0). Call after validate_sizes().
+  int data_parallel(int world) const {
+    return dp > 0 ? dp : static_cast<int>(world / (int64_t{tp} * pp));
+  }
   GridShape grid(int world) const { return {tp, data_parallel(world), pp}; }
   // Microbatches of one optimizer step on each dp rank; a one-line input error naming
-  // --global-batch-size when it does not divide into dp x micro-batch.
+  // --global-batch-size when it is not in [1, kMaxGlobalBatchSize] or does not divide into
+  // dp x micro-batch.
   int step_microbatches(int64_t global_batch_size, int world) const;
   // Blocks of each model chunk with an even split, and of the smallest stage's chunk in general.
   int64_t layers_per_chunk(const ModelConfig& model) const;

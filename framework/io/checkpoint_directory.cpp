@@ -16,6 +16,7 @@
 #include "framework/check.h"
 #include "framework/io/checkpoint_reader.h"
 #include "framework/logging.h"
+#include "framework/user_files.h"
 
 namespace gpt {
 namespace {
@@ -114,7 +115,12 @@ std::string find_latest_checkpoint(const std::string& dir, std::vector<std::stri
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return "";
   std::vector<fs::path> candidates;
-  std::ifstream latest(fs::path(dir) / "latest");
+  // Only a regular `latest` is read: a FIFO there would block the run at start-up.
+  const std::string latest_path = (fs::path(dir) / "latest").string();
+  if (fs::exists(latest_path, ec) && !is_regular_file(latest_path) && skipped != nullptr)
+    skipped->push_back(latest_path + ": is not a regular file");
+  std::ifstream latest;
+  if (is_regular_file(latest_path)) latest.open(latest_path);
   std::string name;
   if (latest && std::getline(latest, name)) {
     while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
@@ -133,6 +139,7 @@ std::string find_latest_checkpoint(const std::string& dir, std::vector<std::stri
   std::vector<std::string> reasons;
   for (const fs::path& path : candidates) {
     try {
+      require_regular_file(path.string(), "checkpoint");  // `latest` may name anything
       open_checkpoint(path.string(), comm);
       return path.string();
     } catch (const Error& e) {

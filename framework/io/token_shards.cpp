@@ -12,6 +12,7 @@
 
 #include "framework/check.h"
 #include "framework/io/hdf5_util.h"
+#include "framework/user_files.h"
 
 namespace gpt {
 
@@ -64,20 +65,34 @@ void read_range(hid_t tokens, int64_t start, int64_t count, int32_t* out) {
                        reinterpret_cast<uint32_t*>(out)));
 }
 
-// /tokens without a chunk cache (see the header).
+// /tokens without a chunk cache (see the header), its data in the file itself: external storage
+// or a virtual dataset would have HDF5 open other files the user never named (a FIFO among them
+// blocks the read forever).
 h5::Handle open_tokens(hid_t file) {
   h5::Handle access(GPT_H5_CHECK(H5Pcreate(H5P_DATASET_ACCESS)));
   GPT_H5_CHECK(H5Pset_chunk_cache(access.id(), 0, 0, 1.0));
   h5::Handle tokens(H5Dopen2(file, "/tokens", access.id()));
   GPT_INPUT_CHECK(tokens.valid(), "/tokens cannot be opened (" << h5::last_error_message() << ")");
+  h5::Handle creation(GPT_H5_CHECK(H5Dget_create_plist(tokens.id())));
+  GPT_INPUT_CHECK(GPT_H5_CHECK(H5Pget_external_count(creation.id())) == 0,
+                  "/tokens keeps its data in external files; only data stored in the file is read");
+  GPT_INPUT_CHECK(GPT_H5_CHECK(H5Pget_layout(creation.id())) != H5D_VIRTUAL,
+                  "/tokens is a virtual dataset; only data stored in the file is read");
   return tokens;
+}
+
+// Tokens read from a shard at its position `start` onwards, each below its vocab_size; the
+// message leaves out the file, which the caller prefixes.
+void check_tokens(int64_t vocab_size, int64_t start, int64_t count, const int32_t* tokens) {
+  const auto* raw = reinterpret_cast<const uint32_t*>(tokens);
+  const auto limit = static_cast<uint64_t>(vocab_size);
+  for (int64_t i = 0; i < count; ++i)
+    GPT_INPUT_CHECK(raw[i] < limit, "token " << raw[i] << " at position " << start + i
+                                             << " is not below vocab_size " << vocab_size);
 }
 
 // Opens one shard and checks it; messages leave out the file, which the caller prefixes.
 TokenShard open_shard(const std::string& path, h5::Handle& file, h5::Handle& tokens) {
-  std::error_code ec;
-  GPT_INPUT_CHECK(fs::exists(path, ec), "no such file");
-  GPT_INPUT_CHECK(!fs::is_directory(path, ec), "is a directory, not a data file");
   htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   GPT_INPUT_CHECK(is_hdf5 > 0, "not an HDF5 file (or not readable)");
   file = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
@@ -128,11 +143,7 @@ TokenShard open_shard(const std::string& path, h5::Handle& file, h5::Handle& tok
   for (int64_t start = 0; start < shard.tokens; start += kScanTokens) {
     const int64_t n = std::min(kScanTokens, shard.tokens - start);
     read_range(tokens.id(), start, n, piece.data());
-    const auto* raw = reinterpret_cast<const uint32_t*>(piece.data());
-    for (int64_t i = 0; i < n; ++i)
-      GPT_INPUT_CHECK(raw[i] < static_cast<uint64_t>(shard.vocab_size),
-                      "token " << raw[i] << " at position " << start + i
-                               << " is not below vocab_size " << shard.vocab_size);
+    check_tokens(shard.vocab_size, start, n, piece.data());
   }
   return shard;
 }
@@ -164,6 +175,7 @@ ShardReader::ShardReader(const std::vector<std::string>& paths) {
   h5::silence_errors();
   GPT_CHECK(!paths.empty(), "ShardReader with no files");
   for (const std::string& path : paths) {
+    require_regular_file(path, "data set");  // before HDF5 opens it: a FIFO would block
     auto open = std::make_unique<Open>();
     try {
       shards_.push_back(open_shard(path, open->file, open->tokens));
@@ -205,6 +217,7 @@ const ShardReader::Open& ShardReader::handles(size_t i) const {
   const TokenShard& shard = shards_[i];
   auto open = std::make_unique<Open>();
   try {
+    GPT_INPUT_CHECK(is_regular_file(shard.path), "is no longer a regular file");
     open->file = h5::Handle(H5Fopen(shard.path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
     GPT_INPUT_CHECK(open->file.valid(),
                     "cannot be opened again (" << h5::last_error_message() << ")");
@@ -237,6 +250,14 @@ void ShardReader::read(int64_t start, int64_t count, int32_t* out) const {
     } catch (const Error& e) {
       fail_input(GPT_MSG("data set " << shards_[i].path << ": cannot read tokens [" << local << ", "
                                      << local + n << ") (" << h5::last_error_message() << ")"));
+    }
+    // Every read is checked as well (cheap beside the model's work): a max_token attribute that
+    // lies, or a file changed since it was opened, fails here rather than indexing past the
+    // embedding table.
+    try {
+      check_tokens(shards_[i].vocab_size, local, n, out);
+    } catch (const Error& e) {
+      fail_input("data set " + shards_[i].path + ": " + e.what());
     }
     ++reads_;
     tokens_read_ += n;

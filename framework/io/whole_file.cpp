@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "framework/check.h"
+#include "framework/user_files.h"
 
 namespace gpt {
 
@@ -33,6 +34,7 @@ void write_file_atomically(const std::string& path, const std::function<void(std
 }
 
 std::optional<std::string> read_whole_file(const std::string& path) {
+  if (!is_regular_file(path)) return std::nullopt;  // a FIFO would block the read
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::stringstream text;

@@ -5,6 +5,7 @@
 #include "framework/io/checkpoint_directory.h"
 #include "framework/io/checkpoint_reader.h"
 #include "framework/json.h"
+#include "framework/user_files.h"
 
 namespace gpt {
 
@@ -14,6 +15,7 @@ LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoi
   agree_on_failure(
       world, [&] { GPT_INPUT_CHECK(!checkpoint_argument.empty(), "--checkpoint is required"); });
   const std::string checkpoint_path = resolve_checkpoint_argument(checkpoint_argument, world);
+  agree_on_failure(world, [&] { require_regular_file(checkpoint_path, "--checkpoint"); });
   const std::unique_ptr<CheckpointReader> opened = open_checkpoint(checkpoint_path, world);
   const CheckpointReader& reader = *opened;
   agree_on_failure(world, [&] {

@@ -14,6 +14,7 @@
 #include "framework/io/gpt2_weights.h"
 #include "framework/io/whole_file.h"
 #include "framework/logging.h"
+#include "framework/user_files.h"
 #include "launch/programs/program.h"
 #include "launch/runtime/runtime.h"
 #include "launch/training/run_config.h"
@@ -70,6 +71,7 @@ void write_hf_tokenizer(const ConvertOptions& o, const fs::path& dir, const std:
 }
 
 Json read_json_file(const fs::path& path) {
+  require_regular_file(path.string(), "--from-hf");
   const std::optional<std::string> text = read_whole_file(path.string());
   GPT_INPUT_CHECK(text.has_value(), path.string() << ": cannot open the file");
   return parse_json_object(*text, path.string());
@@ -123,7 +125,8 @@ void write_imported(
 void from_hf(const ConvertOptions& o) {
   const fs::path dir(o.from_hf);
   const std::string config_path = (dir / "config.json").string();
-  const ModelConfig model = model_from_hf_config(read_json_file(config_path), config_path);
+  const ModelConfig model = model_from_hf_config(read_json_file(dir / "config.json"), config_path);
+  require_regular_file((dir / "model.safetensors").string(), "--from-hf");
   const SafetensorsFile file((dir / "model.safetensors").string());
   check_hf_model_size(file, model, config_path);
   // A directory --to-hf wrote names its tokenizer; any other holds OpenAI's GPT-2 vocabulary.
@@ -134,6 +137,7 @@ void from_hf(const ConvertOptions& o) {
 
 // llm.c's files hold GPT-2's vocabulary (its tokenizer is OpenAI's).
 void from_llmc(const ConvertOptions& o) {
+  require_regular_file(o.from_llmc, "--from-llmc");
   LlmcWeights w = read_llmc(o.from_llmc);
   write_imported(w.model, o.from_llmc, o.output, "gpt2",
                  [&](const auto&) { return std::move(w.tensors); });
@@ -157,6 +161,7 @@ NamedTensors read_checkpoint_tensors(const CheckpointReader& reader) {
 
 void from_checkpoint(const ConvertOptions& o) {
   const std::string path = resolve_checkpoint_argument(o.checkpoint, MPI_COMM_WORLD);
+  require_regular_file(path, "--checkpoint");
   const std::unique_ptr<CheckpointReader> reader = open_checkpoint(path, MPI_COMM_WORLD);
   const std::string what = path + ": config";
   const ModelConfig model =

@@ -14,6 +14,7 @@
 #include "framework/logging.h"
 #include "framework/rng.h"
 #include "framework/text/gpt2_tokenizer.h"
+#include "framework/user_files.h"
 #include "launch/inference/checkpoint_model.h"
 #include "launch/inference/next_token.h"
 #include "launch/inference/sampling.h"
@@ -86,6 +87,7 @@ void check_generate_options(const GenerateOptions& o, int world_size) {
 }
 
 std::string read_prompt_file(const std::string& path) {
+  require_regular_file(path, "--prompt-file");
   const std::optional<std::string> text = read_whole_file(path);
   GPT_INPUT_CHECK(text.has_value(), "--prompt-file " << path << ": cannot open the file");
   return *text;

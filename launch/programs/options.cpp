@@ -158,8 +158,7 @@ void check_train_options(const TrainOptions& o) {
                   "train runs fp32 or bf16");
   GPT_INPUT_CHECK(o.dp_bucket_elements >= 1, "--dp-bucket-size must be at least 1");
   GPT_INPUT_CHECK(o.ranks_per_node >= 0, "--ranks-per-node must be at least 0");
-  GPT_INPUT_CHECK(o.global_batch_size >= 1,
-                  "--global-batch-size must be at least 1 (got " << o.global_batch_size << ")");
+  validate_global_batch_size(o.global_batch_size);
   GPT_INPUT_CHECK(o.eval_every >= 0, "--eval-every must be at least 0");
   GPT_INPUT_CHECK(o.eval_windows >= 1, "--eval-windows must be at least 1");
   GPT_INPUT_CHECK(!(o.val_data.empty() == false && o.data.empty()),
@@ -275,7 +274,9 @@ std::vector<int64_t> parse_layers_per_stage(const std::string& text) {
   while (start <= text.size()) {
     const size_t comma = std::min(text.find(',', start), text.size());
     const std::string item = text.substr(start, comma - start);
-    GPT_INPUT_CHECK(!item.empty() && item.find_first_not_of("0123456789") == std::string::npos,
+    // At most 9 digits: stoll cannot overflow, and no model has a billion layers.
+    GPT_INPUT_CHECK(!item.empty() && item.size() <= 9 &&
+                        item.find_first_not_of("0123456789") == std::string::npos,
                     "--layers-per-stage " << text << ": '" << item << "' is not a layer count");
     counts.push_back(std::stoll(item));
     start = comma + 1;

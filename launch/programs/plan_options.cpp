@@ -71,8 +71,9 @@ po::options_description plan_options_description(PlanOptions& o) {
 void finish_plan_options(PlanOptions& o) {
   apply_model_preset(o.model_preset, o.given, o.model);
   o.model.validate();
-  GPT_INPUT_CHECK(o.global_batch_size >= 1, "--global-batch-size must be at least 1");
-  GPT_INPUT_CHECK(o.nodes >= 1, "--nodes must be at least 1 (got " << o.nodes << ")");
+  validate_global_batch_size(o.global_batch_size);
+  GPT_INPUT_CHECK(o.nodes >= 1 && o.nodes <= kMaxNodes,
+                  "--nodes must be in [1, " << kMaxNodes << "] (got " << o.nodes << ")");
   GPT_INPUT_CHECK(!o.was_given("ranks") || o.ranks >= 1,
                   "--ranks must be at least 1 (got " << o.ranks << ")");
   GPT_INPUT_CHECK(o.calibrate_seconds > 0, "--calibrate-seconds must be above 0");

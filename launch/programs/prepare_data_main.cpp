@@ -20,6 +20,7 @@
 #include "framework/io/dataset.h"
 #include "framework/logging.h"
 #include "framework/text/gpt2_tokenizer.h"
+#include "framework/user_files.h"
 
 namespace {
 
@@ -88,10 +89,8 @@ uint64_t check_text_input(const Options& o) {
   const fs::path output(o.output);
   GPT_INPUT_CHECK(!output.filename().empty(),
                   "--output " << o.output << " must name a file prefix, not a directory");
+  gpt::require_regular_file(o.input, "--input");
   std::error_code ec;
-  GPT_INPUT_CHECK(fs::exists(o.input, ec), "--input " << o.input << ": no such file");
-  GPT_INPUT_CHECK(fs::is_regular_file(o.input, ec),
-                  "--input " << o.input << ": not a regular file");
   const uint64_t n = fs::file_size(o.input, ec);
   GPT_INPUT_CHECK(!ec, "--input " << o.input << ": " << ec.message());
   GPT_INPUT_CHECK(n > 0, "--input " << o.input << " is empty");

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "framework/logging.h"
+#include "framework/user_files.h"
 
 namespace gpt {
 namespace {
@@ -36,6 +37,7 @@ bool parse_command_line(int argc, char** argv, const po::options_description& de
     if (vm.count("help")) return false;
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
+      require_regular_file(path, "--config");
       std::ifstream in(path);
       GPT_INPUT_CHECK(in.good(), "--config " << path << ": cannot open the file");
       try {

@@ -15,6 +15,7 @@
 #include "framework/io/whole_file.h"
 #include "framework/json.h"
 #include "framework/logging.h"
+#include "framework/user_files.h"
 
 namespace gpt {
 
@@ -76,6 +77,7 @@ int64_t drop_lines_after(const std::string& path, int64_t start_step) {
 MetricsWriter::MetricsWriter(const std::string& path, bool is_writer, int64_t start_step)
     : path_(path) {
   if (!is_writer || path.empty()) return;
+  require_writable_file(path, "--metrics");
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) prepare_output_directory(parent.string(), "--metrics");
   const int64_t dropped = drop_lines_after(path, start_step);

@@ -8,6 +8,7 @@
 #include "framework/io/shard_record.h"
 #include "framework/json.h"
 #include "framework/logging.h"
+#include "framework/user_files.h"
 
 namespace gpt {
 
@@ -169,8 +170,15 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
 }
 
 std::string checkpoint_to_load(const TrainOptions& o, MPI_Comm comm) {
-  if (!o.init_from.empty()) return o.init_from;
-  if (o.resume != "auto") return o.resume;
+  // A FIFO or a device would block the checkpoint's open: only regular files are read.
+  if (!o.init_from.empty()) {
+    require_regular_file(o.init_from, "--init-from");
+    return o.init_from;
+  }
+  if (o.resume != "auto") {
+    require_regular_file(o.resume, "--resume");
+    return o.resume;
+  }
   std::vector<std::string> skipped;
   const std::string path = find_latest_checkpoint(o.checkpoint_dir, &skipped, comm);
   for (const std::string& why : skipped) GPT_WARN0("skipping checkpoint: " << why);

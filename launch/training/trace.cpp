@@ -13,6 +13,7 @@
 #include "framework/check.h"
 #include "framework/json.h"
 #include "framework/timer.h"
+#include "framework/user_files.h"
 
 namespace gpt {
 namespace {
@@ -52,8 +53,7 @@ void check_trace_path(const std::string& path) {
   if (path.empty()) return;
   std::error_code error;
   const bool existed = std::filesystem::exists(path, error);
-  GPT_INPUT_CHECK(!std::filesystem::is_directory(path, error),
-                  "--trace " << path << ": is a directory, not a file");
+  require_writable_file(path, "--trace");
   std::FILE* f = std::fopen(path.c_str(), "a");
   GPT_INPUT_CHECK(f != nullptr, "--trace " << path << ": cannot open the file for writing");
   std::fclose(f);

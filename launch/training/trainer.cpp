@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/agreement.h"
 #include "framework/check.h"
 #include "framework/io/checkpoint_writer.h"
 #include "framework/json.h"
@@ -118,18 +119,24 @@ double Trainer::forward_backward(const StepBatch& batch, StepStats& stats) {
   return loss_sum;
 }
 
-// Clipping and the optimizer step, or no update where the gradient norm is not finite.
+// Clipping and the optimizer step, or no update where the loss or the gradient norm is not finite
+// (both are the same on every rank, so every rank skips, or stops, alike).
 void Trainer::apply_update(StepStats& stats) {
   ParameterStore& store = rt_.store();
   stats.grad_norm = global_grad_norm(store, rt_.grid());
   stats.lr = lr_schedule_.at(stats.step);
-  if (!std::isfinite(stats.grad_norm)) {
+  last_step_finite_ = std::isfinite(stats.grad_norm) && std::isfinite(stats.loss);
+  if (!last_step_finite_) {
     stats.skipped = true;
     ++consecutive_skips_;
-    GPT_WARN0("step " << stats.step << ": gradient norm is " << stats.grad_norm
-                      << "; update skipped (" << consecutive_skips_ << " in a row)");
-    GPT_CHECK(consecutive_skips_ < kMaxConsecutiveSkips,
-              kMaxConsecutiveSkips << " steps in a row had a non-finite gradient norm; stopping");
+    GPT_WARN0("step " << stats.step << ": loss " << stats.loss << ", gradient norm "
+                      << stats.grad_norm << "; update skipped (" << consecutive_skips_
+                      << " in a row)");
+    if (consecutive_skips_ >= kMaxConsecutiveSkips)
+      throw AgreedError(GPT_MSG("training diverged: the loss or gradient norm was not finite in "
+                                << consecutive_skips_ << " steps in a row (to step " << stats.step
+                                << "); no checkpoint written (lower --lr, or resume from an "
+                                   "earlier checkpoint)"));
     return;
   }
   consecutive_skips_ = 0;
@@ -152,7 +159,11 @@ StepStats Trainer::train_step() {
   const double start = now_seconds();
 
   rt_.store().zero_grads();
-  const double loss_sum = forward_backward(read_step_batch(), stats);
+  // A bad token fails on the ranks that read it: every rank learns of it here, not in a later
+  // collective the failed rank never joins.
+  StepBatch batch;
+  agree_on_failure(grid.world().mpi_comm(), [&] { batch = read_step_batch(); });
+  const double loss_sum = forward_backward(batch, stats);
   stats.loss = grid.sum_tp_replicated(loss_sum) / static_cast<double>(tokens);
   apply_update(stats);
   rt_.backend().synchronize();
@@ -234,6 +245,19 @@ void Trainer::run_validation() {
 
 std::string Trainer::save_checkpoint() {
   ProcessGrid& grid = rt_.grid();
+  // A reduction over each of this rank's weights (not the padding between them) and one
+  // collective: cheap beside the write.
+  ParameterStore& store = rt_.store();
+  double sum_squares = 0.0;
+  for (const Parameter& p : store.params())
+    sum_squares += rt_.backend().sum_squares(p.value, p.local_numel);
+  double diverged = last_step_finite_ && std::isfinite(sum_squares) ? 0.0 : 1.0;
+  grid.world().all_reduce(&diverged, 1, ReduceOp::kMax);
+  if (diverged > 0)
+    throw AgreedError(GPT_MSG("training diverged: at step "
+                              << state_.step
+                              << " the loss, gradients or weights are not finite; no checkpoint "
+                                 "written (lower --lr, or resume from an earlier checkpoint)"));
   CheckpointMeta meta;
   meta.step = state_.step;
   meta.consumed_samples = state_.consumed_samples;
@@ -255,14 +279,14 @@ std::string Trainer::save_checkpoint() {
   WriteOwner state_owner = [tp_rank](const Parameter& p) {
     return p.counts_once_over_tp_pp(tp_rank);
   };
-  const bool sharded = rt_.store().optimizer_state_sharded();
+  const bool sharded = store.optimizer_state_sharded();
   // One collective operation on world for the watchdog: a write stuck on the file system, or a
   // rank that never arrives, shows as a wait in it.
   OperationLog::Wait writing(grid.operations(),
                              grid.operations().issue(grid.channel_of_world(), "checkpoint write"));
-  const std::string path = write_checkpoint(options_.checkpoint_dir, meta, &opt, rt_.store(), owner,
-                                            grid.world().mpi_comm(), options_.keep_last,
-                                            sharded ? &state_owner : nullptr);
+  const std::string path =
+      write_checkpoint(options_.checkpoint_dir, meta, &opt, store, owner, grid.world().mpi_comm(),
+                       options_.keep_last, sharded ? &state_owner : nullptr);
   log::info0("saved checkpoint " + path);
   return path;
 }

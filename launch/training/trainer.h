@@ -52,7 +52,10 @@ class Trainer {
   // One optimizer step (exposed for tests).
   StepStats train_step();
   const TrainState& state() const { return state_; }
-  std::string save_checkpoint();  // collective; returns the path
+  // Collective; returns the path. Refuses (an AgreedError on every rank, no file written) when
+  // the last step's loss or gradient norm or any weight is not finite: a diverged run must not
+  // leave a checkpoint that --resume auto would take for a good one.
+  std::string save_checkpoint();
 
  private:
   struct StepBatch {
@@ -88,6 +91,9 @@ class Trainer {
   int64_t loop_first_step_ = 0;
   double interval_loss_sum_ = 0.0;
   int64_t interval_steps_ = 0;
+  // The last step's loss and gradient norm were finite (the same on every rank): a checkpoint is
+  // written only then, and only of finite weights.
+  bool last_step_finite_ = true;
 };
 
 }  // namespace gpt

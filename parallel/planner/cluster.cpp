@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "framework/check.h"
+#include "framework/user_files.h"
 
 namespace gpt {
 namespace {
@@ -172,8 +174,11 @@ Cluster cluster_preset(const std::string& name) {
 }
 
 Cluster load_cluster(const std::string& file_or_preset) {
+  std::error_code ec;
+  if (!std::filesystem::exists(file_or_preset, ec)) return cluster_preset(file_or_preset);
+  require_regular_file(file_or_preset, "--cluster");
   std::ifstream in(file_or_preset);
-  if (!in.good()) return cluster_preset(file_or_preset);
+  GPT_INPUT_CHECK(in.good(), "--cluster " << file_or_preset << ": cannot read the file");
   std::stringstream text;
   text << in.rdbuf();
   return parse_cluster_file(text.str(), "--cluster " + file_or_preset);

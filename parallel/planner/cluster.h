@@ -113,10 +113,16 @@ struct CpuModel {
   double turn_at(double share, double micro_batch) const;
 };
 
+// The largest job plan prices: --nodes and a cluster file's gpus_per_node at most these (above
+// the largest clusters built, and a world that fits an int with room to spare; the layout search
+// grows with the world's divisors).
+inline constexpr int kMaxNodes = 16384;
+inline constexpr int kMaxGpusPerNode = 256;
+
 struct Cluster {
   std::string name;
   GpuModel gpu;
-  int gpus_per_node = 8;
+  int gpus_per_node = 8;             // in [1, kMaxGpusPerNode]
   LinkModel intra_node, inter_node;  // inter_node: per GPU (its share of the node's NICs)
   CpuModel cpu;
 };

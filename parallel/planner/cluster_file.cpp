@@ -177,7 +177,8 @@ const std::map<std::string, Setter>& file_keys() {
     k["name"] = [](Cluster& c, const std::string& v, const std::string&) { c.name = v; };
     k["gpus_per_node"] = [](Cluster& c, const std::string& v, const std::string& w) {
       const double n = parse_number(v, w);
-      GPT_INPUT_CHECK(n >= 1 && n == std::floor(n), w << ": gpus_per_node must be a count");
+      GPT_INPUT_CHECK(n >= 1 && n <= kMaxGpusPerNode && n == std::floor(n),
+                      w << ": gpus_per_node must be a count in [1, " << kMaxGpusPerNode << "]");
       c.gpus_per_node = static_cast<int>(n);
     };
     k["gpu.name"] = [](Cluster& c, const std::string& v, const std::string&) { c.gpu.name = v; };

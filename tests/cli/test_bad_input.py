@@ -243,6 +243,27 @@ class BadInputTest(Fixtures):
     def test_lr_zero(self):
         self.check("train", ["--lr", "0"], ["--lr"], self.OPTION_RANKS)
 
+    def test_hyperparameters_out_of_range(self):
+        # Finite but beyond any recipe: --lr 1e308 took the weights to infinity in one step.
+        self.check("train", ["--lr", "1e308"], ["--lr must be in (0, 10]", "1e+308"], (1, 2))
+        self.check("train", ["--weight-decay", "5"], ["--weight-decay must be in [0, 1]"])
+        self.check("train", ["--eps", "2"], ["--eps must be in (0, 1]"])
+
+    def test_sizes_that_would_divide_by_zero_or_overflow(self):
+        self.check("train", ["--virtual-stages", "0"], ["--virtual-stages must be at least 1"],
+                   (1, 2))
+        # 65536 x 65536 wraps an int to 0: checked in 64 bits before the job's size divides
+        # (a model tp 65536 divides, so that rule is not the one that stops it).
+        self.check("train", ["--tp", "65536", "--pp", "65536", "--n-head", "65536",
+                             "--d-model", "65536"],
+                   ["--tp 65536 x --pp 65536", "does not divide the"], (1, 2))
+        self.check("train", ["--global-batch-size", str(2**62)],
+                   ["--global-batch-size must be in [1, 1048576]"])
+        self.check("train", ["--micro-batch-size", str(2**62)],
+                   ["--global-batch-size 16", "--micro-batch-size " + str(2**62)])
+        self.check("train", ["--layers-per-stage", "99999999999999999999"],
+                   ["--layers-per-stage", "is not a layer count"])
+
     def test_min_lr_above_lr(self):
         self.check("train", ["--lr", "0.001", "--min-lr", "0.01"], ["--min-lr"],
                    self.OPTION_RANKS)
@@ -313,6 +334,37 @@ class BadInputTest(Fixtures):
     def test_config_bad_value(self):
         self.check("train", ["--config", self.files["config_bad_value"]], ["steps", "abc"])
 
+    def test_fifo_or_directory_where_a_file_is_expected(self):
+        """A FIFO where a file is expected would block the open or the read forever; a
+        directory would read as an empty file. Each is refused at once, naming the option."""
+        fifo = self.path_in("fifo")
+        if not os.path.exists(fifo):
+            os.mkfifo(fifo)
+        self.check("train", ["--config", fifo], ["--config " + fifo, "FIFO"], (1, 2))
+        self.check("train", ["--config", self.dir], ["--config " + self.dir, "is a directory"])
+        self.check("train", ["--data", fifo], ["data set " + fifo, "FIFO"])
+        self.check("train", ["--metrics", fifo, "--steps", "1",
+                             "--checkpoint-dir", self.path_in("fifo-metrics")],
+                   ["--metrics " + fifo, "FIFO"])
+        self.check("train", ["--resume", fifo, "--checkpoint-dir", self.path_in("fifo-resume")],
+                   ["--resume " + fifo, "FIFO"])
+        ck = ["--checkpoint", self.checkpoint, "--threads", "1"]
+        self.check("generate", ck + ["--prompt-file", fifo], ["--prompt-file " + fifo, "FIFO"])
+        self.check("eval", ["--checkpoint", fifo, "--threads", "1"], ["--checkpoint " + fifo])
+        self.check("prepare-data", ["--input", fifo, "--output", self.path_in("p-fifo")],
+                   ["--input " + fifo, "FIFO"])
+        # `latest` a FIFO in the folder --resume auto searches: skipped with a warning, and the
+        # step file it would name is found by its own name.
+        folder = self.path_in("fifo-latest")
+        os.makedirs(folder, exist_ok=True)
+        shutil.copy(self.checkpoint, os.path.join(folder, os.path.basename(self.checkpoint)))
+        if not os.path.exists(os.path.join(folder, "latest")):
+            os.mkfifo(os.path.join(folder, "latest"))
+        result = h.run("train", BASE + ["--resume", "auto", "--steps", "1",
+                                        "--checkpoint-dir", folder], timeout=FAST_1RANK_S)
+        self.assertEqual(result.returncode, 0, result.describe())
+        self.assertIn("latest: is not a regular file", result.stderr, result.describe())
+
     # ---- train: files
 
     def test_resume_missing_file(self):
@@ -343,6 +395,40 @@ class BadInputTest(Fixtures):
     def test_data_token_over_vocab(self):
         path = self.files["over_vocab"]
         self.check("train", ["--data", path], [path, "300", "vocab_size"])
+        # A max_token attribute that hides the token from the scan at open: found where it is
+        # read, in the first step (sequential order reads position 100 in window 6).
+        lying = self.path_in("lying-max-token.h5")
+        write_tokens(lying, [1] * 100 + [300] + [1] * 200)
+        import h5py
+        import numpy as np
+        with h5py.File(lying, "a") as f:
+            f.attrs["max_token"] = np.int64(255)
+        self.check("train", ["--data", lying, "--data-order", "sequential", "--steps", "1",
+                             "--checkpoint-dir", self.path_in("lying")],
+                   [lying, "token 300 at position 100", "vocab_size 256"], (1, 2))
+        self.assertFalse(os.path.exists(self.path_in("lying")) and
+                         h.step_files(self.path_in("lying")), "a checkpoint was written")
+
+    def test_diverged_run_writes_no_checkpoint(self):
+        """Weights that are not finite (here an infinite one, loaded with --init-from) make the
+        loss and gradient norm non-finite: the run ends non-zero and writes no checkpoint that
+        --resume auto would take for a good one."""
+        import h5py
+        import numpy as np
+        import zlib
+        inf = self.path_in("inf-weight.h5")
+        shutil.copy(self.checkpoint, inf)
+        with h5py.File(inf, "a") as f:
+            d = f[self.corrupt_dataset]
+            values = d[...]
+            values.flat[0] = np.inf
+            d[...] = values
+            d.attrs["crc32"] = np.int64(zlib.crc32(values.astype("<f4").tobytes()))
+        ckdir = self.path_in("diverged")
+        self.check("train", ["--init-from", inf, "--steps", "2", "--checkpoint-dir", ckdir],
+                   ["training diverged", "no checkpoint written"], (1, 2))
+        if os.path.isdir(ckdir):
+            self.assertEqual(h.step_files(ckdir), [], "a diverged run wrote a checkpoint")
 
     def test_data_empty(self):
         path = self.files["empty"]

@@ -1,8 +1,10 @@
 // Tests of crc32, token data set files (round trips, every kind of bad file, files written by
 // h5py), windows and the sample-to-window map, the built-in arithmetic corpus, and shards: --data
 // resolution, shards read as the single file, disagreeing or bad shards, the recorded shard list
-// and memory that stays small however large the data set.
+// and memory that stays small however large the data set; and files that are not what they claim
+// (a FIFO, data stored outside the file, a max_token attribute that lies).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include "framework/io/shard_record.h"
 #include "framework/io/synthetic_corpus.h"
 #include "framework/rng.h"
+#include "framework/user_files.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -295,6 +298,49 @@ TEST(TokenDataset, BadFilesNameTheFileAndTheProblem) {
   const std::string directory = dir.file("no_shards");
   fs::create_directory(directory);
   expect_error([&] { gpt::load_token_dataset(directory); }, {directory, "has no .h5 files"});
+}
+
+// Tokens come only from the regular file named: a FIFO is refused before anything opens it (an
+// open would block until a writer came), /tokens stored in an external file is refused, and a
+// token at or above vocab_size is an error where it is read even when the max_token attribute
+// hid it from the scan at open.
+TEST(TokenDataset, TokensComeOnlyFromTheNamedFileAndBelowTheVocabulary) {
+  TempDir dir;
+  const std::string fifo = dir.file("fifo.h5");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  expect_error([&] { gpt::load_token_dataset(fifo); }, {"data set " + fifo, "FIFO"});
+  expect_error([&] { gpt::require_regular_file(dir.file(""), "--config"); }, {"is a directory"});
+  expect_error([&] { gpt::require_writable_file(fifo, "--metrics"); }, {"--metrics " + fifo});
+  gpt::require_writable_file("/dev/null", "--metrics");  // a character device is fine
+
+  const std::vector<uint16_t> tokens = {1, 2, 3, 4, 5, 6};
+  const std::string external = dir.file("external.h5"), raw = dir.file("tokens.raw");
+  std::ofstream(raw, std::ios::binary)
+      .write(reinterpret_cast<const char*>(tokens.data()), sizeof(uint16_t) * tokens.size());
+  {
+    gpt::h5::silence_errors();
+    Handle file(GPT_H5_CHECK(H5Fcreate(external.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)));
+    const hsize_t n = tokens.size();
+    Handle space(GPT_H5_CHECK(H5Screate_simple(1, &n, nullptr)));
+    Handle props(GPT_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+    GPT_H5_CHECK(H5Pset_external(props.id(), raw.c_str(), 0, n * sizeof(uint16_t)));
+    Handle data(GPT_H5_CHECK(H5Dcreate2(file.id(), "/tokens", H5T_STD_U16LE, space.id(),
+                                        H5P_DEFAULT, props.id(), H5P_DEFAULT)));
+    gpt::h5::write_int64_attribute(file.id(), "vocab_size", 256);
+    gpt::h5::write_string_attribute(file.id(), "tokenizer", "bytes");
+  }
+  expect_error([&] { gpt::load_token_dataset(external); }, {external, "external files"});
+
+  RawAttrs lying;
+  lying.vocab = 6;
+  lying.max_token = 5;  // token 6 at position 5 is not below vocab_size 6
+  const std::string path = dir.file("lying.h5");
+  write_raw(path, "/tokens", H5T_STD_U16LE, {6}, tokens.data(), H5T_NATIVE_UINT16, lying);
+  const gpt::TokenDataset data = gpt::load_token_dataset(path);
+  std::vector<int32_t> out(6);
+  gpt::read_tokens(data, 0, 5, out.data());  // the tokens below it read as usual
+  expect_error([&] { gpt::read_tokens(data, 0, 6, out.data()); },
+               {path, "token 6 at position 5", "vocab_size 6"});
 }
 
 TEST(TokenDataset, ReadsWhatH5pyWrites) {

@@ -392,10 +392,13 @@ TEST(Hyperparameters, OneRuleEachNamingTheOption) {
     }
     return "";
   };
-  EXPECT_EQ(message("lr", 0.0), "--lr must be positive (got 0)");
-  EXPECT_EQ(message("eps", 0.0), "--eps must be positive (got 0)");
-  EXPECT_EQ(message("min_lr", -1.0), "--min-lr must be at least 0 (got -1)");
-  EXPECT_EQ(message("grad_clip", -1.0), "--grad-clip must be at least 0 (got -1)");
+  EXPECT_EQ(message("lr", 0.0), "--lr must be in (0, 10] (got 0)");
+  // Finite but far beyond any recipe: one step would take the weights to infinity.
+  EXPECT_EQ(message("lr", 1e308), "--lr must be in (0, 10] (got 1e+308)");
+  EXPECT_EQ(message("eps", 0.0), "--eps must be in (0, 1] (got 0)");
+  EXPECT_EQ(message("min_lr", -1.0), "--min-lr must be in [0, 10] (got -1)");
+  EXPECT_EQ(message("grad_clip", -1.0), "--grad-clip must be in [0, 1e+06] (got -1)");
+  EXPECT_EQ(message("weight_decay", 2.0), "--weight-decay must be in [0, 1] (got 2)");
   EXPECT_EQ(message("momentum", 1.0), "--momentum must be in [0, 1) (got 1)");
   EXPECT_EQ(message("weight_decay", std::nan("")),
             "--weight-decay must be a finite number (got nan)");

@@ -2,7 +2,7 @@
 // pp 8, 16 microbatches and 4 virtual stages passes the checker; unit-cost replays reach the
 // closed-form bubbles; peaks, per stage and per (stage, chunk), match what each schedule states;
 // and the checker rejects lists broken on purpose (missing, duplicated, mixed, deadlocking,
-// misstated).
+// misstated). Also the layout's size rules that guard its divisions (parallel/layout.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "framework/check.h"
+#include "parallel/layout.h"
 #include "parallel/pipeline_schedule.h"
+#include "tests/test_util.h"
 
 namespace gpt {
 namespace {
@@ -520,6 +522,27 @@ TEST(PipelineSchedule, AFullBackwardHandsOverItsGradientBeforeItsWeightHalf) {
   EXPECT_DOUBLE_EQ(backwards[1].first, 2.5);
   EXPECT_DOUBLE_EQ(backwards[0].first, 5.0);
   EXPECT_DOUBLE_EQ(t.makespan, 10.0);
+}
+
+// Sizes that would divide by zero or overflow are one-line input errors before any division:
+// --virtual-stages 0, a tp x pp product beyond an int, a micro-batch times dp beyond 64 bits, a
+// global batch beyond kMaxGlobalBatchSize.
+TEST(Layout, SizesThatWouldDivideByZeroOrOverflowAreInputErrors) {
+  const ModelConfig model{4, 4, 128, 48, 256};
+  Layout layout;
+  layout.virtual_stages = 0;
+  expect_error([&] { layout.validate(model, 8); }, {"--virtual-stages must be at least 1"});
+  layout = Layout{};
+  layout.tp = 65536;
+  layout.pp = 65536;  // the product, 2^32, wraps an int to 0
+  expect_error([&] { layout.validate_grid(8); }, {"--tp 65536 x --pp 65536", "8 ranks"});
+  layout = Layout{};
+  layout.micro_batch = int64_t{1} << 62;  // x dp 4 would wrap to 0
+  expect_error([&] { layout.step_microbatches(64, 4); },
+               {"--global-batch-size 64", "--micro-batch-size 4611686018427387904"});
+  expect_error([&] { Layout{}.step_microbatches(kMaxGlobalBatchSize + 1, 1); },
+               {"--global-batch-size must be in [1, 1048576]"});
+  EXPECT_EQ(Layout{}.step_microbatches(kMaxGlobalBatchSize, 1), kMaxGlobalBatchSize);
 }
 
 }  // namespace

@@ -140,13 +140,28 @@ class PlanBadInputTest(unittest.TestCase):
         try:
             self.check(["--cluster", f.name], f"--cluster {f.name} line 3: 'fast' is not a "
                                               "non-negative number")
+            with open(f.name, "w") as again:
+                again.write("base = dgx-h100\ngpus_per_node = 1e9\n")
+            self.check(["--cluster", f.name], "gpus_per_node must be a count in [1, 256]")
         finally:
             os.unlink(f.name)
+        with tempfile.TemporaryDirectory() as d:  # a FIFO would block the read forever
+            fifo = os.path.join(d, "cluster.ini")
+            os.mkfifo(fifo)
+            self.check(["--cluster", fifo], f"--cluster {fifo}: is a FIFO")
 
     def test_bad_values(self):
         self.check(SMALL + ["--schedule", "2f2b"], "--schedule must be one of")
         self.check(SMALL + ["--precision", "fp8"], "--precision must be one of")
-        self.check(SMALL + ["--nodes", "0"], "--nodes must be at least 1")
+        self.check(SMALL + ["--nodes", "0"], "--nodes must be in [1, 16384]")
+        # Sizes beyond the documented bounds are refused at once (the search would run for
+        # hours), and sizes that would divide by zero or overflow before any division.
+        self.check(SMALL + ["--nodes", "100000000"],
+                   "--nodes must be in [1, 16384] (got 100000000)")
+        self.check(["--global-batch-size", str(2**63 - 1)],
+                   "--global-batch-size must be in [1, 1048576]")
+        self.check(SMALL + ["--virtual-stages", "0"], "--virtual-stages must be at least 1")
+        self.check(SMALL + ["--tp", "65536", "--pp", "65536"], "--tp 65536")
         self.check(SMALL + ["--tp", "4", "--schedule", "interleaved", "--pp", "1"],
                    "--schedule interleaved needs --pp of at least 2")
         self.check(SMALL + ["--map-by", "diagonal"], "--map-by must be one of slot | node")
