@@ -203,6 +203,15 @@ void Trainer::log_step(const StepStats& s) {
   metrics_.write(line);
   interval_loss_sum_ += s.loss;
   ++interval_steps_;
+  // After the second step (the first one warms up), a long run says so once.
+  if (s.step == loop_first_step_ + 2 && s.step < options_.steps) {
+    const double per_step = s.step_time_s;
+    const double rest = per_step * static_cast<double>(options_.steps - s.step);
+    if (rest > 3600)
+      GPT_WARN0("at " << std::lround(1e3 * per_step) << " ms a step, the remaining "
+                      << options_.steps - s.step << " steps take about " << clock_text(rest)
+                      << " (H:MM:SS; --steps sets the length)");
+  }
   if (s.step % options_.log_every != 0 && s.step != options_.steps) return;
   // Elapsed and remaining time at this process's pace so far, evaluations and saves included.
   const double elapsed = now_seconds() - loop_start_s_;
