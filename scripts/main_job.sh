@@ -9,7 +9,7 @@ ranks=${RANKS:-4}
 layout=${LAYOUT:---tp 2 --pp 2}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # harmless when not root
 mkdir -p runs
-mpiexec --oversubscribe --bind-to none -n "$ranks" build/bin/train $layout \
+mpiexec -q --oversubscribe --bind-to none -n "$ranks" build/bin/train $layout \
   --checkpoint-dir runs/main --metrics runs/main/metrics.jsonl --log-every 50 "$@"
 latest=runs/main/$(cat runs/main/latest)
 for prompt in "123+456=" "310+158=" "250+249="; do
