@@ -25,14 +25,26 @@ double ModelConfig::flops_per_token() const {
          12.0 * static_cast<double>(n_layer * seq_len * d_model);
 }
 
-void ModelConfig::validate() const {
-  GPT_INPUT_CHECK(n_layer >= 1, "--n-layer must be at least 1 (got " << n_layer << ")");
-  GPT_INPUT_CHECK(n_head >= 1, "--n-head must be at least 1 (got " << n_head << ")");
-  GPT_INPUT_CHECK(d_model >= 1, "--d-model must be at least 1 (got " << d_model << ")");
-  GPT_INPUT_CHECK(d_model % n_head == 0,
-                  "--n-head " << n_head << " does not divide --d-model " << d_model);
-  GPT_INPUT_CHECK(seq_len >= 1, "--seq-len must be at least 1 (got " << seq_len << ")");
-  GPT_INPUT_CHECK(vocab_size >= 2, "vocabulary size must be at least 2 (got " << vocab_size << ")");
+void ModelConfig::validate(const std::string& from_file) const {
+  // Values from a file are named by the file and its keys: the user gave no such option.
+  const std::string where = from_file.empty() ? "" : from_file + ": ";
+  const auto name = [&](const char* option, const char* key) {
+    return from_file.empty() ? std::string("--") + option : std::string(key);
+  };
+  const auto in_range = [&](int64_t value, int64_t low, int64_t high, const char* option,
+                            const char* key) {
+    GPT_INPUT_CHECK(value >= low && value <= high, where << name(option, key) << " must be in ["
+                                                         << low << ", " << high << "] (got "
+                                                         << value << ")");
+  };
+  in_range(n_layer, 1, kMaxLayers, "n-layer", "n_layer");
+  in_range(n_head, 1, kMaxWidth, "n-head", "n_head");
+  in_range(d_model, 1, kMaxWidth, "d-model", "d_model");
+  GPT_INPUT_CHECK(d_model % n_head == 0, where << name("n-head", "n_head") << " " << n_head
+                                               << " does not divide " << name("d-model", "d_model")
+                                               << " " << d_model);
+  in_range(seq_len, 1, kMaxSeqLen, "seq-len", "seq_len");
+  in_range(vocab_size, 2, kMaxVocab, "vocab-size", "vocab_size");
 }
 
 void to_json(Json& json, const ModelConfig& m) {
@@ -50,7 +62,7 @@ ModelConfig model_config_from_json(const Json& json, const std::string& what) {
   m.d_model = json_field<int64_t>(json, "d_model", what);
   m.seq_len = json_field<int64_t>(json, "seq_len", what);
   m.vocab_size = json_field<int64_t>(json, "vocab_size", what);
-  m.validate();
+  m.validate(what);
   return m;
 }
 

@@ -10,6 +10,13 @@
 
 namespace gpt {
 
+// The largest model fields accepted, far above any real GPT (so that no count derived from them
+// overflows 64 bits): layers, heads and width, positions, and token ids (int32).
+inline constexpr int64_t kMaxLayers = 100000;
+inline constexpr int64_t kMaxWidth = int64_t{1} << 16;
+inline constexpr int64_t kMaxSeqLen = int64_t{1} << 22;
+inline constexpr int64_t kMaxVocab = (int64_t{1} << 31) - 1;
+
 struct ModelConfig {
   int64_t n_layer = 4;
   int64_t n_head = 4;
@@ -25,7 +32,9 @@ struct ModelConfig {
   int64_t num_parameters(bool include_wpe) const;
   // 6 N + 12 L T C per token (docs/DESIGN.md), N without wpe.
   double flops_per_token() const;
-  void validate() const;  // throws a one-line gpt::Error naming the bad field
+  // Throws a one-line gpt::Error naming the bad field: as its option (--n-layer), or with
+  // from_file as that file's key ("FILE: attribute config: n_layer").
+  void validate(const std::string& from_file = "") const;
 };
 
 // The model's five fields as JSON (n_layer, n_head, d_model, seq_len, vocab_size): the one place

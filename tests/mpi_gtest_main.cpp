@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "framework/io/hdf5_util.h"
 #include "framework/logging.h"
 
 namespace {
@@ -33,6 +34,7 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   int provided = 0;
+  gpt::h5::configure_mpi_io_before_init();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

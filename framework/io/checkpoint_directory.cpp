@@ -4,6 +4,7 @@
 #include "framework/io/checkpoint_directory.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -80,12 +81,39 @@ void point_latest_at(const std::string& dir, const std::string& final_path) {
   fsync_path(dir, true);
 }
 
+std::vector<std::string> step_file_names(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& [step, path] : step_files(dir)) names.push_back(path.filename().string());
+  return names;
+}
+
+CheckpointFolderLock::CheckpointFolderLock(const std::string& dir) {
+  const std::string path = (fs::path(dir) / ".lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  GPT_INPUT_CHECK(fd_ >= 0, "--checkpoint-dir " << dir << ": cannot create " << path);
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    fail_input(GPT_MSG("--checkpoint-dir " << dir << " is in use by another run (it holds " << path
+                                           << "); give this run another folder"));
+  }
+}
+
+CheckpointFolderLock::~CheckpointFolderLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
 void remove_beyond_keep_last(const std::string& dir, const std::string& final_path, int keep_last) {
   std::error_code ec;
   if (keep_last > 0) {
     int kept = 1;
     for (const auto& [step, path] : step_files(dir)) {
       if (path.filename() == fs::path(final_path).filename()) continue;
+      try {  // only valid files count as kept: a damaged one must not push a good one out
+        CheckpointReader check(path.string());
+      } catch (const Error&) {
+        continue;
+      }
       if (kept < keep_last) {
         ++kept;
         continue;
@@ -133,6 +161,23 @@ std::string find_latest_checkpoint(const std::string& dir, std::vector<std::stri
     }
   }
   const std::vector<std::pair<int64_t, fs::path>> files = step_files(dir);
+  // A file of a higher step written after the one `latest` names goes first: the run that wrote
+  // it ended before pointing `latest` at it. (A higher step written before is an abandoned
+  // continuation that a run resumed from an earlier checkpoint has since superseded.)
+  if (!candidates.empty()) {
+    const int64_t latest_step = parse_step_file(candidates.front().filename().string());
+    const fs::file_time_type latest_time = fs::last_write_time(candidates.front(), ec);
+    for (const auto& [step, path] : files) {
+      if (ec || step <= latest_step || path == candidates.front()) continue;
+      std::error_code time_error;
+      if (fs::last_write_time(path, time_error) <= latest_time || time_error) continue;
+      GPT_WARN0("checkpoint folder " << dir << ": latest names " << candidates.front().filename()
+                                     << " but " << path.filename()
+                                     << " is a later step written after it; trying it first");
+      candidates.insert(candidates.begin(), path);
+      break;
+    }
+  }
   for (const auto& [step, path] : files)
     if (std::find(candidates.begin(), candidates.end(), path) == candidates.end())
       candidates.push_back(path);

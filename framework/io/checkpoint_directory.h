@@ -19,8 +19,26 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 // before this run writes.
 std::vector<std::string> remove_interrupted_writes(const std::string& dir);
 
-// The newest valid checkpoint in dir, "" if there is none: the one `latest` names first, then
-// step-*.h5 by descending step. Collective over comm: each candidate is checked with
+// The step-*.h5 file names of dir, highest step first.
+std::vector<std::string> step_file_names(const std::string& dir);
+
+// Holds an exclusive lock on <dir>/.lock for its lifetime (flock: released when the process ends,
+// however it ends): two runs writing one checkpoint folder would delete each other's temporary
+// files and prune each other's checkpoints. Throws a one-line error when another run holds it.
+class CheckpointFolderLock {
+ public:
+  explicit CheckpointFolderLock(const std::string& dir);
+  ~CheckpointFolderLock();
+  CheckpointFolderLock(const CheckpointFolderLock&) = delete;
+  CheckpointFolderLock& operator=(const CheckpointFolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// The newest valid checkpoint in dir, "" if there is none: the one `latest` names, unless a
+// valid file of a higher step was written after it (a run killed between writing a checkpoint
+// and pointing `latest` at it; the log warns), then step-*.h5 by descending step. Collective over comm: each candidate is checked with
 // open_checkpoint. Invalid files are skipped, with their reasons appended to skipped (when not
 // null). Where step-*.h5 files exist but none is valid, throws a one-line error naming each and
 // why: a fresh start would train over them.
@@ -42,9 +60,10 @@ void fsync_path(const std::string& path, bool directory);
 // Rewrites <dir>/latest to name final_path, by temporary file, fsync and rename.
 void point_latest_at(const std::string& dir, const std::string& final_path);
 
-// With keep_last > 0, removes the step files beyond the newest keep_last. The file just written
-// is kept even when older-numbered than others (a run resumed from an earlier checkpoint):
-// `latest` names it.
+// With keep_last > 0, removes the step files beyond the newest keep_last valid ones (a damaged or
+// truncated file is not counted, and is left for the user to look at). The file just written is
+// kept even when older-numbered than others (a run resumed from an earlier checkpoint): `latest`
+// names it.
 void remove_beyond_keep_last(const std::string& dir, const std::string& final_path, int keep_last);
 
 }  // namespace gpt

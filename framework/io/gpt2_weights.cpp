@@ -128,11 +128,7 @@ ModelConfig model_from_hf_config(const Json& c, const std::string& what) {
   if (c.contains("tie_word_embeddings"))
     GPT_INPUT_CHECK(json_field<bool>(c, "tie_word_embeddings", what),
                     what << ": untied embeddings (this model ties lm_head to wte)");
-  try {
-    m.validate();
-  } catch (const Error& e) {
-    fail_input(what + ": " + e.what());
-  }
+  m.validate(what);
   return m;
 }
 
@@ -240,11 +236,7 @@ LlmcWeights read_llmc(const std::string& path) {
   m.n_head = header[5];
   m.d_model = header[6];
   const int64_t padded_vocab = header[7], C = m.d_model;
-  try {
-    m.validate();
-  } catch (const Error& e) {
-    fail_input(path + ": " + e.what());
-  }
+  m.validate(path + ": header");
   GPT_INPUT_CHECK(padded_vocab >= m.vocab_size, path << ": padded_vocab_size " << padded_vocab
                                                      << " below vocab_size " << m.vocab_size);
   // The file's size is checked before anything is allocated: the header's numbers (each up to

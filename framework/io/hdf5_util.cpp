@@ -2,6 +2,7 @@
 #include "framework/io/hdf5_util.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <utility>
 
@@ -238,6 +239,10 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
   out << "]";
   return out.str();
+}
+
+void configure_mpi_io_before_init() {
+  setenv("OMPI_MCA_sharedfp", "^sm", 0);
 }
 
 }  // namespace gpt::h5

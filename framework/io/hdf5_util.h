@@ -16,6 +16,14 @@
 
 namespace gpt::h5 {
 
+// Called before MPI_Init by every program and test main that writes files through MPI-IO.
+// Open MPI's OMPIO opens each MPI file (HDF5's parallel checkpoint writes) through its
+// shared-file-pointer component sm, which takes a named semaphore, /dev/shm/sem.OMPIO_<file
+// name>, during the open: a rank killed then leaves it taken, and every later open of a file of
+// that name (step-00000002.h5.tmp in any folder) waits forever. Nothing here uses shared file
+// pointers, so the component is left out, unless the environment already chooses.
+void configure_mpi_io_before_init();
+
 class Handle {
  public:
   Handle() = default;

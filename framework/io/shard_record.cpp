@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <vector>
 
+#include "framework/io/crc32.h"
 #include "framework/json.h"
 #include "framework/logging.h"
 
@@ -19,19 +21,41 @@ int64_t file_bytes(const std::string& path) {
   return ec ? -1 : static_cast<int64_t>(bytes);
 }
 
+// crc32 of three 4 KiB samples of a file (its start, middle and end): with the size, what tells
+// a copy of a shard from another shard of the same length (fixed-size shards differ in their
+// tokens, which the middle and end samples hold). -1 where the file cannot be read.
+int64_t sample_crc32(const std::string& path) {
+  const int64_t size = file_bytes(path);
+  std::ifstream in(path, std::ios::binary);
+  if (size < 0 || !in) return -1;
+  constexpr int64_t kSample = 4096;
+  std::vector<char> buffer(static_cast<size_t>(kSample));
+  uint32_t crc = 0;
+  for (int64_t at : {int64_t{0}, std::max<int64_t>(0, size / 2 - kSample / 2),
+                     std::max<int64_t>(0, size - kSample)}) {
+    in.seekg(at);
+    in.read(buffer.data(), std::min(kSample, size - at));
+    crc = crc32(buffer.data(), static_cast<size_t>(in.gcount()), crc);
+    in.clear();
+  }
+  return crc;
+}
+
 Json shard_list(const TokenDataset* data) {
   Json list = Json::array();
   if (data != nullptr && data->shards)
     for (const TokenShard& s : data->shards->shards())
       list.push_back(Json{{"path", absolute_data_spec(s.path)},
                           {"tokens", s.tokens},
-                          {"bytes", file_bytes(s.path)}});
+                          {"bytes", file_bytes(s.path)},
+                          {"sample_crc32", sample_crc32(s.path)}});
   return list;
 }
 
-// A recorded shard's size in bytes; -2 where the checkpoint predates it (never equal to a size).
-int64_t cfg_bytes(const Json& shard, const std::string& what) {
-  return shard.contains("bytes") ? json_field<int64_t>(shard, "bytes", what) : -2;
+// A recorded shard's `key` (bytes, sample_crc32); -2 where the checkpoint predates it (never
+// equal to a value of a readable file).
+int64_t recorded_value(const Json& shard, const char* key, const std::string& what) {
+  return shard.contains(key) ? json_field<int64_t>(shard, key, what) : -2;
 }
 
 std::string describe(const std::string& path, int64_t tokens) {
@@ -81,9 +105,12 @@ void check_recorded_shards(const std::string& config_json, const std::string& ch
                  std::to_string(now.size()) + " shards now)");
     const std::string now_path = now[i]["path"].get<std::string>();
     const bool same_path = path == now_path || path == train.shards->shards()[i].path;
-    // Moved or copied: the recorded size in bytes (checkpoints that have it) and tokens.
-    const bool same_file = cfg_bytes(recorded[i], what) == now[i]["bytes"].get<int64_t>() &&
-                           now[i]["bytes"].get<int64_t>() >= 0;
+    // Moved or copied: the recorded size and samples (checkpoints that have them) and tokens.
+    const bool same_file =
+        recorded_value(recorded[i], "bytes", what) == now[i]["bytes"].get<int64_t>() &&
+        recorded_value(recorded[i], "sample_crc32", what) ==
+            now[i]["sample_crc32"].get<int64_t>() &&
+        now[i]["bytes"].get<int64_t>() >= 0;
     if ((!same_path && !same_file) || tokens != now[i]["tokens"].get<int64_t>())
       fail_input(head + "shard " + std::to_string(i + 1) + " is now " +
                  describe(now_path, now[i]["tokens"].get<int64_t>()) + ", recorded " +

@@ -1,10 +1,10 @@
 // The resolved shard list of a run, kept in its checkpoints' config (key "data_shards": one
-// {"path", "tokens", "bytes"} object per training shard, in order, paths absolute;
+// {"path", "tokens", "bytes", "sample_crc32"} object per training shard, in order, paths absolute;
 // "val_data_shards" likewise), and the resume check against it: a glob or directory that later
 // names other files, or a shard that changed length, would silently change which tokens sample j
 // reads, so a resume whose shards differ from the recorded ones is an error naming the first
-// difference. A shard at another path with the recorded tokens and bytes (the data moved or
-// copied) is the same shard, and the log says so.
+// difference. A shard at another path with the recorded tokens, bytes and samples (the data
+// moved or copied) is the same shard, and the log says so.
 #pragma once
 
 #include <string>

@@ -121,6 +121,9 @@ po::options_description output_options(TrainOptions& o) {
       "where checkpoints go");
   add("save-every", po::value(&o.save_every)->default_value(o.save_every),
       "checkpoint every N steps (0 = only at the end)");
+  add("overwrite-checkpoints", po::bool_switch(&o.overwrite_checkpoints),
+      "a run that does not resume may start in a --checkpoint-dir holding checkpoints: they are "
+      "deleted first");
   add("keep-last", po::value(&o.keep_last)->default_value(o.keep_last),
       "keep only the newest N checkpoints (0 = keep all)");
   add("resume", po::value(&o.resume)->default_value(""), "checkpoint FILE, or auto");

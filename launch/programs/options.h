@@ -50,6 +50,7 @@ struct TrainOptions {
   std::string checkpoint_dir = "checkpoints";
   int64_t save_every = 0;
   int keep_last = 0;
+  bool overwrite_checkpoints = false;  // a fresh start may delete the folder's checkpoints
   std::string resume, init_from;
   std::string metrics, trace;
   int64_t log_every = 1;

@@ -138,15 +138,40 @@ void log_distributed_optimizer(Runtime& rt, const Optimizer& optimizer) {
            << " (padding " << plan.padded_total - params << " floats per buffer)");
 }
 
+// A run that does not continue a checkpoint of its folder (a fresh start, or --init-from) in a
+// folder holding another run's checkpoints would replace and prune them: refused, unless
+// --overwrite-checkpoints, which deletes them first. Rank 0.
+void check_fresh_start(const TrainOptions& options) {
+  const std::vector<std::string> existing = step_file_names(options.checkpoint_dir);
+  if (existing.empty()) return;
+  const std::string dir = options.checkpoint_dir;
+  GPT_INPUT_CHECK(options.overwrite_checkpoints,
+                  "--checkpoint-dir " << dir << " holds another run's checkpoints ("
+                                      << existing.front()
+                                      << (existing.size() > 1 ? " and older" : "")
+                                      << "): continue them with --resume auto, give another "
+                                         "--checkpoint-dir, or add --overwrite-checkpoints to "
+                                         "delete them and start over");
+  std::error_code ec;
+  for (const std::string& name : existing)
+    std::filesystem::remove(std::filesystem::path(dir) / name, ec);
+  std::filesystem::remove(std::filesystem::path(dir) / "latest", ec);
+  GPT_LOG0("--overwrite-checkpoints: deleted " << existing.size() << " checkpoint(s) in " << dir);
+}
+
 // Output places are checked before training, not at the first save: a run must not train for
-// hours and then fail to write. Agreed over world; rank 0 writes the metrics.
+// hours and then fail to write. The checkpoint folder is locked for the run (rank 0 holds the
+// lock). Agreed over world; rank 0 writes the metrics.
 std::unique_ptr<MetricsWriter> prepare_outputs(MPI_Comm world, const TrainOptions& options,
-                                               int64_t start_step) {
+                                               int64_t start_step, bool continuing,
+                                               std::unique_ptr<CheckpointFolderLock>& lock) {
   const bool writer = comm_rank(world) == 0;
   std::unique_ptr<MetricsWriter> metrics;
   agree_on_failure(world, [&] {
     if (writer) {
       prepare_output_directory(options.checkpoint_dir, "--checkpoint-dir");
+      lock = std::make_unique<CheckpointFolderLock>(options.checkpoint_dir);
+      if (!continuing) check_fresh_start(options);
       for (const std::string& name : remove_interrupted_writes(options.checkpoint_dir))
         GPT_LOG0("removed " << name << " in " << options.checkpoint_dir
                             << ": left by an interrupted checkpoint write");
@@ -195,11 +220,15 @@ int train_main(int argc, char** argv) {
     log::info0(
         "--recompute selective: the CUDA attention keeps only each row's log-sum-exp, "
         "nothing quadratic in --seq-len to drop; it changes nothing here");
+  // Continuing a checkpoint (a resume, not --init-from's fine-tuning start).
+  const bool continuing = inputs.checkpoint != nullptr && options.init_from.empty();
   TrainState0 start = build_runtime_and_state(world, options, inputs.checkpoint.get());
   inputs.checkpoint.reset();  // read: closed before training
   print_startup_report(world, start.runtime->grid().shape(), start.runtime->threads());
   log_distributed_optimizer(*start.runtime, *start.optimizer);
-  std::unique_ptr<MetricsWriter> metrics = prepare_outputs(world, options, start.state.step);
+  std::unique_ptr<CheckpointFolderLock> folder_lock;
+  std::unique_ptr<MetricsWriter> metrics =
+      prepare_outputs(world, options, start.state.step, continuing, folder_lock);
   const TokenDataset& data = inputs.train;
   log::info0(
       "data: " + data.path + " (" + std::to_string(data.size()) + " tokens" +

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -201,6 +202,7 @@ void Trainer::log_step(const StepStats& s) {
                      {"mem_peak_bytes", rt_.backend().memory().peak_total()},
                      {"skipped", s.skipped}};
   metrics_.write(line);
+  last_step_s_ = s.step_time_s;
   interval_loss_sum_ += s.loss;
   ++interval_steps_;
   // After the second step (the first one warms up), a long run says so once.
@@ -293,11 +295,32 @@ std::string Trainer::save_checkpoint() {
   // rank that never arrives, shows as a wait in it.
   OperationLog::Wait writing(grid.operations(),
                              grid.operations().issue(grid.channel_of_world(), "checkpoint write"));
+  const double write_start = now_seconds();
   const std::string path =
       write_checkpoint(options_.checkpoint_dir, meta, &opt, store, owner, grid.world().mpi_comm(),
                        options_.keep_last, sharded ? &state_owner : nullptr);
-  log::info0("saved checkpoint " + path);
+  const double write_s = now_seconds() - write_start;
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f", write_s);
+  log::info0("saved checkpoint " + path + " in " + seconds + " s");
+  check_stop_grace(write_s);
   return path;
+}
+
+void Trainer::check_stop_grace(double write_s) {
+  if (stop_grace_checked_) return;
+  stop_grace_checked_ = true;
+  const char* warning = std::getenv("GPT_WARNING_S");
+  if (warning == nullptr || std::getenv("SLURM_JOB_ID") == nullptr) return;
+  // slurmctld checks time limits every 30 s, so the warning may come that much late.
+  const double grace = std::atof(warning), needed = 30.0 + last_step_s_ + write_s;
+  if (needed > grace)
+    GPT_WARN0("a stop before the time limit needs about "
+              << std::lround(needed) << " s (30 s of slurmctld's interval, a "
+              << std::lround(last_step_s_) << " s step, a " << std::lround(write_s)
+              << " s checkpoint write) but the warning "
+              << "comes " << warning << " s before it: raise GPT_WARNING_S and --signal=B:USR1@"
+              << "(docs/OPERATIONS.md, \"Sizing the grace\")");
 }
 
 void Trainer::write_trace_if_asked() {

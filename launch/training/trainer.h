@@ -66,6 +66,9 @@ class Trainer {
   double forward_backward(const StepBatch& batch, StepStats& stats);
   void apply_update(StepStats& stats);
   void log_step(const StepStats& stats);
+  // Under Slurm with the template's GPT_WARNING_S: warns once, after the first checkpoint write,
+  // when the warning leaves less time than slurmctld's 30 s, a step and a write need.
+  void check_stop_grace(double write_s);
   void run_validation();
   void write_trace_if_asked();  // collective; --trace
 
@@ -90,6 +93,8 @@ class Trainer {
   double loop_start_s_ = 0.0;
   int64_t loop_first_step_ = 0;
   double interval_loss_sum_ = 0.0;
+  double last_step_s_ = 0.0;  // the last step's time, for check_stop_grace
+  bool stop_grace_checked_ = false;
   int64_t interval_steps_ = 0;
   // The last step's loss and gradient norm were finite (the same on every rank): a checkpoint is
   // written only then, and only of finite weights.

@@ -316,6 +316,39 @@ def load_checkpoint_attrs(path):
         return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
 
 
+def metadata_crc32(f):
+    """The metadata_crc32 of an open h5py checkpoint, computed from its attributes and datasets
+    as docs/FORMATS.md describes it: what a test that edits a checkpoint on purpose (past the
+    checksum) writes back, and a check that the format's description is the implementation."""
+    import struct
+    import zlib
+
+    def text(value):
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    def put(key, value):
+        data = text(value).encode()
+        return key.encode() + b" " + str(len(data)).encode() + b":" + data + b"\n"
+
+    a = f.attrs
+    out = b"".join(put(k, a[k]) for k in ("format", "format_version", "step", "consumed_samples"))
+    out += put("seed", int(a["seed"]) % 2 ** 64)
+    out += b"".join(put(k, a[k]) for k in ("config", "tokenizer", "layout"))
+    datasets = []
+    f.visititems(lambda name, obj: datasets.append("/" + name) if hasattr(obj, "shape") else None)
+    if "optimizer" in f:
+        g = f["optimizer"].attrs
+        out += put("optimizer.type", g["type"]) + put("optimizer.step", int(g["step"]))
+        for name in sorted(k for k in g if k not in ("type", "step")):
+            bits = struct.unpack("<Q", struct.pack("<d", float(g[name])))[0]
+            out += put("optimizer." + name, bits)
+    for name in sorted(datasets):
+        d = f[name]
+        shape = "".join(f"{n}," for n in d.shape)
+        out += put(name, f"{shape} crc32 {int(d.attrs['crc32']) % 2 ** 32}")
+    return zlib.crc32(out)
+
+
 def assert_checkpoints_identical(test, path_a, path_b):
     """Every /model/* and /optimizer/* dataset byte-identical, and the counters equal."""
     import numpy as np

@@ -424,11 +424,30 @@ class BadInputTest(Fixtures):
             values.flat[0] = np.inf
             d[...] = values
             d.attrs["crc32"] = np.int64(zlib.crc32(values.astype("<f4").tobytes()))
+            f.attrs["metadata_crc32"] = np.uint32(h.metadata_crc32(f))
         ckdir = self.path_in("diverged")
         self.check("train", ["--init-from", inf, "--steps", "2", "--checkpoint-dir", ckdir],
                    ["training diverged", "no checkpoint written"], (1, 2))
         if os.path.isdir(ckdir):
             self.assertEqual(h.step_files(ckdir), [], "a diverged run wrote a checkpoint")
+
+    def test_checkpoint_folder_of_another_run(self):
+        """A fresh start in a folder holding another run's checkpoints is refused (unless
+        --overwrite-checkpoints, which deletes them first), and so is a folder another run
+        holds (its .lock)."""
+        import fcntl
+        ck = self.path_in("other-run")
+        h.train(["--steps", "1", "--checkpoint-dir", ck])
+        self.check("train", ["--steps", "1", "--checkpoint-dir", ck],
+                   ["holds another run's checkpoints", "--resume auto", "--overwrite-checkpoints"],
+                   (1, 2))
+        self.assertEqual(h.step_files(ck), ["step-00000001.h5"])
+        r = h.train(["--steps", "2", "--checkpoint-dir", ck, "--overwrite-checkpoints"])
+        self.assertIn("deleted 1 checkpoint(s)", r.stdout, r.describe())
+        with open(os.path.join(ck, ".lock"), "w") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            self.check("train", ["--resume", "auto", "--steps", "3", "--checkpoint-dir", ck],
+                       ["is in use by another run"])
 
     def test_data_empty(self):
         path = self.files["empty"]

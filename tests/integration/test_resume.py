@@ -253,7 +253,7 @@ class ResumeTest(h.TempDirTest):
         self.assertEqual(h.step_files(ck), ["step-00000004.h5", "step-00000005.h5"])
         self.assertEqual(h.read_latest(ck), "step-00000005.h5")
         leftovers = [f for f in os.listdir(ck)
-                     if f not in ("latest", "step-00000004.h5", "step-00000005.h5")]
+                     if f not in ("latest", ".lock", "step-00000004.h5", "step-00000005.h5")]
         self.assertEqual(leftovers, [], "temporary files left in the checkpoint folder")
 
     def test_resume_auto_skips_corrupt_newest(self):

@@ -59,6 +59,17 @@ def write_shards(directory, tokens, cuts):
     return paths
 
 
+
+def sample_crc32(path):
+    """docs/DATA.md's shard sample: crc32 of 4 KiB at the start, middle and end of the file."""
+    import zlib
+    size, crc = os.path.getsize(path), 0
+    with open(path, "rb") as f:
+        for at in (0, max(0, size // 2 - 2048), max(0, size - 4096)):
+            f.seek(at)
+            crc = zlib.crc32(f.read(4096), crc)
+    return crc
+
 class ShardTest(h.TempDirTest, h.WorstDifferences):
     """The data (one file, its shards) and the 1-rank single-file reference are made once."""
 
@@ -111,7 +122,9 @@ class ShardTest(h.TempDirTest, h.WorstDifferences):
         config = h.config_of(h.checkpoint_file(ck, STEPS))
         self.assertEqual(config["data"], self.shard_dir)
         self.assertEqual(config["data_shards"],
-                         [{"path": p, "tokens": n} for p, n in zip(self.shards, self.sizes)])
+                         [{"path": p, "tokens": n, "bytes": os.path.getsize(p),
+                           "sample_crc32": sample_crc32(p)}
+                          for p, n in zip(self.shards, self.sizes)])
         self.assertEqual([s["tokens"] for s in config["val_data_shards"]], [100, 1400, 1500])
 
     def test_resume_on_a_glob_is_bit_identical(self):

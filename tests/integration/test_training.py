@@ -129,6 +129,9 @@ class TrainingTest(unittest.TestCase):
         self.assertEqual(int(attrs["consumed_samples"]), STEPS * 16)
         self.assertEqual(attrs["tokenizer"], "bytes")
         self.assertEqual(h.read_latest(self.ck), os.path.basename(self.final))
+        import h5py
+        with h5py.File(self.final, "r") as f:  # docs/FORMATS.md's recipe gives the stored value
+            self.assertEqual(h.metadata_crc32(f), int(attrs["metadata_crc32"]))
 
     def test_eval_matches_last_validation(self):
         result = h.run("eval", ["--checkpoint", self.final, "--eval-windows", EVAL_WINDOWS,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -550,6 +551,41 @@ TEST(Checkpoint, FindLatestSkipsInvalidFilesWithReasons) {
   EXPECT_EQ(gpt::find_latest_checkpoint(dir.path(), &skipped, MPI_COMM_WORLD),
             dir.sub("step-00000010.h5"));
   EXPECT_TRUE(skipped.empty());
+}
+
+// `latest` is written after the file it names: a kill in between leaves it naming the previous
+// checkpoint, and the later file (a higher step, written after it) is taken. A higher step
+// written before the file `latest` names is an abandoned continuation, and is not.
+TEST(Checkpoint, FindLatestTakesAHigherStepWrittenAfterLatest) {
+  SharedTempDir dir;
+  const std::string three = write_test_checkpoint(dir.path(), 3, false);
+  const std::string five = write_test_checkpoint(dir.path(), 5, false);
+  damaged_copy(dir, three, "unused.h5", [&](const std::string&) {
+    std::ofstream(dir.sub("latest"), std::ios::trunc) << "step-00000003.h5\n";
+    fs::last_write_time(three, fs::last_write_time(five) - std::chrono::seconds(10));
+  });
+  EXPECT_EQ(gpt::find_latest_checkpoint(dir.path(), nullptr, MPI_COMM_WORLD), five);
+  damaged_copy(dir, three, "step-00000004.h5", [&](const std::string& four) {
+    std::ofstream(dir.sub("latest"), std::ios::trunc) << "step-00000004.h5\n";
+    fs::last_write_time(five, fs::last_write_time(four) - std::chrono::seconds(10));
+  });
+  EXPECT_EQ(gpt::find_latest_checkpoint(dir.path(), nullptr, MPI_COMM_WORLD),
+            dir.sub("step-00000004.h5"));
+}
+
+// --keep-last counts valid files only: a truncated one must not push a good one out.
+TEST(Checkpoint, KeepLastCountsOnlyValidFiles) {
+  SharedTempDir dir;
+  write_test_checkpoint(dir.path(), 1, false, 0);
+  const std::string two = write_test_checkpoint(dir.path(), 2, false, 0);
+  damaged_copy(dir, two, "unused.h5",
+               [&](const std::string&) { fs::resize_file(two, fs::file_size(two) / 2); });
+  write_test_checkpoint(dir.path(), 3, false, 2);
+  if (world_rank() == 0) {
+    EXPECT_TRUE(fs::exists(dir.sub("step-00000001.h5"))) << "the valid older file is kept";
+    EXPECT_TRUE(fs::exists(dir.sub("step-00000002.h5"))) << "a damaged file is left alone";
+    EXPECT_TRUE(fs::exists(dir.sub("step-00000003.h5")));
+  }
 }
 
 TEST(Checkpoint, ShapeMismatchAndMissingParameterNameTheParameter) {

@@ -600,7 +600,8 @@ TEST(TokenShards, RecordedListMatchesOrNamesTheDifference) {
   write_part(dir.file("long/b.h5"), data, 0, 60);  // same name elsewhere, other length
   const gpt::TokenDataset two = gpt::load_token_dataset(dir.file("[ab].h5"));
   const std::string config = gpt::config_with_shards("{\"seed\": 1}", two, nullptr);
-  EXPECT_NE(config.find("\"data_shards\":[{\"path\":\"" + dir.file("a.h5") + "\",\"tokens\":50}"),
+  EXPECT_NE(config.find("\"data_shards\":[{\"path\":\"" + dir.file("a.h5") +
+                        "\",\"tokens\":50,\"bytes\":"),
             std::string::npos)
       << config;
   gpt::check_recorded_shards(config, "ck.h5", gpt::load_token_dataset(dir.file("[ab].h5")));
@@ -622,6 +623,19 @@ TEST(TokenShards, RecordedListMatchesOrNamesTheDifference) {
             gpt::load_token_dataset(dir.file("a.h5") + "," + dir.file("long/b.h5")));
       },
       {"shard 2 is now " + dir.file("long/b.h5") + " (60 tokens)", "recorded " + dir.file("b.h5")});
+  // A copy at another path stands for the shard; a shard of the same length with other tokens
+  // does not.
+  fs::copy_file(dir.file("b.h5"), dir.file("long/copy.h5"));
+  gpt::check_recorded_shards(
+      config, "ck.h5", gpt::load_token_dataset(dir.file("a.h5") + "," + dir.file("long/copy.h5")));
+  write_part(dir.file("long/other.h5"), data, 50, 100);
+  expect_error(
+      [&] {
+        gpt::check_recorded_shards(
+            config, "ck.h5",
+            gpt::load_token_dataset(dir.file("a.h5") + "," + dir.file("long/other.h5")));
+      },
+      {"shard 2 is now " + dir.file("long/other.h5")});
 }
 
 // Peak resident memory (VmHWM) in kB, after `reset` restarted it at the current size.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/config.h"
 #include "framework/io/checkpoint_format.h"
 #include "framework/io/checkpoint_reader.h"
 #include "framework/io/gpt2_weights.h"
@@ -91,6 +92,23 @@ TEST_F(UntrustedInput, IntegerFieldsTakeOnlyIntegersInRange) {
                {"dir/config.json: 'n_layer' must be a 64-bit integer (found 2.7)"});
 }
 
+// A model field out of range in a file is named by the file and its key, not by an option the
+// user never gave; the command line's are named by their options.
+TEST_F(UntrustedInput, ModelFieldsAreNamedWhereTheyCameFrom) {
+  Json config = Json::object();
+  to_json(config, ModelConfig{});
+  config["n_layer"] = 1000000000;
+  expect_error([&] { model_config_from_json(config, "ck.h5: attribute config"); },
+               {"ck.h5: attribute config: n_layer must be in [1, 100000] (got 1000000000)"});
+  config["n_layer"] = 2;
+  config["n_head"] = 3;
+  expect_error([&] { model_config_from_json(config, "ck.h5: attribute config"); },
+               {"ck.h5: attribute config: n_head 3 does not divide d_model 128"});
+  ModelConfig options;
+  options.seq_len = 0;
+  expect_error([&] { options.validate(); }, {"--seq-len must be in [1, 4194304] (got 0)"});
+}
+
 TEST_F(UntrustedInput, SafetensorsSizesNeverWrap) {
   const std::string wraps = safetensors(
       "wraps.safetensors",
@@ -128,9 +146,9 @@ TEST_F(UntrustedInput, LlmcHeaderSizesNeverWrap) {
   std::ofstream(p, std::ios::binary)
       .write(reinterpret_cast<const char*>(header.data()), 256 * sizeof(int32_t));
   expect_error([&] { read_llmc(p); },
-               {p + ": its header's model needs more than 2^63 bytes (a damaged header)"});
+               {p + ": header: n_layer must be in [1, 100000] (got 1000000)"});
   header[4] = 1;        // one layer
-  header[6] = 1 << 20;  // but 2^20 channels: 12 * 2^40 floats, not in a 1 KB file
+  header[6] = 1 << 16;  // but 2^16 channels: 12 * 2^32 floats, not in a 1 KB file
   std::ofstream(p, std::ios::binary)
       .write(reinterpret_cast<const char*>(header.data()), 256 * sizeof(int32_t));
   expect_error([&] { read_llmc(p); }, {p + ": 1024 bytes, but its header's model needs"});
