@@ -1,15 +1,19 @@
-// Stop requests without an asynchronous signal handler (see signals.h). SIGTERM and SIGUSR1 are
-// blocked in the main thread before any library starts a thread (from the ELF pre-initialiser,
-// before shared-library constructors), so every thread inherits the block and no library call is
-// ever interrupted by them; one watcher thread takes them with sigwait and sets the flag. The
-// flag is a static object: it outlives every caller, as the watcher does.
+// Stop requests without an asynchronous signal handler (see signals.h). SIGTERM, SIGUSR1 and
+// SIGINT are blocked in the main thread before any library starts a thread (from the ELF
+// pre-initialiser, before shared-library constructors), so every thread inherits the block and no
+// library call is ever interrupted by them; one watcher thread takes them with sigwait and sets
+// the flag. The flag is a static object: it outlives every caller, as the watcher does.
 #include "launch/training/signals.h"
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
+
+#include "framework/logging.h"
 
 namespace gpt {
 namespace {
@@ -21,7 +25,19 @@ sigset_t stop_signals() {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGINT);
   return set;
+}
+
+const char* signal_name(int signal_number) {
+  switch (signal_number) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGUSR1:
+      return "SIGUSR1";
+    default:
+      return "SIGINT";
+  }
 }
 
 }  // namespace
@@ -35,9 +51,26 @@ void install_stop_handlers() {
   // A request that arrived during start-up is pending and is taken at once.
   std::thread([] {
     const sigset_t set = stop_signals();
+    int interrupts = 0;
     while (true) {
       int signal_number = 0;
-      if (sigwait(&set, &signal_number) == 0) g_stop_signal.store(signal_number);
+      if (sigwait(&set, &signal_number) != 0) continue;
+      const bool first = g_stop_signal.exchange(signal_number) == 0;
+      // Said at once, not only once the checkpoint is written: under mpirun the ranks have a
+      // grace period and then SIGKILL (docs/OPERATIONS.md), and the log should show that the
+      // request was taken even when the grace was too short for the step and the write.
+      if (first)
+        log::info0(std::string(signal_name(signal_number)) +
+                   ": stopping after this step with a checkpoint" +
+                   (signal_number == SIGINT ? " (Ctrl-C again: quit at once without one)" : ""));
+      if (signal_number != SIGINT) continue;
+      // Ctrl-C: the first one is a stop request like the others; someone who presses it again
+      // does not want to wait for the step and the write. _exit: the other threads are mid-step,
+      // no destructor may run under them.
+      if (++interrupts > 1) {
+        log::error("interrupted again: quitting without a checkpoint");
+        _exit(kExitInterrupted);
+      }
     }
   }).detach();
 }

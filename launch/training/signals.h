@@ -1,15 +1,18 @@
-// Stop requests: SIGTERM and SIGUSR1 (Slurm sends one before the time limit, with
-// `--signal=USR1@T`) set a flag; the trainer agrees on it across ranks at the next step
-// boundary, checkpoints, and exits with kExitStopped. A program that takes stop requests blocks
-// the two signals from the first code of the process that runs (GPT_BLOCK_STOP_SIGNALS_AT_START).
+// Stop requests: SIGTERM, SIGUSR1 (Slurm sends one before the time limit, with
+// `--signal=USR1@T`) and SIGINT (Ctrl-C) set a flag; the trainer agrees on it across ranks at the
+// next step boundary, checkpoints, and exits with kExitStopped. A second SIGINT ends the process
+// at once with kExitInterrupted. A program that takes stop requests blocks the three signals from
+// the first code of the process that runs (GPT_BLOCK_STOP_SIGNALS_AT_START).
 #pragma once
 
 namespace gpt {
 
 inline constexpr int kExitStopped = 3;  // a checkpoint for resuming was written
+// 128 + SIGINT, what a shell reports for a program that Ctrl-C ended.
+inline constexpr int kExitInterrupted = 130;
 
-// Blocks SIGTERM and SIGUSR1 in the calling thread; every thread started afterwards inherits the
-// block. The signature is that of an ELF pre-initialiser (the arguments are unused).
+// Blocks SIGTERM, SIGUSR1 and SIGINT in the calling thread; every thread started afterwards
+// inherits the block. The signature is that of an ELF pre-initialiser (the arguments are unused).
 void block_stop_signals(int argc = 0, char** argv = nullptr, char** envp = nullptr);
 // Starts the thread that waits for the signals (after start-up, when stopping makes sense).
 void install_stop_handlers();

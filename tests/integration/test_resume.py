@@ -3,7 +3,9 @@
 metrics files, every /model and /optimizer dataset of the final checkpoints -- at 1 rank, at
 tp 2 and at dp 2 (also with --distributed-optimizer); in another layout it continues the same loss curve to float32 rounding. Also
 --resume auto (fresh start, skipping a corrupt newest file), --keep-last, --steps 0,
---init-from and a stop request (SIGTERM -> exit code 3, a checkpoint, an exact continuation).
+--init-from and stop requests (SIGTERM and Ctrl-C -> exit code 3, a checkpoint, an exact
+continuation; a second Ctrl-C -> exit 130; SIGTERM and Ctrl-C to mpiexec with a grace period
+-> mpiexec's exit 1, a complete checkpoint, an exact continuation).
 
 The learning-rate schedule depends on --steps after the warm-up, so runs that stop early and
 runs that go on are compared with a warm-up longer than both (lr = lr * s / warmup for every
@@ -393,38 +395,59 @@ class ResumeTest(h.TempDirTest):
 
     # ---- stop request
 
-    def test_sigterm_checkpoints_and_resumes_exactly(self):
-        """SIGTERM after the first metrics line: exit 3, a checkpoint at the step reached, and
-        resuming it gives the uninterrupted run bit for bit."""
+    def test_sigterm_and_ctrl_c_checkpoint_and_resume_exactly(self):
+        """SIGTERM to the process, and SIGINT to its process group (what Ctrl-C in a terminal
+        does), after the first metrics line: the signal is acknowledged at once, then exit 3, a
+        checkpoint at the step reached, and resuming it gives the uninterrupted run bit for bit."""
         steps = 200
         # A bigger batch: each step takes tens of milliseconds, so the signal lands early.
         run = RUN + ["--global-batch-size", "64", "--micro-batch-size", "8"]
-        ck, metrics = self.path("ck"), self.path("m.jsonl")
-        cmd = h.command("train", h.with_tiny(run + ["--steps", steps, "--checkpoint-dir", ck,
-                                                 "--metrics", metrics]))
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and proc.poll() is None:
-                if os.path.exists(metrics) and os.path.getsize(metrics) > 0:
-                    break
-                time.sleep(0.005)
-            self.assertIsNone(proc.poll(), "the run ended before it could be stopped")
-            os.kill(proc.pid, signal.SIGTERM)
-            out, err = proc.communicate(timeout=60)
-        except BaseException:
-            h.kill_group(proc)
-            proc.communicate()
-            raise
-        reached = self.assert_stopped(proc.returncode, out, err, metrics, ck, steps,
-                                      "exit code after SIGTERM")
-        self.assertEqual(h.read_latest(ck), f"step-{reached:08d}.h5")
-        attrs = h.load_checkpoint_attrs(h.checkpoint_file(ck, reached))
-        self.assertEqual(int(attrs["complete"]), 1)
-        self.assertEqual(int(attrs["step"]), reached)
+        for name, send in (("SIGTERM", lambda pid: os.kill(pid, signal.SIGTERM)),
+                           ("SIGINT", lambda pid: os.killpg(pid, signal.SIGINT))):
+            with self.subTest(signal=name):
+                ck, metrics = self.path(name, "ck"), self.path(name, "m.jsonl")
+                os.makedirs(self.path(name))
+                cmd = h.command("train", h.with_tiny(run + ["--steps", steps, "--checkpoint-dir",
+                                                         ck, "--metrics", metrics]))
+                returncode, out, err = self.signal_after_first_step(cmd, metrics, send)
+                reached = self.assert_stopped(returncode, out, err, metrics, ck, steps,
+                                              "exit code after " + name)
+                self.assertIn(name + ": stopping after this step with a checkpoint", out)
+                self.assertEqual(h.read_latest(ck), f"step-{reached:08d}.h5")
+                attrs = h.load_checkpoint_attrs(h.checkpoint_file(ck, reached))
+                self.assertEqual(int(attrs["complete"]), 1)
+                self.assertEqual(int(attrs["step"]), reached)
+                self.assert_resume_continues_exactly(run, steps, ck, metrics, np=1)
 
-        self.assert_resume_continues_exactly(run, steps, ck, metrics, np=1)
+    def test_second_ctrl_c_quits_at_once(self):
+        """Ctrl-C twice: the second quits at once with exit 130 and no checkpoint. Steps of about
+        a third of a second leave time to send it before the stop completes; a run that still
+        beat it (exit 3) is tried again."""
+        run = RUN + ["--global-batch-size", "4096", "--micro-batch-size", "64"]
+        for attempt in range(3):
+            ck = self.path(f"ck{attempt}")
+            cmd = h.command("train", h.with_tiny(run + ["--steps", 100, "--checkpoint-dir", ck]))
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, start_new_session=True)
+            try:
+                # The watcher is running once the trainer says what it trains.
+                self.read_until(proc, "training ")
+                os.killpg(proc.pid, signal.SIGINT)
+                self.read_until(proc, "SIGINT: stopping after this step")
+                os.killpg(proc.pid, signal.SIGINT)
+                out, err = proc.communicate(timeout=60)
+            except BaseException:
+                h.kill_group(proc)
+                proc.communicate()
+                raise
+            if proc.returncode == STOP_EXIT_CODE:
+                continue
+            why = f"\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-3000:]}"
+            self.assertEqual(proc.returncode, 130, why)
+            self.assertIn("error: interrupted again: quitting without a checkpoint", err, why)
+            self.assertEqual(h.step_files(ck), [], why)
+            return
+        self.fail("every run finished its stop before the second Ctrl-C arrived")
 
     def test_sigusr1_to_one_rank_stops_all(self):
         """At dp 2, SIGUSR1 (what Slurm sends before a time limit) to rank 1 alone: the ranks
@@ -440,28 +463,91 @@ class ResumeTest(h.TempDirTest):
                                                                    "--checkpoint-dir", ck,
                                                                    "--metrics", metrics])))
         env = dict(os.environ, GPT_PID_DIR=self.tmp)
+        pid_file = self.path("pid.1")
+
+        def to_rank_1(_):
+            with open(pid_file) as f:
+                os.kill(int(f.read().strip()), signal.SIGUSR1)
+
+        returncode, out, err = self.signal_after_first_step(
+            cmd, metrics, to_rank_1, env=env,
+            ready=lambda: os.path.exists(pid_file) and os.path.getsize(pid_file) > 0)
+        self.assert_stopped(returncode, out, err, metrics, ck, steps, "mpiexec's exit code")
+        self.assert_resume_continues_exactly(run, steps, ck, metrics, np=2)
+
+    def test_sigterm_and_ctrl_c_to_mpiexec_checkpoint_within_the_grace(self):
+        """At dp 2 under `mpiexec --mca odls_base_sigkill_timeout T`: SIGTERM to mpiexec's pid,
+        and SIGINT to its process group (Ctrl-C). Open MPI forwards neither; mpiexec sends the
+        ranks SIGCONT, T s later SIGTERM, T s later SIGKILL, and exits 1 whatever the ranks do
+        (docs/OPERATIONS.md). The ranks take the SIGTERM as a stop request and write a complete
+        checkpoint within T, and resuming it continues exactly."""
+        grace_s = 2
+        # Steps that outlast 2T, with a warm-up longer than all of them: the lr of a step does not
+        # depend on --steps, so the resumed run and the reference can end just after the stop.
+        run = ["--lr", "0.01", "--min-lr", "0.001", "--warmup-steps", "20000", "--seed", "4321",
+               "--global-batch-size", "64", "--micro-batch-size", "8"]
+        # mpiexec reads no output while it waits (the ranks' stdout is a pty of a few kB): a line
+        # per step would fill it and hold rank 0 in write() past the grace.
+        stopped_run = run + ["--log-every", "100"]
+        stopped = []
+        for name, send in (("SIGTERM", lambda pid: os.kill(pid, signal.SIGTERM)),
+                           ("SIGINT", lambda pid: os.killpg(pid, signal.SIGINT))):
+            os.makedirs(self.path(name))
+            ck, metrics = self.path(name, "ck"), self.path(name, "m.jsonl")
+            cmd = ([h.MPIEXEC] + h.MPIEXEC_FLAGS
+                   + ["--mca", "odls_base_sigkill_timeout", str(grace_s), "-n", "2",
+                      h.binary("train")]
+                   + h.on_cpu_unless_named("train", h.with_tiny(
+                       stopped_run + ["--steps", 20000, "--checkpoint-dir", ck,
+                                      "--metrics", metrics])))
+            returncode, out, err = self.signal_after_first_step(cmd, metrics, send)
+            why = f"{name}\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-3000:]}"
+            self.assertEqual(returncode, 1, "Open MPI's mpiexec after " + why)
+            # What reaches the ranks is mpiexec's SIGTERM, also after a Ctrl-C.
+            self.assertIn("SIGTERM: stopping after this step with a checkpoint", out, why)
+            reached = max(m["step"] for m in h.step_lines(h.read_metrics(metrics)))
+            self.assertIn(f"stop requested: checkpoint written at step {reached};", out, why)
+            self.assertEqual(h.step_files(ck), [f"step-{reached:08d}.h5"], why)
+            self.assertEqual(h.read_latest(ck), f"step-{reached:08d}.h5", why)
+            attrs = h.load_checkpoint_attrs(h.checkpoint_file(ck, reached))
+            self.assertEqual(int(attrs["complete"]), 1, why)
+            stopped.append((ck, metrics, reached))
+        # Both resumed to the same step, so that one reference serves.
+        end = max(reached for _, _, reached in stopped) + 3
+        for ck, metrics, _ in stopped:
+            self.assert_resume_continues_exactly(run, end, ck, metrics, np=2)
+
+    # ---- helpers of the stop tests
+
+    def signal_after_first_step(self, cmd, metrics, send, env=None, ready=lambda: True):
+        """Starts cmd in a session of its own, waits (60 s at most) for its first metrics line
+        and for ready(), calls send(pid) and waits for the end; returns (exit code, stdout,
+        stderr). The run must still be going when signalled."""
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True, env=env)
-        pid_file = self.path("pid.1")
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and proc.poll() is None:
-                if (os.path.exists(metrics) and os.path.getsize(metrics) > 0
-                        and os.path.exists(pid_file) and os.path.getsize(pid_file) > 0):
+                if os.path.exists(metrics) and os.path.getsize(metrics) > 0 and ready():
                     break
                 time.sleep(0.005)
             self.assertIsNone(proc.poll(), "the run ended before it could be stopped")
-            with open(pid_file) as f:
-                os.kill(int(f.read().strip()), signal.SIGUSR1)
+            send(proc.pid)
             out, err = proc.communicate(timeout=60)
         except BaseException:
             h.kill_group(proc)
             proc.communicate()
             raise
-        self.assert_stopped(proc.returncode, out, err, metrics, ck, steps, "mpiexec's exit code")
-        self.assert_resume_continues_exactly(run, steps, ck, metrics, np=2)
+        return proc.returncode, out, err
 
-    # ---- helpers of the stop tests
+    def read_until(self, proc, text):
+        """Reads proc's stdout up to a line containing text (the run is killed by the caller if
+        it never comes: readline returns "" at its end)."""
+        while True:
+            line = proc.stdout.readline()
+            self.assertNotEqual(line, "", f"the run ended before printing {text!r}")
+            if text in line:
+                return
 
     def assert_stopped(self, returncode, out, err, metrics, ck, steps, what):
         """A stopped run: exit code 3, before its last step, with exactly the checkpoint of the
@@ -474,13 +560,15 @@ class ResumeTest(h.TempDirTest):
         return reached
 
     def assert_resume_continues_exactly(self, run, steps, ck, metrics, np):
-        """Resumes the stopped run to the end and compares it with the run that never stopped
-        (same --steps): every step's metrics and the final checkpoint, bit for bit."""
+        """Resumes the stopped run to `steps` and compares it with the run that never stopped
+        (same --steps): every step's metrics and the final checkpoint, bit for bit. The
+        reference is trained once per test (the stop tests resume two runs alike)."""
         h.train(run + ["--steps", steps, "--resume", "auto", "--checkpoint-dir", ck,
                        "--metrics", metrics], np=np, timeout=90)
         ref_ck, ref_metrics = self.path("ref"), self.path("ref.jsonl")
-        h.train(run + ["--steps", steps, "--checkpoint-dir", ref_ck, "--metrics", ref_metrics],
-                np=np, timeout=90)
+        if not os.path.exists(ref_metrics):
+            h.train(run + ["--steps", steps, "--checkpoint-dir", ref_ck,
+                           "--metrics", ref_metrics], np=np, timeout=90)
         got, ref = h.read_metrics(metrics), h.read_metrics(ref_metrics)
         self.assertEqual(sorted(h.by_step(got, "loss")), list(range(1, steps + 1)))
         self.assert_same_steps(got, ref, range(1, steps + 1))
