@@ -117,7 +117,7 @@ void check_recorded_shards(const std::string& config_json, const std::string& ch
                  describe(path, tokens));
     if (!same_path)
       log::info0("data: " + now_path + " stands for the recorded " + path +
-                 " (the same tokens and bytes)");
+                 " (the same tokens, size and sampled bytes)");
   }
 }
 

@@ -319,8 +319,8 @@ void Trainer::check_stop_grace(double write_s) {
               << std::lround(needed) << " s (30 s of slurmctld's interval, a "
               << std::lround(last_step_s_) << " s step, a " << std::lround(write_s)
               << " s checkpoint write) but the warning "
-              << "comes " << warning << " s before it: raise GPT_WARNING_S and --signal=B:USR1@"
-              << "(docs/OPERATIONS.md, \"Sizing the grace\")");
+              << "comes " << warning << " s before it: raise GPT_WARNING_S and --signal=B:USR1@T"
+              << " (docs/OPERATIONS.md, \"Sizing the grace\")");
 }
 
 void Trainer::write_trace_if_asked() {
