@@ -38,19 +38,19 @@ struct RopeScalingParams {
 };
 
 struct ModelConfig {
-  Arch arch = Arch::kGpt2;
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t d_model = 128;
   int64_t seq_len = 64;      // positions a sequence has (GPT-2: also the learned positions)
   int64_t vocab_size = 256;  // the data set's
+  Arch arch = Arch::kGpt2;
 
   // Llama family only (GPT-2 keeps the defaults; validate refuses others).
   int64_t n_kv_head = 0;   // 0 = n_head
   int64_t head_size = 0;   // 0 = d_model / n_head
   int64_t ffn_hidden = 0;  // 0 = 4 d_model (GPT-2), 8 d_model / 3 rounded up to 256 (Llama)
   double rope_theta = 10000.0;
-  RopeScalingParams rope_scaling;
+  RopeScalingParams rope_scaling{};
   double norm_eps = 1e-5;
   bool tie_embeddings = false;  // GPT-2 is always tied
   bool qkv_bias = false;        // Qwen2: biases on q, k and v

@@ -23,6 +23,8 @@ inline int64_t cuda_column_sum_scratch_bytes(int64_t C) { return 8 * kCudaColumn
 inline int64_t cuda_layernorm_weight_scratch_bytes(int64_t C) {
   return 2 * cuda_column_sum_scratch_bytes(C);
 }
+// RMSNorm's weight partials (it has no bias).
+inline int64_t cuda_rmsnorm_weight_scratch_bytes(int64_t C) { return cuda_column_sum_scratch_bytes(C); }
 inline int64_t cuda_full_sum_scratch_bytes() { return 8 * kCudaSumBlocks; }
 
 // The embedding backward sorts the N tokens' (row, position) pairs: four arrays of N 32-bit

@@ -18,7 +18,7 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
       mb_(layer_sizes(cfg, tp.size(), tp.sequence_parallel(), micro_batch, backend_.kind(),
                       recompute.mode)),
       vocab_(vocab_shard(cfg, tp.rank(), tp.size())),
-      scratch_(make_layer_scratch(backend_, mb_, recompute)) {
+      scratch_(make_layer_scratch(backend_, cfg, mb_, recompute)) {
   GPT_CHECK(spec.n_layers >= 1, "a stage needs at least one layer");
   GPT_CHECK(recompute.full_blocks >= 0 && recompute.full_blocks <= spec.n_layers,
             "recomputing " << recompute.full_blocks << " of " << spec.n_layers << " blocks");
@@ -40,7 +40,9 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
   }
   if (spec.has_head) {
     head_params_.first = registered();
-    if (wte == nullptr)
+    if (!cfg.tied_head())
+      wte = &add_untied_head(store, cfg, tp.rank(), tp.size());
+    else if (wte == nullptr)
       wte = &add_token_embedding(store, cfg, tp.rank(), tp.size(), spec.tied_copy);
     head_ = std::make_unique<LmHead>(ctx, cfg, *wte);
     head_params_.end = registered();

@@ -18,6 +18,7 @@ LinearParameters add_linear_parameters(ParameterStore& store, const LinearSpec& 
                                  .init = InitKind::kNormal,
                                  .init_std = spec.init_std,
                                  .weight_decay = true});
+  if (!spec.bias) return {&weight, nullptr};
   Parameter& bias = store.add({.name = spec.name + ".bias",
                                .shape = {spec.out_features},
                                .local_numel = shard.local_out,
