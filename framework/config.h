@@ -63,6 +63,10 @@ struct ModelConfig {
   int64_t q_channels() const { return n_head * head_dim(); }     // width of q and of o's input
   int64_t kv_channels() const { return kv_heads() * head_dim(); }  // width of k and of v
   int64_t ffn_dim() const;
+  // Key/value heads on each of tp ranks: kv_heads/tp when tp divides them, else 1 shared by
+  // tp/kv_heads consecutive ranks (kv_replicas) when kv_heads divides tp.
+  int64_t kv_heads_per_rank(int64_t tp) const { return kv_heads() >= tp ? kv_heads() / tp : 1; }
+  int64_t kv_replicas(int64_t tp) const { return kv_heads() >= tp ? 1 : tp / kv_heads(); }
   // Vocabulary padded to a multiple of 64 * tp; padded rows are zero and never used.
   int64_t padded_vocab(int64_t tp) const;
   // Parameters of the logical (unpadded) model, GPT-2's wpe excluded (FLOPs formula) or included.

@@ -7,7 +7,8 @@ namespace gpt {
 
 namespace {
 
-std::vector<LinearSpec> llama_qkv_parts(const std::string& name, const ModelConfig& cfg) {
+std::vector<LinearSpec> llama_qkv_parts(const std::string& name, const ModelConfig& cfg,
+                                        int64_t tp) {
   std::vector<LinearSpec> parts;
   for (const auto& [part, width] : {std::pair<const char*, int64_t>{".q_proj", cfg.q_channels()},
                                     {".k_proj", cfg.kv_channels()},
@@ -16,13 +17,14 @@ std::vector<LinearSpec> llama_qkv_parts(const std::string& name, const ModelConf
                      .in_features = cfg.d_model,
                      .out_features = width,
                      .init_std = kLinearInitStd,
-                     .bias = cfg.qkv_bias});
+                     .bias = cfg.qkv_bias,
+                     .tp_replicas = part[1] == 'q' ? 1 : cfg.kv_replicas(tp)});
   return parts;
 }
 
 ColumnParallelLinear make_c_attn(const LayerContext& ctx, const std::string& name,
                                  const ModelConfig& cfg) {
-  if (cfg.llama()) return ColumnParallelLinear(ctx, llama_qkv_parts(name, cfg));
+  if (cfg.llama()) return ColumnParallelLinear(ctx, llama_qkv_parts(name, cfg, ctx.tp.size()));
   return ColumnParallelLinear(ctx,
                               {.name = name + ".c_attn",
                                .in_features = cfg.d_model,
@@ -38,7 +40,7 @@ Attention::Attention(const LayerContext& ctx, const std::string& name, const Mod
     : Layer(ctx),
       fused_(!cfg.llama()),
       local_heads_(cfg.n_head / ctx.tp.size()),
-      local_kv_heads_(cfg.kv_heads() / ctx.tp.size()),
+      local_kv_heads_(cfg.kv_heads_per_rank(ctx.tp.size())),
       head_dim_(cfg.head_dim()),
       rotary_(rotary),
       c_attn_(make_c_attn(ctx, name, cfg)),
@@ -47,7 +49,8 @@ Attention::Attention(const LayerContext& ctx, const std::string& name, const Mod
                     .out_features = cfg.d_model,
                     .init_std = residual_projection_init_std(cfg.n_layer),
                     .bias = fused_}) {
-  GPT_CHECK(cfg.n_head % tp_.size() == 0 && cfg.kv_heads() % tp_.size() == 0,
+  GPT_CHECK(cfg.n_head % tp_.size() == 0 &&
+                (cfg.kv_heads() % tp_.size() == 0 || tp_.size() % cfg.kv_heads() == 0),
             "tp does not divide the heads");
   GPT_CHECK(fused_ || rotary_ != nullptr, "the Llama family's attention needs the rotary table");
   if (cfg.qk_norm) {

@@ -11,7 +11,10 @@ LinearShard column_shard(const LinearSpec& spec, const TensorParallel& tp, int64
   GPT_CHECK(spec.out_features % groups == 0,
             spec.name << ": groups do not divide the output features");
   const int64_t group_rows = spec.out_features / groups, IC = spec.in_features;
-  const ShardRange rows = shard_range(group_rows, tp.rank(), tp.size());
+  const int64_t replicas = spec.tp_replicas;  // ranks r .. r + replicas - 1 hold the same rows
+  GPT_CHECK(tp.size() % replicas == 0, spec.name << ": replicas do not divide tp");
+  const ShardRange rows = shard_range(group_rows, static_cast<int>(tp.rank() / replicas),
+                                      static_cast<int>(tp.size() / replicas));
   LinearShard shard{.local_in = IC, .local_out = rows.count * groups};
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t first_row = g * group_rows + rows.start;

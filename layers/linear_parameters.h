@@ -22,6 +22,9 @@ struct LinearSpec {
   int64_t out_features;  // OC
   float init_std;
   bool bias = true;  // the Llama family's linears have none (Qwen2's q, k and v do)
+  // Column-parallel: consecutive groups of this many tp ranks hold the same rows (Llama's k and
+  // v when tp exceeds the kv heads); ParameterSpec::tp_replicas.
+  int64_t tp_replicas = 1;
 };
 
 // This rank's block of the two parameters.

@@ -34,7 +34,7 @@ LayerSizes layer_sizes(const ModelConfig& model, int tp, bool sequence_parallel,
   s.local_heads = model.n_head / tp;
   s.head_dim = model.head_dim();
   s.local_channels = s.local_heads * s.head_dim;
-  s.local_kv_heads = model.kv_heads() / tp;
+  s.local_kv_heads = model.kv_heads_per_rank(tp);
   s.local_kv_channels = s.local_kv_heads * s.head_dim;
   s.ffn_parts = model.llama() ? 2 : 1;
   s.rms_norm = model.llama();

@@ -107,9 +107,10 @@ void Layout::validate(const ModelConfig& model, int world, const std::string& un
   GPT_INPUT_CHECK(model.n_head % tp == 0,
                   "--tp " << tp << " does not divide --n-head " << model.n_head);
   if (model.llama()) {
-    GPT_INPUT_CHECK(model.kv_heads() % tp == 0,
-                    "--tp " << tp << " does not divide --n-kv-head " << model.kv_heads()
-                            << " (key/value heads shared by several tp ranks are not supported)");
+    GPT_INPUT_CHECK(model.kv_heads() % tp == 0 || tp % model.kv_heads() == 0,
+                    "--tp " << tp << " and --n-kv-head " << model.kv_heads()
+                            << ": one must divide the other (tp ranks split the key/value heads, "
+                               "or share each one)");
     GPT_INPUT_CHECK(model.ffn_dim() % tp == 0,
                     "--tp " << tp << " does not divide --ffn-hidden-size " << model.ffn_dim());
   } else {

@@ -107,7 +107,7 @@ double Trainer::forward_backward(const StepBatch& batch, StepStats& stats) {
     dp_buckets_.finish();
   }
   // Summed over tp after dp: the buckets above must not be in flight over the same memory.
-  rt_.stage().reduce_sequence_parallel_grads();
+  rt_.stage().reduce_partial_tp_grads();
   Communicator* embedding = rt_.model().tied_head() ? grid.embedding() : nullptr;
   if (embedding != nullptr) {
     // Under the distributed optimizer, this rank's shard of wte: wte's own bucket gives it the

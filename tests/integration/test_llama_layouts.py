@@ -1,0 +1,70 @@
+"""The Llama family in every kind of layout (docs/MODEL.md): a tiny Llama with grouped-query
+attention (4 query heads, 2 key/value heads), Qwen2's q/k/v biases, Qwen3's q/k norms and an
+untied head, trained 6 steps in layouts that split, share and replicate its key/value heads, with
+sequence parallelism, pipeline schedules, the distributed optimizer and recomputation, each gives
+the 1-rank run's per-step losses and gradient norms within 1e-5 relative and its final weights
+and optimizer state within 1e-4 by tensor norm (the GPT-2 suites' tolerances and harness). A
+second model (one key/value head, tied embeddings, Llama 3.1's rope scaling) runs at tp 2, where
+both ranks share its one key/value head. A tp 2 x pp 2 checkpoint resumes at 1 rank. Every run
+also proves the memory model to the byte (gpt_harness.train).
+
+Run: /usr/bin/python3 test_llama_layouts.py --bin BUILD/bin [--mpiexec PATH --mpiexec-flags "..."]
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+import gpt_harness as h  # noqa: E402
+
+LLAMA = ["--arch", "llama", "--n-kv-head", "2", "--ffn-hidden-size", "48", "--qkv-bias",
+         "--qk-norm"]
+MODEL = h.with_options(h.EQUIVALENCE_MODEL, n_layer=4, global_batch_size=8) + LLAMA
+SHARED_KV = h.with_options(h.EQUIVALENCE_MODEL, global_batch_size=8) + [
+    "--arch", "llama", "--n-kv-head", "1", "--ffn-hidden-size", "48", "--tie-embeddings",
+    "--rope-scaling", "llama3"]
+
+# name: (model, ranks, layout options)
+LAYOUTS = {
+    "tp2": (MODEL, 2, ["--tp", "2"]),
+    "tp4_sp_shared_kv": (MODEL, 4, ["--tp", "4", "--sequence-parallel"]),
+    "tp2_pp2_1f1b_sp": (MODEL, 4, ["--tp", "2", "--pp", "2", "--schedule", "1f1b",
+                                   "--sequence-parallel"]),
+    "pp2_interleaved_zb": (MODEL, 2, ["--pp", "2", "--virtual-stages", "2",
+                                      "--schedule", "interleaved"]),
+    "pp2_zbh1_recompute": (MODEL, 2, ["--pp", "2", "--schedule", "zb-h1",
+                                      "--recompute", "full"]),
+    "dp2_zero_selective": (MODEL, 2, ["--distributed-optimizer", "--recompute", "selective"]),
+    "one_kv_head_tp2": (SHARED_KV, 2, ["--tp", "2"]),
+}
+
+
+class LlamaLayoutTest(h.EquivalenceTest):
+    worst = {}
+    PREFIX = "llama-layouts"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.make_folders()
+        cls.refs = {"model": cls.train_reference("serial", MODEL),
+                    "shared": cls.train_reference("serial-shared", SHARED_KV)}
+
+    def check_layout(self, name):
+        model, np, layout = LAYOUTS[name]
+        ref = self.refs["model" if model is MODEL else "shared"]
+        got, ck, _ = self.train_layout(name, model + layout, np)
+        type(self).runs[name] = ck
+        self.assert_like(got, ck, ref, range(1, self.STEPS + 1), name)
+
+    def test_b_resume_tp2_pp2_at_one_rank(self):
+        if "tp2_pp2_1f1b_sp" not in self.runs:
+            self.check_layout("tp2_pp2_1f1b_sp")
+        source = h.checkpoint_file(self.runs["tp2_pp2_1f1b_sp"], self.SAVE_AT)
+        self.resume_like(source, MODEL, 1, self.refs["model"], "tp2_pp2->serial")
+
+
+h.add_layout_tests(LlamaLayoutTest, {
+    name: ((name,), f"{name} against the 1-rank run") for name in LAYOUTS})
+
+if __name__ == "__main__":
+    h.main()
