@@ -6,12 +6,16 @@ the 1-rank run's per-step losses and gradient norms within 1e-5 relative and its
 and optimizer state within 1e-4 by tensor norm (the GPT-2 suites' tolerances and harness). A
 second model (one key/value head, tied embeddings, Llama 3.1's rope scaling) runs at tp 2, where
 both ranks share its one key/value head. A tp 2 x pp 2 checkpoint resumes at 1 rank. Every run
-also proves the memory model to the byte (gpt_harness.train).
+also proves the memory model to the byte (gpt_harness.train). Generation over the key/value cache
+(which holds the key/value heads only) gives the tokens of re-running the window, also past
+seq_len, and the same sampled tokens at tp 2, tp 4 (shared key/value heads) and tp 2 x pp 2;
+eval gives the same loss at 1 rank and tp 2 x pp 2.
 
 Run: /usr/bin/python3 test_llama_layouts.py --bin BUILD/bin [--mpiexec PATH --mpiexec-flags "..."]
 """
 
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
@@ -61,6 +65,29 @@ class LlamaLayoutTest(h.EquivalenceTest):
             self.check_layout("tp2_pp2_1f1b_sp")
         source = h.checkpoint_file(self.runs["tp2_pp2_1f1b_sp"], self.SAVE_AT)
         self.resume_like(source, MODEL, 1, self.refs["model"], "tp2_pp2->serial")
+
+    def generate(self, args, np=1):
+        return h.run("generate", ["--checkpoint", h.checkpoint_file(self.refs["model"]["ck"],
+                                                                    self.STEPS),
+                                  "--threads", 1] + args, np=np, check=True).stdout
+
+    def test_c_generate_kv_cache_in_every_layout(self):
+        args = ["--prompt-tokens", "5,17,99", "--temperature", 1.0, "--seed", 3,
+                "--max-new-tokens", 24]  # past seq_len 16: the window re-prefills
+        want = self.generate(args)
+        self.assertEqual(self.generate(args + ["--no-kv-cache"]), want, "cache vs window")
+        for np, layout in ((2, []), (4, []), (4, ["--pp", 2])):
+            with self.subTest(np=np, layout=layout):
+                self.assertEqual(self.generate(args + layout, np=np), want)
+
+    def test_c_eval_alike_at_tp2_pp2(self):
+        final = h.checkpoint_file(self.refs["model"]["ck"], self.STEPS)
+        losses = []
+        for np, layout in ((1, []), (4, ["--tp", 2, "--pp", 2])):
+            result = h.run("eval", ["--checkpoint", final, "--eval-windows", 8, "--threads", 1] +
+                           layout, np=np, check=True)
+            losses.append(float(re.search(r"loss ([0-9.]+)", result.stdout).group(1)))
+        h.assert_close(self, losses[1], losses[0], 1e-5, "eval at tp 2 x pp 2")
 
 
 h.add_layout_tests(LlamaLayoutTest, {
