@@ -348,6 +348,18 @@ double korthikanti_layer_activation_bytes(const ModelConfig& model, int64_t micr
   const double sbh = s * b * h;
   const bool sp = sequence_parallel && tp > 1;
   if (recompute == Recompute::kFull) return 2.0 * sbh / (sp ? t : 1.0);  // the block's input
+  if (model.llama()) {
+    // The same accounting for the Llama family, which trains without dropout: the two norms'
+    // inputs and the two column-parallel inputs (8, split only by SP); q and k after the
+    // rotation, v, o_proj's input (4q + 4k in units of sbh), gate's and up's outputs and
+    // down's input (6f); the softmax output (2as/h).
+    const double q = static_cast<double>(model.q_channels()) / h,
+                 k = static_cast<double>(model.kv_channels()) / h,
+                 f = static_cast<double>(model.ffn_dim()) / h;
+    const double split = 4 * q + 4 * k + 6 * f;
+    const double quadratic = recompute == Recompute::kSelective ? 0.0 : 2.0 * a * s / h;
+    return sbh * ((sp ? 8.0 / t : 8.0) + split / t + quadratic / t);
+  }
   const double attention_quadratic = recompute == Recompute::kSelective ? 0.0 : 5.0 * a * s / h;
   // Linear-in-s terms: 24 of the 34 are split by tp, the LayerNorm and dropout 10 only by SP.
   const double linear = sp ? 34.0 / t : 10.0 + 24.0 / t;

@@ -66,7 +66,7 @@ po::options_description layout_options(TrainOptions& o) {
 }
 
 po::options_description model_options(TrainOptions& o) {
-  po::options_description model("Model (GPT-2)");
+  po::options_description model("Model");
   add_model_options(model, o.model_preset, o.model, "sequence length (and learned positions)");
   return model;
 }
