@@ -24,6 +24,7 @@ try:
     import numpy as np
     import torch
     import torch_llama
+    from test_convert import assert_import_refused, model_datasets
 except ImportError as missing:  # pragma: no cover
     print(f"skipped: {missing}")
     sys.exit(77)
@@ -169,11 +170,6 @@ def reference_loss(cfg, weights, dtype, inputs, targets):
     return torch_llama.llama_loss(w, reference_config(cfg), inputs, targets).item()
 
 
-def model_datasets(path):
-    with h5py.File(path, "r") as f:
-        return {name: np.array(f["model"][name]) for name in f["model"]}
-
-
 class LlamaHfTest(h.TempDirTest):
 
     def convert(self, args, check=True):
@@ -294,15 +290,7 @@ class LlamaHfTest(h.TempDirTest):
         for name, (cfg, weights, shards, fix, expected) in cases.items():
             with self.subTest(case=name):
                 directory = write_hf_dir(self.path(name), cfg, weights, "F32", shards, fix)
-                output = self.path(name + ".h5")
-                r = self.convert(["--from-hf", directory, "--output", output], check=False)
-                self.assertEqual(r.returncode, 1, r.describe())
-                errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
-                self.assertEqual(len(errors), 1, r.describe())
-                self.assertIn(expected, errors[0])
-                self.assertIn(directory, errors[0])
-                self.assertFalse(os.path.exists(output))
-                self.assertEqual([f for f in os.listdir(self.tmp) if "convert-tmp" in f], [])
+                assert_import_refused(self, directory, expected)
 
 
 if __name__ == "__main__":
