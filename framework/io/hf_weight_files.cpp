@@ -53,11 +53,13 @@ Json read_hf_json(const std::string& path, const std::string& what) {
 }
 
 HfWeightFiles::HfWeightFiles(const std::string& dir) {
+  const fs::path single_path = fs::path(dir) / kHfSingleWeightsFile;
   const fs::path index_path = fs::path(dir) / kHfWeightIndexFile;
   std::error_code ec;
   std::map<std::string, std::string> weight_map;  // tensor -> shard, from the index
   std::vector<std::string> shards;
-  if (fs::exists(index_path, ec)) {
+  // model.safetensors first where both are present, as transformers' from_pretrained looks.
+  if (!fs::exists(single_path, ec) && fs::exists(index_path, ec)) {
     source_ = index_path.string();
     const Json index = read_hf_json(source_, "--from-hf");
     const Json map = json_field<Json>(index, "weight_map", source_);
@@ -74,15 +76,15 @@ HfWeightFiles::HfWeightFiles(const std::string& dir) {
     }
     GPT_INPUT_CHECK(!shards.empty(), source_ << ": 'weight_map' names no file");
   } else {
-    source_ = (fs::path(dir) / kHfSingleWeightsFile).string();
+    source_ = single_path.string();
     shards.push_back(kHfSingleWeightsFile);
   }
   for (const std::string& shard : shards) {
     const std::string path = (fs::path(dir) / shard).string();
     GPT_INPUT_CHECK(is_regular_file(path),
-                    (weight_map.empty() ? std::string("--from-hf ") + dir
-                                        : source_ + " names " + shard)
-                        << ": no such file " << path);
+                    (weight_map.empty() ? "--from-hf " + dir + ": neither " +
+                                              kHfSingleWeightsFile + " nor " + kHfWeightIndexFile
+                                        : source_ + " names " + shard + ": no such file " + path));
     files_.push_back(std::make_unique<SafetensorsFile>(path));
     const SafetensorsFile& file = *files_.back();
     for (const std::string& name : file.names()) {

@@ -27,7 +27,7 @@ Json read_hf_json(const std::string& path, const std::string& what);
 
 class HfWeightFiles {
  public:
-  // Opens the index and its shards when the index exists, else model.safetensors.
+  // Opens model.safetensors, or where there is none the index and its shards.
   explicit HfWeightFiles(const std::string& dir);
 
   bool has(const std::string& name) const { return where_.count(name) > 0; }
