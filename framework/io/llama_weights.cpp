@@ -108,6 +108,9 @@ void refuse_unsupported(const Json& c, const std::string& model_type, const std:
 }  // namespace
 
 std::string hf_model_type(const Json& c, const std::string& what) {
+  // GPT-2 directories were read whatever their architectures said (GPT2Model, say): still so.
+  if (has_value(c, "model_type") && json_field<std::string>(c, "model_type", what) == "gpt2")
+    return "gpt2";
   if (has_value(c, "architectures")) {
     const auto names = json_field<std::vector<std::string>>(c, "architectures", what);
     GPT_INPUT_CHECK(names.size() == 1, what << ": architectures must name one architecture (got "

@@ -17,9 +17,9 @@
 namespace gpt {
 
 // What a config.json describes: its architecture's model_type ("gpt2", "llama", "mistral",
-// "qwen2", "qwen3"), from `architectures` or else `model_type`; a config with neither is GPT-2
-// (as GPT-2 configs written before either key was usual are). Another architecture is an error
-// naming `what` and the key.
+// "qwen2", "qwen3"): "gpt2" where model_type says so, else from `architectures`, else from
+// `model_type`; a config with neither key is GPT-2 (as GPT-2 configs written before either key
+// was usual are). Another architecture is an error naming `what` and the key.
 std::string hf_model_type(const Json& config, const std::string& what);
 inline bool is_llama_family(const std::string& model_type) { return model_type != "gpt2"; }
 
