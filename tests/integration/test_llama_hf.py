@@ -292,6 +292,32 @@ class LlamaHfTest(h.TempDirTest):
                 directory = write_hf_dir(self.path(name), cfg, weights, "F32", shards, fix)
                 assert_import_refused(self, directory, expected)
 
+    def test_fine_tunes_an_imported_model_at_tp2(self):
+        """train --init-from an imported Llama at tp 2, the optimizer fresh: the validation loss
+        on a learnable data set (a repeating pattern, tokenizer hf:llama as the model's) falls."""
+        source = write_hf_dir(self.path("llama"), LLAMA, hf_weights(LLAMA, 0), "F32", 1)
+        model = self.path("llama.h5")
+        self.convert(["--from-hf", source, "--output", model])
+        pattern = (np.arange(4096) * 7 % 23).astype("uint16")
+        for name in ("train", "val"):
+            with h5py.File(self.path(name + ".h5"), "w") as f:
+                f.create_dataset("tokens", data=pattern)
+                f.attrs["vocab_size"] = np.int64(VOCAB)
+                f.attrs["tokenizer"] = "hf:llama"
+        metrics = self.path("metrics.jsonl")
+        h.train(["--init-from", model, "--data", self.path("train.h5"), "--val-data",
+                 self.path("val.h5"), "--tp", 2, "--steps", 12, "--eval-every", 6,
+                 "--eval-windows", 4, "--global-batch-size", 8, "--micro-batch-size", 4,
+                 "--lr", 1e-2, "--warmup-steps", 2, "--threads", 1, "--checkpoint-dir",
+                 self.path("ck"), "--metrics", metrics], np=2, tiny=False, timeout=120)
+        before = h.run("eval", ["--checkpoint", model, "--data", self.path("val.h5"),
+                                "--eval-windows", 4, "--threads", 1], check=True)
+        vals = [float(re.search(r"loss ([0-9.]+)", before.stdout).group(1))]
+        vals += [v["val_loss"] for v in h.val_lines(h.read_metrics(metrics))]
+        self.assertEqual(len(vals), 3, vals)
+        self.assertTrue(vals[0] > vals[1] > vals[2] and vals[2] < vals[0] - 1.0,
+                        f"the validation loss should fall: {vals}")
+
 
 if __name__ == "__main__":
     h.main()
