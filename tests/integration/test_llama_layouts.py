@@ -8,7 +8,8 @@ second model (one key/value head, tied embeddings, Llama 3.1's rope scaling) run
 both ranks share its one key/value head. A tp 2 x pp 2 checkpoint resumes at 1 rank. Every run
 also proves the memory model to the byte (gpt_harness.train). Generation over the key/value cache
 (which holds the key/value heads only) gives the tokens of re-running the window, also past
-seq_len, and the same sampled tokens at tp 2, tp 4 (shared key/value heads) and tp 2 x pp 2;
+seq_len, and the same sampled tokens at tp 2, tp 4 (shared key/value heads) and tp 2 x pp 2,
+also over a window (--seq-len) twice the trained one;
 eval gives the same loss at 1 rank and tp 2 x pp 2.
 
 Run: /usr/bin/python3 test_llama_layouts.py --bin BUILD/bin [--mpiexec PATH --mpiexec-flags "..."]
@@ -79,6 +80,9 @@ class LlamaLayoutTest(h.EquivalenceTest):
         for np, layout in ((2, []), (4, []), (4, ["--pp", 2])):
             with self.subTest(np=np, layout=layout):
                 self.assertEqual(self.generate(args + layout, np=np), want)
+        # Rotary positions take a longer window than training's 16: cache and window agree.
+        longer = args + ["--seq-len", 32, "--max-new-tokens", 40]
+        self.assertEqual(self.generate(longer), self.generate(longer + ["--no-kv-cache"]))
 
     def test_c_eval_alike_at_tp2_pp2(self):
         final = h.checkpoint_file(self.refs["model"]["ck"], self.STEPS)
