@@ -126,8 +126,8 @@ class Backend {
   }
   virtual void attention_forward(float* out, float* att, const float* q, const float* k,
                                  const float* v, const AttentionShape& s) = 0;
-  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
-                         int64_t NH, int64_t HS) {
+  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                         int64_t HS) {
     const int64_t C = NH * HS;
     attention_forward(out, att, qkv, qkv + C, qkv + 2 * C, fused_qkv_shape(B, T, NH, HS));
   }
@@ -155,8 +155,8 @@ class Backend {
   // Positions [start, start + rows) of every (b, kv head) = k and v (B,rows,kv_stride).
   virtual void attention_kv_store(float* k_cache, float* v_cache, const float* k, const float* v,
                                   const AttentionShape& s, int64_t rows, int64_t start) = 0;
-  void attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B,
-                          int64_t rows, int64_t NH, int64_t HS, int64_t T_max, int64_t start) {
+  void attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t rows,
+                          int64_t NH, int64_t HS, int64_t T_max, int64_t start) {
     const int64_t C = NH * HS;
     attention_kv_store(k_cache, v_cache, qkv + C, qkv + 2 * C, fused_qkv_shape(B, T_max, NH, HS),
                        rows, start);
@@ -169,13 +169,11 @@ class Backend {
     return B * NH * T_max;
   }
   virtual void attention_decode(float* out, float* scores, const float* q, const float* k_cache,
-                                const float* v_cache, const AttentionShape& s,
-                                int64_t length) = 0;
+                                const float* v_cache, const AttentionShape& s, int64_t length) = 0;
   void attention_decode(float* out, float* scores, const float* qkv, const float* k_cache,
                         const float* v_cache, int64_t B, int64_t NH, int64_t HS, int64_t T_max,
                         int64_t length) {
-    attention_decode(out, scores, qkv, k_cache, v_cache, fused_qkv_shape(B, T_max, NH, HS),
-                     length);
+    attention_decode(out, scores, qkv, k_cache, v_cache, fused_qkv_shape(B, T_max, NH, HS), length);
   }
 
   // ---- the Llama family's elementwise layers (elementwise.h holds the per-element formulas)

@@ -8,7 +8,9 @@
 
 namespace gpt {
 
-const char* arch_name(Arch arch) { return arch == Arch::kLlama ? "llama" : "gpt2"; }
+const char* arch_name(Arch arch) {
+  return arch == Arch::kLlama ? "llama" : "gpt2";
+}
 
 Arch parse_arch(const std::string& name, const std::string& what) {
   if (name == "gpt2") return Arch::kGpt2;
@@ -40,8 +42,8 @@ int64_t ModelConfig::num_parameters(bool include_wpe) const {
     return n;
   }
   const int64_t Q = q_channels(), KV = kv_channels();
-  const int64_t attention = C * Q + 2 * C * KV + Q * C + (qkv_bias ? Q + 2 * KV : 0) +
-                            (qk_norm ? 2 * head_dim() : 0);
+  const int64_t attention =
+      C * Q + 2 * C * KV + Q * C + (qkv_bias ? Q + 2 * KV : 0) + (qk_norm ? 2 * head_dim() : 0);
   const int64_t per_layer = 2 * C + attention + 3 * C * F;
   return vocab_size * C * (tied_head() ? 1 : 2) + n_layer * per_layer + C;
 }
@@ -88,8 +90,8 @@ void ModelConfig::validate(const std::string& from_file) const {
     gpt2_only(!qkv_bias, "qkv-bias", "qkv_bias");
     gpt2_only(!qk_norm, "qk-norm", "qk_norm");
     GPT_INPUT_CHECK(d_model % n_head == 0, where << name("n-head", "n_head") << " " << n_head
-                                                 << " does not divide " << name("d-model", "d_model")
-                                                 << " " << d_model);
+                                                 << " does not divide "
+                                                 << name("d-model", "d_model") << " " << d_model);
     return;
   }
   GPT_INPUT_CHECK(head_size > 0 || d_model % n_head == 0,
@@ -101,14 +103,14 @@ void ModelConfig::validate(const std::string& from_file) const {
   GPT_INPUT_CHECK(n_head % kv_heads() == 0, where << name("n-kv-head", "n_kv_head") << " "
                                                   << kv_heads() << " does not divide "
                                                   << name("n-head", "n_head") << " " << n_head);
-  GPT_INPUT_CHECK(q_channels() <= kMaxWidth, where << "n_head * head_dim " << q_channels()
-                                                   << " exceeds " << kMaxWidth);
+  GPT_INPUT_CHECK(q_channels() <= kMaxWidth,
+                  where << "n_head * head_dim " << q_channels() << " exceeds " << kMaxWidth);
   GPT_INPUT_CHECK(std::isfinite(rope_theta) && rope_theta > 1.0 && rope_theta <= 1e12,
                   where << name("rope-theta", "rope_theta") << " must be in (1, 1e12] (got "
                         << rope_theta << ")");
-  GPT_INPUT_CHECK(std::isfinite(norm_eps) && norm_eps > 0 && norm_eps < 1,
-                  where << name("norm-eps", "norm_eps") << " must be in (0, 1) (got " << norm_eps
-                        << ")");
+  GPT_INPUT_CHECK(
+      std::isfinite(norm_eps) && norm_eps > 0 && norm_eps < 1,
+      where << name("norm-eps", "norm_eps") << " must be in (0, 1) (got " << norm_eps << ")");
   if (rope_scaling.type == RopeScaling::kLlama3) {
     const RopeScalingParams& r = rope_scaling;
     GPT_INPUT_CHECK(std::isfinite(r.factor) && r.factor >= 1 && r.factor <= 1e4 &&
@@ -159,7 +161,8 @@ void to_json(Json& json, const ModelConfig& m) {
 
 ModelConfig model_config_from_json(const Json& json, const std::string& what) {
   ModelConfig m;
-  if (json.contains("arch")) m.arch = parse_arch(json_field<std::string>(json, "arch", what), what + ": arch");
+  if (json.contains("arch"))
+    m.arch = parse_arch(json_field<std::string>(json, "arch", what), what + ": arch");
   m.n_layer = json_field<int64_t>(json, "n_layer", what);
   m.n_head = json_field<int64_t>(json, "n_head", what);
   m.d_model = json_field<int64_t>(json, "d_model", what);

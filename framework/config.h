@@ -60,7 +60,7 @@ struct ModelConfig {
   bool tied_head() const { return !llama() || tie_embeddings; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_head; }
-  int64_t q_channels() const { return n_head * head_dim(); }     // width of q and of o's input
+  int64_t q_channels() const { return n_head * head_dim(); }       // width of q and of o's input
   int64_t kv_channels() const { return kv_heads() * head_dim(); }  // width of k and of v
   int64_t ffn_dim() const;
   // Key/value heads on each of tp ranks: kv_heads/tp when tp divides them, else 1 shared by

@@ -1,7 +1,8 @@
 // Per-element formulas shared by the CPU and CUDA backends (docs/DESIGN.md "Backends"): GELU with
 // the tanh approximation, LayerNorm's and RMSNorm's normalisation and gradients, SwiGLU, the
-// rotary turn, the AdamW and SGD updates of one element. Written once as inline functions usable on host and device, so both backends compute
-// the same math; the row and column reductions around them stay in the backends.
+// rotary turn, the AdamW and SGD updates of one element. Written once as inline functions usable on
+// host and device, so both backends compute the same math; the row and column reductions around
+// them stay in the backends.
 #pragma once
 
 #include <cmath>
@@ -102,7 +103,9 @@ GPT_HOST_DEVICE inline float rmsnorm_dinp(float dxhat, float xhat, float rstd,
 }
 
 // SiLU(g) = g * sigmoid(g); SwiGLU's output silu(gate) * up and its two gradients.
-GPT_HOST_DEVICE inline float sigmoid_of(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
+GPT_HOST_DEVICE inline float sigmoid_of(float x) {
+  return 1.0f / (1.0f + fast_expf(-x));
+}
 
 GPT_HOST_DEVICE inline float swiglu_output(float gate, float up) {
   return gate * sigmoid_of(gate) * up;
@@ -114,7 +117,9 @@ GPT_HOST_DEVICE inline float swiglu_dgate(float dy, float gate, float up) {
   return dy * up * s * (1.0f + gate * (1.0f - s));
 }
 
-GPT_HOST_DEVICE inline float swiglu_dup(float dy, float gate) { return dy * gate * sigmoid_of(gate); }
+GPT_HOST_DEVICE inline float swiglu_dup(float dy, float gate) {
+  return dy * gate * sigmoid_of(gate);
+}
 
 // Rotary positions in the rotate-half form: the pair (a, b) = (x[i], x[i + HS/2]) of a head turns
 // by the angle whose cosine and sine are c and s: (a c - b s, b c + a s). The backward turns a

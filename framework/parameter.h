@@ -43,7 +43,7 @@ struct ParameterSpec {
   // heads when tp exceeds them); each rank's gradient is partial, summed over its group after
   // the step's backward.
   int64_t tp_replicas = 1;
-  bool tied_copy = false;      // the last stage's wte when pp > 1: never counted or saved
+  bool tied_copy = false;  // the last stage's wte when pp > 1: never counted or saved
   // Sequence parallel: the gradient covers this rank's rows only; summed over tp after the
   // step's backward.
   bool tp_partial_grad = false;

@@ -68,13 +68,18 @@ Attention::Attention(const LayerContext& ctx, const std::string& name, const Mod
 
 Attention::Qkv Attention::split(float* qkv, int64_t rows) const {
   const int64_t q = local_heads_ * head_dim_, kv = local_kv_heads_ * head_dim_;
-  if (fused_) return {qkv, qkv + q, qkv + 2 * q};  // within each row
+  if (fused_) return {qkv, qkv + q, qkv + 2 * q};       // within each row
   return {qkv, qkv + rows * q, qkv + rows * (q + kv)};  // blocks of rows
 }
 
 AttentionShape Attention::shape(int64_t T) const {
   if (fused_) return fused_qkv_shape(mb_.B, T, local_heads_, head_dim_);
-  return {mb_.B, T, local_heads_, local_kv_heads_, head_dim_, local_heads_ * head_dim_,
+  return {mb_.B,
+          T,
+          local_heads_,
+          local_kv_heads_,
+          head_dim_,
+          local_heads_ * head_dim_,
           local_kv_heads_ * head_dim_};
 }
 
@@ -99,8 +104,7 @@ AttentionGrads Attention::make_grads() const {
           .c_attn = c_attn_.make_grads()};
 }
 
-void Attention::prepare_qk(float* qkv, int64_t T, int64_t start, AttentionCache& c,
-                           bool decoding) {
+void Attention::prepare_qk(float* qkv, int64_t T, int64_t start, AttentionCache& c, bool decoding) {
   if (fused_) return;
   const int64_t rows = mb_.B * T;
   const Qkv x = split(qkv, rows);
@@ -132,16 +136,15 @@ void Attention::forward(float* out, const float* inp, AttentionCache& c) {
 
 AttentionCache Attention::make_decode_cache() const {
   const int64_t B = mb_.B, q = local_heads_ * head_dim_, kv = local_kv_heads_ * head_dim_;
-  return {
-      .c_attn = {},
-      .qkv = {backend_, B * (q + 2 * kv), kDecodeStep},
-      .qk_pre = {backend_, q_norm_ ? B * (q + kv) : 0, kDecodeStep},
-      .q_norm = q_norm_ ? q_norm_->make_decode_cache() : LayerNormCache{},
-      .k_norm = k_norm_ ? k_norm_->make_decode_cache() : LayerNormCache{},
-      // No backward reads it: decode's attention scores, written and read within the step.
-      .att = {backend_, backend_.attention_decode_floats(B, local_heads_, mb_.T), kDecodeStep},
-      .atty = {backend_, B * q, kDecodeStep},
-      .c_proj = {}};
+  return {.c_attn = {},
+          .qkv = {backend_, B * (q + 2 * kv), kDecodeStep},
+          .qk_pre = {backend_, q_norm_ ? B * (q + kv) : 0, kDecodeStep},
+          .q_norm = q_norm_ ? q_norm_->make_decode_cache() : LayerNormCache{},
+          .k_norm = k_norm_ ? k_norm_->make_decode_cache() : LayerNormCache{},
+          // No backward reads it: decode's attention scores, written and read within the step.
+          .att = {backend_, backend_.attention_decode_floats(B, local_heads_, mb_.T), kDecodeStep},
+          .atty = {backend_, B * q, kDecodeStep},
+          .c_proj = {}};
 }
 
 KvCache Attention::make_kv_cache() const {

@@ -70,7 +70,9 @@ void ColumnParallelLinear::forward(float* out, const float* inp, ColumnParallelL
   run_forward(out, c.inp, mb_.N);
 }
 
-void ColumnParallelLinear::decode(float* out, const float* inp) { run_forward(out, inp, mb_.B); }
+void ColumnParallelLinear::decode(float* out, const float* inp) {
+  run_forward(out, inp, mb_.B);
+}
 
 void ColumnParallelLinear::backward_input(float* dinp, const float* dout,
                                           const ColumnParallelLinearCache& /*cache*/,

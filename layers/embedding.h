@@ -24,8 +24,7 @@ inline constexpr const char* kUntiedHeadName = "lm_head.weight";
 // pp > 1. add_untied_head registers the Llama family's own output matrix, split alike.
 Parameter& add_token_embedding(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
                                int tp_size, bool tied_copy);
-Parameter& add_untied_head(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
-                           int tp_size);
+Parameter& add_untied_head(ParameterStore& store, const ModelConfig& cfg, int tp_rank, int tp_size);
 
 // The vocabulary rows of wte this rank stores: [start, start + count), count = Vp/tp.
 struct VocabShard {

@@ -25,7 +25,7 @@ struct LayerScratch {
   DeviceArray<float> rotary;
 };
 
-LayerScratch make_layer_scratch(Backend& backend, const ModelConfig& model,
-                                const LayerSizes& sizes, const ChunkRecompute& recompute);
+LayerScratch make_layer_scratch(Backend& backend, const ModelConfig& model, const LayerSizes& sizes,
+                                const ChunkRecompute& recompute);
 
 }  // namespace gpt

@@ -43,8 +43,8 @@ void LayerNorm::run_forward(float* out, const float* inp, LayerNormCache& c, int
   if (rms_)
     backend_.rmsnorm_forward(out, c.rstd.data(), inp, weight_->value, rows, C_, eps_);
   else
-    backend_.layernorm_forward(out, c.mean.data(), c.rstd.data(), inp, weight_->value,
-                               bias_->value, rows, C_);
+    backend_.layernorm_forward(out, c.mean.data(), c.rstd.data(), inp, weight_->value, bias_->value,
+                               rows, C_);
 }
 
 void LayerNorm::forward(float* out, const float* inp, LayerNormCache& c) {

@@ -70,9 +70,9 @@ struct LayerSizes {
     return drop_attention_cache ? attention_cache_floats(device, B, local_heads, T) : 0;
   }
   int64_t attention_scratch() const { return attention_scratch_floats(device, B, local_heads, T); }
-  int64_t ffn() const { return N * local_ffn; }  // the MLP's activation (down's input)
+  int64_t ffn() const { return N * local_ffn; }         // the MLP's activation (down's input)
   int64_t ffn_in() const { return ffn_parts * ffn(); }  // its input linears' outputs
-  int64_t head_rows() const { return N * C; }  // ln_f's output, all N rows
+  int64_t head_rows() const { return N * C; }           // ln_f's output, all N rows
   int64_t logits() const { return N * local_vocab; }
   int64_t row_stat() const { return N; }  // a per-token loss statistic
   int64_t tokens() const { return N; }    // int32 tokens or targets of a microbatch

@@ -98,9 +98,8 @@ std::vector<BucketParameter> llama_chunk_parameters(const ModelConfig& model, in
   for (int64_t l = spec.first_layer; l < spec.first_layer + spec.n_layers; ++l) {
     const std::string h = "layers." + std::to_string(l) + ".";
     params.push_back({h + "input_layernorm.weight", C});
-    for (const auto& [name, width] : {std::pair<const char*, int64_t>{"q_proj", Q},
-                                      {"k_proj", KV},
-                                      {"v_proj", KV}}) {
+    for (const auto& [name, width] :
+         {std::pair<const char*, int64_t>{"q_proj", Q}, {"k_proj", KV}, {"v_proj", KV}}) {
       params.push_back({h + "self_attn." + name + ".weight", width * C});
       if (model.qkv_bias) params.push_back({h + "self_attn." + name + ".bias", width});
     }
@@ -196,12 +195,12 @@ MemoryBytes predict_memory(const MemoryModelInput& in, int rank) {
   add_parameter_buffers(in, params, bytes);
   if (in.device == DeviceKind::kCuda) {
     const DeviceScratch scratch = device_scratch(in, rank);
-    bytes[MemoryCategory::kWorkspace] +=
-        reserved_bytes(in.device, kCudaGemmWorkspaceBytes, 1) + reserved_bytes(in.device, 1, 8) +
-        reserved_bytes(in.device, scratch.scratch, 1) +
-        reserved_bytes(in.device, scratch.operand_a, 1) +
-        reserved_bytes(in.device, scratch.operand_b, 1) +
-        reserved_bytes(in.device, scratch.update_table, 1);
+    bytes[MemoryCategory::kWorkspace] += reserved_bytes(in.device, kCudaGemmWorkspaceBytes, 1) +
+                                         reserved_bytes(in.device, 1, 8) +
+                                         reserved_bytes(in.device, scratch.scratch, 1) +
+                                         reserved_bytes(in.device, scratch.operand_a, 1) +
+                                         reserved_bytes(in.device, scratch.operand_b, 1) +
+                                         reserved_bytes(in.device, scratch.update_table, 1);
   }
   return bytes;
 }
@@ -212,7 +211,8 @@ namespace {
 // layers/embedding.cpp), not the biases and LayerNorm vectors.
 bool decays(const std::string& name) {
   const auto ends_with = [&](const std::string& tail) {
-    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+    return name.size() >= tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
   };
   if (name == "wte" || name == "wpe") return true;
   // Norm weights are vectors (GPT-2's ln_*, the Llama family's *norm.weight and q/k norms).
@@ -261,7 +261,8 @@ DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
   for (int chunk = 0; chunk < in.layout.virtual_stages; ++chunk) {
     const StageSpec spec = virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages,
                                               stage, chunk, in.layout.layers_per_stage);
-    const std::vector<BucketParameter> chunk_params = chunk_parameters(in.model, in.layout.tp, spec);
+    const std::vector<BucketParameter> chunk_params =
+        chunk_parameters(in.model, in.layout.tp, spec);
     params.insert(params.end(), chunk_params.begin(), chunk_params.end());
     std::vector<std::pair<int64_t, int64_t>> linears;  // (IC, OC) of the chunk's products
     if (spec.n_layers > 0 && !in.model.llama()) {
@@ -273,22 +274,25 @@ DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
     if (spec.n_layers > 0 && in.model.llama()) {  // q, k, v, o, gate, up, down; biases of q, k, v
       const int64_t Q = in.model.q_channels() / tp,
                     KV = in.model.kv_heads_per_rank(tp) * in.model.head_dim();
-      out.scratch = std::max({out.scratch, cuda_rmsnorm_weight_scratch_bytes(C),
-                              in.model.qk_norm ? cuda_rmsnorm_weight_scratch_bytes(in.model.head_dim()) : 0,
-                              in.model.qkv_bias ? cuda_column_sum_scratch_bytes(Q) : 0});
+      out.scratch =
+          std::max({out.scratch, cuda_rmsnorm_weight_scratch_bytes(C),
+                    in.model.qk_norm ? cuda_rmsnorm_weight_scratch_bytes(in.model.head_dim()) : 0,
+                    in.model.qkv_bias ? cuda_column_sum_scratch_bytes(Q) : 0});
       linears.insert(linears.end(), {{C, Q}, {C, KV}, {Q, C}, {C, F}, {F, C}});
     }
     if (spec.has_head) {
-      out.scratch = std::max(out.scratch, in.model.llama() ? cuda_rmsnorm_weight_scratch_bytes(C)
-                                                           : cuda_layernorm_weight_scratch_bytes(C));
+      out.scratch =
+          std::max(out.scratch, in.model.llama() ? cuda_rmsnorm_weight_scratch_bytes(C)
+                                                 : cuda_layernorm_weight_scratch_bytes(C));
       linears.push_back({C, in.model.padded_vocab(tp) / tp});
     }
     if (spec.has_embedding)
       out.scratch = std::max(out.scratch, cuda_embedding_backward_scratch_bytes(N));
     if (!bf16_products) continue;
     for (const auto& [IC, OC] : linears) {  // bf16 copies of each product's operands
-      for (const GemmShape& g : {linear_forward_gemm(N, IC, OC), linear_backward_input_gemm(N, IC, OC),
-                                 linear_backward_weight_gemm(N, IC, OC)}) {
+      for (const GemmShape& g :
+           {linear_forward_gemm(N, IC, OC), linear_backward_input_gemm(N, IC, OC),
+            linear_backward_weight_gemm(N, IC, OC)}) {
         out.operand_a = std::max(out.operand_a, 2 * gemm_a_elements(g));
         out.operand_b = std::max(out.operand_b, 2 * gemm_b_elements(g));
       }

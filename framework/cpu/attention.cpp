@@ -25,10 +25,10 @@ constexpr int64_t kRowBlock = 64;
 struct HeadView {
   int64_t T, HS;
   int64_t q_stride, kv_stride, o_stride;  // row strides of q (and dq), k and v (and dk, dv), out
-  int64_t q_offset;   // offset of this head's q in q (and dq)
-  int64_t kv_offset;  // offset of its kv head in k and v (and dk, dv)
-  int64_t o_offset;   // offset of this head in out (and dout)
-  int64_t a_offset;   // offset of this head's T x T block in att (and datt)
+  int64_t q_offset;                       // offset of this head's q in q (and dq)
+  int64_t kv_offset;                      // offset of its kv head in k and v (and dk, dv)
+  int64_t o_offset;                       // offset of this head in out (and dout)
+  int64_t a_offset;                       // offset of this head's T x T block in att (and datt)
 };
 
 HeadView head_view(int64_t bh, const AttentionShape& s) {
@@ -170,9 +170,8 @@ void check_shape(const AttentionShape& s, const char* what) {
 
 }  // namespace
 
-void CpuBackend::attention_kv_store(float* k_cache, float* v_cache, const float* k,
-                                    const float* v, const AttentionShape& s, int64_t rows,
-                                    int64_t start) {
+void CpuBackend::attention_kv_store(float* k_cache, float* v_cache, const float* k, const float* v,
+                                    const AttentionShape& s, int64_t rows, int64_t start) {
   check_shape(s, "attention_kv_store");
   GPT_CHECK(start >= 0 && rows >= 0 && start + rows <= s.T, "attention_kv_store of positions ["
                                                                 << start << ", " << start + rows
@@ -212,10 +211,9 @@ void CpuBackend::attention_forward(float* out, float* att, const float* q, const
                 [&](int64_t bh) { head_forward(out, att, q, k, v, head_view(bh, s), scale); });
 }
 
-void CpuBackend::attention_backward(float* dq, float* dk, float* dv, float* datt,
-                                    const float* dout, const float* /*out*/, const float* q,
-                                    const float* k, const float* v, const float* att,
-                                    const AttentionShape& s) {
+void CpuBackend::attention_backward(float* dq, float* dk, float* dv, float* datt, const float* dout,
+                                    const float* /*out*/, const float* q, const float* k,
+                                    const float* v, const float* att, const AttentionShape& s) {
   check_shape(s, "attention_backward");
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.HS));
   const int64_t group = s.NH / s.NKV;

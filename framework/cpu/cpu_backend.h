@@ -59,13 +59,12 @@ class CpuBackend : public Backend {
 
   void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
                        int64_t C, float eps) override;
-  void rmsnorm_backward_input(float* dinp, const float* dout, const float* inp,
-                              const float* weight, const float* rstd, int64_t N,
-                              int64_t C) override;
+  void rmsnorm_backward_input(float* dinp, const float* dout, const float* inp, const float* weight,
+                              const float* rstd, int64_t N, int64_t C) override;
   void rmsnorm_backward_weight(float* dweight, const float* dout, const float* inp,
                                const float* rstd, int64_t N, int64_t C) override;
-  void rotary_forward(float* x, const float* table, int64_t B, int64_t T, int64_t heads,
-                      int64_t HS, int64_t start) override;
+  void rotary_forward(float* x, const float* table, int64_t B, int64_t T, int64_t heads, int64_t HS,
+                      int64_t start) override;
   void rotary_backward(float* dx, const float* table, int64_t B, int64_t T, int64_t heads,
                        int64_t HS, int64_t start) override;
   void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) override;

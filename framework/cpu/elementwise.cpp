@@ -1,7 +1,7 @@
 // Elementwise kernels on the CPU: GELU and SwiGLU forward and backward (the shared per-element
-// formulas of elementwise.h, as the CUDA backend's elementwise.cu), the residual stream's accumulate and scale,
-// and the bias add. Flat OpenMP loops written to vectorise; every element is computed alone, so
-// results do not depend on the thread count.
+// formulas of elementwise.h, as the CUDA backend's elementwise.cu), the residual stream's
+// accumulate and scale, and the bias add. Flat OpenMP loops written to vectorise; every element is
+// computed alone, so results do not depend on the thread count.
 #include <algorithm>
 
 #include "framework/cpu/cpu_backend.h"

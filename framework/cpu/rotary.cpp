@@ -41,8 +41,8 @@ void CpuBackend::rotary_forward(float* x, const float* table, int64_t B, int64_t
   rotate_rows<false>(x, table, B, T, heads, HS, start, threads_);
 }
 
-void CpuBackend::rotary_backward(float* dx, const float* table, int64_t B, int64_t T,
-                                 int64_t heads, int64_t HS, int64_t start) {
+void CpuBackend::rotary_backward(float* dx, const float* table, int64_t B, int64_t T, int64_t heads,
+                                 int64_t HS, int64_t start) {
   rotate_rows<true>(dx, table, B, T, heads, HS, start, threads_);
 }
 

@@ -82,8 +82,8 @@ HfWeightFiles::HfWeightFiles(const std::string& dir) {
   for (const std::string& shard : shards) {
     const std::string path = (fs::path(dir) / shard).string();
     GPT_INPUT_CHECK(is_regular_file(path),
-                    (weight_map.empty() ? "--from-hf " + dir + ": neither " +
-                                              kHfSingleWeightsFile + " nor " + kHfWeightIndexFile
+                    (weight_map.empty() ? "--from-hf " + dir + ": neither " + kHfSingleWeightsFile +
+                                              " nor " + kHfWeightIndexFile
                                         : source_ + " names " + shard + ": no such file " + path));
     files_.push_back(std::make_unique<SafetensorsFile>(path));
     const SafetensorsFile& file = *files_.back();

@@ -40,14 +40,12 @@ int64_t int_key(const Json& c, const std::string& key, int64_t low, int64_t high
                 const std::string& what) {
   const auto value = json_field<int64_t>(c, key, what);
   GPT_INPUT_CHECK(value >= low && value <= high, what << ": " << key << " must be in [" << low
-                                                      << ", " << high << "] (got " << value
-                                                      << ")");
+                                                      << ", " << high << "] (got " << value << ")");
   return value;
 }
 
 // A feature this project does not run, named by its key.
-void refuse(bool in_use, const std::string& what, const std::string& key,
-            const std::string& why) {
+void refuse(bool in_use, const std::string& what, const std::string& key, const std::string& why) {
   GPT_INPUT_CHECK(!in_use, what << ": " << key << " " << why);
 }
 
@@ -138,15 +136,15 @@ ModelConfig llama_model_from_hf_config(const Json& c, const std::string& model_t
   m.n_kv_head = has_value(c, "num_key_value_heads")
                     ? int_key(c, "num_key_value_heads", 1, m.n_head, what)
                     : m.n_head;
-  GPT_INPUT_CHECK(m.n_head % m.n_kv_head == 0,
-                  what << ": num_key_value_heads " << m.n_kv_head
-                       << " does not divide num_attention_heads " << m.n_head);
+  GPT_INPUT_CHECK(m.n_head % m.n_kv_head == 0, what << ": num_key_value_heads " << m.n_kv_head
+                                                    << " does not divide num_attention_heads "
+                                                    << m.n_head);
   if (has_value(c, "head_dim")) {
     m.head_size = int_key(c, "head_dim", 2, kMaxWidth, what);
   } else {
     GPT_INPUT_CHECK(m.d_model % m.n_head == 0, what << ": num_attention_heads " << m.n_head
-                                                    << " does not divide hidden_size "
-                                                    << m.d_model << " (and there is no head_dim)");
+                                                    << " does not divide hidden_size " << m.d_model
+                                                    << " (and there is no head_dim)");
     m.head_size = m.d_model / m.n_head;
   }
   GPT_INPUT_CHECK(m.head_size % 2 == 0, what << ": the head size " << m.head_size
@@ -156,8 +154,8 @@ ModelConfig llama_model_from_hf_config(const Json& c, const std::string& model_t
   const int64_t max_positions =
       int_key(c, "max_position_embeddings", 1, std::numeric_limits<int64_t>::max(), what);
   if (seq_len > 0) {
-    GPT_INPUT_CHECK(seq_len <= max_positions, "--seq-len " << seq_len << " is longer than "
-                                                           << what << "'s max_position_embeddings "
+    GPT_INPUT_CHECK(seq_len <= max_positions, "--seq-len " << seq_len << " is longer than " << what
+                                                           << "'s max_position_embeddings "
                                                            << max_positions);
     m.seq_len = seq_len;
   } else {
@@ -167,8 +165,8 @@ ModelConfig llama_model_from_hf_config(const Json& c, const std::string& model_t
   m.norm_eps = has_value(c, "rms_norm_eps") ? json_field<double>(c, "rms_norm_eps", what) : 1e-6;
   m.rope_theta = has_value(c, "rope_theta") ? json_field<double>(c, "rope_theta", what) : 1e4;
   m.rope_scaling = rope_scaling_from_hf(c, what);
-  m.tie_embeddings = has_value(c, "tie_word_embeddings") &&
-                     json_field<bool>(c, "tie_word_embeddings", what);
+  m.tie_embeddings =
+      has_value(c, "tie_word_embeddings") && json_field<bool>(c, "tie_word_embeddings", what);
   m.qkv_bias = model_type == "qwen2";
   m.qk_norm = model_type == "qwen3";
   refuse_unsupported(c, model_type, what, max_positions);
@@ -203,11 +201,12 @@ Json hf_llama_config(const ModelConfig& m, const std::string& torch_dtype) {
             {"initializer_range", 0.02},
             {"torch_dtype", torch_dtype}};
   if (m.rope_scaling.type == RopeScaling::kLlama3)
-    c["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", m.rope_scaling.factor},
-                         {"low_freq_factor", m.rope_scaling.low_freq_factor},
-                         {"high_freq_factor", m.rope_scaling.high_freq_factor},
-                         {"original_max_position_embeddings", m.rope_scaling.original_max_positions}};
+    c["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", m.rope_scaling.factor},
+        {"low_freq_factor", m.rope_scaling.low_freq_factor},
+        {"high_freq_factor", m.rope_scaling.high_freq_factor},
+        {"original_max_position_embeddings", m.rope_scaling.original_max_positions}};
   if (!m.qkv_bias) c["attention_bias"] = false;  // Qwen2's biases need no key
   if (!m.qkv_bias && !m.qk_norm) c["mlp_bias"] = false;
   if (m.qkv_bias || m.qk_norm) c["use_sliding_window"] = false;
@@ -223,8 +222,7 @@ void check_llama_model_size(const HfWeightFiles& files, const ModelConfig& model
   const int64_t needed = model.num_parameters(true);  // validated sizes: no overflow
   GPT_INPUT_CHECK(needed / 2 <= files.total_values(),
                   config_path << "'s model needs " << needed << " parameters, more than twice the "
-                              << files.total_values() << " values " << files.source()
-                              << " holds");
+                              << files.total_values() << " values " << files.source() << " holds");
 }
 
 void check_llama_tensors(const HfWeightFiles& files,
@@ -235,10 +233,9 @@ void check_llama_tensors(const HfWeightFiles& files,
     const std::string hf = hf_llama_name(name);
     GPT_INPUT_CHECK(files.has(hf), files.source() << " has no tensor " << hf);
     GPT_INPUT_CHECK(files.shape(hf) == shape,
-                    files.path_of(hf) << ": tensor " << hf << " has shape "
-                                      << h5::shape_string(files.shape(hf)) << " but "
-                                      << config_path << "'s model needs "
-                                      << h5::shape_string(shape));
+                    files.path_of(hf)
+                        << ": tensor " << hf << " has shape " << h5::shape_string(files.shape(hf))
+                        << " but " << config_path << "'s model needs " << h5::shape_string(shape));
     wanted.insert(hf);
   }
   for (const std::string& name : files.names()) {
@@ -249,9 +246,8 @@ void check_llama_tensors(const HfWeightFiles& files,
     // A tied model saved with its head: the head must be the embedding, or it is not tied.
     const std::string embedding = hf_llama_name("embed_tokens.weight");
     GPT_INPUT_CHECK(files.read(name).values == files.read(embedding).values,
-                    files.path_of(name) << ": lm_head.weight differs from " << embedding
-                                        << " but " << config_path
-                                        << " has tie_word_embeddings true");
+                    files.path_of(name) << ": lm_head.weight differs from " << embedding << " but "
+                                        << config_path << " has tie_word_embeddings true");
   }
 }
 

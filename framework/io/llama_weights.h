@@ -21,7 +21,9 @@ namespace gpt {
 // `model_type`; a config with neither key is GPT-2 (as GPT-2 configs written before either key
 // was usual are). Another architecture is an error naming `what` and the key.
 std::string hf_model_type(const Json& config, const std::string& what);
-inline bool is_llama_family(const std::string& model_type) { return model_type != "gpt2"; }
+inline bool is_llama_family(const std::string& model_type) {
+  return model_type != "gpt2";
+}
 
 // The sequence length an import gets when --seq-len is not given: max_position_embeddings, but
 // no more than this (a 128K context is rarely what one evaluates or fine-tunes at).

@@ -156,7 +156,9 @@ const char* safetensors_dtype_name(StoredDtype dtype) {
   return dtype == StoredDtype::kBF16 ? "BF16" : "F32";
 }
 
-int64_t stored_dtype_bytes(StoredDtype dtype) { return dtype == StoredDtype::kBF16 ? 2 : 4; }
+int64_t stored_dtype_bytes(StoredDtype dtype) {
+  return dtype == StoredDtype::kBF16 ? 2 : 4;
+}
 
 uint16_t float_to_bf16(float value) {
   uint32_t bits;
@@ -169,8 +171,8 @@ uint16_t float_to_bf16(float value) {
 }
 
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const TensorValues& values, const std::map<std::string, std::string>& metadata,
-                       StoredDtype dtype) {
+                       const TensorValues& values,
+                       const std::map<std::string, std::string>& metadata, StoredDtype dtype) {
   Json header = Json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   int64_t offset = 0;

@@ -69,8 +69,8 @@ using TensorValues = std::function<std::vector<float>(const TensorToWrite&)>;
 // string metadata to `path` through a temporary file and a rename, so a failed write leaves
 // nothing under the name.
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const TensorValues& values, const std::map<std::string, std::string>& metadata,
-                       StoredDtype dtype);
+                       const TensorValues& values,
+                       const std::map<std::string, std::string>& metadata, StoredDtype dtype);
 // The same for tensors already in memory.
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, HostTensor>>& tensors,

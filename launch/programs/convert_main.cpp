@@ -104,8 +104,8 @@ using ExpectedTensors = std::map<std::string, std::vector<int64_t>>;
 // Fills a one-rank model's parameters and writes the checkpoint. `check` sees every tensor the
 // model has before anything is read into it (the importers check names and shapes there);
 // `tensor` then gives each one, in its shape, so a tensor at a time is held besides the model.
-void write_imported(const ModelConfig& model, const std::string& source,
-                    const std::string& output, const std::string& tokenizer,
+void write_imported(const ModelConfig& model, const std::string& source, const std::string& output,
+                    const std::string& tokenizer,
                     const std::function<void(const ExpectedTensors&)>& check,
                     const std::function<HostTensor(const std::string&)>& tensor) {
   RuntimeOptions ro;
@@ -130,7 +130,8 @@ void write_imported(const ModelConfig& model, const std::string& source,
 void from_hf_gpt2(const ConvertOptions& o, const Json& config) {
   const fs::path dir(o.from_hf);
   const std::string config_path = (dir / "config.json").string();
-  GPT_INPUT_CHECK(o.seq_len == 0, "--seq-len is for the Llama family: " << config_path
+  GPT_INPUT_CHECK(o.seq_len == 0, "--seq-len is for the Llama family: "
+                                      << config_path
                                       << " is a GPT-2, whose positions are learned (train "
                                          "--init-from --seq-len takes fewer)");
   const ModelConfig model = model_from_hf_config(config, config_path);
@@ -201,7 +202,8 @@ NamedTensors read_checkpoint_tensors(const CheckpointReader& reader) {
   NamedTensors out;
   for (const std::string& dataset : reader.datasets())
     if (dataset.starts_with(kModelGroup))
-      out[dataset.substr(std::string(kModelGroup).size())] = read_checkpoint_tensor(reader, dataset);
+      out[dataset.substr(std::string(kModelGroup).size())] =
+          read_checkpoint_tensor(reader, dataset);
   return out;
 }
 
@@ -221,16 +223,14 @@ fs::path prepare_hf_directory(const ConvertOptions& o) {
 // The Llama family's weights under Hugging Face's names, read from the checkpoint one tensor at a
 // time as the files are written.
 std::vector<std::string> write_llama_hf_weights(const ConvertOptions& o,
-                                                const CheckpointReader& reader,
-                                                const fs::path& dir,
+                                                const CheckpointReader& reader, const fs::path& dir,
                                                 const std::map<std::string, std::string>& metadata,
                                                 StoredDtype dtype) {
   std::vector<TensorToWrite> tensors;
   std::map<std::string, std::string> dataset_of;  // Hugging Face's name -> the dataset
   for (const std::string& dataset : reader.datasets()) {
     if (!dataset.starts_with(kModelGroup)) continue;
-    const std::string name =
-        hf_llama_name(dataset.substr(std::string(kModelGroup).size()));
+    const std::string name = hf_llama_name(dataset.substr(std::string(kModelGroup).size()));
     tensors.push_back({name, reader.shape(dataset)});
     dataset_of[name] = dataset;
   }
@@ -244,8 +244,7 @@ std::vector<std::string> write_llama_hf_weights(const ConvertOptions& o,
 
 // GPT-2's weights, transposed to Conv1D's layout in memory first.
 std::vector<std::string> write_gpt2_hf_weights(const ConvertOptions& o,
-                                               const CheckpointReader& reader,
-                                               const fs::path& dir,
+                                               const CheckpointReader& reader, const fs::path& dir,
                                                const std::map<std::string, std::string>& metadata,
                                                StoredDtype dtype) {
   std::map<std::string, HostTensor> by_name;
@@ -296,10 +295,11 @@ void from_checkpoint(const ConvertOptions& o) {
   write_hf_tokenizer(o, dir, tokenizer, model);
   std::string files = "config.json";
   for (const std::string& name : written) files += ", " + name;
-  GPT_LOG0("wrote " << dir.string() << " (" << files
-                    << (tokenizer == "gpt2" ? ", vocab.json, merges.txt, tokenizer_config.json" : "")
-                    << "; " << safetensors_dtype_name(dtype)
-                    << "; tokenizer of the checkpoint: " << tokenizer << ")");
+  GPT_LOG0(
+      "wrote " << dir.string() << " (" << files
+               << (tokenizer == "gpt2" ? ", vocab.json, merges.txt, tokenizer_config.json" : "")
+               << "; " << safetensors_dtype_name(dtype)
+               << "; tokenizer of the checkpoint: " << tokenizer << ")");
 }
 
 void check_convert_options(const ConvertOptions& o) {

@@ -225,9 +225,9 @@ void add_model_options(po::options_description& desc, std::string& preset, Model
   add("model", po::value(&preset)->default_value(""),
       "preset: tiny | small | gpt2 | gpt2-medium | llama-tiny | llama3-8b | llama3-70b | "
       "llama3-405b | mistral-7b | qwen2.5-7b | qwen3-8b (the shape options below override it)");
-  add("arch", po::value<std::string>()->default_value("gpt2")->notifier([&model](const std::string& v) {
-        model.arch = parse_arch(v);
-      }),
+  add("arch",
+      po::value<std::string>()->default_value("gpt2")->notifier(
+          [&model](const std::string& v) { model.arch = parse_arch(v); }),
       "gpt2 | llama (the Llama family: RMSNorm, rotary positions, grouped-query attention, "
       "SwiGLU, no biases; Mistral, Qwen2 and Qwen3 through the options below)");
   add("n-layer", po::value(&model.n_layer)->default_value(model.n_layer), "transformer blocks");
@@ -290,8 +290,8 @@ const std::pair<const char*, FieldCopy> kPresetFields[] = {
 // A Llama-family preset from its published config.json (Hugging Face): layers, heads, kv heads,
 // width, MLP width, vocabulary, rope theta, RMSNorm eps; seq_len is the trained context capped at
 // 4096.
-ModelConfig llama_shape(int64_t layers, int64_t heads, int64_t kv_heads, int64_t width,
-                        int64_t ffn, int64_t vocab, double theta, double eps, int64_t seq_len) {
+ModelConfig llama_shape(int64_t layers, int64_t heads, int64_t kv_heads, int64_t width, int64_t ffn,
+                        int64_t vocab, double theta, double eps, int64_t seq_len) {
   ModelConfig m;
   m.arch = Arch::kLlama;
   m.n_layer = layers, m.n_head = heads, m.n_kv_head = kv_heads, m.d_model = width;
@@ -339,9 +339,10 @@ ModelConfig model_preset(const std::string& name) {
     m = llama_shape(36, 32, 8, 4096, 12288, 151936, 1000000.0, 1e-6, 4096);
     m.head_size = 128, m.qk_norm = true;
   } else {
-    fail_input("--model must be one of tiny | small | gpt2 | gpt2-medium | llama-tiny | llama3-8b "
-               "| llama3-70b | llama3-405b | mistral-7b | qwen2.5-7b | qwen3-8b (got '" +
-               name + "')");
+    fail_input(
+        "--model must be one of tiny | small | gpt2 | gpt2-medium | llama-tiny | llama3-8b "
+        "| llama3-70b | llama3-405b | mistral-7b | qwen2.5-7b | qwen3-8b (got '" +
+        name + "')");
   }
   return m;
 }

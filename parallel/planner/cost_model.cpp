@@ -111,8 +111,7 @@ struct BlockLinears {
   std::vector<Linear> attention_in, mlp_in, out;
 };
 BlockLinears linears(const Shapes& sh) {
-  if (!sh.llama)
-    return {{{3 * sh.C_l, sh.C}}, {{sh.F_l, sh.C}}, {{sh.C, sh.C_l}, {sh.C, sh.F_l}}};
+  if (!sh.llama) return {{{3 * sh.C_l, sh.C}}, {{sh.F_l, sh.C}}, {{sh.C, sh.C_l}, {sh.C, sh.F_l}}};
   return {{{sh.Q_l, sh.C}, {sh.KV_l, sh.C}, {sh.KV_l, sh.C}},
           {{sh.F_l, sh.C}, {sh.F_l, sh.C}},
           {{sh.C, sh.Q_l}, {sh.C, sh.F_l}}};
@@ -155,8 +154,7 @@ double attention_core_backward(const Context& c) {
 double block_stream_forward(const Context& c) {
   const Shapes& sh = c.sh;
   if (sh.llama)
-    return c.stream((10 * sh.Nl * sh.C + 3 * sh.N * sh.F_l + 2 * sh.N * (sh.Q_l + sh.KV_l)) *
-                    sh.e);
+    return c.stream((10 * sh.Nl * sh.C + 3 * sh.N * sh.F_l + 2 * sh.N * (sh.Q_l + sh.KV_l)) * sh.e);
   const double per_row = megatron(c.layout) ? 11 : 14;
   return c.stream((per_row * sh.Nl * sh.C + 2 * sh.N * sh.F_l) * sh.e);
 }
@@ -165,8 +163,7 @@ double block_stream_forward(const Context& c) {
 double block_stream_backward(const Context& c) {
   const Shapes& sh = c.sh;
   if (sh.llama)
-    return c.stream((12 * sh.Nl * sh.C + 5 * sh.N * sh.F_l + 2 * sh.N * (sh.Q_l + sh.KV_l)) *
-                    sh.e);
+    return c.stream((12 * sh.Nl * sh.C + 5 * sh.N * sh.F_l + 2 * sh.N * (sh.Q_l + sh.KV_l)) * sh.e);
   return c.stream((12 * sh.Nl * sh.C + 3 * sh.N * sh.F_l + sh.N * (sh.F_l + 4 * sh.C_l)) * sh.e);
 }
 

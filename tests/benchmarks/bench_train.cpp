@@ -1,11 +1,11 @@
 // Training-throughput benchmark of the CPU backend: one training
 // step (forward, backward, AdamW) of a small GPT-2 (vocab 8192, seq 256, 4 layers, 8 heads,
 // d_model 512, micro-batch 8), or of a Llama of the same size (4 key/value heads, MLP width
-// 1408: the same parameters per block as GPT-2's 4C MLP), at 1 and 2 threads, beside the oneDNN sgemm peak measured in the
-// same run on the model's own largest GEMM shape. Prints tokens/s, achieved GFLOP/s (6N + 12LTC
-// per token, ModelConfig::flops_per_token) and the share of the sgemm peak, one line per thread
-// count, then a JSON line.
-// Usage: bench_train [steps (default 5)] [max_threads (default 2)] [gpt2|llama]
+// 1408: the same parameters per block as GPT-2's 4C MLP), at 1 and 2 threads, beside the oneDNN
+// sgemm peak measured in the same run on the model's own largest GEMM shape. Prints tokens/s,
+// achieved GFLOP/s (6N + 12LTC per token, ModelConfig::flops_per_token) and the share of the sgemm
+// peak, one line per thread count, then a JSON line. Usage: bench_train [steps (default 5)]
+// [max_threads (default 2)] [gpt2|llama]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
