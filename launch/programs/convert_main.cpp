@@ -79,12 +79,12 @@ void write_hf_tokenizer(const ConvertOptions& o, const fs::path& dir, const std:
 
 // The checkpoint as `train --steps 0` would write it, at `output`: written by write_checkpoint
 // into a folder beside it, then moved.
-void write_weights_checkpoint(Runtime& rt, const std::string& tokenizer,
+void write_weights_checkpoint(Runtime& rt, const ModelConfig& model, const std::string& tokenizer,
                               const std::string& output) {
   TrainOptions defaults;
-  defaults.model = rt.model();
+  defaults.model = model;
   CheckpointMeta meta;
-  meta.config_json = run_config_json(defaults, rt.model());
+  meta.config_json = run_config_json(defaults, model);
   meta.tokenizer = tokenizer;
   meta.layout = rt.layout();
   const std::string folder = output + ".convert-tmp";
@@ -110,7 +110,13 @@ void write_imported(const ModelConfig& model, const std::string& source, const s
                     const std::function<HostTensor(const std::string&)>& tensor) {
   RuntimeOptions ro;
   ro.execution.device = DeviceKind::kCpu;
-  Runtime rt(MPI_COMM_WORLD, model, ro);
+  // Nothing runs forward here: the layers' buffers are sized for one sequence, and for the
+  // Llama family (no learned positions, so no parameter depends on it) of one token, so that
+  // a long context costs no activation memory.
+  ro.layout.micro_batch = 1;
+  ModelConfig allocated = model;
+  if (model.llama()) allocated.seq_len = 1;
+  Runtime rt(MPI_COMM_WORLD, allocated, ro);
   ExpectedTensors expected;
   for (const Parameter& p : rt.store().params())
     if (!p.tied_copy) expected[p.name] = p.shape;
@@ -120,7 +126,7 @@ void write_imported(const ModelConfig& model, const std::string& source, const s
     GPT_CHECK(t.shape == p.shape, "imported tensor " << p.name << " has another shape");
     rt.store().set_values(p, [&](int64_t i) { return t.values[static_cast<size_t>(i)]; });
   }
-  write_weights_checkpoint(rt, tokenizer, output);
+  write_weights_checkpoint(rt, model, tokenizer, output);
   GPT_LOG0("wrote " << output << ": " << model.num_parameters(true) << " parameters ("
                     << arch_name(model.arch) << ", " << model.n_layer << " layers, d_model "
                     << model.d_model << ", vocab " << model.vocab_size << ", " << model.seq_len
