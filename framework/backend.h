@@ -48,6 +48,18 @@ inline bool attention_cache_is_quadratic(DeviceKind kind) {
 // reduction result, each in its own arena block.
 inline constexpr size_t kCudaGemmWorkspaceBytes = size_t{32} << 20;
 
+// One grouped-query attention call (Backend::attention_*): B sequences of T positions, NH query
+// heads and NKV key/value heads of HS floats (NKV divides NH; query head h reads kv head
+// h / (NH / NKV)); rows of q are q_stride floats apart, rows of k and v kv_stride.
+struct AttentionShape {
+  int64_t B = 0, T = 0, NH = 0, NKV = 0, HS = 0;
+  int64_t q_stride = 0, kv_stride = 0;
+};
+// GPT-2's fused [q | k | v] rows of 3*NH*HS floats.
+inline AttentionShape fused_qkv_shape(int64_t B, int64_t T, int64_t NH, int64_t HS) {
+  return {B, T, NH, NH, HS, 3 * NH * HS, 3 * NH * HS};
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -102,42 +114,92 @@ class Backend {
   virtual void gelu_forward(float* out, const float* inp, int64_t n) = 0;
   virtual void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) = 0;
 
-  // ---- causal self-attention, scaled by 1/sqrt(HS)
-  // qkv (B,T,3*NH*HS) holds per token [q of heads 0..NH-1 | k of heads | v of heads]; out
-  // (B,T,NH*HS). att is the backend's attention cache of attention_cache_floats() floats: the
-  // softmax probabilities (B,NH,T,T) on the CPU, the rows' log-sum-exp (B,NH,T) in CUDA's fused
-  // kernel, which never forms the T x T matrix.
+  // ---- causal self-attention, scaled by 1/sqrt(HS), grouped-query (AttentionShape). q (B,T,
+  // q_stride) holds per token the NH query heads, k and v (B,T,kv_stride) the NKV key and value
+  // heads, each head HS contiguous floats; out (B,T,NH*HS). att is the backend's attention cache
+  // of attention_cache_floats() floats: the softmax probabilities (B,NH,T,T) on the CPU, the rows'
+  // log-sum-exp (B,NH,T) in CUDA's fused kernel, which never forms the T x T matrix. GPT-2's
+  // fused c_attn output (B,T,3*NH*HS) = [q | k | v] is the case NKV = NH, q_stride = kv_stride =
+  // 3*NH*HS, with k and v at offsets NH*HS and 2*NH*HS: the qkv overloads below.
   int64_t attention_cache_floats(int64_t B, int64_t NH, int64_t T) const {
     return gpt::attention_cache_floats(kind(), B, NH, T);
   }
-  virtual void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
-                                 int64_t NH, int64_t HS) = 0;
-  // dqkv (B,T,3*NH*HS) = the gradient; out is the forward's output; datt is scratch of
-  // attention_scratch_floats() floats.
+  virtual void attention_forward(float* out, float* att, const float* q, const float* k,
+                                 const float* v, const AttentionShape& s) = 0;
+  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                         int64_t HS) {
+    const int64_t C = NH * HS;
+    attention_forward(out, att, qkv, qkv + C, qkv + 2 * C, fused_qkv_shape(B, T, NH, HS));
+  }
+  // dq, dk, dv (strided as q, k and v) = the gradient, written over the columns the heads use
+  // (dk and dv sum over the NH/NKV query heads of a group); out is the forward's output; datt is
+  // scratch of attention_scratch_floats() floats.
   int64_t attention_scratch_floats(int64_t B, int64_t NH, int64_t T) const {
     return gpt::attention_scratch_floats(kind(), B, NH, T);
   }
-  virtual void attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
-                                  const float* qkv, const float* att, int64_t B, int64_t T,
-                                  int64_t NH, int64_t HS) = 0;
+  virtual void attention_backward(float* dq, float* dk, float* dv, float* datt, const float* dout,
+                                  const float* out, const float* q, const float* k, const float* v,
+                                  const float* att, const AttentionShape& s) = 0;
+  void attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
+                          const float* qkv, const float* att, int64_t B, int64_t T, int64_t NH,
+                          int64_t HS) {
+    const int64_t C = NH * HS;
+    attention_backward(dqkv, dqkv + C, dqkv + 2 * C, datt, dout, out, qkv, qkv + C, qkv + 2 * C,
+                       att, fused_qkv_shape(B, T, NH, HS));
+  }
 
   // ---- attention over a key/value cache (generation: one new query row per sequence). The
-  // caches k_cache and v_cache (B,NH,T_max,HS) hold the keys and values of positions 0..T_max-1
-  // of each (sequence, head), head-major so each head's rows are contiguous.
-  // Positions [start, start + rows) of every (b, h) = the k and v parts of qkv (B,rows,3*NH*HS).
-  virtual void attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B,
-                                  int64_t rows, int64_t NH, int64_t HS, int64_t T_max,
-                                  int64_t start) = 0;
-  // out (B,NH*HS) = causal attention of the one query row per sequence in qkv (B,3*NH*HS) over
+  // caches k_cache and v_cache (B,NKV,T_max,HS) hold the keys and values of positions
+  // 0..T_max-1 of each (sequence, kv head), head-major so each head's rows are contiguous; the
+  // shape's T is T_max.
+  // Positions [start, start + rows) of every (b, kv head) = k and v (B,rows,kv_stride).
+  virtual void attention_kv_store(float* k_cache, float* v_cache, const float* k, const float* v,
+                                  const AttentionShape& s, int64_t rows, int64_t start) = 0;
+  void attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t rows,
+                          int64_t NH, int64_t HS, int64_t T_max, int64_t start) {
+    const int64_t C = NH * HS;
+    attention_kv_store(k_cache, v_cache, qkv + C, qkv + 2 * C, fused_qkv_shape(B, T_max, NH, HS),
+                       rows, start);
+  }
+  // out (B,NH*HS) = causal attention of the one query row per sequence in q (B,q_stride) over
   // the cached positions 0..length-1 (the query's own among them), scaled by 1/sqrt(HS): what
   // attention_forward gives for row length-1. scores is scratch of attention_decode_floats(): one
-  // row of scores per (sequence, head) on either backend.
+  // row of scores per (sequence, query head) on either backend.
   int64_t attention_decode_floats(int64_t B, int64_t NH, int64_t T_max) const {
     return B * NH * T_max;
   }
-  virtual void attention_decode(float* out, float* scores, const float* qkv, const float* k_cache,
-                                const float* v_cache, int64_t B, int64_t NH, int64_t HS,
-                                int64_t T_max, int64_t length) = 0;
+  virtual void attention_decode(float* out, float* scores, const float* q, const float* k_cache,
+                                const float* v_cache, const AttentionShape& s, int64_t length) = 0;
+  void attention_decode(float* out, float* scores, const float* qkv, const float* k_cache,
+                        const float* v_cache, int64_t B, int64_t NH, int64_t HS, int64_t T_max,
+                        int64_t length) {
+    attention_decode(out, scores, qkv, k_cache, v_cache, fused_qkv_shape(B, T_max, NH, HS), length);
+  }
+
+  // ---- the Llama family's elementwise layers (elementwise.h holds the per-element formulas)
+  // RMSNorm over the last dimension C: out = inp * rstd * weight, rstd (N) = 1/sqrt(mean(inp^2)
+  // + eps), kept for the backward.
+  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight,
+                               int64_t N, int64_t C, float eps) = 0;
+  // dinp (N,C) += the input gradient (accumulates, as LayerNorm's)
+  virtual void rmsnorm_backward_input(float* dinp, const float* dout, const float* inp,
+                                      const float* weight, const float* rstd, int64_t N,
+                                      int64_t C) = 0;
+  // dweight (C) += sum_n dout * inp * rstd
+  virtual void rmsnorm_backward_weight(float* dweight, const float* dout, const float* inp,
+                                       const float* rstd, int64_t N, int64_t C) = 0;
+  // Rotary positions, in place on x (B,T,heads*HS): the row of (b, t) is at position start + t,
+  // and each head's pairs (i, i + HS/2) turn by that position's angles. table (positions, HS)
+  // holds per position [cos of the HS/2 angles | sin of them] (rotary_table in layers/). The
+  // backward turns a gradient back (by the negative angles), in place too.
+  virtual void rotary_forward(float* x, const float* table, int64_t B, int64_t T, int64_t heads,
+                              int64_t HS, int64_t start) = 0;
+  virtual void rotary_backward(float* dx, const float* table, int64_t B, int64_t T, int64_t heads,
+                               int64_t HS, int64_t start) = 0;
+  // SwiGLU: out (n) = silu(gate) * up; the backward writes dgate and dup (n) from dout.
+  virtual void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) = 0;
+  virtual void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
+                               const float* up, int64_t n) = 0;
 
   // ---- residual stream and biases
   virtual void accumulate(float* y, const float* x, int64_t n) = 0;  // y += x

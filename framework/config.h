@@ -1,6 +1,9 @@
-// The model's shape (GPT-2, docs/DESIGN.md "Model") and what follows from it: head size, padded
-// vocabulary, parameter count and FLOPs per token. Validation here covers the model alone;
-// layout rules (tp dividing heads, ...) are checked with the options in launch/.
+// The model's shape and what follows from it: head size, padded vocabulary, parameter count and
+// FLOPs per token. Two architectures (docs/MODEL.md): GPT-2 (LayerNorm, learned positions, GELU
+// MLP, biases, tied head) and the Llama family (RMSNorm, rotary positions, grouped-query
+// attention, SwiGLU MLP, no biases, untied head by default; Mistral, Qwen2 and Qwen3 are its
+// options). Validation here covers the model alone; layout rules (tp dividing heads, ...) are
+// checked with the options in launch/.
 #pragma once
 
 #include <cstdint>
@@ -17,29 +20,71 @@ inline constexpr int64_t kMaxWidth = int64_t{1} << 16;
 inline constexpr int64_t kMaxSeqLen = int64_t{1} << 22;
 inline constexpr int64_t kMaxVocab = (int64_t{1} << 31) - 1;
 
+enum class Arch { kGpt2, kLlama };
+const char* arch_name(Arch arch);  // "gpt2", "llama"
+// Throws a one-line gpt::Error naming `what` (--arch, or a file's key) for anything else.
+Arch parse_arch(const std::string& name, const std::string& what = "--arch");
+
+// Rotary frequencies: as computed (kNone), or rescaled as Llama 3.1 does (kLlama3: long
+// wavelengths divided by `factor`, short ones kept, a smooth blend between; its four
+// parameters are those of config.json's rope_scaling).
+enum class RopeScaling { kNone, kLlama3 };
+struct RopeScalingParams {
+  RopeScaling type = RopeScaling::kNone;
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_positions = 8192;
+};
+
 struct ModelConfig {
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t d_model = 128;
-  int64_t seq_len = 64;      // also the number of learned positions
+  int64_t seq_len = 64;      // positions a sequence has (GPT-2: also the learned positions)
   int64_t vocab_size = 256;  // the data set's
+  Arch arch = Arch::kGpt2;
 
-  int64_t head_dim() const { return d_model / n_head; }
-  int64_t ffn_dim() const { return 4 * d_model; }
+  // Llama family only (GPT-2 keeps the defaults; validate refuses others).
+  int64_t n_kv_head = 0;   // 0 = n_head
+  int64_t head_size = 0;   // 0 = d_model / n_head
+  int64_t ffn_hidden = 0;  // 0 = 4 d_model (GPT-2), 8 d_model / 3 rounded up to 256 (Llama)
+  double rope_theta = 10000.0;
+  RopeScalingParams rope_scaling{};
+  double norm_eps = 1e-5;
+  bool tie_embeddings = false;  // GPT-2 is always tied
+  bool qkv_bias = false;        // Qwen2: biases on q, k and v
+  bool qk_norm = false;         // Qwen3: RMSNorm over each head's q and k before the rotation
+
+  bool llama() const { return arch == Arch::kLlama; }
+  bool tied_head() const { return !llama() || tie_embeddings; }
+  int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_head; }
+  int64_t q_channels() const { return n_head * head_dim(); }       // width of q and of o's input
+  int64_t kv_channels() const { return kv_heads() * head_dim(); }  // width of k and of v
+  int64_t ffn_dim() const;
+  // Key/value heads on each of tp ranks: kv_heads/tp when tp divides them, else 1 shared by
+  // tp/kv_heads consecutive ranks (kv_replicas) when kv_heads divides tp.
+  int64_t kv_heads_per_rank(int64_t tp) const { return kv_heads() >= tp ? kv_heads() / tp : 1; }
+  int64_t kv_replicas(int64_t tp) const { return kv_heads() >= tp ? 1 : tp / kv_heads(); }
   // Vocabulary padded to a multiple of 64 * tp; padded rows are zero and never used.
   int64_t padded_vocab(int64_t tp) const;
-  // Parameters of the logical (unpadded) model, wpe excluded (FLOPs formula) or included.
+  // Parameters of the logical (unpadded) model, GPT-2's wpe excluded (FLOPs formula) or included.
   int64_t num_parameters(bool include_wpe) const;
-  // 6 N + 12 L T C per token (docs/DESIGN.md), N without wpe.
+  // Model FLOPs per token, forward and backward (docs/MODEL.md): 6 per weight of every matrix
+  // product (GPT-2 counts all its parameters but wpe, as published; Llama leaves out the input
+  // embedding, a lookup, unless it is the tied head) plus 12 L T (n_head * head_dim) for the
+  // attention scores and their use.
   double flops_per_token() const;
   // Throws a one-line gpt::Error naming the bad field: as its option (--n-layer), or with
   // from_file as that file's key ("FILE: attribute config: n_layer").
   void validate(const std::string& from_file = "") const;
 };
 
-// The model's five fields as JSON (n_layer, n_head, d_model, seq_len, vocab_size): the one place
-// they are named for files (the checkpoint's config attribute). from_json validates and names
-// `what` (the file) in its errors.
+// The model as JSON: the one place its fields are named for files (the checkpoint's config
+// attribute). GPT-2 writes its five fields (n_layer, n_head, d_model, seq_len, vocab_size), as it
+// always has; Llama adds "arch" and every field above. from_json validates and names `what` (the
+// file) in its errors; a file without "arch" is GPT-2.
 void to_json(nlohmann::ordered_json& json, const ModelConfig& model);
 ModelConfig model_config_from_json(const nlohmann::ordered_json& json, const std::string& what);
 

@@ -9,8 +9,8 @@
 
 namespace gpt {
 
-// Column sums (bias and LayerNorm weight gradients) reduce a fixed number of row chunks, in
-// double, then the chunks in order: deterministic whatever the row count.
+// Column sums (bias, LayerNorm and RMSNorm weight gradients) reduce a fixed number of row chunks,
+// in double, then the chunks in order: deterministic whatever the row count.
 inline constexpr int64_t kCudaColumnChunks = 128;
 // Whole-buffer sums (the loss, the gradient norm) always run this grid of double partials.
 inline constexpr int64_t kCudaSumBlocks = 512;
@@ -18,12 +18,20 @@ inline constexpr int64_t kCudaSumBlocks = 512;
 inline constexpr int64_t kCudaUpdateBlockElements = 8192;
 inline constexpr int64_t kCudaUpdateBlockBytes = 16;  // offset (8), numel (4), decay flag (4)
 
-inline int64_t cuda_column_sum_scratch_bytes(int64_t C) { return 8 * kCudaColumnChunks * C; }
+inline int64_t cuda_column_sum_scratch_bytes(int64_t C) {
+  return 8 * kCudaColumnChunks * C;
+}
 // The weight's and the bias's partials.
 inline int64_t cuda_layernorm_weight_scratch_bytes(int64_t C) {
   return 2 * cuda_column_sum_scratch_bytes(C);
 }
-inline int64_t cuda_full_sum_scratch_bytes() { return 8 * kCudaSumBlocks; }
+// The weight's partials (RMSNorm has no bias).
+inline int64_t cuda_rmsnorm_weight_scratch_bytes(int64_t C) {
+  return cuda_column_sum_scratch_bytes(C);
+}
+inline int64_t cuda_full_sum_scratch_bytes() {
+  return 8 * kCudaSumBlocks;
+}
 
 // The embedding backward sorts the N tokens' (row, position) pairs: four arrays of N 32-bit
 // values, each 256-byte aligned, then CUB's radix-sort storage. CUB sizes that storage from its
@@ -31,8 +39,12 @@ inline int64_t cuda_full_sum_scratch_bytes() { return 8 * kCudaSumBlocks; }
 // CUB's request against it: CUB's onesweep sort keeps alternate key and value arrays (8 bytes a
 // pair), per-pass digit counters and one look-back state per tile and digit (at most 4 passes of
 // 256 8-byte counters per tile of >= 1024 pairs: 8 bytes a pair), and aligns each piece.
-inline int64_t cuda_sort_array_bytes(int64_t N) { return (4 * N + 255) / 256 * 256; }
-inline int64_t cuda_radix_sort_bound_bytes(int64_t N) { return 16 * N + (int64_t{64} << 10); }
+inline int64_t cuda_sort_array_bytes(int64_t N) {
+  return (4 * N + 255) / 256 * 256;
+}
+inline int64_t cuda_radix_sort_bound_bytes(int64_t N) {
+  return 16 * N + (int64_t{64} << 10);
+}
 inline int64_t cuda_embedding_backward_scratch_bytes(int64_t N) {
   return N == 0 ? 0 : 4 * cuda_sort_array_bytes(N) + cuda_radix_sort_bound_bytes(N);
 }

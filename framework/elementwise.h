@@ -1,7 +1,8 @@
 // Per-element formulas shared by the CPU and CUDA backends (docs/DESIGN.md "Backends"): GELU with
-// the tanh approximation, LayerNorm's normalisation and gradients, the AdamW and SGD updates of one
-// element. Written once as inline functions usable on host and device, so both backends compute
-// the same math; the row and column reductions around them stay in the backends.
+// the tanh approximation, LayerNorm's and RMSNorm's normalisation and gradients, SwiGLU, the
+// rotary turn, the AdamW and SGD updates of one element. Written once as inline functions usable on
+// host and device, so both backends compute the same math; the row and column reductions around
+// them stay in the backends.
 #pragma once
 
 #include <cmath>
@@ -87,6 +88,52 @@ GPT_HOST_DEVICE inline float layernorm_dxhat(float dy, float weight) {
 GPT_HOST_DEVICE inline float layernorm_dinp(float dxhat, float xhat, float rstd, float mean_dxhat,
                                             float mean_dxhat_xhat) {
   return rstd * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
+}
+
+// RMSNorm (Llama's, in float32): xhat = x * rstd with rstd = 1/sqrt(mean(x^2) + eps), output
+// xhat * weight (transformers' LlamaRMSNorm order). The backward's dxhat = dy * weight, and the
+// input gradient rstd * (dxhat - xhat * mean(dxhat * xhat)) given that mean over the row.
+GPT_HOST_DEVICE inline float rmsnorm_output(float x, float rstd, float weight) {
+  return (x * rstd) * weight;
+}
+
+GPT_HOST_DEVICE inline float rmsnorm_dinp(float dxhat, float xhat, float rstd,
+                                          float mean_dxhat_xhat) {
+  return rstd * (dxhat - xhat * mean_dxhat_xhat);
+}
+
+// SiLU(g) = g * sigmoid(g); SwiGLU's output silu(gate) * up and its two gradients.
+GPT_HOST_DEVICE inline float sigmoid_of(float x) {
+  return 1.0f / (1.0f + fast_expf(-x));
+}
+
+GPT_HOST_DEVICE inline float swiglu_output(float gate, float up) {
+  return gate * sigmoid_of(gate) * up;
+}
+
+// d/dgate of silu(gate) * up times dy: dy * up * s * (1 + gate * (1 - s)), s = sigmoid(gate).
+GPT_HOST_DEVICE inline float swiglu_dgate(float dy, float gate, float up) {
+  const float s = sigmoid_of(gate);
+  return dy * up * s * (1.0f + gate * (1.0f - s));
+}
+
+GPT_HOST_DEVICE inline float swiglu_dup(float dy, float gate) {
+  return dy * gate * sigmoid_of(gate);
+}
+
+// Rotary positions in the rotate-half form: the pair (a, b) = (x[i], x[i + HS/2]) of a head turns
+// by the angle whose cosine and sine are c and s: (a c - b s, b c + a s). The backward turns a
+// gradient pair by the negative angle: (da c + db s, db c - da s).
+GPT_HOST_DEVICE inline void rotary_turn(float& a, float& b, float c, float s) {
+  const float a0 = a, b0 = b;
+  a = a0 * c - b0 * s;
+  b = b0 * c + a0 * s;
+}
+
+GPT_HOST_DEVICE inline void rotary_turn_back(float& da, float& db, float c, float s) {
+  const float a0 = da, b0 = db;
+  da = a0 * c + b0 * s;
+  db = b0 * c - a0 * s;
 }
 
 // One AdamW step's scalars, derived in double from (lr, betas, eps, wd, step t) the way

@@ -39,7 +39,11 @@ struct ParameterSpec {
   float init_std = 0.0f;       // for kNormal
   bool weight_decay = false;   // two or more dimensions
   bool tp_replicated = false;  // every tp rank holds the same full copy (LayerNorms, wpe)
-  bool tied_copy = false;      // the last stage's wte when pp > 1: never counted or saved
+  // Consecutive groups of this many tp ranks hold the same slab (the Llama family's key/value
+  // heads when tp exceeds them); each rank's gradient is partial, summed over its group after
+  // the step's backward.
+  int64_t tp_replicas = 1;
+  bool tied_copy = false;  // the last stage's wte when pp > 1: never counted or saved
   // Sequence parallel: the gradient covers this rank's rows only; summed over tp after the
   // step's backward.
   bool tp_partial_grad = false;
@@ -52,7 +56,7 @@ struct Parameter : ParameterSpec {
   int64_t numel() const { return local_numel; }
   // This rank holds the copy that counts once (gradient norm) over tp and pp.
   bool counts_once_over_tp_pp(int tp_rank) const {
-    return !tied_copy && (!tp_replicated || tp_rank == 0);
+    return !tied_copy && (tp_replicated ? tp_rank == 0 : tp_rank % tp_replicas == 0);
   }
 };
 

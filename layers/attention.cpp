@@ -5,27 +5,91 @@
 
 namespace gpt {
 
-Attention::Attention(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg)
+namespace {
+
+std::vector<LinearSpec> llama_qkv_parts(const std::string& name, const ModelConfig& cfg,
+                                        int64_t tp) {
+  std::vector<LinearSpec> parts;
+  for (const auto& [part, width] : {std::pair<const char*, int64_t>{".q_proj", cfg.q_channels()},
+                                    {".k_proj", cfg.kv_channels()},
+                                    {".v_proj", cfg.kv_channels()}})
+    parts.push_back({.name = name + part,
+                     .in_features = cfg.d_model,
+                     .out_features = width,
+                     .init_std = kLinearInitStd,
+                     .bias = cfg.qkv_bias,
+                     .tp_replicas = part[1] == 'q' ? 1 : cfg.kv_replicas(tp)});
+  return parts;
+}
+
+ColumnParallelLinear make_c_attn(const LayerContext& ctx, const std::string& name,
+                                 const ModelConfig& cfg) {
+  if (cfg.llama()) return ColumnParallelLinear(ctx, llama_qkv_parts(name, cfg, ctx.tp.size()));
+  return ColumnParallelLinear(ctx,
+                              {.name = name + ".c_attn",
+                               .in_features = cfg.d_model,
+                               .out_features = 3 * cfg.d_model,
+                               .init_std = kLinearInitStd},
+                              3);
+}
+
+}  // namespace
+
+Attention::Attention(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg,
+                     const float* rotary)
     : Layer(ctx),
+      fused_(!cfg.llama()),
       local_heads_(cfg.n_head / ctx.tp.size()),
+      local_kv_heads_(cfg.kv_heads_per_rank(ctx.tp.size())),
       head_dim_(cfg.head_dim()),
-      c_attn_(ctx,
-              {.name = name + ".c_attn",
-               .in_features = cfg.d_model,
-               .out_features = 3 * cfg.d_model,
-               .init_std = kLinearInitStd},
-              3),
-      c_proj_(ctx, {.name = name + ".c_proj",
-                    .in_features = cfg.d_model,
+      rotary_(rotary),
+      c_attn_(make_c_attn(ctx, name, cfg)),
+      c_proj_(ctx, {.name = name + (fused_ ? ".c_proj" : ".o_proj"),
+                    .in_features = cfg.q_channels(),
                     .out_features = cfg.d_model,
-                    .init_std = residual_projection_init_std(cfg.n_layer)}) {
-  GPT_CHECK(cfg.n_head % tp_.size() == 0, "tp does not divide the heads");
+                    .init_std = residual_projection_init_std(cfg.n_layer),
+                    .bias = fused_}) {
+  GPT_CHECK(cfg.n_head % tp_.size() == 0 &&
+                (cfg.kv_heads() % tp_.size() == 0 || tp_.size() % cfg.kv_heads() == 0),
+            "tp does not divide the heads");
+  GPT_CHECK(fused_ || rotary_ != nullptr, "the Llama family's attention needs the rotary table");
+  if (cfg.qk_norm) {
+    const auto norm = [&](const char* which, int64_t heads) {
+      return std::make_unique<LayerNorm>(ctx, NormSpec{.name = name + which,
+                                                       .C = head_dim_,
+                                                       .rms = true,
+                                                       .eps = static_cast<float>(cfg.norm_eps),
+                                                       .heads = heads});
+    };
+    q_norm_ = norm(".q_norm", local_heads_);
+    k_norm_ = norm(".k_norm", local_kv_heads_);
+  }
+}
+
+Attention::Qkv Attention::split(float* qkv, int64_t rows) const {
+  const int64_t q = local_heads_ * head_dim_, kv = local_kv_heads_ * head_dim_;
+  if (fused_) return {qkv, qkv + q, qkv + 2 * q};       // within each row
+  return {qkv, qkv + rows * q, qkv + rows * (q + kv)};  // blocks of rows
+}
+
+AttentionShape Attention::shape(int64_t T) const {
+  if (fused_) return fused_qkv_shape(mb_.B, T, local_heads_, head_dim_);
+  return {mb_.B,
+          T,
+          local_heads_,
+          local_kv_heads_,
+          head_dim_,
+          local_heads_ * head_dim_,
+          local_kv_heads_ * head_dim_};
 }
 
 AttentionCache Attention::make_cache() const {
   Backend& be = backend_;
   return {.c_attn = c_attn_.make_cache(),
           .qkv = {be, mb_.qkv(), kCache},
+          .qk_pre = {be, mb_.qk_pre(), kCache},
+          .q_norm = q_norm_ ? q_norm_->make_cache() : LayerNormCache{},
+          .k_norm = k_norm_ ? k_norm_->make_cache() : LayerNormCache{},
           .att = {be, mb_.attention_cache(), kCache},
           .atty = {be, mb_.attention_out(), kCache},
           .c_proj = c_proj_.make_cache()};
@@ -34,46 +98,73 @@ AttentionCache Attention::make_cache() const {
 AttentionGrads Attention::make_grads() const {
   return {.c_proj = c_proj_.make_grads(),
           .dqkv = {backend_, mb_.qkv(), kCache},
+          .dqk_normed = {backend_, mb_.qk_pre(), kCache},
+          .q_norm = {},
+          .k_norm = {},
           .c_attn = c_attn_.make_grads()};
+}
+
+void Attention::prepare_qk(float* qkv, int64_t T, int64_t start, AttentionCache& c, bool decoding) {
+  if (fused_) return;
+  const int64_t rows = mb_.B * T;
+  const Qkv x = split(qkv, rows);
+  if (q_norm_) {  // the norms read their inputs from the cache, and write q and k back
+    const int64_t q = rows * local_heads_ * head_dim_;
+    backend_.copy(c.qk_pre.data(), qkv, sizeof(float) * static_cast<size_t>(c.qk_pre.size()));
+    const float* k_pre = c.qk_pre.data() + q;
+    if (decoding) {
+      q_norm_->decode(x.q, c.qk_pre.data(), c.q_norm);
+      k_norm_->decode(x.k, k_pre, c.k_norm);
+    } else {
+      q_norm_->forward(x.q, c.qk_pre.data(), c.q_norm);
+      k_norm_->forward(x.k, k_pre, c.k_norm);
+    }
+  }
+  backend_.rotary_forward(x.q, rotary_, mb_.B, T, local_heads_, head_dim_, start);
+  backend_.rotary_forward(x.k, rotary_, mb_.B, T, local_kv_heads_, head_dim_, start);
 }
 
 void Attention::forward(float* out, const float* inp, AttentionCache& c) {
   c_attn_.forward(c.qkv.data(), inp, c.c_attn);
+  prepare_qk(c.qkv.data(), mb_.T, 0, c, false);
   // Selective recomputation keeps no attention cache: the forward's goes to scratch.
   float* att = mb_.drop_attention_cache ? scratch_.att_rebuilt.data() : c.att.data();
-  backend_.attention_forward(c.atty.data(), att, c.qkv.data(), mb_.B, mb_.T, local_heads_,
-                             head_dim_);
+  const Qkv x = split(c.qkv.data(), mb_.N);
+  backend_.attention_forward(c.atty.data(), att, x.q, x.k, x.v, shape(mb_.T));
   c_proj_.forward(out, c.atty.data(), c.c_proj);
 }
 
 AttentionCache Attention::make_decode_cache() const {
-  const int64_t local_channels = local_heads_ * head_dim_;
-  return {
-      .c_attn = {},
-      .qkv = {backend_, mb_.B * 3 * local_channels, kDecodeStep},
-      // No backward reads it: decode's attention scores, written and read within the step.
-      .att = {backend_, backend_.attention_decode_floats(mb_.B, local_heads_, mb_.T), kDecodeStep},
-      .atty = {backend_, mb_.B * local_channels, kDecodeStep},
-      .c_proj = {}};
+  const int64_t B = mb_.B, q = local_heads_ * head_dim_, kv = local_kv_heads_ * head_dim_;
+  return {.c_attn = {},
+          .qkv = {backend_, B * (q + 2 * kv), kDecodeStep},
+          .qk_pre = {backend_, q_norm_ ? B * (q + kv) : 0, kDecodeStep},
+          .q_norm = q_norm_ ? q_norm_->make_decode_cache() : LayerNormCache{},
+          .k_norm = k_norm_ ? k_norm_->make_decode_cache() : LayerNormCache{},
+          // No backward reads it: decode's attention scores, written and read within the step.
+          .att = {backend_, backend_.attention_decode_floats(B, local_heads_, mb_.T), kDecodeStep},
+          .atty = {backend_, B * q, kDecodeStep},
+          .c_proj = {}};
 }
 
 KvCache Attention::make_kv_cache() const {
-  const int64_t n = mb_.B * local_heads_ * mb_.T * head_dim_;
+  const int64_t n = mb_.B * local_kv_heads_ * mb_.T * head_dim_;
   return {.k = {backend_, n, kKvCache}, .v = {backend_, n, kKvCache}};
 }
 
 void Attention::store_keys_values(KvCache& kv, const AttentionCache& c) {
-  backend_.attention_kv_store(kv.k.data(), kv.v.data(), c.qkv.data(), mb_.B, mb_.T, local_heads_,
-                              head_dim_, mb_.T, 0);
+  const Qkv x = split(const_cast<float*>(c.qkv.data()), mb_.N);
+  backend_.attention_kv_store(kv.k.data(), kv.v.data(), x.k, x.v, shape(mb_.T), mb_.T, 0);
 }
 
 void Attention::decode(float* out, const float* inp, AttentionCache& c, KvCache& kv, int64_t pos) {
   GPT_CHECK(pos >= 0 && pos < mb_.T, "decode at position " << pos << " of " << mb_.T);
   c_attn_.decode(c.qkv.data(), inp);
-  backend_.attention_kv_store(kv.k.data(), kv.v.data(), c.qkv.data(), mb_.B, 1, local_heads_,
-                              head_dim_, mb_.T, pos);
-  backend_.attention_decode(c.atty.data(), c.att.data(), c.qkv.data(), kv.k.data(), kv.v.data(),
-                            mb_.B, local_heads_, head_dim_, mb_.T, pos + 1);
+  prepare_qk(c.qkv.data(), 1, pos, c, true);
+  const Qkv x = split(c.qkv.data(), mb_.B);
+  backend_.attention_kv_store(kv.k.data(), kv.v.data(), x.k, x.v, shape(mb_.T), 1, pos);
+  backend_.attention_decode(c.atty.data(), c.att.data(), x.q, kv.k.data(), kv.v.data(),
+                            shape(mb_.T), pos + 1);
   c_proj_.decode(out, c.atty.data());
 }
 
@@ -81,21 +172,37 @@ void Attention::backward_input(float* dinp, const float* dout, const AttentionCa
                                AttentionGrads& g) {
   float* datty = scratch_.d_atty.data();
   const float* att = c.att.data();
+  const Qkv x = split(const_cast<float*>(c.qkv.data()), mb_.N);
   if (mb_.drop_attention_cache) {
     // Selective recomputation: the same forward on the kept q, k, v rebuilds the same cache, bit
     // for bit. Its output lands in datty, which c_proj's input gradient then overwrites.
-    backend_.attention_forward(datty, scratch_.att_rebuilt.data(), c.qkv.data(), mb_.B, mb_.T,
-                               local_heads_, head_dim_);
+    backend_.attention_forward(datty, scratch_.att_rebuilt.data(), x.q, x.k, x.v, shape(mb_.T));
     att = scratch_.att_rebuilt.data();
   }
   c_proj_.backward_input(datty, dout, c.c_proj, g.c_proj);
-  backend_.attention_backward(g.dqkv.data(), scratch_.d_att.data(), datty, c.atty.data(),
-                              c.qkv.data(), att, mb_.B, mb_.T, local_heads_, head_dim_);
+  const Qkv dx = split(g.dqkv.data(), mb_.N);
+  backend_.attention_backward(dx.q, dx.k, dx.v, scratch_.d_att.data(), datty, c.atty.data(), x.q,
+                              x.k, x.v, att, shape(mb_.T));
+  if (!fused_) {
+    backend_.rotary_backward(dx.q, rotary_, mb_.B, mb_.T, local_heads_, head_dim_, 0);
+    backend_.rotary_backward(dx.k, rotary_, mb_.B, mb_.T, local_kv_heads_, head_dim_, 0);
+  }
+  if (q_norm_) {  // the norms' output gradients are kept for their weight halves
+    const int64_t qk = g.dqk_normed.size(), q = mb_.N * local_heads_ * head_dim_;
+    backend_.copy(g.dqk_normed.data(), dx.q, sizeof(float) * static_cast<size_t>(qk));
+    backend_.fill_zero(dx.q, qk);
+    q_norm_->backward_input(dx.q, g.dqk_normed.data(), c.q_norm, g.q_norm);
+    k_norm_->backward_input(dx.k, g.dqk_normed.data() + q, c.k_norm, g.k_norm);
+  }
   c_attn_.backward_input(dinp, g.dqkv.data(), c.c_attn, g.c_attn);
 }
 
 void Attention::backward_weight(const AttentionCache& c, const AttentionGrads& g) {
   c_proj_.backward_weight(c.c_proj, g.c_proj);
+  if (q_norm_) {
+    q_norm_->backward_weight(c.q_norm, g.q_norm);
+    k_norm_->backward_weight(c.k_norm, g.k_norm);
+  }
   c_attn_.backward_weight(c.c_attn, g.c_attn);
 }
 

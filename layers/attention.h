@@ -1,28 +1,35 @@
-// Causal multi-head self-attention, tp-split by heads: c_attn is column-parallel (each of q, k
-// and v keeps this rank's NH/tp heads), the attention core runs on local heads only, c_proj is
-// row-parallel with one all-reduce forward. Backward: one all-reduce of the c_attn input gradient.
-// Generation adds a key/value cache (KvCache): a window's forward stores the keys and values of its
-// positions, then each new token runs one row per sequence (decode) attending over the cache.
+// Causal self-attention, tp-split by heads. GPT-2: c_attn is one column-parallel linear whose q,
+// k and v each keep this rank's NH/tp heads, rows [q | k | v]. Llama family: q_proj, k_proj and
+// v_proj are the parts of one column-parallel layer (NH/tp query heads, NKV/tp key/value heads,
+// kept as three blocks), with Qwen3's per-head RMSNorm of q and k, then rotary positions on q and
+// k, then grouped-query attention (query head h reads kv head h / (NH/NKV)). The attention core
+// runs on local heads only; c_proj / o_proj is row-parallel with one all-reduce forward. Backward:
+// one all-reduce of the input gradient. Generation adds a key/value cache (KvCache): a window's
+// forward stores the keys and values of its positions, then each new token runs one row per
+// sequence (decode) attending over the cache.
 #pragma once
 
 #include <string>
 
 #include "framework/config.h"
 #include "layers/column_parallel_linear.h"
+#include "layers/layernorm.h"
 #include "layers/row_parallel_linear.h"
 
 namespace gpt {
 
 struct AttentionCache {
   ColumnParallelLinearCache c_attn;  // its input, all N rows
-  DeviceArray<float> qkv;            // (N,3C/tp) c_attn's output: [q | k | v] of the local heads
+  DeviceArray<float> qkv;            // (N, q + 2 kv local channels): q, k, v of the local heads
+  DeviceArray<float> qk_pre;         // Qwen3: q and k before their norms (qkv's first two parts)
+  LayerNormCache q_norm, k_norm;     // Qwen3
   DeviceArray<float> att;            // the backend's attention cache (attention_cache_floats)
-  DeviceArray<float> atty;           // (N,C/tp) attention output, c_proj's input
+  DeviceArray<float> atty;           // (N,NH*HS/tp) attention output, c_proj's input
   RowParallelLinearCache c_proj;
 };
 
-// Generation's keys and values of one block for this rank's NH/tp heads, (B, NH/tp, T, HS) each:
-// every position so far of every sequence (T = seq_len, the learned positions).
+// Generation's keys and values of one block for this rank's kv heads, (B, NKV/tp, T, HS) each:
+// every position so far of every sequence (T = seq_len).
 struct KvCache {
   DeviceArray<float> k;
   DeviceArray<float> v;
@@ -30,13 +37,17 @@ struct KvCache {
 
 struct AttentionGrads {
   RowParallelLinearGrads c_proj;  // the output gradient, all N rows
-  DeviceArray<float> dqkv;        // (N,3C/tp) c_attn's output gradient
+  DeviceArray<float> dqkv;        // c_attn's output gradient, shaped as qkv
+  DeviceArray<float> dqk_normed;  // Qwen3: the q and k norms' output gradients
+  LayerNormGrads q_norm, k_norm;
   ColumnParallelLinearGrads c_attn;
 };
 
 class Attention : Layer {
  public:
-  Attention(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg);
+  // rotary: the stage's table (rotary_table.h), for the Llama family.
+  Attention(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg,
+            const float* rotary);
   AttentionCache make_cache() const;
   AttentionGrads make_grads() const;
 
@@ -57,8 +68,23 @@ class Attention : Layer {
   void decode(float* out, const float* inp, AttentionCache& cache, KvCache& kv, int64_t pos);
 
  private:
-  int64_t local_heads_, head_dim_;
+  // q, k and v in a qkv-shaped buffer of `rows` token rows.
+  struct Qkv {
+    float* q;
+    float* k;
+    float* v;
+  };
+  Qkv split(float* qkv, int64_t rows) const;
+  AttentionShape shape(int64_t T) const;  // of B sequences of T positions
+  // The Llama family's steps between the projection and the attention core, on `rows` rows of B
+  // sequences at positions start...: Qwen3's norms, then the rotation of q and k.
+  void prepare_qk(float* qkv, int64_t T, int64_t start, AttentionCache& cache, bool decoding);
+
+  bool fused_;  // GPT-2's c_attn
+  int64_t local_heads_, local_kv_heads_, head_dim_;
+  const float* rotary_;
   ColumnParallelLinear c_attn_;
+  std::unique_ptr<LayerNorm> q_norm_, k_norm_;
   RowParallelLinear c_proj_;
 };
 

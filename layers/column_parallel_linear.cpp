@@ -11,7 +11,10 @@ LinearShard column_shard(const LinearSpec& spec, const TensorParallel& tp, int64
   GPT_CHECK(spec.out_features % groups == 0,
             spec.name << ": groups do not divide the output features");
   const int64_t group_rows = spec.out_features / groups, IC = spec.in_features;
-  const ShardRange rows = shard_range(group_rows, tp.rank(), tp.size());
+  const int64_t replicas = spec.tp_replicas;  // ranks r .. r + replicas - 1 hold the same rows
+  GPT_CHECK(tp.size() % replicas == 0, spec.name << ": replicas do not divide tp");
+  const ShardRange rows = shard_range(group_rows, static_cast<int>(tp.rank() / replicas),
+                                      static_cast<int>(tp.size() / replicas));
   LinearShard shard{.local_in = IC, .local_out = rows.count * groups};
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t first_row = g * group_rows + rows.start;
@@ -28,13 +31,34 @@ ColumnParallelLinear::ColumnParallelLinear(const LayerContext& ctx, const Linear
     : Layer(ctx), in_(spec.in_features) {
   LinearShard shard = column_shard(spec, tp_, groups);
   local_out_ = shard.local_out;
-  params_ = add_linear_parameters(ctx.store, spec, std::move(shard));
+  parts_.push_back({shard.local_out, 0, add_linear_parameters(ctx.store, spec, std::move(shard))});
   GPT_CHECK(!tp_.sequence_parallel() || scratch_.partial.size() >= mb_.N * in_,
             spec.name << ": the scratch for partial input gradients is too small");
 }
 
+ColumnParallelLinear::ColumnParallelLinear(const LayerContext& ctx,
+                                           const std::vector<LinearSpec>& parts)
+    : Layer(ctx), in_(parts.front().in_features) {
+  for (const LinearSpec& spec : parts) {
+    GPT_CHECK(spec.in_features == in_, spec.name << ": parts of one input differ in width");
+    LinearShard shard = column_shard(spec, tp_, 1);
+    const int64_t local_out = shard.local_out;
+    parts_.push_back(
+        {local_out, local_out_, add_linear_parameters(ctx.store, spec, std::move(shard))});
+    local_out_ += local_out;
+  }
+  GPT_CHECK(!tp_.sequence_parallel() || scratch_.partial.size() >= mb_.N * in_,
+            parts.front().name << ": the scratch for partial input gradients is too small");
+}
+
 ColumnParallelLinearCache ColumnParallelLinear::make_cache() const {
   return {.gathered = {backend_, mb_.gathered_rows(), kCache}};
+}
+
+void ColumnParallelLinear::run_forward(float* out, const float* inp, int64_t rows) {
+  for (const Part& p : parts_)
+    backend_.matmul_forward(out + rows * p.offset, inp, p.params.weight->value,
+                            p.params.bias_value(), rows, in_, p.local_out);
 }
 
 void ColumnParallelLinear::forward(float* out, const float* inp, ColumnParallelLinearCache& c) {
@@ -43,34 +67,35 @@ void ColumnParallelLinear::forward(float* out, const float* inp, ColumnParallelL
     tp_.gather_rows(c.gathered.data(), inp, mb_.Nl, in_);
     c.inp = c.gathered.data();
   }
-  backend_.matmul_forward(out, c.inp, params_.weight->value, params_.bias->value, mb_.N, in_,
-                          local_out_);
+  run_forward(out, c.inp, mb_.N);
 }
 
 void ColumnParallelLinear::decode(float* out, const float* inp) {
-  backend_.matmul_forward(out, inp, params_.weight->value, params_.bias->value, mb_.B, in_,
-                          local_out_);
+  run_forward(out, inp, mb_.B);
 }
 
 void ColumnParallelLinear::backward_input(float* dinp, const float* dout,
                                           const ColumnParallelLinearCache& /*cache*/,
                                           ColumnParallelLinearGrads& g) {
   g.dout = dout;
-  const float* weight = params_.weight->value;
-  if (tp_.sequence_parallel()) {  // partial gradients of all rows, reduce-scattered
-    float* partial = scratch_.partial.data();
-    backend_.matmul_backward_input(partial, dout, weight, mb_.N, in_, local_out_, false);
-    tp_.reduce_scatter_rows(dinp, partial, mb_.Nl, in_);
-  } else {
-    backend_.matmul_backward_input(dinp, dout, weight, mb_.N, in_, local_out_, false);
-    tp_.copy_to_tp_region_backward(dinp, mb_.N * in_);
+  // Partial gradients of all rows (sequence parallel: into scratch, then reduce-scattered).
+  float* target = tp_.sequence_parallel() ? scratch_.partial.data() : dinp;
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    const Part& p = parts_[i];
+    backend_.matmul_backward_input(target, dout + mb_.N * p.offset, p.params.weight->value, mb_.N,
+                                   in_, p.local_out, i > 0);
   }
+  if (tp_.sequence_parallel())
+    tp_.reduce_scatter_rows(dinp, target, mb_.Nl, in_);
+  else
+    tp_.copy_to_tp_region_backward(dinp, mb_.N * in_);
 }
 
 void ColumnParallelLinear::backward_weight(const ColumnParallelLinearCache& c,
                                            const ColumnParallelLinearGrads& g) {
-  backend_.matmul_backward_weight(params_.weight->grad, params_.bias->grad, g.dout, c.inp, mb_.N,
-                                  in_, local_out_);
+  for (const Part& p : parts_)
+    backend_.matmul_backward_weight(p.params.weight->grad, p.params.bias_grad(),
+                                    g.dout + mb_.N * p.offset, c.inp, mb_.N, in_, p.local_out);
 }
 
 }  // namespace gpt

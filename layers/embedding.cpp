@@ -13,11 +13,17 @@ VocabShard vocab_shard(const ModelConfig& cfg, int tp_rank, int tp_size) {
   return {rows.start, rows.count, valid};
 }
 
-Parameter& add_token_embedding(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
-                               int tp_size, bool tied_copy) {
+const char* token_embedding_name(const ModelConfig& cfg) {
+  return cfg.llama() ? "embed_tokens.weight" : "wte";
+}
+
+namespace {
+
+Parameter& add_vocabulary_matrix(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
+                                 int tp_size, const char* name, bool tied_copy) {
   const VocabShard shard = vocab_shard(cfg, tp_rank, tp_size);
   ParameterSpec spec{};
-  spec.name = "wte";
+  spec.name = name;
   spec.shape = {cfg.vocab_size, cfg.d_model};
   spec.local_numel = shard.count * cfg.d_model;
   if (shard.valid > 0) spec.slabs = {{{shard.start, 0}, {shard.valid, cfg.d_model}, 0}};
@@ -28,8 +34,21 @@ Parameter& add_token_embedding(ParameterStore& store, const ModelConfig& cfg, in
   return store.add(std::move(spec));
 }
 
+}  // namespace
+
+Parameter& add_token_embedding(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
+                               int tp_size, bool tied_copy) {
+  return add_vocabulary_matrix(store, cfg, tp_rank, tp_size, token_embedding_name(cfg), tied_copy);
+}
+
+Parameter& add_untied_head(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
+                           int tp_size) {
+  return add_vocabulary_matrix(store, cfg, tp_rank, tp_size, kUntiedHeadName, false);
+}
+
 Embedding::Embedding(const LayerContext& ctx, const ModelConfig& cfg, Parameter& wte)
     : Layer(ctx), C_(cfg.d_model), shard_(vocab_shard(cfg, tp_.rank(), tp_.size())), wte_(wte) {
+  if (cfg.llama()) return;
   ParameterSpec spec{};
   spec.name = "wpe";
   spec.shape = {cfg.seq_len, cfg.d_model};
@@ -48,14 +67,15 @@ void Embedding::forward(float* out, const int32_t* tokens, EmbeddingCache& cache
   if (!tp_.sequence_parallel()) {
     backend_.embedding_forward(out, tokens, wte_.value, N, C_, shard_.start, shard_.count);
     tp_.reduce_from_tp_region(out, N * C_);
-    backend_.position_embedding_forward(out, wpe_->value, mb_.B, mb_.T, C_);
+    if (wpe_) backend_.position_embedding_forward(out, wpe_->value, mb_.B, mb_.T, C_);
     return;
   }
   // Each token's row is nonzero on exactly one rank, so tp rank 0 adding wpe before the
   // reduce-scatter gives the same sums as adding it after.
   float* full = scratch_.partial.data();
   backend_.embedding_forward(full, tokens, wte_.value, N, C_, shard_.start, shard_.count);
-  if (tp_.rank() == 0) backend_.position_embedding_forward(full, wpe_->value, mb_.B, mb_.T, C_);
+  if (wpe_ && tp_.rank() == 0)
+    backend_.position_embedding_forward(full, wpe_->value, mb_.B, mb_.T, C_);
   tp_.reduce_scatter_rows(out, full, mb_.Nl, C_);
 }
 
@@ -64,7 +84,7 @@ void Embedding::decode(float* out, const int32_t* tokens, int64_t pos) {
   backend_.embedding_forward(out, tokens, wte_.value, mb_.B, C_, shard_.start, shard_.count);
   tp_.reduce_from_tp_region(out, mb_.B * C_);
   // Row pos of wpe added to each sequence's row: a position embedding of B sequences of one token.
-  backend_.position_embedding_forward(out, wpe_->value + pos * C_, mb_.B, 1, C_);
+  if (wpe_) backend_.position_embedding_forward(out, wpe_->value + pos * C_, mb_.B, 1, C_);
 }
 
 void Embedding::backward_weight(const EmbeddingCache& cache, const EmbeddingGrads& grads) {
@@ -74,7 +94,7 @@ void Embedding::backward_weight(const EmbeddingCache& cache, const EmbeddingGrad
     dout = scratch_.partial.data();
   }
   backend_.embedding_backward(wte_.grad, dout, cache.tokens, mb_.N, C_, shard_.start, shard_.count);
-  backend_.position_embedding_backward(wpe_->grad, dout, mb_.B, mb_.T, C_);
+  if (wpe_) backend_.position_embedding_backward(wpe_->grad, dout, mb_.B, mb_.T, C_);
 }
 
 }  // namespace gpt

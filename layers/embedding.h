@@ -1,4 +1,5 @@
-// Token and position embeddings. wte [V, C] is vocabulary-parallel: tp rank r stores rows
+// Token and position embeddings (positions are GPT-2's only: the Llama family's are rotary, in
+// its attention). wte [V, C] is vocabulary-parallel: tp rank r stores rows
 // [r*Vp/tp, (r+1)*Vp/tp) of the padded vocabulary Vp (rows >= V are zero padding, never stored in
 // checkpoints); a token outside a rank's rows contributes 0 there and the tp all-reduce of the
 // forward (reduce_from_tp_region) assembles the full lookup. wpe [T, C] is replicated and added
@@ -14,9 +15,16 @@
 
 namespace gpt {
 
-// Registers wte for this tp rank; tied_copy marks the last stage's copy when pp > 1.
+// The token embedding's checkpoint name: "wte" (GPT-2), "embed_tokens.weight" (Llama family);
+// and the untied head's, "lm_head.weight".
+const char* token_embedding_name(const ModelConfig& cfg);
+inline constexpr const char* kUntiedHeadName = "lm_head.weight";
+
+// Registers the token embedding for this tp rank; tied_copy marks the last stage's copy when
+// pp > 1. add_untied_head registers the Llama family's own output matrix, split alike.
 Parameter& add_token_embedding(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
                                int tp_size, bool tied_copy);
+Parameter& add_untied_head(ParameterStore& store, const ModelConfig& cfg, int tp_rank, int tp_size);
 
 // The vocabulary rows of wte this rank stores: [start, start + count), count = Vp/tp.
 struct VocabShard {
@@ -51,7 +59,7 @@ class Embedding : Layer {
   int64_t C_;
   VocabShard shard_;
   Parameter& wte_;
-  Parameter* wpe_;
+  Parameter* wpe_ = nullptr;  // GPT-2
 };
 
 }  // namespace gpt

@@ -18,7 +18,7 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
       mb_(layer_sizes(cfg, tp.size(), tp.sequence_parallel(), micro_batch, backend_.kind(),
                       recompute.mode)),
       vocab_(vocab_shard(cfg, tp.rank(), tp.size())),
-      scratch_(make_layer_scratch(backend_, mb_, recompute)) {
+      scratch_(make_layer_scratch(backend_, cfg, mb_, recompute)) {
   GPT_CHECK(spec.n_layers >= 1, "a stage needs at least one layer");
   GPT_CHECK(recompute.full_blocks >= 0 && recompute.full_blocks <= spec.n_layers,
             "recomputing " << recompute.full_blocks << " of " << spec.n_layers << " blocks");
@@ -40,7 +40,9 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
   }
   if (spec.has_head) {
     head_params_.first = registered();
-    if (wte == nullptr)
+    if (!cfg.tied_head())
+      wte = &add_untied_head(store, cfg, tp.rank(), tp.size());
+    else if (wte == nullptr)
       wte = &add_token_embedding(store, cfg, tp.rank(), tp.size(), spec.tied_copy);
     head_ = std::make_unique<LmHead>(ctx, cfg, *wte);
     head_params_.end = registered();
@@ -137,13 +139,29 @@ void GptStage::backward_weight(int slot, int grad_set) {
   }
 }
 
-void GptStage::reduce_sequence_parallel_grads() {
+void GptStage::reduce_partial_tp_grads() {
   // The gradients the optimizer reads: under the distributed optimizer this rank's dp shard of
   // them, which covers the same elements on every tp rank (their layouts are identical).
   for (Parameter& p : store_.params()) {
-    if (!p.tp_partial_grad) continue;
-    for (const StatePiece& piece : store_.state_pieces(p))
-      tp_.all_reduce(store_.update_grads() + piece.state_offset, piece.numel, ReduceOp::kSum);
+    if (p.tp_partial_grad) {
+      for (const StatePiece& piece : store_.state_pieces(p))
+        tp_.all_reduce(store_.update_grads() + piece.state_offset, piece.numel, ReduceOp::kSum);
+    }
+    if (p.tp_replicas > 1) {
+      // Shared key/value heads: each group of tp_replicas ranks sums its own slab. One all-reduce
+      // over tp of every group's slot (the others' zero) sums each group's alone; in host memory
+      // (the MPI path), as the slabs are small: one kv head's rows.
+      const int64_t groups = tp_.size() / p.tp_replicas, slot = tp_.rank() / p.tp_replicas;
+      for (const StatePiece& piece : store_.state_pieces(p)) {
+        std::vector<float> slots(static_cast<size_t>(groups * piece.numel), 0.0f);
+        float* mine = slots.data() + slot * piece.numel;
+        float* grad = store_.update_grads() + piece.state_offset;
+        const size_t bytes = sizeof(float) * static_cast<size_t>(piece.numel);
+        backend_.copy_to_host(mine, grad, bytes);
+        tp_.comm().all_reduce(slots.data(), static_cast<int64_t>(slots.size()), ReduceOp::kSum);
+        backend_.copy_from_host(grad, mine, bytes);
+      }
+    }
   }
 }
 

@@ -86,8 +86,9 @@ class GptStage {
   void set_weight_ready_hook(WeightReadyHook hook) { weight_ready_ = std::move(hook); }
 
   // After the step's last backward: sums over tp the gradients that sequence parallelism left
-  // partial (the LayerNorms'). A no-op without it.
-  void reduce_sequence_parallel_grads();
+  // partial (the norms'), and Qwen3's q/k norms' at tp > 1; and over each group of tp ranks that
+  // shares key/value heads, their k and v projections'. A no-op where there are none.
+  void reduce_partial_tp_grads();
 
   // Last stage: sum of the token losses of the first `valid_rows` sequences of `slot` (all B by
   // default), and this tp rank's logits (N, Vp/tp).

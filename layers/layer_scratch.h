@@ -20,9 +20,12 @@ struct LayerScratch {
   // the output of a block's re-run forward (full), which its backward never reads.
   DeviceArray<float> att_rebuilt;
   DeviceArray<float> recomputed_out;  // (Nl,C)
+  // Not scratch but a constant every block reads: the Llama family's rotary table (T, HS),
+  // filled at construction.
+  DeviceArray<float> rotary;
 };
 
-LayerScratch make_layer_scratch(Backend& backend, const LayerSizes& sizes,
+LayerScratch make_layer_scratch(Backend& backend, const ModelConfig& model, const LayerSizes& sizes,
                                 const ChunkRecompute& recompute);
 
 }  // namespace gpt

@@ -1,47 +1,65 @@
-// LayerNorm over d_model (eps 1e-5), weight 1 and bias 0 at init, replicated on every tp rank.
-// It runs on the Nl rows of this rank's residual stream: all N, or N/tp with sequence
-// parallelism, where its parameter gradients are partial sums that the trainer adds up over tp
-// (ParameterSpec::tp_partial_grad).
+// The normalisation layers: GPT-2's LayerNorm (weight 1 and bias 0 at init, eps 1e-5) or the
+// Llama family's RMSNorm (weight only, the model's eps), over the last dimension, replicated on
+// every tp rank. A block's norms run on the Nl rows of this rank's residual stream: all N, or
+// N/tp with sequence parallelism, where their parameter gradients are partial sums that the
+// trainer adds up over tp (ParameterSpec::tp_partial_grad). Qwen3's q and k norms run on each
+// head of this rank's heads (N * heads rows of head_dim): their gradients are partial over tp
+// whenever tp > 1.
 #pragma once
 
 #include <string>
 
+#include "framework/config.h"
 #include "framework/device_array.h"
 #include "framework/parameter.h"
 #include "layers/layer.h"
 
 namespace gpt {
 
+struct NormSpec {
+  std::string name;  // registers "<name>.weight" (and "<name>.bias" for LayerNorm)
+  int64_t C = 0;
+  bool rms = false;
+  float eps = kLayerNormEps;  // RMSNorm's; LayerNorm's is kLayerNormEps always
+  int64_t heads = 0;          // 0: a residual-stream norm; else a per-head norm of this many heads
+};
+// The block and final norms of `cfg`'s architecture.
+NormSpec residual_norm(const ModelConfig& cfg, const std::string& name);
+
 struct LayerNormCache {
-  const float* inp = nullptr;  // (Nl,C) the input (the caller's buffer)
-  DeviceArray<float> mean;     // (Nl)
-  DeviceArray<float> rstd;     // (Nl) 1/sqrt(var + eps)
+  const float* inp = nullptr;  // (rows,C) the input (the caller's buffer)
+  DeviceArray<float> mean;     // (rows) LayerNorm only
+  DeviceArray<float> rstd;     // (rows) 1/sqrt(var + eps), or 1/sqrt(mean square + eps)
 };
 
 struct LayerNormGrads {
-  const float* dout = nullptr;  // (Nl,C) the output gradient (the caller's buffer)
+  const float* dout = nullptr;  // (rows,C) the output gradient (the caller's buffer)
 };
 
 class LayerNorm : Layer {
  public:
-  LayerNorm(const LayerContext& ctx, const std::string& name, int64_t C);
+  LayerNorm(const LayerContext& ctx, const NormSpec& spec);
   LayerNormCache make_cache() const;
   LayerNormGrads make_grads() const { return {}; }
 
-  // out (Nl,C) = LN(inp (Nl,C))
+  // out (rows,C) = norm(inp (rows,C))
   void forward(float* out, const float* inp, LayerNormCache& cache);
-  // Generation: out (B,C) = LN(inp (B,C)), one new row per sequence, into a cache of B rows.
+  // Generation: the rows of one new token per sequence (B, or B * heads), into a cache of them.
   LayerNormCache make_decode_cache() const;
   void decode(float* out, const float* inp, LayerNormCache& cache);
-  // dinp (Nl,C) += the input gradient of dout (Nl,C): LayerNorm inputs are residual streams.
+  // dinp (rows,C) += the input gradient of dout (rows,C): norm inputs are residual streams.
   void backward_input(float* dinp, const float* dout, const LayerNormCache& cache,
                       LayerNormGrads& grads);
   void backward_weight(const LayerNormCache& cache, const LayerNormGrads& grads);
 
  private:
-  int64_t C_, rows_;
+  void run_forward(float* out, const float* inp, LayerNormCache& cache, int64_t rows);
+
+  int64_t C_, rows_, decode_rows_;
+  bool rms_;
+  float eps_;
   Parameter* weight_;
-  Parameter* bias_;
+  Parameter* bias_ = nullptr;  // LayerNorm only
 };
 
 }  // namespace gpt

@@ -17,13 +17,16 @@ LinearParameters add_linear_parameters(ParameterStore& store, const LinearSpec& 
                                  .slabs = std::move(shard.weight_slabs),
                                  .init = InitKind::kNormal,
                                  .init_std = spec.init_std,
-                                 .weight_decay = true});
+                                 .weight_decay = true,
+                                 .tp_replicas = spec.tp_replicas});
+  if (!spec.bias) return {&weight, nullptr};
   Parameter& bias = store.add({.name = spec.name + ".bias",
                                .shape = {spec.out_features},
                                .local_numel = shard.local_out,
                                .slabs = std::move(shard.bias_slabs),
                                .init = InitKind::kZeros,
-                               .tp_replicated = shard.bias_replicated});
+                               .tp_replicated = shard.bias_replicated,
+                               .tp_replicas = spec.tp_replicas});
   return {&weight, &bias};
 }
 

@@ -21,6 +21,10 @@ struct LinearSpec {
   int64_t in_features;   // IC
   int64_t out_features;  // OC
   float init_std;
+  bool bias = true;  // the Llama family's linears have none (Qwen2's q, k and v do)
+  // Column-parallel: consecutive groups of this many tp ranks hold the same rows (Llama's k and
+  // v when tp exceeds the kv heads); ParameterSpec::tp_replicas.
+  int64_t tp_replicas = 1;
 };
 
 // This rank's block of the two parameters.
@@ -34,7 +38,9 @@ struct LinearShard {
 
 struct LinearParameters {
   Parameter* weight;  // (local_out, local_in)
-  Parameter* bias;    // (local_out)
+  Parameter* bias;    // (local_out); null without one
+  const float* bias_value() const { return bias ? bias->value : nullptr; }
+  float* bias_grad() const { return bias ? bias->grad : nullptr; }
 };
 
 LinearParameters add_linear_parameters(ParameterStore& store, const LinearSpec& spec,

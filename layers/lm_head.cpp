@@ -7,7 +7,7 @@ LmHead::LmHead(const LayerContext& ctx, const ModelConfig& cfg, Parameter& wte)
     : Layer(ctx),
       C_(cfg.d_model),
       shard_(vocab_shard(cfg, tp_.rank(), tp_.size())),
-      ln_f_(ctx, "ln_f", cfg.d_model),
+      ln_f_(ctx, residual_norm(cfg, cfg.llama() ? "norm" : "ln_f")),
       wte_(wte),
       sp_(tp_.sequence_parallel()) {}
 

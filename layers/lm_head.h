@@ -1,4 +1,5 @@
-// The last stage's head: ln_f, logits against the tied wte (vocabulary-parallel: each tp rank
+// The last stage's head: ln_f (the Llama family's final "norm"), logits against the tied wte or
+// the untied lm_head.weight (vocabulary-parallel: each tp rank
 // computes its Vp/tp columns; full logits are never gathered), and the vocabulary-parallel
 // softmax cross-entropy (row max, sum of exponentials and target logit reduced across tp).
 // Its "output" is the per-token losses and its output gradient the loss scale; the backward
@@ -30,6 +31,7 @@ struct HeadGrads {
 
 class LmHead : Layer {
  public:
+  // wte: the tied token embedding, or the untied head's own matrix.
   LmHead(const LayerContext& ctx, const ModelConfig& cfg, Parameter& wte);
   HeadCache make_cache() const;
   HeadGrads make_grads() const;

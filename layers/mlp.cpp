@@ -3,54 +3,84 @@
 
 namespace gpt {
 
+namespace {
+
+ColumnParallelLinear make_c_fc(const LayerContext& ctx, const std::string& name,
+                               const ModelConfig& cfg) {
+  const auto spec = [&](const char* part) {
+    return LinearSpec{.name = name + part,
+                      .in_features = cfg.d_model,
+                      .out_features = cfg.ffn_dim(),
+                      .init_std = kLinearInitStd,
+                      .bias = !cfg.llama()};
+  };
+  if (cfg.llama()) return ColumnParallelLinear(ctx, {spec(".gate_proj"), spec(".up_proj")});
+  return ColumnParallelLinear(ctx, spec(".c_fc"));
+}
+
+}  // namespace
+
 Mlp::Mlp(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg)
     : Layer(ctx),
-      c_fc_(ctx, {.name = name + ".c_fc",
-                  .in_features = cfg.d_model,
-                  .out_features = cfg.ffn_dim(),
-                  .init_std = kLinearInitStd}),
-      c_proj_(ctx, {.name = name + ".c_proj",
+      swiglu_(cfg.llama()),
+      local_ffn_(cfg.ffn_dim() / ctx.tp.size()),
+      c_fc_(make_c_fc(ctx, name, cfg)),
+      c_proj_(ctx, {.name = name + (swiglu_ ? ".down_proj" : ".c_proj"),
                     .in_features = cfg.ffn_dim(),
                     .out_features = cfg.d_model,
-                    .init_std = residual_projection_init_std(cfg.n_layer)}) {}
+                    .init_std = residual_projection_init_std(cfg.n_layer),
+                    .bias = !swiglu_}) {}
 
 MlpCache Mlp::make_cache() const {
   return {.c_fc = c_fc_.make_cache(),
-          .fc_pre = {backend_, mb_.ffn(), kCache},
+          .fc_pre = {backend_, mb_.ffn_in(), kCache},
           .fc_act = {backend_, mb_.ffn(), kCache},
           .c_proj = c_proj_.make_cache()};
 }
 
 MlpGrads Mlp::make_grads() const {
   return {.c_proj = c_proj_.make_grads(),
-          .dfc_pre = {backend_, mb_.ffn(), kCache},
+          .dfc_pre = {backend_, mb_.ffn_in(), kCache},
           .c_fc = c_fc_.make_grads()};
+}
+
+void Mlp::activate(float* act, const float* pre, int64_t rows) {
+  const int64_t n = rows * local_ffn_;
+  if (swiglu_)
+    backend_.swiglu_forward(act, pre, pre + n, n);
+  else
+    backend_.gelu_forward(act, pre, n);
 }
 
 void Mlp::forward(float* out, const float* inp, MlpCache& c) {
   c_fc_.forward(c.fc_pre.data(), inp, c.c_fc);
-  backend_.gelu_forward(c.fc_act.data(), c.fc_pre.data(), c.fc_pre.size());
+  activate(c.fc_act.data(), c.fc_pre.data(), mb_.N);
   c_proj_.forward(out, c.fc_act.data(), c.c_proj);
 }
 
 MlpCache Mlp::make_decode_cache() const {
-  const int64_t n = mb_.B * c_fc_.local_out();
+  const int64_t n = mb_.B * local_ffn_;
   return {.c_fc = {},
-          .fc_pre = {backend_, n, kDecodeStep},
+          .fc_pre = {backend_, c_fc_.local_out() * mb_.B, kDecodeStep},
           .fc_act = {backend_, n, kDecodeStep},
           .c_proj = {}};
 }
 
 void Mlp::decode(float* out, const float* inp, MlpCache& c) {
   c_fc_.decode(c.fc_pre.data(), inp);
-  backend_.gelu_forward(c.fc_act.data(), c.fc_pre.data(), c.fc_pre.size());
+  activate(c.fc_act.data(), c.fc_pre.data(), mb_.B);
   c_proj_.decode(out, c.fc_act.data());
 }
 
 void Mlp::backward_input(float* dinp, const float* dout, const MlpCache& c, MlpGrads& g) {
   float* dfc_act = scratch_.d_fc_act.data();
   c_proj_.backward_input(dfc_act, dout, c.c_proj, g.c_proj);
-  backend_.gelu_backward(g.dfc_pre.data(), dfc_act, c.fc_pre.data(), c.fc_pre.size());
+  const int64_t n = mb_.N * local_ffn_;
+  const float* pre = c.fc_pre.data();
+  if (swiglu_)
+    backend_.swiglu_backward(g.dfc_pre.data(), g.dfc_pre.data() + n, dfc_act, pre, pre + n, n);
+  else
+    backend_.gelu_backward(g.dfc_pre.data(), dfc_act, pre, n);
   c_fc_.backward_input(dinp, g.dfc_pre.data(), c.c_fc, g.c_fc);
 }
 

@@ -1,5 +1,7 @@
-// The MLP sublayer: c_fc column-parallel (4C/tp features per rank), GELU (tanh), c_proj
-// row-parallel with one all-reduce forward; the c_fc input gradient is all-reduced backward.
+// The MLP sublayer. GPT-2: c_fc column-parallel (F/tp features per rank, F = 4C), GELU (tanh),
+// c_proj row-parallel. Llama family: gate_proj and up_proj the two parts of one column-parallel
+// layer, SwiGLU silu(gate) * up, down_proj row-parallel, no biases. One all-reduce forward (the
+// output), one backward (the input gradient).
 #pragma once
 
 #include <string>
@@ -12,14 +14,14 @@ namespace gpt {
 
 struct MlpCache {
   ColumnParallelLinearCache c_fc;  // its input, all N rows
-  DeviceArray<float> fc_pre;       // (N,4C/tp) c_fc's output
-  DeviceArray<float> fc_act;       // (N,4C/tp) GELU of it, c_proj's input
+  DeviceArray<float> fc_pre;       // (N,F/tp) c_fc's output; Llama: gate's, then up's
+  DeviceArray<float> fc_act;       // (N,F/tp) GELU of it, or SwiGLU of the two; c_proj's input
   RowParallelLinearCache c_proj;
 };
 
 struct MlpGrads {
   RowParallelLinearGrads c_proj;  // the output gradient, all N rows
-  DeviceArray<float> dfc_pre;     // (N,4C/tp) c_fc's output gradient
+  DeviceArray<float> dfc_pre;     // c_fc's output gradient, shaped as fc_pre
   ColumnParallelLinearGrads c_fc;
 };
 
@@ -29,7 +31,7 @@ class Mlp : Layer {
   MlpCache make_cache() const;
   MlpGrads make_grads() const;
 
-  // out (Nl,C) = c_proj(gelu(c_fc(inp (Nl,C)))), reduced over tp.
+  // out (Nl,C) = c_proj(act(c_fc(inp (Nl,C)))), reduced over tp.
   void forward(float* out, const float* inp, MlpCache& cache);
   // Generation: the same for one new row per sequence, inp and out (B,C), into a cache of B rows.
   MlpCache make_decode_cache() const;
@@ -39,6 +41,11 @@ class Mlp : Layer {
   void backward_weight(const MlpCache& cache, const MlpGrads& grads);
 
  private:
+  // fc_act (rows, F/tp) from fc_pre.
+  void activate(float* act, const float* pre, int64_t rows);
+
+  bool swiglu_;
+  int64_t local_ffn_;
   ColumnParallelLinear c_fc_;
   RowParallelLinear c_proj_;
 };

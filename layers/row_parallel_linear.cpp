@@ -35,13 +35,13 @@ void RowParallelLinear::forward(float* out, const float* inp, RowParallelLinearC
     backend_.matmul_forward(out, inp, weight, nullptr, mb_.N, local_in_, out_);
     tp_.reduce_from_tp_region(out, mb_.N * out_);
   }
-  backend_.add_bias(out, params_.bias->value, mb_.Nl, out_);
+  if (params_.bias) backend_.add_bias(out, params_.bias->value, mb_.Nl, out_);
 }
 
 void RowParallelLinear::decode(float* out, const float* inp) {
   backend_.matmul_forward(out, inp, params_.weight->value, nullptr, mb_.B, local_in_, out_);
   tp_.reduce_from_tp_region(out, mb_.B * out_);
-  backend_.add_bias(out, params_.bias->value, mb_.B, out_);
+  if (params_.bias) backend_.add_bias(out, params_.bias->value, mb_.B, out_);
 }
 
 void RowParallelLinear::backward_input(float* dinp, const float* dout,
@@ -58,7 +58,7 @@ void RowParallelLinear::backward_input(float* dinp, const float* dout,
 
 void RowParallelLinear::backward_weight(const RowParallelLinearCache& c,
                                         const RowParallelLinearGrads& g) {
-  backend_.matmul_backward_weight(params_.weight->grad, params_.bias->grad, g.dout, c.inp, mb_.N,
+  backend_.matmul_backward_weight(params_.weight->grad, params_.bias_grad(), g.dout, c.inp, mb_.N,
                                   local_in_, out_);
 }
 

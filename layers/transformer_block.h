@@ -1,5 +1,7 @@
-// One pre-LayerNorm GPT-2 block: x1 = x + attn(ln_1(x)); y = x1 + mlp(ln_2(x1)), on the Nl rows
-// of this rank's residual stream (N = B*T, or N/tp with sequence parallelism). This header also
+// One pre-norm block: x1 = x + attn(ln_1(x)); y = x1 + mlp(ln_2(x1)), on the Nl rows of this
+// rank's residual stream (N = B*T, or N/tp with sequence parallelism): GPT-2's LayerNorms, or the
+// Llama family's RMSNorms (input_layernorm, post_attention_layernorm), with their attention and
+// MLP. This header also
 // states the contract every layer follows.
 #pragma once
 

@@ -32,7 +32,14 @@ LayerSizes layer_sizes(const ModelConfig& model, int tp, bool sequence_parallel,
   s.Nl = s.sequence_parallel ? s.N / tp : s.N;
   s.C = model.d_model;
   s.local_heads = model.n_head / tp;
-  s.local_channels = s.local_heads * model.head_dim();
+  s.head_dim = model.head_dim();
+  s.local_channels = s.local_heads * s.head_dim;
+  s.local_kv_heads = model.kv_heads_per_rank(tp);
+  s.local_kv_channels = s.local_kv_heads * s.head_dim;
+  s.ffn_parts = model.llama() ? 2 : 1;
+  s.rms_norm = model.llama();
+  s.qk_norm = model.qk_norm;
+  s.rotary = model.llama();
   s.local_ffn = model.ffn_dim() / tp;
   s.local_vocab = model.padded_vocab(tp) / tp;
   s.device = device;

@@ -39,17 +39,29 @@ struct ChunkRecompute {
 struct LayerSizes {
   int64_t B = 0, T = 0, N = 0, Nl = 0, C = 0;
   int64_t local_heads = 0, local_channels = 0, local_ffn = 0, local_vocab = 0;
+  int64_t local_kv_heads = 0, local_kv_channels = 0, head_dim = 0;
+  int64_t ffn_parts = 1;  // linears of the MLP's input: c_fc (GPT-2), or gate and up (Llama)
+  bool rms_norm = false;  // the Llama family's norms keep no mean
+  bool qk_norm = false;   // Qwen3's per-head q and k norms
+  bool rotary = false;    // the Llama family's rotary positions
   bool sequence_parallel = false;
   DeviceKind device = DeviceKind::kCpu;
   bool drop_attention_cache = false;  // selective recomputation of a quadratic attention cache
 
   int64_t residual() const { return Nl * C; }  // block inputs and outputs, x1, their gradients
-  int64_t ln_stats() const { return Nl; }      // a LayerNorm's mean, or its rstd
+  int64_t ln_stats() const { return Nl; }      // a norm's rstd
+  int64_t ln_mean() const { return rms_norm ? 0 : Nl; }  // a LayerNorm's mean
   // A LayerNorm's output as the next linear reads it (all N rows); with sequence parallelism the
   // linear's all-gathered copy is kept instead (gathered_rows), and this is empty.
   int64_t ln_out() const { return sequence_parallel ? 0 : N * C; }
   int64_t gathered_rows() const { return sequence_parallel ? N * C : 0; }
-  int64_t qkv() const { return 3 * N * local_channels; }
+  // q, k and v of the local heads: GPT-2's fused rows, or Llama's three blocks.
+  int64_t qkv() const { return N * (local_channels + 2 * local_kv_channels); }
+  // Qwen3: q and k before their norms, and each norm's rstd per (row, head).
+  int64_t qk_pre() const { return qk_norm ? N * (local_channels + local_kv_channels) : 0; }
+  int64_t q_norm_stats() const { return qk_norm ? N * local_heads : 0; }
+  int64_t k_norm_stats() const { return qk_norm ? N * local_kv_heads : 0; }
+  int64_t rotary_table() const { return rotary ? T * head_dim : 0; }  // (T, HS) cos | sin
   int64_t attention_out() const { return N * local_channels; }
   int64_t attention_cache() const {  // what attention_forward keeps for the backward
     return drop_attention_cache ? 0 : attention_cache_floats(device, B, local_heads, T);
@@ -58,8 +70,9 @@ struct LayerSizes {
     return drop_attention_cache ? attention_cache_floats(device, B, local_heads, T) : 0;
   }
   int64_t attention_scratch() const { return attention_scratch_floats(device, B, local_heads, T); }
-  int64_t ffn() const { return N * local_ffn; }
-  int64_t head_rows() const { return N * C; }  // ln_f's output, all N rows
+  int64_t ffn() const { return N * local_ffn; }         // the MLP's activation (down's input)
+  int64_t ffn_in() const { return ffn_parts * ffn(); }  // its input linears' outputs
+  int64_t head_rows() const { return N * C; }           // ln_f's output, all N rows
   int64_t logits() const { return N * local_vocab; }
   int64_t row_stat() const { return N; }  // a per-token loss statistic
   int64_t tokens() const { return N; }    // int32 tokens or targets of a microbatch

@@ -24,28 +24,38 @@ struct Rounder {
   int64_t operator()(int64_t floats) const { return reserved_bytes(device, floats); }
 };
 
+// A residual-stream norm's cache (LayerNormCache): its mean (LayerNorm only) and rstd.
+int64_t norm_cache_bytes(const LayerSizes& s) {
+  const Rounder r{s.device};
+  return r(s.ln_mean()) + r(s.ln_stats());
+}
+
 int64_t block_cache_bytes(const LayerSizes& s) {
   const Rounder r{s.device};
-  return 2 * r(s.ln_stats()) + r(s.ln_out()) + r(s.gathered_rows()) + r(s.qkv()) +
-         r(s.attention_cache()) + r(s.attention_out()) + r(s.residual()) + 2 * r(s.ln_stats()) +
-         r(s.ln_out()) + r(s.gathered_rows()) + 2 * r(s.ffn());
+  const int64_t attention = r(s.gathered_rows()) + r(s.qkv()) + r(s.qk_pre()) +
+                            r(s.q_norm_stats()) + r(s.k_norm_stats()) + r(s.attention_cache()) +
+                            r(s.attention_out());
+  const int64_t mlp = r(s.gathered_rows()) + r(s.ffn_in()) + r(s.ffn());
+  return norm_cache_bytes(s) + r(s.ln_out()) + attention + r(s.residual()) + norm_cache_bytes(s) +
+         r(s.ln_out()) + mlp;
 }
 
 int64_t block_grads_bytes(const LayerSizes& s) {
   const Rounder r{s.device};
-  return r(s.gathered_rows()) + r(s.ffn()) + 2 * r(s.residual()) + r(s.gathered_rows()) +
-         r(s.qkv()) + r(s.residual());
+  return r(s.gathered_rows()) + r(s.ffn_in()) + 2 * r(s.residual()) + r(s.gathered_rows()) +
+         r(s.qkv()) + r(s.qk_pre()) + r(s.residual());
 }
 
 int64_t head_cache_bytes(const LayerSizes& s) {
   const Rounder r{s.device};
-  return 2 * r(s.ln_stats()) + r(s.head_rows()) + r(s.logits()) + 4 * r(s.row_stat());
+  return norm_cache_bytes(s) + r(s.head_rows()) + r(s.logits()) + 4 * r(s.row_stat());
 }
 
 int64_t scratch_bytes(const LayerSizes& s, const ChunkRecompute& rc) {
   const Rounder r{s.device};
   return r(s.attention_out()) + r(s.attention_scratch()) + r(s.ffn()) + r(s.partial()) +
-         r(s.ln_local()) + r(s.attention_rebuilt()) + (rc.full_blocks > 0 ? r(s.residual()) : 0);
+         r(s.ln_local()) + r(s.attention_rebuilt()) + (rc.full_blocks > 0 ? r(s.residual()) : 0) +
+         r(s.rotary_table());
 }
 
 // One chunk's activations (its caches, gradient sets and rebuilt caches) and workspace.
@@ -75,8 +85,48 @@ void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, 
 
 }  // namespace
 
+namespace {
+
+// The Llama family's chunk_parameters, in the order layers/ registers them.
+std::vector<BucketParameter> llama_chunk_parameters(const ModelConfig& model, int tp,
+                                                    const StageSpec& spec) {
+  const int64_t C = model.d_model, F = model.ffn_dim() / tp, HS = model.head_dim();
+  const int64_t Q = model.q_channels() / tp, KV = model.kv_heads_per_rank(tp) * HS;
+  const int64_t local_vocab = model.padded_vocab(tp) / tp * C;
+  std::vector<BucketParameter> params;
+  if (spec.has_embedding) params.push_back({"embed_tokens.weight", local_vocab});
+  for (int64_t l = spec.first_layer; l < spec.first_layer + spec.n_layers; ++l) {
+    const std::string h = "layers." + std::to_string(l) + ".";
+    params.push_back({h + "input_layernorm.weight", C});
+    for (const auto& [name, width] :
+         {std::pair<const char*, int64_t>{"q_proj", Q}, {"k_proj", KV}, {"v_proj", KV}}) {
+      params.push_back({h + "self_attn." + name + ".weight", width * C});
+      if (model.qkv_bias) params.push_back({h + "self_attn." + name + ".bias", width});
+    }
+    params.push_back({h + "self_attn.o_proj.weight", C * Q});
+    if (model.qk_norm)
+      params.insert(params.end(),
+                    {{h + "self_attn.q_norm.weight", HS}, {h + "self_attn.k_norm.weight", HS}});
+    params.insert(params.end(), {{h + "post_attention_layernorm.weight", C},
+                                 {h + "mlp.gate_proj.weight", F * C},
+                                 {h + "mlp.up_proj.weight", F * C},
+                                 {h + "mlp.down_proj.weight", C * F}});
+  }
+  if (spec.has_head) {  // the head's matrix (untied, or the tied copy) is registered before norm
+    if (!model.tied_head())
+      params.push_back({"lm_head.weight", local_vocab});
+    else if (!spec.has_embedding)
+      params.push_back({"embed_tokens.weight", local_vocab});
+    params.push_back({"norm.weight", C});
+  }
+  return params;
+}
+
+}  // namespace
+
 std::vector<BucketParameter> chunk_parameters(const ModelConfig& model, int tp,
                                               const StageSpec& spec) {
+  if (model.llama()) return llama_chunk_parameters(model, tp, spec);
   const int64_t C = model.d_model, T = model.seq_len, F = model.ffn_dim() / tp;
   const int64_t local_wte = model.padded_vocab(tp) / tp * C;
   std::vector<BucketParameter> params;
@@ -145,12 +195,12 @@ MemoryBytes predict_memory(const MemoryModelInput& in, int rank) {
   add_parameter_buffers(in, params, bytes);
   if (in.device == DeviceKind::kCuda) {
     const DeviceScratch scratch = device_scratch(in, rank);
-    bytes[MemoryCategory::kWorkspace] +=
-        reserved_bytes(in.device, kCudaGemmWorkspaceBytes, 1) + reserved_bytes(in.device, 1, 8) +
-        reserved_bytes(in.device, scratch.scratch, 1) +
-        reserved_bytes(in.device, scratch.operand_a, 1) +
-        reserved_bytes(in.device, scratch.operand_b, 1) +
-        reserved_bytes(in.device, scratch.update_table, 1);
+    bytes[MemoryCategory::kWorkspace] += reserved_bytes(in.device, kCudaGemmWorkspaceBytes, 1) +
+                                         reserved_bytes(in.device, 1, 8) +
+                                         reserved_bytes(in.device, scratch.scratch, 1) +
+                                         reserved_bytes(in.device, scratch.operand_a, 1) +
+                                         reserved_bytes(in.device, scratch.operand_b, 1) +
+                                         reserved_bytes(in.device, scratch.update_table, 1);
   }
   return bytes;
 }
@@ -161,11 +211,13 @@ namespace {
 // layers/embedding.cpp), not the biases and LayerNorm vectors.
 bool decays(const std::string& name) {
   const auto ends_with = [&](const std::string& tail) {
-    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+    return name.size() >= tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
   };
   if (name == "wte" || name == "wpe") return true;
+  // Norm weights are vectors (GPT-2's ln_*, the Llama family's *norm.weight and q/k norms).
   return ends_with(".weight") && name.find(".ln_") == std::string::npos &&
-         name.rfind("ln_f.", 0) != 0;
+         name.rfind("ln_f.", 0) != 0 && !ends_with("norm.weight");
 }
 
 // Blocks of the CUDA optimizers' table for elements [begin, end) of the flat buffers: the
@@ -209,25 +261,38 @@ DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
   for (int chunk = 0; chunk < in.layout.virtual_stages; ++chunk) {
     const StageSpec spec = virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages,
                                               stage, chunk, in.layout.layers_per_stage);
-    const std::vector<BucketParameter> chunk_params = chunk_parameters(in.model, in.layout.tp, spec);
+    const std::vector<BucketParameter> chunk_params =
+        chunk_parameters(in.model, in.layout.tp, spec);
     params.insert(params.end(), chunk_params.begin(), chunk_params.end());
     std::vector<std::pair<int64_t, int64_t>> linears;  // (IC, OC) of the chunk's products
-    if (spec.n_layers > 0) {
+    if (spec.n_layers > 0 && !in.model.llama()) {
       out.scratch = std::max({out.scratch, cuda_layernorm_weight_scratch_bytes(C),
                               cuda_column_sum_scratch_bytes(3 * C / tp),
                               cuda_column_sum_scratch_bytes(C), cuda_column_sum_scratch_bytes(F)});
       linears.insert(linears.end(), {{C, 3 * C / tp}, {C / tp, C}, {C, F}, {F, C}});
     }
+    if (spec.n_layers > 0 && in.model.llama()) {  // q, k, v, o, gate, up, down; biases of q, k, v
+      const int64_t Q = in.model.q_channels() / tp,
+                    KV = in.model.kv_heads_per_rank(tp) * in.model.head_dim();
+      out.scratch =
+          std::max({out.scratch, cuda_rmsnorm_weight_scratch_bytes(C),
+                    in.model.qk_norm ? cuda_rmsnorm_weight_scratch_bytes(in.model.head_dim()) : 0,
+                    in.model.qkv_bias ? cuda_column_sum_scratch_bytes(Q) : 0});
+      linears.insert(linears.end(), {{C, Q}, {C, KV}, {Q, C}, {C, F}, {F, C}});
+    }
     if (spec.has_head) {
-      out.scratch = std::max(out.scratch, cuda_layernorm_weight_scratch_bytes(C));
+      out.scratch =
+          std::max(out.scratch, in.model.llama() ? cuda_rmsnorm_weight_scratch_bytes(C)
+                                                 : cuda_layernorm_weight_scratch_bytes(C));
       linears.push_back({C, in.model.padded_vocab(tp) / tp});
     }
     if (spec.has_embedding)
       out.scratch = std::max(out.scratch, cuda_embedding_backward_scratch_bytes(N));
     if (!bf16_products) continue;
     for (const auto& [IC, OC] : linears) {  // bf16 copies of each product's operands
-      for (const GemmShape& g : {linear_forward_gemm(N, IC, OC), linear_backward_input_gemm(N, IC, OC),
-                                 linear_backward_weight_gemm(N, IC, OC)}) {
+      for (const GemmShape& g :
+           {linear_forward_gemm(N, IC, OC), linear_backward_input_gemm(N, IC, OC),
+            linear_backward_weight_gemm(N, IC, OC)}) {
         out.operand_a = std::max(out.operand_a, 2 * gemm_a_elements(g));
         out.operand_b = std::max(out.operand_b, 2 * gemm_b_elements(g));
       }
@@ -287,6 +352,18 @@ double korthikanti_layer_activation_bytes(const ModelConfig& model, int64_t micr
   const double sbh = s * b * h;
   const bool sp = sequence_parallel && tp > 1;
   if (recompute == Recompute::kFull) return 2.0 * sbh / (sp ? t : 1.0);  // the block's input
+  if (model.llama()) {
+    // The same accounting for the Llama family, which trains without dropout: the two norms'
+    // inputs and the two column-parallel inputs (8, split only by SP); q and k after the
+    // rotation, v, o_proj's input (4q + 4k in units of sbh), gate's and up's outputs and
+    // down's input (6f); the softmax output (2as/h).
+    const double q = static_cast<double>(model.q_channels()) / h,
+                 k = static_cast<double>(model.kv_channels()) / h,
+                 f = static_cast<double>(model.ffn_dim()) / h;
+    const double split = 4 * q + 4 * k + 6 * f;
+    const double quadratic = recompute == Recompute::kSelective ? 0.0 : 2.0 * a * s / h;
+    return sbh * ((sp ? 8.0 / t : 8.0) + split / t + quadratic / t);
+  }
   const double attention_quadratic = recompute == Recompute::kSelective ? 0.0 : 5.0 * a * s / h;
   // Linear-in-s terms: 24 of the 34 are split by tp, the LayerNorm and dropout 10 only by SP.
   const double linear = sp ? 34.0 / t : 10.0 + 24.0 / t;

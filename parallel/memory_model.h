@@ -72,7 +72,8 @@ std::vector<RankMemory> heaviest_per_stage(const std::vector<RankMemory>& ranks,
 
 // Korthikanti et al.'s activation bytes per layer per microbatch for 16-bit activations
 // (s*b*h*(34 + 5*a*s/h) without recomputation, s*b*h*(34/t + 5*a*s/(h*t)) with tp, and the
-// selective and full variants), for comparing with this project's fp32 caches (docs/MEMORY.md).
+// selective and full variants), for comparing with this project's fp32 caches (docs/MEMORY.md);
+// the Llama family's by the same accounting of its own tensors (memory_model.cpp).
 double korthikanti_layer_activation_bytes(const ModelConfig& model, int64_t micro_batch, int tp,
                                           bool sequence_parallel, Recompute recompute);
 

@@ -17,7 +17,7 @@ StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages,
   }
   spec.has_embedding = vs == 0;
   spec.has_head = vs == parts - 1;
-  spec.tied_copy = pp > 1 && spec.has_head;
+  spec.tied_copy = pp > 1 && spec.has_head && cfg.tied_head();
   return spec;
 }
 

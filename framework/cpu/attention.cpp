@@ -21,17 +21,27 @@ namespace {
 // that the skipped upper blocks are a real saving.
 constexpr int64_t kRowBlock = 64;
 
-// Pointers and strides of one (batch, head) slice.
+// Pointers and strides of one (batch, query head) slice and the (batch, kv head) it reads.
 struct HeadView {
-  int64_t T, HS, C, C3;  // C = NH*HS (row stride of out/dout), C3 = 3*C (row stride of qkv)
-  int64_t q_offset;      // offset of this head's q in qkv (and dqkv); k at +C, v at +2C
-  int64_t o_offset;      // offset of this head in out (and dout)
-  int64_t a_offset;      // offset of this head's T x T block in att (and datt)
+  int64_t T, HS;
+  int64_t q_stride, kv_stride, o_stride;  // row strides of q (and dq), k and v (and dk, dv), out
+  int64_t q_offset;                       // offset of this head's q in q (and dq)
+  int64_t kv_offset;                      // offset of its kv head in k and v (and dk, dv)
+  int64_t o_offset;                       // offset of this head in out (and dout)
+  int64_t a_offset;                       // offset of this head's T x T block in att (and datt)
 };
 
-HeadView head_view(int64_t bh, int64_t T, int64_t NH, int64_t HS) {
-  const int64_t b = bh / NH, h = bh % NH, C = NH * HS;
-  return HeadView{T, HS, C, 3 * C, b * T * 3 * C + h * HS, b * T * C + h * HS, bh * T * T};
+HeadView head_view(int64_t bh, const AttentionShape& s) {
+  const int64_t b = bh / s.NH, h = bh % s.NH, g = h / (s.NH / s.NKV);
+  return HeadView{s.T,
+                  s.HS,
+                  s.q_stride,
+                  s.kv_stride,
+                  s.NH * s.HS,
+                  b * s.T * s.q_stride + h * s.HS,
+                  b * s.T * s.kv_stride + g * s.HS,
+                  b * s.T * s.NH * s.HS + h * s.HS,
+                  bh * s.T * s.T};
 }
 
 // Row t of the scaled scores becomes softmax over columns 0..t; columns after t become 0.
@@ -50,36 +60,44 @@ void causal_softmax_row(float* row, int64_t t, int64_t T) {
   for (int64_t j = t + 1; j < T; j++) row[j] = 0.0f;
 }
 
-void head_forward(float* out, float* att, const float* qkv, const HeadView& v, float scale) {
-  const float* q = qkv + v.q_offset;
-  const float* k = q + v.C;
-  const float* val = q + 2 * v.C;
+void head_forward(float* out, float* att, const float* q_all, const float* k_all,
+                  const float* v_all, const HeadView& v, float scale) {
+  const float* q = q_all + v.q_offset;
+  const float* k = k_all + v.kv_offset;
+  const float* val = v_all + v.kv_offset;
   float* a = att + v.a_offset;
   float* o = out + v.o_offset;
   for (int64_t r0 = 0; r0 < v.T; r0 += kRowBlock) {
     const int64_t r1 = std::min(r0 + kRowBlock, v.T), rows = r1 - r0;
     // Scores of rows r0..r1 against keys 0..r1 only: later keys are masked.
-    sgemm('N', 'T', rows, r1, v.HS, scale, q + r0 * v.C3, v.C3, k, v.C3, 0.0f, a + r0 * v.T, v.T);
+    sgemm('N', 'T', rows, r1, v.HS, scale, q + r0 * v.q_stride, v.q_stride, k, v.kv_stride, 0.0f,
+          a + r0 * v.T, v.T);
     for (int64_t t = r0; t < r1; t++) causal_softmax_row(a + t * v.T, t, v.T);
-    sgemm('N', 'N', rows, v.HS, r1, 1.0f, a + r0 * v.T, v.T, val, v.C3, 0.0f, o + r0 * v.C, v.C);
+    sgemm('N', 'N', rows, v.HS, r1, 1.0f, a + r0 * v.T, v.T, val, v.kv_stride, 0.0f,
+          o + r0 * v.o_stride, v.o_stride);
   }
 }
 
-void head_backward(float* dqkv, float* datt, const float* dout, const float* qkv, const float* att,
-                   const HeadView& v, float scale) {
-  const float* q = qkv + v.q_offset;
-  const float* k = q + v.C;
-  const float* val = q + 2 * v.C;
-  float* dq = dqkv + v.q_offset;
-  float* dk = dq + v.C;
-  float* dv = dq + 2 * v.C;
+// The gradients of one query head; dk and dv of its kv head are written (first head of the group)
+// or added to (accumulate_kv: the group's later heads, run after it on the same thread).
+void head_backward(float* dq_all, float* dk_all, float* dv_all, float* datt, const float* dout,
+                   const float* q_all, const float* k_all, const float* v_all, const float* att,
+                   const HeadView& v, float scale, bool accumulate_kv) {
+  const float* q = q_all + v.q_offset;
+  const float* k = k_all + v.kv_offset;
+  const float* val = v_all + v.kv_offset;
+  float* dq = dq_all + v.q_offset;
+  float* dk = dk_all + v.kv_offset;
+  float* dv = dv_all + v.kv_offset;
+  const float kv_beta = accumulate_kv ? 1.0f : 0.0f;
   const float* a = att + v.a_offset;
   float* da = datt + v.a_offset;
   const float* dO = dout + v.o_offset;
   for (int64_t r0 = 0; r0 < v.T; r0 += kRowBlock) {
     const int64_t r1 = std::min(r0 + kRowBlock, v.T), rows = r1 - r0;
     // datt = dout . V^T, then in place the softmax backward datt <- att * (datt - <att, datt>).
-    sgemm('N', 'T', rows, r1, v.HS, 1.0f, dO + r0 * v.C, v.C, val, v.C3, 0.0f, da + r0 * v.T, v.T);
+    sgemm('N', 'T', rows, r1, v.HS, 1.0f, dO + r0 * v.o_stride, v.o_stride, val, v.kv_stride, 0.0f,
+          da + r0 * v.T, v.T);
     for (int64_t t = r0; t < r1; t++) {
       const float* arow = a + t * v.T;
       float* drow = da + t * v.T;
@@ -89,16 +107,17 @@ void head_backward(float* dqkv, float* datt, const float* dout, const float* qkv
       for (int64_t j = t + 1; j < v.T; j++) drow[j] = 0.0f;  // read by the dK product below
     }
     // dQ = scale * dscores . K over the causal keys.
-    sgemm('N', 'N', rows, v.HS, r1, scale, da + r0 * v.T, v.T, k, v.C3, 0.0f, dq + r0 * v.C3, v.C3);
+    sgemm('N', 'N', rows, v.HS, r1, scale, da + r0 * v.T, v.T, k, v.kv_stride, 0.0f,
+          dq + r0 * v.q_stride, v.q_stride);
   }
   // Key/value rows c0..c1 receive gradient only from queries c0..T-1.
   for (int64_t c0 = 0; c0 < v.T; c0 += kRowBlock) {
     const int64_t c1 = std::min(c0 + kRowBlock, v.T), cols = c1 - c0, span = v.T - c0;
     const int64_t corner = c0 * v.T + c0;
-    sgemm('T', 'N', cols, v.HS, span, 1.0f, a + corner, v.T, dO + c0 * v.C, v.C, 0.0f,
-          dv + c0 * v.C3, v.C3);
-    sgemm('T', 'N', cols, v.HS, span, scale, da + corner, v.T, q + c0 * v.C3, v.C3, 0.0f,
-          dk + c0 * v.C3, v.C3);
+    sgemm('T', 'N', cols, v.HS, span, 1.0f, a + corner, v.T, dO + c0 * v.o_stride, v.o_stride,
+          kv_beta, dv + c0 * v.kv_stride, v.kv_stride);
+    sgemm('T', 'N', cols, v.HS, span, scale, da + corner, v.T, q + c0 * v.q_stride, v.q_stride,
+          kv_beta, dk + c0 * v.kv_stride, v.kv_stride);
   }
 }
 
@@ -140,56 +159,72 @@ void for_each_head(int64_t heads, int threads, F f) {
 
 }  // namespace
 
-void CpuBackend::attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B,
-                                    int64_t rows, int64_t NH, int64_t HS, int64_t T_max,
-                                    int64_t start) {
-  GPT_CHECK(start >= 0 && rows >= 0 && start + rows <= T_max, "attention_kv_store of positions ["
-                                                                  << start << ", " << start + rows
-                                                                  << ") into a cache of " << T_max);
-  const int64_t C = NH * HS;
+namespace {
+
+void check_shape(const AttentionShape& s, const char* what) {
+  GPT_CHECK(s.B >= 0 && s.T > 0 && s.NH > 0 && s.NKV > 0 && s.HS > 0 && s.NH % s.NKV == 0 &&
+                s.q_stride >= s.NH * s.HS && s.kv_stride >= s.NKV * s.HS,
+            what << " with B=" << s.B << " T=" << s.T << " NH=" << s.NH << " NKV=" << s.NKV
+                 << " HS=" << s.HS);
+}
+
+}  // namespace
+
+void CpuBackend::attention_kv_store(float* k_cache, float* v_cache, const float* k, const float* v,
+                                    const AttentionShape& s, int64_t rows, int64_t start) {
+  check_shape(s, "attention_kv_store");
+  GPT_CHECK(start >= 0 && rows >= 0 && start + rows <= s.T, "attention_kv_store of positions ["
+                                                                << start << ", " << start + rows
+                                                                << ") into a cache of " << s.T);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads_)
-  for (int64_t bh = 0; bh < B * NH; bh++)
+  for (int64_t bg = 0; bg < s.B * s.NKV; bg++)
     for (int64_t r = 0; r < rows; r++) {
-      const int64_t b = bh / NH, h = bh % NH;
-      const float* src = qkv + (b * rows + r) * 3 * C + h * HS;
-      const int64_t dst = (bh * T_max + start + r) * HS;
-      std::copy(src + C, src + C + HS, k_cache + dst);
-      std::copy(src + 2 * C, src + 2 * C + HS, v_cache + dst);
+      const int64_t b = bg / s.NKV, g = bg % s.NKV;
+      const int64_t src = (b * rows + r) * s.kv_stride + g * s.HS;
+      const int64_t dst = (bg * s.T + start + r) * s.HS;
+      std::copy(k + src, k + src + s.HS, k_cache + dst);
+      std::copy(v + src, v + src + s.HS, v_cache + dst);
     }
 }
 
-void CpuBackend::attention_decode(float* out, float* scores, const float* qkv, const float* k_cache,
-                                  const float* v_cache, int64_t B, int64_t NH, int64_t HS,
-                                  int64_t T_max, int64_t length) {
-  GPT_CHECK(length >= 1 && length <= T_max,
-            "attention_decode over " << length << " positions of a cache of " << T_max);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  const int64_t C = NH * HS;
+void CpuBackend::attention_decode(float* out, float* scores, const float* q, const float* k_cache,
+                                  const float* v_cache, const AttentionShape& s, int64_t length) {
+  check_shape(s, "attention_decode");
+  GPT_CHECK(length >= 1 && length <= s.T,
+            "attention_decode over " << length << " positions of a cache of " << s.T);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.HS));
+  const int64_t C = s.NH * s.HS, group = s.NH / s.NKV;
 #pragma omp parallel for schedule(static) num_threads(threads_)
-  for (int64_t bh = 0; bh < B * NH; bh++) {
-    const int64_t b = bh / NH, h = bh % NH, cached = bh * T_max * HS;
-    head_decode(out + b * C + h * HS, scores + bh * T_max, qkv + b * 3 * C + h * HS,
-                k_cache + cached, v_cache + cached, HS, length, scale);
+  for (int64_t bh = 0; bh < s.B * s.NH; bh++) {
+    const int64_t b = bh / s.NH, h = bh % s.NH;
+    const int64_t cached = (b * s.NKV + h / group) * s.T * s.HS;
+    head_decode(out + b * C + h * s.HS, scores + bh * s.T, q + b * s.q_stride + h * s.HS,
+                k_cache + cached, v_cache + cached, s.HS, length, scale);
   }
 }
 
-void CpuBackend::attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
-                                   int64_t NH, int64_t HS) {
-  GPT_CHECK(B >= 0 && T > 0 && NH > 0 && HS > 0,
-            "attention_forward with B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  for_each_head(B * NH, threads_,
-                [&](int64_t bh) { head_forward(out, att, qkv, head_view(bh, T, NH, HS), scale); });
+void CpuBackend::attention_forward(float* out, float* att, const float* q, const float* k,
+                                   const float* v, const AttentionShape& s) {
+  check_shape(s, "attention_forward");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.HS));
+  for_each_head(s.B * s.NH, threads_,
+                [&](int64_t bh) { head_forward(out, att, q, k, v, head_view(bh, s), scale); });
 }
 
-void CpuBackend::attention_backward(float* dqkv, float* datt, const float* dout,
-                                    const float* /*out*/, const float* qkv, const float* att,
-                                    int64_t B, int64_t T, int64_t NH, int64_t HS) {
-  GPT_CHECK(B >= 0 && T > 0 && NH > 0 && HS > 0,
-            "attention_backward with B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  for_each_head(B * NH, threads_, [&](int64_t bh) {
-    head_backward(dqkv, datt, dout, qkv, att, head_view(bh, T, NH, HS), scale);
+void CpuBackend::attention_backward(float* dq, float* dk, float* dv, float* datt, const float* dout,
+                                    const float* /*out*/, const float* q, const float* k,
+                                    const float* v, const float* att, const AttentionShape& s) {
+  check_shape(s, "attention_backward");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.HS));
+  const int64_t group = s.NH / s.NKV;
+  // One task per (batch, kv head): its query heads run in order on one thread, the first writing
+  // dk and dv and the others adding to them, so no two threads write one kv head.
+  for_each_head(s.B * s.NKV, threads_, [&](int64_t bg) {
+    const int64_t b = bg / s.NKV, g = bg % s.NKV;
+    for (int64_t i = 0; i < group; i++) {
+      const int64_t bh = b * s.NH + g * group + i;
+      head_backward(dq, dk, dv, datt, dout, q, k, v, att, head_view(bh, s), scale, i > 0);
+    }
   });
 }
 

@@ -43,17 +43,33 @@ class CpuBackend : public Backend {
   void gelu_forward(float* out, const float* inp, int64_t n) override;
   void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) override;
 
-  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t NH,
-                         int64_t HS) override;
-  void attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
-                          const float* qkv, const float* att, int64_t B, int64_t T, int64_t NH,
-                          int64_t HS) override;
+  using Backend::attention_backward;  // the fused-qkv forms
+  using Backend::attention_decode;
+  using Backend::attention_forward;
+  using Backend::attention_kv_store;
+  void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
+                         const AttentionShape& s) override;
+  void attention_backward(float* dq, float* dk, float* dv, float* datt, const float* dout,
+                          const float* out, const float* q, const float* k, const float* v,
+                          const float* att, const AttentionShape& s) override;
+  void attention_kv_store(float* k_cache, float* v_cache, const float* k, const float* v,
+                          const AttentionShape& s, int64_t rows, int64_t start) override;
+  void attention_decode(float* out, float* scores, const float* q, const float* k_cache,
+                        const float* v_cache, const AttentionShape& s, int64_t length) override;
 
-  void attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t rows,
-                          int64_t NH, int64_t HS, int64_t T_max, int64_t start) override;
-  void attention_decode(float* out, float* scores, const float* qkv, const float* k_cache,
-                        const float* v_cache, int64_t B, int64_t NH, int64_t HS, int64_t T_max,
-                        int64_t length) override;
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+                       int64_t C, float eps) override;
+  void rmsnorm_backward_input(float* dinp, const float* dout, const float* inp, const float* weight,
+                              const float* rstd, int64_t N, int64_t C) override;
+  void rmsnorm_backward_weight(float* dweight, const float* dout, const float* inp,
+                               const float* rstd, int64_t N, int64_t C) override;
+  void rotary_forward(float* x, const float* table, int64_t B, int64_t T, int64_t heads, int64_t HS,
+                      int64_t start) override;
+  void rotary_backward(float* dx, const float* table, int64_t B, int64_t T, int64_t heads,
+                       int64_t HS, int64_t start) override;
+  void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) override;
+  void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
+                       const float* up, int64_t n) override;
 
   void accumulate(float* y, const float* x, int64_t n) override;
   void scale(float* x, float factor, int64_t n) override;

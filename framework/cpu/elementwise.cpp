@@ -1,7 +1,7 @@
-// Elementwise kernels on the CPU: GELU forward and backward (the shared per-element formulas of
-// elementwise.h, as the CUDA backend's elementwise.cu), the residual stream's accumulate and scale,
-// and the bias add. Flat OpenMP loops written to vectorise; every element is computed alone, so
-// results do not depend on the thread count.
+// Elementwise kernels on the CPU: GELU and SwiGLU forward and backward (the shared per-element
+// formulas of elementwise.h, as the CUDA backend's elementwise.cu), the residual stream's
+// accumulate and scale, and the bias add. Flat OpenMP loops written to vectorise; every element is
+// computed alone, so results do not depend on the thread count.
 #include <algorithm>
 
 #include "framework/cpu/cpu_backend.h"
@@ -32,6 +32,21 @@ void CpuBackend::gelu_backward(float* dinp, const float* dout, const float* inp,
     const int64_t end = std::min(n, (c + 1) * kGeluChunk);
 #pragma omp simd
     for (int64_t i = c * kGeluChunk; i < end; i++) dinp[i] = gelu_tanh_grad(inp[i]) * dout[i];
+  }
+}
+
+void CpuBackend::swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
+#pragma omp parallel for simd schedule(static, kGeluChunk) num_threads(threads_)
+  for (int64_t i = 0; i < n; i++) out[i] = swiglu_output(gate[i], up[i]);
+}
+
+// Written, not accumulated: gate and up have no other consumer.
+void CpuBackend::swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
+                                 const float* up, int64_t n) {
+#pragma omp parallel for simd schedule(static, kGeluChunk) num_threads(threads_)
+  for (int64_t i = 0; i < n; i++) {
+    dgate[i] = swiglu_dgate(dout[i], gate[i], up[i]);
+    dup[i] = swiglu_dup(dout[i], gate[i]);
   }
 }
 

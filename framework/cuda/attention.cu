@@ -1,6 +1,8 @@
 // Fused causal self-attention on CUDA cores in float32, flash-attention style (Dao et al.,
 // FlashAttention 1 and 2): online softmax over key tiles staged in shared memory forward, scores
 // recomputed from q, k and the saved log-sum-exp backward. The T x T matrix never reaches memory.
+// Grouped-query: NKV key/value heads serve NH query heads (NH/NKV each), q, k and v are separate
+// strided row arrays; GPT-2's fused qkv is the case NKV = NH, all three inside one row.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -59,10 +61,11 @@ struct Tiles {
 
 // Per-launch sizes shared by the kernels.
 struct Shape {
-  int T, NH, HS;
-  int BH;      // B * NH
-  int C;       // NH * HS: row stride of out and dout
-  int64_t C3;  // 3 * C: row stride of qkv and dqkv
+  int B, T, NH, NKV, HS;
+  int group;          // NH / NKV: query heads per kv head
+  int C;              // NH * HS: row stride of out and dout
+  int64_t q_stride;   // row stride of q and dq
+  int64_t kv_stride;  // row stride of k, v, dk and dv
   float scale;
 };
 
@@ -219,15 +222,15 @@ __device__ __forceinline__ void axpy_row(float (&acc)[D], float a, const float4*
   }
 }
 
-// One (b, h) and one tile of kRows consecutive rows, decoded from blockIdx.x. The big B*NH
-// dimension lives in x; the tile index is the slow one, so that the blocks with the most causal
-// work start first (the last query tiles forward and for dq, the first key tiles for dk/dv).
+// One (b, head) and one tile of kRows consecutive rows, decoded from blockIdx.x; the head is a
+// query head (forward, dq) or a kv head (dk/dv). The big B*heads dimension lives in x; the tile
+// index is the slow one, so that the blocks with the most causal work start first (the last query
+// tiles forward and for dq, the first key tiles for dk/dv).
 struct Block {
-  int bh, b, h;
-  int t0;           // first row of the tile
-  int rows;         // rows of the tile below T
-  int64_t qkv_off;  // where head h of sequence b starts in qkv and dqkv (rows of 3*C)
-  int64_t o_off;    // and in out and dout (rows of C)
+  int bh, b, h;    // bh = b * heads + h
+  int t0;          // first row of the tile
+  int rows;        // rows of the tile below T
+  int64_t kv_off;  // where kv head h (dk/dv) or query head h's kv head starts in k, v, dk, dv
 };
 
 // Rows t0.. of the block's own tile of one head (src row stride `stride`) into this thread
@@ -262,19 +265,31 @@ __device__ __forceinline__ void scale_row(float (&x)[D], float factor) {
   for (int d = 0; d < D; d++) x[d] *= factor;
 }
 
+// Where query head h of sequence b starts in q and dq, and in out and dout.
+__device__ __forceinline__ int64_t q_offset(const Shape& s, int b, int h) {
+  return static_cast<int64_t>(b) * s.T * s.q_stride + static_cast<int64_t>(h) * s.HS;
+}
+__device__ __forceinline__ int64_t o_offset(const Shape& s, int b, int h) {
+  return static_cast<int64_t>(b) * s.T * s.C + static_cast<int64_t>(h) * s.HS;
+}
+
+// kv_heads: the blocks run over kv heads (dk/dv) rather than query heads.
 template <int kRows>
-__device__ __forceinline__ Block block_tile(const Shape& s, bool last_first) {
+__device__ __forceinline__ Block block_tile(const Shape& s, bool last_first, bool kv_heads) {
   const int n_tiles = (s.T + kRows - 1) / kRows;
+  const int heads = kv_heads ? s.NKV : s.NH;
   const int x = static_cast<int>(blockIdx.x);
-  const int order = x / s.BH;
+  const int n_bh = s.B * heads;
+  const int order = x / n_bh;
   Block blk;
-  blk.bh = x % s.BH;
-  blk.b = blk.bh / s.NH;
-  blk.h = blk.bh % s.NH;
+  blk.bh = x % n_bh;
+  blk.b = blk.bh / heads;
+  blk.h = blk.bh % heads;
   blk.t0 = (last_first ? n_tiles - 1 - order : order) * kRows;
   blk.rows = s.T - blk.t0 < kRows ? s.T - blk.t0 : kRows;
-  blk.qkv_off = static_cast<int64_t>(blk.b) * s.T * s.C3 + blk.h * s.HS;
-  blk.o_off = static_cast<int64_t>(blk.b) * s.T * s.C + blk.h * s.HS;
+  const int kv_head = kv_heads ? blk.h : blk.h / s.group;
+  blk.kv_off =
+      static_cast<int64_t>(blk.b) * s.T * s.kv_stride + static_cast<int64_t>(kv_head) * s.HS;
   return blk;
 }
 
@@ -284,7 +299,8 @@ template <int D, int G, bool kBf16>
 __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
                                   65536 / (Tiles<D, G>::kThreads * kRegsForward))
     attention_forward_kernel(float* __restrict__ out, float* __restrict__ lse,
-                             const float* __restrict__ qkv, Shape s) {
+                             const float* __restrict__ q_all, const float* __restrict__ k_all,
+                             const float* __restrict__ v_all, Shape s) {
   using L = Tiles<D, G>;
   constexpr int kHsb = L::kHsb, kRows = L::kRows, kCols = L::kCols, NT = L::kThreads;
   constexpr int kRow4 = kHsb / 4, kChunk = kChunkForward;
@@ -299,15 +315,14 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
 
   const int tid = static_cast<int>(threadIdx.x), r = tid / G, g = tid % G;
   const unsigned mask = group_mask<G>();
-  const Block blk = block_tile<kRows>(s, true);
-  const float* q_src = qkv + blk.qkv_off;
-  const float* k_src = q_src + s.C;
-  const float* v_src = q_src + 2 * s.C;
+  const Block blk = block_tile<kRows>(s, true, false);
+  const float* k_src = k_all + blk.kv_off;
+  const float* v_src = v_all + blk.kv_off;
   // The last key row r attends to; -1 makes a padding row past T skip every key.
   const int row_lim = r < blk.rows ? blk.t0 + r : -1;
 
   float q[D];
-  load_own_row<D, G, kBf16>(q, stage, q_src, s.C3, blk, s, r, g);
+  load_own_row<D, G, kBf16>(q, stage, q_all + q_offset(s, blk.b, blk.h), s.q_stride, blk, s, r, g);
 
   float acc[D] = {};
   float m = -INFINITY, l = 0.0f;
@@ -315,8 +330,8 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
   const int n_key_tiles = (blk.t0 + blk.rows - 1) / kCols + 1;  // keys up to the tile's last row
   for (int kt = 0; kt < n_key_tiles; kt++) {
     const int j0 = kt * kCols;
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(ks, k_src, s.C3, j0, s.T, s.HS);
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(vs, v_src, s.C3, j0, s.T, s.HS);
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(ks, k_src, s.kv_stride, j0, s.T, s.HS);
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(vs, v_src, s.kv_stride, j0, s.T, s.HS);
     __syncthreads();
 #pragma unroll 1
     for (int c0 = 0; c0 < kCols; c0 += kChunk) {
@@ -354,7 +369,7 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
   // Padding rows have l = 0; their results are never stored.
   scale_row(acc, l > 0.0f ? 1.0f / l : 0.0f);
   if (g == 0 && row_lim >= 0) lse[static_cast<int64_t>(blk.bh) * s.T + row_lim] = m + logf(l);
-  store_own_row<D, G>(out + blk.o_off, s.C, stage, acc, blk, s, r, g);
+  store_own_row<D, G>(out + o_offset(s, blk.b, blk.h), s.C, stage, acc, blk, s, r, g);
 }
 
 // dq of a tile of query rows, and delta = rowsum(dout * out) for them (the dk/dv kernel reads
@@ -362,9 +377,10 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
 // dS_ij = P_ij (dout_i . v_j - delta_i) and P_ij = exp(s_ij - lse_i).
 template <int D, int G, bool kBf16>
 __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::kThreads * kRegsDq))
-    attention_dq_kernel(float* __restrict__ dqkv, float* __restrict__ delta,
+    attention_dq_kernel(float* __restrict__ dq_all, float* __restrict__ delta,
                         const float* __restrict__ dout, const float* __restrict__ out,
-                        const float* __restrict__ qkv, const float* __restrict__ lse, Shape s) {
+                        const float* __restrict__ q_all, const float* __restrict__ k_all,
+                        const float* __restrict__ v_all, const float* __restrict__ lse, Shape s) {
   using L = Tiles<D, G>;
   constexpr int kHsb = L::kHsb, kRows = L::kRows, kCols = L::kCols, NT = L::kThreads;
   constexpr int kRow4 = kHsb / 4, kChunk = kChunkDq;
@@ -379,18 +395,19 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
 
   const int tid = static_cast<int>(threadIdx.x), r = tid / G, g = tid % G;
   const unsigned mask = group_mask<G>();
-  const Block blk = block_tile<kRows>(s, true);
-  const float* k_src = qkv + blk.qkv_off + s.C;
-  const float* v_src = qkv + blk.qkv_off + 2 * s.C;
+  const Block blk = block_tile<kRows>(s, true, false);
+  const float* k_src = k_all + blk.kv_off;
+  const float* v_src = v_all + blk.kv_off;
+  const int64_t q_off = q_offset(s, blk.b, blk.h), o_off = o_offset(s, blk.b, blk.h);
   const int row_lim = r < blk.rows ? blk.t0 + r : -1;
   const int64_t stat = static_cast<int64_t>(blk.bh) * s.T + row_lim;  // lse/delta index
 
   float q[D], dO[D];
-  load_own_row<D, G, kBf16>(q, stage, qkv + blk.qkv_off, s.C3, blk, s, r, g);
-  load_own_row<D, G, kBf16>(dO, stage, dout + blk.o_off, s.C, blk, s, r, g);
+  load_own_row<D, G, kBf16>(q, stage, q_all + q_off, s.q_stride, blk, s, r, g);
+  load_own_row<D, G, kBf16>(dO, stage, dout + o_off, s.C, blk, s, r, g);
   // out is a result, not an operand: only dout is rounded, as in dP = dout . v, so that delta
   // stays sum_j P_ij dP_ij.
-  load_rows<kHsb, kRows, L::kStride, NT, false>(stage, out + blk.o_off, s.C, blk.t0, s.T, s.HS);
+  load_rows<kHsb, kRows, L::kStride, NT, false>(stage, out + o_off, s.C, blk.t0, s.T, s.HS);
   __syncthreads();
   const float delta_i = group_sum<G>(
       partial_dot<D, G>(dO, reinterpret_cast<const float4*>(stage + r * L::kStride), g, 0.0f),
@@ -404,8 +421,8 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   const int n_key_tiles = (blk.t0 + blk.rows - 1) / kCols + 1;
   for (int kt = 0; kt < n_key_tiles; kt++) {
     const int j0 = kt * kCols;
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(ks, k_src, s.C3, j0, s.T, s.HS);
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(vs, v_src, s.C3, j0, s.T, s.HS);
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(ks, k_src, s.kv_stride, j0, s.T, s.HS);
+    load_rows<kHsb, kCols, kHsb, NT, kBf16>(vs, v_src, s.kv_stride, j0, s.T, s.HS);
     __syncthreads();
 #pragma unroll 1
     for (int c0 = 0; c0 < kCols; c0 += kChunk) {
@@ -427,17 +444,20 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   }
 
   scale_row(dq, s.scale);
-  store_own_row<D, G>(dqkv + blk.qkv_off, s.C3, stage, dq, blk, s, r, g);
+  store_own_row<D, G>(dq_all + q_off, s.q_stride, stage, dq, blk, s, r, g);
 }
 
-// dk and dv of a tile of key rows: thread group r owns key t0 + r (k, v and both accumulators
-// in registers) and walks the query tiles from the diagonal to T in order:
-// dv_j = sum_{i>=j} P_ij dout_i, dk_j = scale * sum_{i>=j} dS_ij q_i.
+// dk and dv of a tile of key rows of one kv head: thread group r owns key t0 + r (k, v and both
+// accumulators in registers) and walks, for each query head of the kv head's group in order, the
+// query tiles from the diagonal to T in order: dv_j = sum_h sum_{i>=j} P_ij dout_i,
+// dk_j = scale * sum_h sum_{i>=j} dS_ij q_i. One block sums the whole group, so the sum over the
+// group's heads needs no atomics and has one fixed order.
 template <int D, int G, bool kBf16>
 __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::kThreads * kRegsDkv))
-    attention_dkv_kernel(float* __restrict__ dqkv, const float* __restrict__ dout,
-                         const float* __restrict__ qkv, const float* __restrict__ lse,
-                         const float* __restrict__ delta, Shape s) {
+    attention_dkv_kernel(float* __restrict__ dk_all, float* __restrict__ dv_all,
+                         const float* __restrict__ dout, const float* __restrict__ q_all,
+                         const float* __restrict__ k_all, const float* __restrict__ v_all,
+                         const float* __restrict__ lse, const float* __restrict__ delta, Shape s) {
   using L = Tiles<D, G>;
   constexpr int kHsb = L::kHsb, kRows = L::kRows, kCols = L::kCols, NT = L::kThreads;
   constexpr int kRow4 = kHsb / 4, kChunk = kChunkDkv;
@@ -454,56 +474,59 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
 
   const int tid = static_cast<int>(threadIdx.x), r = tid / G, g = tid % G;
   const unsigned mask = group_mask<G>();
-  const Block blk = block_tile<kRows>(s, false);
-  const float* q_src = qkv + blk.qkv_off;
-  const float* do_src = dout + blk.o_off;
-  const float* lse_src = lse + static_cast<int64_t>(blk.bh) * s.T;
-  const float* delta_src = delta + static_cast<int64_t>(blk.bh) * s.T;
+  const Block blk = block_tile<kRows>(s, false, true);
   // Queries i >= key_lim reach this key; a padding key past T is reached by none.
   const int key_lim = r < blk.rows ? blk.t0 + r : kNoKey;
 
   float k[D], v[D];
-  load_own_row<D, G, kBf16>(k, stage, q_src + s.C, s.C3, blk, s, r, g);
-  load_own_row<D, G, kBf16>(v, stage, q_src + 2 * s.C, s.C3, blk, s, r, g);
+  load_own_row<D, G, kBf16>(k, stage, k_all + blk.kv_off, s.kv_stride, blk, s, r, g);
+  load_own_row<D, G, kBf16>(v, stage, v_all + blk.kv_off, s.kv_stride, blk, s, r, g);
 
   float dk[D] = {}, dv[D] = {};
 
-  // Queries before the tile's first key reach none of its keys.
-  for (int i0 = blk.t0; i0 < s.T; i0 += kCols) {
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(qs, q_src, s.C3, i0, s.T, s.HS);
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(dos, do_src, s.C, i0, s.T, s.HS);
-    if (tid < kCols) {
-      const bool in = i0 + tid < s.T;
-      lse_s[tid] = in ? lse_src[i0 + tid] : 0.0f;
-      delta_s[tid] = in ? delta_src[i0 + tid] : 0.0f;
-    }
-    __syncthreads();
-#pragma unroll 1
-    for (int c0 = 0; c0 < kCols; c0 += kChunk) {
-      const int ic = i0 + c0;
-      if (ic >= s.T) break;                  // the rest of the tile is past T
-      if (ic + kChunk <= key_lim) continue;  // causal: every query of the chunk precedes the key
-      float sc[kChunk], dp[kChunk];
-      dot_chunk<D, G>(sc, k, q4 + c0 * kRow4, g);
-      dot_chunk<D, G>(dp, v, do4 + c0 * kRow4, g);
-#pragma unroll
-      for (int u = 0; u < kChunk; u++) {
-        const int i = ic + u;
-        const float x = group_sum<G>(sc[u], mask) * s.scale;
-        const float y = group_sum<G>(dp[u], mask);
-        const float p = i >= key_lim && i < s.T ? fast_expf(x - lse_s[c0 + u]) : 0.0f;
-        const float ds = p * (y - delta_s[c0 + u]);
-        axpy_row<D, G, true>(dv, operand<kBf16>(p), do4 + (c0 + u) * kRow4, g);
-        axpy_row<D, G, true>(dk, operand<kBf16>(ds), q4 + (c0 + u) * kRow4, g);
+  for (int hq = blk.h * s.group; hq < (blk.h + 1) * s.group; hq++) {
+    const float* q_src = q_all + q_offset(s, blk.b, hq);
+    const float* do_src = dout + o_offset(s, blk.b, hq);
+    const int64_t stats = (static_cast<int64_t>(blk.b) * s.NH + hq) * s.T;
+    const float* lse_src = lse + stats;
+    const float* delta_src = delta + stats;
+    // Queries before the tile's first key reach none of its keys.
+    for (int i0 = blk.t0; i0 < s.T; i0 += kCols) {
+      load_rows<kHsb, kCols, kHsb, NT, kBf16>(qs, q_src, s.q_stride, i0, s.T, s.HS);
+      load_rows<kHsb, kCols, kHsb, NT, kBf16>(dos, do_src, s.C, i0, s.T, s.HS);
+      if (tid < kCols) {
+        const bool in = i0 + tid < s.T;
+        lse_s[tid] = in ? lse_src[i0 + tid] : 0.0f;
+        delta_s[tid] = in ? delta_src[i0 + tid] : 0.0f;
       }
+      __syncthreads();
+#pragma unroll 1
+      for (int c0 = 0; c0 < kCols; c0 += kChunk) {
+        const int ic = i0 + c0;
+        if (ic >= s.T) break;                  // the rest of the tile is past T
+        if (ic + kChunk <= key_lim) continue;  // causal: every query of the chunk precedes the key
+        float sc[kChunk], dp[kChunk];
+        dot_chunk<D, G>(sc, k, q4 + c0 * kRow4, g);
+        dot_chunk<D, G>(dp, v, do4 + c0 * kRow4, g);
+#pragma unroll
+        for (int u = 0; u < kChunk; u++) {
+          const int i = ic + u;
+          const float x = group_sum<G>(sc[u], mask) * s.scale;
+          const float y = group_sum<G>(dp[u], mask);
+          const float p = i >= key_lim && i < s.T ? fast_expf(x - lse_s[c0 + u]) : 0.0f;
+          const float ds = p * (y - delta_s[c0 + u]);
+          axpy_row<D, G, true>(dv, operand<kBf16>(p), do4 + (c0 + u) * kRow4, g);
+          axpy_row<D, G, true>(dk, operand<kBf16>(ds), q4 + (c0 + u) * kRow4, g);
+        }
+      }
+      __syncthreads();
     }
-    __syncthreads();
   }
 
   scale_row(dk, s.scale);
-  store_own_row<D, G>(dqkv + blk.qkv_off + s.C, s.C3, stage, dk, blk, s, r, g);
+  store_own_row<D, G>(dk_all + blk.kv_off, s.kv_stride, stage, dk, blk, s, r, g);
   __syncthreads();  // the staging buffer is read by the store before dv overwrites it
-  store_own_row<D, G>(dqkv + blk.qkv_off + 2 * s.C, s.C3, stage, dv, blk, s, r, g);
+  store_own_row<D, G>(dv_all + blk.kv_off, s.kv_stride, stage, dv, blk, s, r, g);
 }
 
 template <int kHsb, bool kBf16>
@@ -540,61 +563,74 @@ constexpr int kDimsQueryRows = kHsb < 32 ? kHsb : 32;
 constexpr int kDimsDkv = 16;
 
 // Fills s from validated sizes; false when there is nothing to compute.
-bool make_shape(Shape& s, const char* what, int64_t B, int64_t T, int64_t NH, int64_t HS) {
-  GPT_CHECK(B >= 0 && T >= 0 && NH >= 0 && HS >= 0 && HS <= 256,
-            what << " with B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS
-                 << " (HS must be at most 256)");
-  if (B == 0 || T == 0 || NH == 0 || HS == 0) return false;
-  GPT_CHECK(B * NH <= INT32_MAX && T <= INT32_MAX / 64 && NH * HS <= INT32_MAX / 3,
-            what << " sizes out of range: B=" << B << " T=" << T << " NH=" << NH);
-  s.T = static_cast<int>(T);
-  s.NH = static_cast<int>(NH);
-  s.HS = static_cast<int>(HS);
-  s.BH = static_cast<int>(B * NH);
-  s.C = static_cast<int>(NH * HS);
-  s.C3 = 3 * NH * HS;
-  s.scale = 1.0f / std::sqrt(static_cast<float>(HS));
+bool make_shape(Shape& s, const char* what, const AttentionShape& a) {
+  check_attention_shape(a, what);
+  GPT_CHECK(a.HS <= 256, what << " with HS=" << a.HS << " (HS must be at most 256)");
+  if (a.B == 0 || a.T == 0 || a.NH == 0 || a.HS == 0) return false;
+  GPT_CHECK(a.B * a.NH <= INT32_MAX && a.T <= INT32_MAX / 64 && a.NH * a.HS <= INT32_MAX,
+            what << " sizes out of range: B=" << a.B << " T=" << a.T << " NH=" << a.NH);
+  s.B = static_cast<int>(a.B);
+  s.T = static_cast<int>(a.T);
+  s.NH = static_cast<int>(a.NH);
+  s.NKV = static_cast<int>(a.NKV);
+  s.HS = static_cast<int>(a.HS);
+  s.group = static_cast<int>(a.NH / a.NKV);
+  s.C = static_cast<int>(a.NH * a.HS);
+  s.q_stride = a.q_stride;
+  s.kv_stride = a.kv_stride;
+  s.scale = 1.0f / std::sqrt(static_cast<float>(a.HS));
   return true;
 }
 
-// Blocks of a launch over every (b, h) and every tile of kRows rows.
+// Blocks of a launch over every (b, head) of `heads` and every tile of kRows rows.
 template <int kRows>
-unsigned grid_blocks(const Shape& s) {
-  const int64_t blocks = static_cast<int64_t>(s.BH) * ((s.T + kRows - 1) / kRows);
+unsigned grid_blocks(const Shape& s, int heads) {
+  const int64_t blocks = static_cast<int64_t>(s.B) * heads * ((s.T + kRows - 1) / kRows);
   GPT_CHECK(blocks <= INT32_MAX, "attention grid of " << blocks << " blocks is too large");
   return static_cast<unsigned>(blocks);
 }
 
 }  // namespace
 
-void attention_forward(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B,
-                       int64_t T, int64_t NH, int64_t HS, bool bf16_operands) {
+void check_attention_shape(const AttentionShape& s, const char* what) {
+  GPT_CHECK(s.B >= 0 && s.T >= 0 && s.NH >= 0 && s.NKV > 0 && s.HS >= 0 && s.NH % s.NKV == 0 &&
+                s.q_stride >= s.NH * s.HS && s.kv_stride >= s.NKV * s.HS,
+            what << " with B=" << s.B << " T=" << s.T << " NH=" << s.NH << " NKV=" << s.NKV
+                 << " HS=" << s.HS << " q_stride=" << s.q_stride << " kv_stride=" << s.kv_stride
+                 << " (NKV must divide NH, and each stride hold its heads)");
+}
+
+void attention_forward(cudaStream_t stream, float* out, float* lse, const float* q, const float* k,
+                       const float* v, const AttentionShape& shape, bool bf16_operands) {
   Shape s;
-  if (!make_shape(s, "attention_forward", B, T, NH, HS)) return;
-  dispatch(HS, bf16_operands, [&]<int kHsb, bool kBf16>(Config<kHsb, kBf16>) {
+  if (!make_shape(s, "attention_forward", shape)) return;
+  dispatch(s.HS, bf16_operands, [&]<int kHsb, bool kBf16>(Config<kHsb, kBf16>) {
     constexpr int D = kDimsQueryRows<kHsb>, G = kHsb / D;
     using L = Tiles<D, G>;
     attention_forward_kernel<D, G, kBf16>
-        <<<grid_blocks<L::kRows>(s), L::kThreads, 0, stream>>>(out, lse, qkv, s);
+        <<<grid_blocks<L::kRows>(s, s.NH), L::kThreads, 0, stream>>>(out, lse, q, k, v, s);
     GPT_CUDA_CHECK_LAUNCH();
   });
 }
 
-void attention_backward(cudaStream_t stream, float* dqkv, float* delta, const float* dout,
-                        const float* out, const float* qkv, const float* lse, int64_t B, int64_t T,
-                        int64_t NH, int64_t HS, bool bf16_operands) {
+void attention_backward(cudaStream_t stream, float* dq, float* dk, float* dv, float* delta,
+                        const float* dout, const float* out, const float* q, const float* k,
+                        const float* v, const float* lse, const AttentionShape& shape,
+                        bool bf16_operands) {
   Shape s;
-  if (!make_shape(s, "attention_backward", B, T, NH, HS)) return;
-  dispatch(HS, bf16_operands, [&]<int kHsb, bool kBf16>(Config<kHsb, kBf16>) {
+  if (!make_shape(s, "attention_backward", shape)) return;
+  dispatch(s.HS, bf16_operands, [&]<int kHsb, bool kBf16>(Config<kHsb, kBf16>) {
     constexpr int Dq = kDimsQueryRows<kHsb>, Gq = kHsb / Dq;
     using Lq = Tiles<Dq, Gq>;
-    attention_dq_kernel<Dq, Gq, kBf16><<<grid_blocks<Lq::kRows>(s), Lq::kThreads, 0, stream>>>(
-        dqkv, delta, dout, out, qkv, lse, s);
+    attention_dq_kernel<Dq, Gq, kBf16>
+        <<<grid_blocks<Lq::kRows>(s, s.NH), Lq::kThreads, 0, stream>>>(dq, delta, dout, out, q, k,
+                                                                       v, lse, s);
     GPT_CUDA_CHECK_LAUNCH();
     constexpr int Dk = kDimsDkv, Gk = kHsb / Dk;
     using Lk = Tiles<Dk, Gk>;
     attention_dkv_kernel<Dk, Gk, kBf16>
-        <<<grid_blocks<Lk::kRows>(s), Lk::kThreads, 0, stream>>>(dqkv, dout, qkv, lse, delta, s);
+        <<<grid_blocks<Lk::kRows>(s, s.NKV), Lk::kThreads, 0, stream>>>(dk, dv, dout, q, k, v, lse,
+                                                                        delta, s);
     GPT_CUDA_CHECK_LAUNCH();
   });
 }

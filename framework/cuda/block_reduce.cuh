@@ -1,5 +1,6 @@
-// Device helpers shared by the CUDA kernels: fixed-order block and warp reductions, and the row
-// chunking of the deterministic column sums (bias, LayerNorm weight gradients).
+// Device helpers shared by the CUDA kernels: fixed-order block and warp reductions, the warp per
+// row of the row kernels, and the row chunking of the deterministic column sums (bias, LayerNorm
+// and RMSNorm weight gradients).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -47,6 +48,20 @@ template <typename T>
 __device__ T warp_sum(T value) {
   for (int mask = 16; mask > 0; mask /= 2) value += __shfl_xor_sync(0xffffffffu, value, mask);
   return value;
+}
+
+// The row kernels (LayerNorm, RMSNorm) give each row one warp: rows are a few thousand channels,
+// and warp shuffles need no __syncthreads.
+inline constexpr int kWarpRowsPerBlock = 8;
+inline constexpr int kWarpRowThreads = 32 * kWarpRowsPerBlock;
+
+inline unsigned warp_row_blocks(int64_t N) {
+  return static_cast<unsigned>((N + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock);
+}
+
+// The row of this thread's warp.
+__device__ inline int64_t warp_row() {
+  return static_cast<int64_t>(blockIdx.x) * kWarpRowsPerBlock + threadIdx.x / 32;
 }
 
 // Column sums cut the N rows into this many chunks whatever the device, so the partial sums and

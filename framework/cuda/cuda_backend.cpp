@@ -151,30 +151,65 @@ void CudaBackend::bias_backward(float* dbias, const float* dout, int64_t N, int6
 }
 
 // ---- attention: the fused kernel; att holds the rows' log-sum-exp, datt rowsum(dout * out)
-void CudaBackend::attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T,
-                                    int64_t NH, int64_t HS) {
-  cuda::attention_forward(stream_, out, att, qkv, B, T, NH, HS,
-                          options_.precision == Precision::kBf16);
+void CudaBackend::attention_forward(float* out, float* att, const float* q, const float* k,
+                                    const float* v, const AttentionShape& s) {
+  cuda::attention_forward(stream_, out, att, q, k, v, s, options_.precision == Precision::kBf16);
 }
 
-void CudaBackend::attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
-                                     const float* qkv, const float* att, int64_t B, int64_t T,
-                                     int64_t NH, int64_t HS) {
-  cuda::attention_backward(stream_, dqkv, datt, dout, out, qkv, att, B, T, NH, HS,
+void CudaBackend::attention_backward(float* dq, float* dk, float* dv, float* datt,
+                                     const float* dout, const float* out, const float* q,
+                                     const float* k, const float* v, const float* att,
+                                     const AttentionShape& s) {
+  cuda::attention_backward(stream_, dq, dk, dv, datt, dout, out, q, k, v, att, s,
                            options_.precision == Precision::kBf16);
 }
 
 // ---- generation: the key/value cache and the one-row attention over it (always float32)
-void CudaBackend::attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B,
-                                     int64_t rows, int64_t NH, int64_t HS, int64_t T_max,
-                                     int64_t start) {
-  cuda::attention_kv_store(stream_, k_cache, v_cache, qkv, B, rows, NH, HS, T_max, start);
+void CudaBackend::attention_kv_store(float* k_cache, float* v_cache, const float* k, const float* v,
+                                     const AttentionShape& s, int64_t rows, int64_t start) {
+  cuda::attention_kv_store(stream_, k_cache, v_cache, k, v, s, rows, start);
 }
 
-void CudaBackend::attention_decode(float* out, float* scores, const float* qkv,
-                                   const float* k_cache, const float* v_cache, int64_t B,
-                                   int64_t NH, int64_t HS, int64_t T_max, int64_t length) {
-  cuda::attention_decode(stream_, out, scores, qkv, k_cache, v_cache, B, NH, HS, T_max, length);
+void CudaBackend::attention_decode(float* out, float* scores, const float* q, const float* k_cache,
+                                   const float* v_cache, const AttentionShape& s, int64_t length) {
+  cuda::attention_decode(stream_, out, scores, q, k_cache, v_cache, s, length);
+}
+
+// ---- the Llama family's RMSNorm, rotary positions and SwiGLU
+void CudaBackend::rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight,
+                                  int64_t N, int64_t C, float eps) {
+  cuda::rmsnorm_forward(stream_, out, rstd, inp, weight, N, C, eps);
+}
+
+void CudaBackend::rmsnorm_backward_input(float* dinp, const float* dout, const float* inp,
+                                         const float* weight, const float* rstd, int64_t N,
+                                         int64_t C) {
+  cuda::rmsnorm_backward_input(stream_, dinp, dout, inp, weight, rstd, N, C);
+}
+
+void CudaBackend::rmsnorm_backward_weight(float* dweight, const float* dout, const float* inp,
+                                          const float* rstd, int64_t N, int64_t C) {
+  void* scratch = scratch_.get(*this, cuda::rmsnorm_backward_weight_scratch_bytes(N, C));
+  cuda::rmsnorm_backward_weight(stream_, dweight, dout, inp, rstd, N, C, scratch);
+}
+
+void CudaBackend::rotary_forward(float* x, const float* table, int64_t B, int64_t T, int64_t heads,
+                                 int64_t HS, int64_t start) {
+  cuda::rotary_forward(stream_, x, table, B, T, heads, HS, start);
+}
+
+void CudaBackend::rotary_backward(float* dx, const float* table, int64_t B, int64_t T,
+                                  int64_t heads, int64_t HS, int64_t start) {
+  cuda::rotary_backward(stream_, dx, table, B, T, heads, HS, start);
+}
+
+void CudaBackend::swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
+  cuda::swiglu_forward(stream_, out, gate, up, n);
+}
+
+void CudaBackend::swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
+                                  const float* up, int64_t n) {
+  cuda::swiglu_backward(stream_, dgate, dup, dout, gate, up, n);
 }
 
 // ---- embeddings

@@ -1,5 +1,6 @@
-// Flat elementwise kernels of the CUDA backend: bf16 conversion, GELU forward and backward,
-// accumulate, scale, add_bias. float4 accesses when the size and pointers allow, else scalar.
+// Flat elementwise kernels of the CUDA backend: bf16 conversion, GELU and SwiGLU forward and
+// backward, accumulate, scale, add_bias. float4 accesses when the size and pointers allow, else
+// scalar.
 #include <algorithm>
 #include <cstdint>
 
@@ -26,6 +27,21 @@ struct GeluBackward {  // (dout, inp), the CPU's product order
 struct Add {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
+struct SwiGluForward {  // (gate, up)
+  __device__ float operator()(float gate, float up) const { return swiglu_output(gate, up); }
+};
+
+// SwiGLU's two gradients of one element, and of four (the float4 path).
+__device__ inline void swiglu_grads(float& dgate, float& dup, float dy, float gate, float up) {
+  dgate = swiglu_dgate(dy, gate, up);
+  dup = swiglu_dup(dy, gate);
+}
+__device__ inline void swiglu_grads(float4& dgate, float4& dup, float4 dy, float4 gate, float4 up) {
+  swiglu_grads(dgate.x, dup.x, dy.x, gate.x, up.x);
+  swiglu_grads(dgate.y, dup.y, dy.y, gate.y, up.y);
+  swiglu_grads(dgate.z, dup.z, dy.z, gate.z, up.z);
+  swiglu_grads(dgate.w, dup.w, dy.w, gate.w, up.w);
+}
 
 // out may alias inp (scale runs in place): each element is read and written by one thread.
 template <typename Op>
@@ -81,6 +97,18 @@ void launch_binary(cudaStream_t stream, float* out, const float* a, const float*
   GPT_CUDA_CHECK_LAUNCH();
 }
 
+// T: float, or float4 (then n counts groups).
+template <typename T>
+__global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dout, const T* gate, const T* up,
+                                       int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    T dg, du;
+    swiglu_grads(dg, du, dout[i], gate[i], up[i]);
+    dgate[i] = dg;
+    dup[i] = du;
+  }
+}
+
 __global__ void convert_to_bf16_kernel(__nv_bfloat16* out, const float* inp, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = __float2bfloat16_rn(inp[i]);
 }
@@ -126,6 +154,28 @@ void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n) 
 void gelu_backward(cudaStream_t stream, float* dinp, const float* dout, const float* inp,
                    int64_t n) {
   launch_binary(stream, dinp, dout, inp, n, GeluBackward{});
+}
+
+void swiglu_forward(cudaStream_t stream, float* out, const float* gate, const float* up,
+                    int64_t n) {
+  launch_binary(stream, out, gate, up, n, SwiGluForward{});
+}
+
+// Written, not accumulated, as on the CPU: gate and up have no other consumer.
+void swiglu_backward(cudaStream_t stream, float* dgate, float* dup, const float* dout,
+                     const float* gate, const float* up, int64_t n) {
+  if (n <= 0) return;
+  if (n % 4 == 0 && is_aligned(dgate, 16) && is_aligned(dup, 16) && is_aligned(dout, 16) &&
+      is_aligned(gate, 16) && is_aligned(up, 16)) {
+    swiglu_backward_kernel<float4><<<grid_for(n / 4, kThreads), kThreads, 0, stream>>>(
+        reinterpret_cast<float4*>(dgate), reinterpret_cast<float4*>(dup),
+        reinterpret_cast<const float4*>(dout), reinterpret_cast<const float4*>(gate),
+        reinterpret_cast<const float4*>(up), n / 4);
+  } else {
+    swiglu_backward_kernel<float>
+        <<<grid_for(n, kThreads), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, n);
+  }
+  GPT_CUDA_CHECK_LAUNCH();
 }
 
 void accumulate(cudaStream_t stream, float* y, const float* x, int64_t n) {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "framework/backend.h"
 #include "framework/cuda_scratch.h"
 #include "framework/elementwise.h"
 
@@ -27,12 +28,18 @@ void gelu_backward(cudaStream_t stream, float* dinp, const float* dout, const fl
 void accumulate(cudaStream_t stream, float* y, const float* x, int64_t n);
 void scale(cudaStream_t stream, float* x, float factor, int64_t n);
 void add_bias(cudaStream_t stream, float* out, const float* bias, int64_t N, int64_t C);
+void swiglu_forward(cudaStream_t stream, float* out, const float* gate, const float* up, int64_t n);
+void swiglu_backward(cudaStream_t stream, float* dgate, float* dup, const float* dout,
+                     const float* gate, const float* up, int64_t n);
 
 // ---- column sums (reductions.cu): dcol (C) += sum over the N rows of x (N,C), in a fixed order.
 // scratch holds column_sum_scratch_bytes(N, C) bytes.
 size_t column_sum_scratch_bytes(int64_t N, int64_t C);
 void column_sum_accumulate(cudaStream_t stream, float* dcol, const float* x, int64_t N, int64_t C,
                            void* scratch);
+// Its second half, for kernels that write the chunks' partials themselves (RMSNorm's weight
+// gradient): dcol (C) += partial (kCudaColumnChunks, C) summed over the chunks in order.
+void column_partials_accumulate(cudaStream_t stream, float* dcol, const double* partial, int64_t C);
 // ---- whole-buffer sums in double (reductions.cu): *result (device) = sum x / sum x^2.
 // scratch holds full_sum_scratch_bytes() bytes.
 size_t full_sum_scratch_bytes();
@@ -50,6 +57,23 @@ size_t layernorm_backward_weight_scratch_bytes(int64_t N, int64_t C);
 void layernorm_backward_weight(cudaStream_t stream, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* mean, const float* rstd, int64_t N,
                                int64_t C, void* scratch);
+
+// ---- RMSNorm (rmsnorm.cu); eps is the model's (Backend::rmsnorm_forward)
+void rmsnorm_forward(cudaStream_t stream, float* out, float* rstd, const float* inp,
+                     const float* weight, int64_t N, int64_t C, float eps);
+void rmsnorm_backward_input(cudaStream_t stream, float* dinp, const float* dout, const float* inp,
+                            const float* weight, const float* rstd, int64_t N, int64_t C);
+// scratch holds rmsnorm_backward_weight_scratch_bytes(N, C) bytes.
+size_t rmsnorm_backward_weight_scratch_bytes(int64_t N, int64_t C);
+void rmsnorm_backward_weight(cudaStream_t stream, float* dweight, const float* dout,
+                             const float* inp, const float* rstd, int64_t N, int64_t C,
+                             void* scratch);
+
+// ---- rotary positions, in place (rotary.cu)
+void rotary_forward(cudaStream_t stream, float* x, const float* table, int64_t B, int64_t T,
+                    int64_t heads, int64_t HS, int64_t start);
+void rotary_backward(cudaStream_t stream, float* dx, const float* table, int64_t B, int64_t T,
+                     int64_t heads, int64_t HS, int64_t start);
 
 // ---- embeddings (embedding.cu)
 void embedding_forward(cudaStream_t stream, float* out, const int32_t* tokens, const float* wte,
@@ -95,28 +119,33 @@ void sgd_update(cudaStream_t stream, float* param, const float* grad, float* mom
                 const UpdateBlock* blocks, int64_t n_blocks, const SgdStep& decayed,
                 const SgdStep& undecayed);
 
-// ---- fused causal attention (attention.cu), flash-attention style: the T x T scores never
-// reach memory. lse (B,NH,T) = per query row log(sum_j exp(s_ij)) of the scaled scores s (the
-// row maximum folded in), kept for the backward. With bf16_operands, q, k, v, the probabilities
-// and dout are rounded to bfloat16 where they enter a product (what a bf16 tensor-core kernel
-// computes); accumulation is float32 either way.
-void attention_forward(cudaStream_t stream, float* out, float* lse, const float* qkv, int64_t B,
-                       int64_t T, int64_t NH, int64_t HS, bool bf16_operands);
-// dqkv (B,T,3*NH*HS) = the gradient (written). delta (B,NH,T) is scratch for rowsum(dout * out).
-// Deterministic: dk and dv are summed over query tiles by one kernel, dq over key tiles by
-// another, each in a fixed order.
-void attention_backward(cudaStream_t stream, float* dqkv, float* delta, const float* dout,
-                        const float* out, const float* qkv, const float* lse, int64_t B, int64_t T,
-                        int64_t NH, int64_t HS, bool bf16_operands);
+// ---- fused causal grouped-query attention (attention.cu), flash-attention style: the T x T
+// scores never reach memory. q, k, v and out as Backend::attention_forward (AttentionShape).
+// lse (B,NH,T) = per query row log(sum_j exp(s_ij)) of the scaled scores s (the row maximum folded
+// in), kept for the backward. With bf16_operands, q, k, v, the probabilities and dout are rounded
+// to bfloat16 where they enter a product (what a bf16 tensor-core kernel computes); accumulation
+// is float32 either way.
+// Throws unless the sizes are >= 0, NKV > 0 divides NH and the strides hold their heads.
+void check_attention_shape(const AttentionShape& shape, const char* what);
+void attention_forward(cudaStream_t stream, float* out, float* lse, const float* q, const float* k,
+                       const float* v, const AttentionShape& shape, bool bf16_operands);
+// dq, dk, dv (strided as q, k, v) = the gradient (written, over the heads' columns only; dk and
+// dv summed over the group's query heads). delta (B,NH,T) is scratch for rowsum(dout * out).
+// Deterministic: dk and dv are summed over the group's query heads and their query tiles by one
+// kernel, dq over key tiles by another, each in a fixed order.
+void attention_backward(cudaStream_t stream, float* dq, float* dk, float* dv, float* delta,
+                        const float* dout, const float* out, const float* q, const float* k,
+                        const float* v, const float* lse, const AttentionShape& shape,
+                        bool bf16_operands);
 
 // ---- generation's attention over a key/value cache (attention_decode.cu): float32 whatever the
 // precision (a decode step reads each cached value once; it is bound by memory). Semantics of
-// Backend::attention_kv_store and attention_decode; scores holds B*NH*T_max floats.
-void attention_kv_store(cudaStream_t stream, float* k_cache, float* v_cache, const float* qkv,
-                        int64_t B, int64_t rows, int64_t NH, int64_t HS, int64_t T_max,
-                        int64_t start);
-void attention_decode(cudaStream_t stream, float* out, float* scores, const float* qkv,
-                      const float* k_cache, const float* v_cache, int64_t B, int64_t NH, int64_t HS,
-                      int64_t T_max, int64_t length);
+// Backend::attention_kv_store and attention_decode (the shape's T is T_max); scores holds
+// B*NH*T_max floats.
+void attention_kv_store(cudaStream_t stream, float* k_cache, float* v_cache, const float* k,
+                        const float* v, const AttentionShape& shape, int64_t rows, int64_t start);
+void attention_decode(cudaStream_t stream, float* out, float* scores, const float* q,
+                      const float* k_cache, const float* v_cache, const AttentionShape& shape,
+                      int64_t length);
 
 }  // namespace gpt::cuda

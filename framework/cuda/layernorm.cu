@@ -12,19 +12,11 @@ namespace gpt::cuda {
 
 namespace {
 
-// One warp per row: rows are a few thousand channels, and warp shuffles need no __syncthreads.
-constexpr int kRowsPerBlock = 8;
-constexpr int kRowThreads = 32 * kRowsPerBlock;
-
-unsigned row_blocks(int64_t N) {
-  return static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-}
-
 __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
                                          const float* weight, const float* bias, int64_t N,
                                          int64_t C) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int64_t n = warp_row();
   if (n >= N) return;  // the whole warp leaves together
   const float* x = inp + n * C;
   double s = 0.0;
@@ -51,7 +43,7 @@ __global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, 
                                                 const float* weight, const float* mean,
                                                 const float* rstd, int64_t N, int64_t C) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int64_t n = warp_row();
   if (n >= N) return;
   const float* x = inp + n * C;
   const float* dy = dout + n * C;
@@ -110,8 +102,8 @@ void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd
                        const float* weight, const float* bias, int64_t N, int64_t C) {
   GPT_CHECK(N >= 0 && C > 0, "layernorm_forward with N=" << N << " C=" << C);
   if (N == 0) return;
-  layernorm_forward_kernel<<<row_blocks(N), kRowThreads, 0, stream>>>(out, mean, rstd, inp, weight,
-                                                                      bias, N, C);
+  layernorm_forward_kernel<<<warp_row_blocks(N), kWarpRowThreads, 0, stream>>>(out, mean, rstd, inp,
+                                                                               weight, bias, N, C);
   GPT_CUDA_CHECK_LAUNCH();
 }
 
@@ -120,7 +112,7 @@ void layernorm_backward_input(cudaStream_t stream, float* dinp, const float* dou
                               int64_t C) {
   GPT_CHECK(N >= 0 && C > 0, "layernorm_backward_input with N=" << N << " C=" << C);
   if (N == 0) return;
-  layernorm_backward_input_kernel<<<row_blocks(N), kRowThreads, 0, stream>>>(
+  layernorm_backward_input_kernel<<<warp_row_blocks(N), kWarpRowThreads, 0, stream>>>(
       dinp, dout, inp, weight, mean, rstd, N, C);
   GPT_CUDA_CHECK_LAUNCH();
 }

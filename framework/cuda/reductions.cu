@@ -77,6 +77,13 @@ void column_sum_accumulate(cudaStream_t stream, float* dcol, const float* x, int
   column_partials_kernel<<<dim3(column_blocks, kColumnChunks), kColumnThreads, 0, stream>>>(
       partial, x, N, C);
   GPT_CUDA_CHECK_LAUNCH();
+  column_partials_accumulate(stream, dcol, partial, C);
+}
+
+void column_partials_accumulate(cudaStream_t stream, float* dcol, const double* partial,
+                                int64_t C) {
+  if (C == 0) return;
+  const unsigned column_blocks = static_cast<unsigned>((C + kColumnThreads - 1) / kColumnThreads);
   column_sum_finish_kernel<<<column_blocks, kColumnThreads, 0, stream>>>(dcol, partial, C);
   GPT_CUDA_CHECK_LAUNCH();
 }

@@ -146,18 +146,41 @@ HostTensor SafetensorsFile::read(const std::string& name) const {
   return t;
 }
 
-void write_safetensors(const std::string& path,
-                       const std::vector<std::pair<std::string, HostTensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+StoredDtype parse_stored_dtype(const std::string& name, const std::string& what) {
+  if (name == "f32") return StoredDtype::kF32;
+  if (name == "bf16") return StoredDtype::kBF16;
+  fail_input(what + " must be f32 or bf16 (got " + quoted_excerpt(name) + ")");
+}
+
+const char* safetensors_dtype_name(StoredDtype dtype) {
+  return dtype == StoredDtype::kBF16 ? "BF16" : "F32";
+}
+
+int64_t stored_dtype_bytes(StoredDtype dtype) {
+  return dtype == StoredDtype::kBF16 ? 2 : 4;
+}
+
+uint16_t float_to_bf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)  // NaN: keep it one (rounding could make it inf)
+    return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  // Adding 0x7fff plus the lowest kept bit rounds half-way cases to the even neighbour.
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const TensorValues& values,
+                       const std::map<std::string, std::string>& metadata, StoredDtype dtype) {
   Json header = Json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   int64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    GPT_CHECK(shape_numel(t.shape) == static_cast<int64_t>(t.values.size()),
-              "tensor " << name << ": shape and values disagree");
-    const int64_t bytes = 4 * static_cast<int64_t>(t.values.size());
-    header[name] = {
-        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+  for (const TensorToWrite& t : tensors) {
+    const int64_t bytes = stored_dtype_bytes(dtype) * shape_numel(t.shape);
+    header[t.name] = {{"dtype", safetensors_dtype_name(dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();
@@ -166,10 +189,35 @@ void write_safetensors(const std::string& path,
     const uint64_t length = text.size();
     out.write(reinterpret_cast<const char*>(&length), sizeof length);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& [name, t] : tensors)
-      out.write(reinterpret_cast<const char*>(t.values.data()),
-                static_cast<std::streamsize>(4 * t.values.size()));
+    for (const TensorToWrite& t : tensors) {
+      const std::vector<float> v = values(t);
+      GPT_CHECK(shape_numel(t.shape) == static_cast<int64_t>(v.size()),
+                "tensor " << t.name << ": shape and values disagree");
+      if (dtype == StoredDtype::kF32) {
+        out.write(reinterpret_cast<const char*>(v.data()),
+                  static_cast<std::streamsize>(4 * v.size()));
+        continue;
+      }
+      std::vector<uint16_t> half(v.size());
+      for (size_t i = 0; i < v.size(); ++i) half[i] = float_to_bf16(v[i]);
+      out.write(reinterpret_cast<const char*>(half.data()),
+                static_cast<std::streamsize>(2 * half.size()));
+    }
   });
+}
+
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, HostTensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata, StoredDtype dtype) {
+  std::vector<TensorToWrite> order;
+  std::map<std::string, const HostTensor*> by_name;
+  for (const auto& [name, t] : tensors) {
+    order.push_back({name, t.shape});
+    by_name[name] = &t;
+  }
+  write_safetensors(
+      path, order, [&](const TensorToWrite& t) { return by_name.at(t.name)->values; }, metadata,
+      dtype);
 }
 
 }  // namespace gpt

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -46,10 +47,34 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// Writes F32 tensors (in the order given) and string metadata to `path` through a temporary
-// file and a rename, so a failed write leaves nothing under the name.
+// The element types write_safetensors writes: F32, or BF16 rounded to nearest even (half the
+// bytes; a BF16 value widened and written again is unchanged, so BF16 weights round-trip).
+enum class StoredDtype { kF32, kBF16 };
+// "f32" or "bf16" (an option's value); anything else is a one-line error naming `what`.
+StoredDtype parse_stored_dtype(const std::string& name, const std::string& what);
+const char* safetensors_dtype_name(StoredDtype dtype);  // "F32", "BF16"
+int64_t stored_dtype_bytes(StoredDtype dtype);
+// float32 to bfloat16 bits, rounded to nearest even (NaN stays a NaN).
+uint16_t float_to_bf16(float value);
+
+// A tensor to write: its name and shape. Its values are asked for when its turn comes, so a
+// model is written one tensor at a time rather than held whole a second time.
+struct TensorToWrite {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+using TensorValues = std::function<std::vector<float>(const TensorToWrite&)>;
+
+// Writes the tensors (in the order given, `values` giving each one's row-major values) and
+// string metadata to `path` through a temporary file and a rename, so a failed write leaves
+// nothing under the name.
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const TensorValues& values,
+                       const std::map<std::string, std::string>& metadata, StoredDtype dtype);
+// The same for tensors already in memory.
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, HostTensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata);
+                       const std::map<std::string, std::string>& metadata,
+                       StoredDtype dtype = StoredDtype::kF32);
 
 }  // namespace gpt

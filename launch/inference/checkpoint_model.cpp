@@ -10,7 +10,7 @@
 namespace gpt {
 
 LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoint_argument,
-                                     RuntimeOptions options) {
+                                     RuntimeOptions options, int64_t seq_len) {
   LoadedModel loaded;
   agree_on_failure(
       world, [&] { GPT_INPUT_CHECK(!checkpoint_argument.empty(), "--checkpoint is required"); });
@@ -21,11 +21,20 @@ LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoi
   agree_on_failure(world, [&] {
     const std::string what = checkpoint_path + ": config";
     const Json cfg = parse_json_object(reader.meta().config_json, what);
-    const ModelConfig model = model_config_from_json(cfg, what);
+    ModelConfig model = model_config_from_json(cfg, what);
     reader.check_holds_model(model);
+    const int64_t stored_seq_len = model.seq_len;
+    if (seq_len > 0) {
+      GPT_INPUT_CHECK(model.llama() || seq_len <= stored_seq_len,
+                      "--seq-len " << seq_len << " is longer than the " << stored_seq_len
+                                   << " positions the checkpoint " << checkpoint_path
+                                   << " learned");
+      model.seq_len = seq_len;
+      model.validate();
+    }
     options.layout.validate(model, comm_size(world));
     loaded.runtime = std::make_unique<Runtime>(world, model, options);
-    load_checkpoint(reader, loaded.runtime->store(), false);
+    load_checkpoint(reader, loaded.runtime->store(), false, model.seq_len < stored_seq_len);
     loaded.tokenizer = reader.meta().tokenizer;
     loaded.data = json_field<std::string>(cfg, "data", what);
     if (cfg.contains("val_data")) loaded.val_data = json_field<std::string>(cfg, "val_data", what);

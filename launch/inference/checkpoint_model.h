@@ -21,7 +21,9 @@ struct LoadedModel {
 };
 
 // Collective over world; errors are agreed across ranks (AgreedError).
+// seq_len (0 = the checkpoint's) chooses another window: shorter for GPT-2 (its first learned
+// positions), any for the Llama family (rotary positions).
 LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoint_path,
-                                     RuntimeOptions options);
+                                     RuntimeOptions options, int64_t seq_len = 0);
 
 }  // namespace gpt

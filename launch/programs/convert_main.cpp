@@ -1,9 +1,10 @@
-// convert: GPT-2 weights in and out (docs/CONVERT.md). --from-hf DIR or --from-llmc FILE, with
-// --output FILE, reads a Hugging Face GPT-2 directory (config.json, model.safetensors) or an
-// llm.c model file into a checkpoint for `train --init-from`, `eval` and `generate`;
-// --checkpoint FILE --to-hf DIR writes a checkpoint's weights as a Hugging Face directory,
-// --to-llmc FILE as llm.c's gpt2_124M.bin layout. One process; nothing is written under the
-// output name unless the whole conversion succeeds.
+// convert: weights in and out (docs/CONVERT.md). --from-hf DIR or --from-llmc FILE, with
+// --output FILE, reads a Hugging Face directory (GPT-2, or the Llama family: config.json and
+// model.safetensors or its shards) or an llm.c model file into a checkpoint for
+// `train --init-from`, `eval` and `generate`; --checkpoint FILE --to-hf DIR writes a
+// checkpoint's weights as a Hugging Face directory, --to-llmc FILE (GPT-2) as llm.c's
+// gpt2_124M.bin layout. One process; nothing is written under the output name unless the whole
+// conversion succeeds.
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <functional>
@@ -12,6 +13,8 @@
 #include "framework/io/checkpoint_reader.h"
 #include "framework/io/checkpoint_writer.h"
 #include "framework/io/gpt2_weights.h"
+#include "framework/io/hf_weight_files.h"
+#include "framework/io/llama_weights.h"
 #include "framework/io/whole_file.h"
 #include "framework/logging.h"
 #include "framework/user_files.h"
@@ -34,6 +37,9 @@ struct ConvertOptions {
   std::string vocab = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/encoder.json";
   std::string merges = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/vocab.bpe";
   bool force = false;
+  int64_t seq_len = 0;  // --from-hf of the Llama family: 0 = from config.json
+  std::string dtype = "f32";
+  int64_t max_shard_bytes = kHfDefaultShardBytes;
 };
 
 // GPT-2's end-of-text token, its BOS and EOS in Hugging Face's config.
@@ -46,8 +52,9 @@ void write_hf_tokenizer(const ConvertOptions& o, const fs::path& dir, const std:
                         const ModelConfig& model) {
   if (tokenizer != "gpt2") {
     GPT_LOG0("the checkpoint's tokenizer '"
-             << tokenizer << "' has no Hugging Face tokenizer "
-             << "files; none written (token i of 'bytes' is byte i)");
+             << tokenizer << "' has no Hugging Face tokenizer files here; none written "
+             << (tokenizer == "bytes" ? "(token i of 'bytes' is byte i)"
+                                      : "(the imported directory's own files fit it)"));
     return;
   }
   for (const auto& [source, option] : {std::pair{o.vocab, "--vocab"}, {o.merges, "--merges"}}) {
@@ -70,21 +77,14 @@ void write_hf_tokenizer(const ConvertOptions& o, const fs::path& dir, const std:
                         [&](std::ostream& out) { out << config.dump(2) << "\n"; }, false);
 }
 
-Json read_json_file(const fs::path& path) {
-  require_regular_file(path.string(), "--from-hf");
-  const std::optional<std::string> text = read_whole_file(path.string());
-  GPT_INPUT_CHECK(text.has_value(), path.string() << ": cannot open the file");
-  return parse_json_object(*text, path.string());
-}
-
 // The checkpoint as `train --steps 0` would write it, at `output`: written by write_checkpoint
 // into a folder beside it, then moved.
-void write_weights_checkpoint(Runtime& rt, const std::string& tokenizer,
+void write_weights_checkpoint(Runtime& rt, const ModelConfig& model, const std::string& tokenizer,
                               const std::string& output) {
   TrainOptions defaults;
-  defaults.model = rt.model();
+  defaults.model = model;
   CheckpointMeta meta;
-  meta.config_json = run_config_json(defaults, rt.model());
+  meta.config_json = run_config_json(defaults, model);
   meta.tokenizer = tokenizer;
   meta.layout = rt.layout();
   const std::string folder = output + ".convert-tmp";
@@ -98,65 +98,170 @@ void write_weights_checkpoint(Runtime& rt, const std::string& tokenizer,
   fs::remove_all(folder, ec);
 }
 
-// Fills a one-rank model's parameters from tensors (every one the model has, in its shape; the
-// importers check that) and writes the checkpoint.
-void write_imported(
-    const ModelConfig& model, const std::string& source, const std::string& output,
-    const std::string& tokenizer,
-    const std::function<NamedTensors(const std::map<std::string, std::vector<int64_t>>&)>& read) {
+// This project's tensor names and shapes, for the importers' checks.
+using ExpectedTensors = std::map<std::string, std::vector<int64_t>>;
+
+// Fills a one-rank model's parameters and writes the checkpoint. `check` sees every tensor the
+// model has before anything is read into it (the importers check names and shapes there);
+// `tensor` then gives each one, in its shape, so a tensor at a time is held besides the model.
+void write_imported(const ModelConfig& model, const std::string& source, const std::string& output,
+                    const std::string& tokenizer,
+                    const std::function<void(const ExpectedTensors&)>& check,
+                    const std::function<HostTensor(const std::string&)>& tensor) {
   RuntimeOptions ro;
   ro.execution.device = DeviceKind::kCpu;
-  Runtime rt(MPI_COMM_WORLD, model, ro);
-  std::map<std::string, std::vector<int64_t>> expected;
+  // Nothing runs forward here: the layers' buffers are sized for one sequence, and for the
+  // Llama family (no learned positions, so no parameter depends on it) of one token, so that
+  // a long context costs no activation memory.
+  ro.layout.micro_batch = 1;
+  ModelConfig allocated = model;
+  if (model.llama()) allocated.seq_len = 1;
+  Runtime rt(MPI_COMM_WORLD, allocated, ro);
+  ExpectedTensors expected;
   for (const Parameter& p : rt.store().params())
     if (!p.tied_copy) expected[p.name] = p.shape;
-  const NamedTensors tensors = read(expected);
+  check(expected);
   for (Parameter& p : rt.store().params()) {
-    const HostTensor& t = tensors.at(p.name);
+    const HostTensor t = tensor(p.name);
     GPT_CHECK(t.shape == p.shape, "imported tensor " << p.name << " has another shape");
     rt.store().set_values(p, [&](int64_t i) { return t.values[static_cast<size_t>(i)]; });
   }
-  write_weights_checkpoint(rt, tokenizer, output);
+  write_weights_checkpoint(rt, model, tokenizer, output);
   GPT_LOG0("wrote " << output << ": " << model.num_parameters(true) << " parameters ("
-                    << model.n_layer << " layers, d_model " << model.d_model << ", vocab "
-                    << model.vocab_size << ", " << model.seq_len << " positions) from " << source);
+                    << arch_name(model.arch) << ", " << model.n_layer << " layers, d_model "
+                    << model.d_model << ", vocab " << model.vocab_size << ", " << model.seq_len
+                    << " positions) from " << source);
 }
 
-void from_hf(const ConvertOptions& o) {
+void from_hf_gpt2(const ConvertOptions& o, const Json& config) {
   const fs::path dir(o.from_hf);
   const std::string config_path = (dir / "config.json").string();
-  const ModelConfig model = model_from_hf_config(read_json_file(dir / "config.json"), config_path);
+  GPT_INPUT_CHECK(o.seq_len == 0, "--seq-len is for the Llama family: "
+                                      << config_path
+                                      << " is a GPT-2, whose positions are learned (train "
+                                         "--init-from --seq-len takes fewer)");
+  const ModelConfig model = model_from_hf_config(config, config_path);
   require_regular_file((dir / "model.safetensors").string(), "--from-hf");
   const SafetensorsFile file((dir / "model.safetensors").string());
   check_hf_model_size(file, model, config_path);
   // A directory --to-hf wrote names its tokenizer; any other holds OpenAI's GPT-2 vocabulary.
   const std::string tokenizer = file.metadata(kTokenizerKey);
-  write_imported(model, dir.string(), o.output, tokenizer.empty() ? "gpt2" : tokenizer,
-                 [&](const auto& expected) { return read_hf_tensors(file, expected); });
+  NamedTensors tensors;
+  write_imported(
+      model, dir.string(), o.output, tokenizer.empty() ? "gpt2" : tokenizer,
+      [&](const ExpectedTensors& expected) { tensors = read_hf_tensors(file, expected); },
+      [&](const std::string& name) { return tensors.at(name); });
+}
+
+// The Llama family, streamed from the (possibly sharded) safetensors tensor by tensor.
+void from_hf_llama(const ConvertOptions& o, const Json& config, const std::string& model_type) {
+  const fs::path dir(o.from_hf);
+  const std::string config_path = (dir / "config.json").string();
+  const ModelConfig model = llama_model_from_hf_config(config, model_type, config_path, o.seq_len);
+  const HfWeightFiles files(dir.string());
+  check_llama_model_size(files, model, config_path);
+  // The directory's own tokenizer (tokenizer.json) is not one this project runs: the checkpoint
+  // records where its token ids come from, unless --to-hf wrote the directory.
+  const std::string tokenizer = files.metadata(kTokenizerKey);
+  write_imported(
+      model, dir.string(), o.output, tokenizer.empty() ? "hf:" + model_type : tokenizer,
+      [&](const ExpectedTensors& expected) {
+        check_llama_tensors(files, expected, model, config_path);
+      },
+      [&](const std::string& name) { return files.read(hf_llama_name(name)); });
+}
+
+void from_hf(const ConvertOptions& o) {
+  const std::string config_path = (fs::path(o.from_hf) / "config.json").string();
+  const Json config = read_hf_json(config_path, "--from-hf");
+  const std::string model_type = hf_model_type(config, config_path);
+  if (is_llama_family(model_type)) {
+    from_hf_llama(o, config, model_type);
+  } else {
+    from_hf_gpt2(o, config);
+  }
 }
 
 // llm.c's files hold GPT-2's vocabulary (its tokenizer is OpenAI's).
 void from_llmc(const ConvertOptions& o) {
   require_regular_file(o.from_llmc, "--from-llmc");
   LlmcWeights w = read_llmc(o.from_llmc);
-  write_imported(w.model, o.from_llmc, o.output, "gpt2",
-                 [&](const auto&) { return std::move(w.tensors); });
+  write_imported(
+      w.model, o.from_llmc, o.output, "gpt2", [](const ExpectedTensors&) {},
+      [&](const std::string& name) { return w.tensors.at(name); });
 }
+
+// A checkpoint's dataset, whole.
+HostTensor read_checkpoint_tensor(const CheckpointReader& reader, const std::string& dataset) {
+  HostTensor t;
+  t.shape = reader.shape(dataset);
+  Slab whole{std::vector<int64_t>(t.shape.size(), 0), t.shape, 0};
+  t.values.resize(static_cast<size_t>(whole.numel()));
+  reader.read_slab(dataset, whole, t.values.data());
+  return t;
+}
+
+constexpr const char* kModelGroup = "/model/";
 
 // Every /model tensor of a checkpoint, whole.
 NamedTensors read_checkpoint_tensors(const CheckpointReader& reader) {
   NamedTensors out;
-  const std::string prefix = "/model/";
-  for (const std::string& dataset : reader.datasets()) {
-    if (!dataset.starts_with(prefix)) continue;
-    HostTensor t;
-    t.shape = reader.shape(dataset);
-    Slab whole{std::vector<int64_t>(t.shape.size(), 0), t.shape, 0};
-    t.values.resize(static_cast<size_t>(whole.numel()));
-    reader.read_slab(dataset, whole, t.values.data());
-    out[dataset.substr(prefix.size())] = std::move(t);
-  }
+  for (const std::string& dataset : reader.datasets())
+    if (dataset.starts_with(kModelGroup))
+      out[dataset.substr(std::string(kModelGroup).size())] =
+          read_checkpoint_tensor(reader, dataset);
   return out;
+}
+
+// The --to-hf directory, new or empty unless --force.
+fs::path prepare_hf_directory(const ConvertOptions& o) {
+  const fs::path dir(o.to_hf);
+  std::error_code ec;
+  GPT_INPUT_CHECK(
+      o.force || !fs::exists(dir, ec) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)),
+      "--to-hf " << o.to_hf << " exists and is not an empty directory: choose another "
+                 << "or add --force to write over it");
+  fs::create_directories(dir, ec);
+  GPT_INPUT_CHECK(fs::is_directory(dir), "--to-hf " << o.to_hf << ": cannot create the directory");
+  return dir;
+}
+
+// The Llama family's weights under Hugging Face's names, read from the checkpoint one tensor at a
+// time as the files are written.
+std::vector<std::string> write_llama_hf_weights(const ConvertOptions& o,
+                                                const CheckpointReader& reader, const fs::path& dir,
+                                                const std::map<std::string, std::string>& metadata,
+                                                StoredDtype dtype) {
+  std::vector<TensorToWrite> tensors;
+  std::map<std::string, std::string> dataset_of;  // Hugging Face's name -> the dataset
+  for (const std::string& dataset : reader.datasets()) {
+    if (!dataset.starts_with(kModelGroup)) continue;
+    const std::string name = hf_llama_name(dataset.substr(std::string(kModelGroup).size()));
+    tensors.push_back({name, reader.shape(dataset)});
+    dataset_of[name] = dataset;
+  }
+  return write_hf_weights(
+      dir.string(), tensors,
+      [&](const TensorToWrite& t) {
+        return read_checkpoint_tensor(reader, dataset_of.at(t.name)).values;
+      },
+      metadata, dtype, o.max_shard_bytes);
+}
+
+// GPT-2's weights, transposed to Conv1D's layout in memory first.
+std::vector<std::string> write_gpt2_hf_weights(const ConvertOptions& o,
+                                               const CheckpointReader& reader, const fs::path& dir,
+                                               const std::map<std::string, std::string>& metadata,
+                                               StoredDtype dtype) {
+  std::map<std::string, HostTensor> by_name;
+  std::vector<TensorToWrite> tensors;
+  for (auto& [name, t] : to_hf_tensors(read_checkpoint_tensors(reader))) {
+    tensors.push_back({name, t.shape});
+    by_name[name] = std::move(t);
+  }
+  return write_hf_weights(
+      dir.string(), tensors, [&](const TensorToWrite& t) { return by_name.at(t.name).values; },
+      metadata, dtype, o.max_shard_bytes);
 }
 
 void from_checkpoint(const ConvertOptions& o) {
@@ -167,24 +272,26 @@ void from_checkpoint(const ConvertOptions& o) {
   const ModelConfig model =
       model_config_from_json(parse_json_object(reader->meta().config_json, what), what);
   reader->check_holds_model(model);
-  const NamedTensors tensors = read_checkpoint_tensors(*reader);
   if (!o.to_llmc.empty()) {
-    write_llmc(o.to_llmc, tensors, model);
+    GPT_INPUT_CHECK(!model.llama(), "--to-llmc: llm.c's file holds a GPT-2, and "
+                                        << path << " holds a " << arch_name(model.arch)
+                                        << " model (--to-hf writes it)");
+    write_llmc(o.to_llmc, read_checkpoint_tensors(*reader), model);
     GPT_LOG0("wrote " << o.to_llmc << " (llm.c version 3, float32)");
     return;
   }
-  const fs::path dir(o.to_hf);
-  std::error_code ec;
-  GPT_INPUT_CHECK(
-      o.force || !fs::exists(dir, ec) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)),
-      "--to-hf " << o.to_hf << " exists and is not an empty directory: choose another "
-                 << "or add --force to write over it");
-  fs::create_directories(dir, ec);
-  GPT_INPUT_CHECK(fs::is_directory(dir), "--to-hf " << o.to_hf << ": cannot create the directory");
-  write_safetensors((dir / "model.safetensors").string(), to_hf_tensors(tensors),
-                    {{"format", "pt"}, {kTokenizerKey, reader->meta().tokenizer}});
+  const StoredDtype dtype = parse_stored_dtype(o.dtype, "--dtype");
+  const std::string torch_dtype = dtype == StoredDtype::kBF16 ? "bfloat16" : "float32";
+  // The config first: a model with no Hugging Face architecture is refused before any file.
+  Json config = model.llama() ? hf_llama_config(model, torch_dtype) : hf_gpt2_config(model);
+  config["torch_dtype"] = torch_dtype;
+  const fs::path dir = prepare_hf_directory(o);
   const std::string tokenizer = reader->meta().tokenizer;
-  Json config = hf_gpt2_config(model);
+  const std::map<std::string, std::string> metadata = {{"format", "pt"},
+                                                       {kTokenizerKey, tokenizer}};
+  const std::vector<std::string> written =
+      model.llama() ? write_llama_hf_weights(o, *reader, dir, metadata, dtype)
+                    : write_gpt2_hf_weights(o, *reader, dir, metadata, dtype);
   if (tokenizer == "gpt2" && kGpt2EndOfText < model.vocab_size) {
     config["bos_token_id"] = kGpt2EndOfText;
     config["eos_token_id"] = kGpt2EndOfText;
@@ -192,9 +299,12 @@ void from_checkpoint(const ConvertOptions& o) {
   write_file_atomically((dir / "config.json").string(),
                         [&](std::ostream& out) { out << config.dump(2) << "\n"; }, false);
   write_hf_tokenizer(o, dir, tokenizer, model);
+  std::string files = "config.json";
+  for (const std::string& name : written) files += ", " + name;
   GPT_LOG0(
-      "wrote " << dir.string() << " (config.json, model.safetensors"
+      "wrote " << dir.string() << " (" << files
                << (tokenizer == "gpt2" ? ", vocab.json, merges.txt, tokenizer_config.json" : "")
+               << "; " << safetensors_dtype_name(dtype)
                << "; tokenizer of the checkpoint: " << tokenizer << ")");
 }
 
@@ -210,6 +320,12 @@ void check_convert_options(const ConvertOptions& o) {
   GPT_INPUT_CHECK(exporting || !o.output.empty(), "--from-hf and --from-llmc need --output FILE");
   GPT_INPUT_CHECK(!exporting || o.to_hf.empty() != o.to_llmc.empty(),
                   "--checkpoint needs one of --to-hf DIR and --to-llmc FILE");
+  GPT_INPUT_CHECK(o.seq_len >= 0 && o.seq_len <= kMaxSeqLen,
+                  "--seq-len must be in [1, " << kMaxSeqLen << "] (got " << o.seq_len << ")");
+  GPT_INPUT_CHECK(o.seq_len == 0 || !o.from_hf.empty(), "--seq-len is for --from-hf");
+  parse_stored_dtype(o.dtype, "--dtype");
+  GPT_INPUT_CHECK(o.max_shard_bytes >= 1,
+                  "--max-shard-size must be at least 1 byte (got " << o.max_shard_bytes << ")");
 }
 
 int convert_main(int argc, char** argv) {
@@ -217,7 +333,8 @@ int convert_main(int argc, char** argv) {
   po::options_description desc;
   auto add = desc.add_options();
   add("from-hf", po::value(&o.from_hf)->default_value(""),
-      "a Hugging Face GPT-2 directory (config.json, model.safetensors) to import");
+      "a Hugging Face directory to import: GPT-2, Llama, Mistral, Qwen2 or Qwen3 (config.json, "
+      "model.safetensors or model.safetensors.index.json and its shards)");
   add("from-llmc", po::value(&o.from_llmc)->default_value(""),
       "an llm.c model file (gpt2_124M.bin layout, version 3) to import");
   add("output", po::value(&o.output)->default_value(""),
@@ -225,7 +342,15 @@ int convert_main(int argc, char** argv) {
   add("checkpoint", po::value(&o.checkpoint)->default_value(""),
       "a checkpoint to export: a file, or a checkpoint folder (its newest valid file)");
   add("to-hf", po::value(&o.to_hf)->default_value(""),
-      "write the checkpoint's weights as a Hugging Face GPT-2 directory");
+      "write the checkpoint's weights as a Hugging Face directory (GPT2LMHeadModel, "
+      "LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM)");
+  add("seq-len", po::value(&o.seq_len)->default_value(0),
+      "--from-hf of the Llama family: the checkpoint's sequence length (0 = config.json's "
+      "max_position_embeddings, at most 4096)");
+  add("dtype", po::value(&o.dtype)->default_value(o.dtype),
+      "--to-hf: the safetensors' element type, f32 or bf16 (rounded to nearest even)");
+  add("max-shard-size", po::value(&o.max_shard_bytes)->default_value(o.max_shard_bytes),
+      "--to-hf: bytes per safetensors file; above it, shards and model.safetensors.index.json");
   add("force", po::bool_switch(&o.force), "--to-hf: write into a directory that is not empty");
   add("vocab", po::value(&o.vocab)->default_value(o.vocab),
       "--to-hf of a gpt2 checkpoint: GPT-2's encoder.json, copied as vocab.json");
@@ -233,7 +358,7 @@ int convert_main(int argc, char** argv) {
       "--to-hf of a gpt2 checkpoint: GPT-2's vocab.bpe, copied as merges.txt");
   add("to-llmc", po::value(&o.to_llmc)->default_value(""),
       "write the checkpoint's weights as llm.c's gpt2_124M.bin (version 3)");
-  if (!parse_options(MPI_COMM_WORLD, argc, argv, "convert: GPT-2 weights in and out", desc, nullptr,
+  if (!parse_options(MPI_COMM_WORLD, argc, argv, "convert: weights in and out", desc, nullptr,
                      [&] { check_convert_options(o); }))
     return 0;
   agree_on_failure(MPI_COMM_WORLD, [&] {

@@ -21,7 +21,7 @@ int eval_main(int argc, char** argv) {
   MPI_Comm world = MPI_COMM_WORLD;
   const int world_size = comm_size(world);
   std::string checkpoint, data;
-  int64_t windows = 64;
+  int64_t windows = 64, seq_len = 0;
   Layout layout = layout_with_micro_batch(8);  // the grid and micro-batch of the forward passes
   po::options_description desc;
   auto add = desc.add_options();
@@ -31,6 +31,8 @@ int eval_main(int argc, char** argv) {
       "token data set; empty = the validation set the checkpoint's run used (the built-in "
       "split for built-in runs)");
   add("eval-windows", po::value(&windows)->default_value(windows), "the first K windows");
+  add("seq-len", po::value(&seq_len)->default_value(0),
+      "window length; 0 = the checkpoint's (GPT-2: at most it; Llama family: any)");
   add("micro-batch-size", po::value(&layout.micro_batch)->default_value(layout.micro_batch),
       "sequences per forward");
   add("tp", po::value(&layout.tp)->default_value(layout.tp),
@@ -44,6 +46,7 @@ int eval_main(int argc, char** argv) {
                        validate_execution_options(execution);
                        GPT_INPUT_CHECK(!checkpoint.empty(), "--checkpoint is required");
                        GPT_INPUT_CHECK(windows >= 1, "--eval-windows must be at least 1");
+                       GPT_INPUT_CHECK(seq_len >= 0, "--seq-len must be at least 0");
                        // The model's shape comes with the checkpoint: the layout's rules are
                        // checked against it when it is loaded (load_model_for_inference).
                        layout.validate(ModelConfig{}, world_size);
@@ -52,7 +55,7 @@ int eval_main(int argc, char** argv) {
   RuntimeOptions ro;
   ro.layout = layout;
   ro.execution = execution;
-  LoadedModel model = load_model_for_inference(world, checkpoint, ro);
+  LoadedModel model = load_model_for_inference(world, checkpoint, ro, seq_len);
   TokenDataset dataset;
   agree_on_failure(world, [&] {
     if (data.empty()) data = model.val_data;

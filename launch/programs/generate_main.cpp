@@ -30,7 +30,7 @@ struct GenerateOptions {
   std::string checkpoint, prompt, prompt_file, prompt_tokens;
   std::string vocab = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/encoder.json";
   std::string merges = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/vocab.bpe";
-  int64_t max_new_tokens = 32, num_samples = 1;
+  int64_t max_new_tokens = 32, num_samples = 1, seq_len = 0;
   SamplingOptions sampling;
   uint64_t seed = 1;
   Layout layout;  // --pp (and --precision); every rank is a tp rank of one of the stages
@@ -49,6 +49,9 @@ po::options_description generate_options(GenerateOptions& o) {
       "read the text to continue from FILE");
   add("prompt-tokens", po::value(&o.prompt_tokens)->default_value(""),
       "the prompt as token ids, comma-separated (e.g. 50256,464)");
+  add("seq-len", po::value(&o.seq_len)->default_value(0),
+      "the window the model attends over; 0 = the checkpoint's (GPT-2: at most it; Llama "
+      "family: any)");
   add("num-samples", po::value(&o.num_samples)->default_value(o.num_samples),
       "independent continuations of the prompt");
   add("max-new-tokens", po::value(&o.max_new_tokens)->default_value(o.max_new_tokens),
@@ -76,6 +79,7 @@ void check_generate_options(const GenerateOptions& o, int world_size) {
   validate_execution_options(o.execution);
   GPT_INPUT_CHECK(!o.checkpoint.empty(), "--checkpoint is required");
   GPT_INPUT_CHECK(o.max_new_tokens >= 0, "--max-new-tokens must be at least 0");
+  GPT_INPUT_CHECK(o.seq_len >= 0, "--seq-len must be at least 0");
   GPT_INPUT_CHECK(o.sampling.temperature >= 0.0, "--temperature must be at least 0");
   GPT_INPUT_CHECK(o.sampling.top_k >= 0, "--top-k must be at least 0");
   GPT_INPUT_CHECK(o.sampling.top_p > 0.0 && o.sampling.top_p <= 1.0, "--top-p must be in (0, 1]");
@@ -153,7 +157,7 @@ int generate_main(int argc, char** argv) {
   ro.layout = o.layout;
   ro.layout.tp = world_size / o.layout.pp;
   ro.execution = o.execution;
-  LoadedModel model = load_model_for_inference(world, o.checkpoint, ro);
+  LoadedModel model = load_model_for_inference(world, o.checkpoint, ro, o.seq_len);
   // Every rank tokenizes the prompt alike (the files are read on each, and agreed on).
   std::unique_ptr<Gpt2Tokenizer> gpt2;
   std::vector<int32_t> prompt;

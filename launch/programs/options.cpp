@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "framework/check.h"
+#include "framework/json.h"
 #include "launch/programs/typed_options.h"
 #include "optimizers/lr_schedule.h"
 
@@ -65,7 +66,7 @@ po::options_description layout_options(TrainOptions& o) {
 }
 
 po::options_description model_options(TrainOptions& o) {
-  po::options_description model("Model (GPT-2)");
+  po::options_description model("Model");
   add_model_options(model, o.model_preset, o.model, "sequence length (and learned positions)");
   return model;
 }
@@ -222,7 +223,13 @@ void add_model_options(po::options_description& desc, std::string& preset, Model
                        const char* seq_len_help, const char* vocab_size_help) {
   auto add = desc.add_options();
   add("model", po::value(&preset)->default_value(""),
-      "preset: tiny | small | gpt2 | gpt2-medium (the shape options below override it)");
+      "preset: tiny | small | gpt2 | gpt2-medium | llama-tiny | llama3-8b | llama3-70b | "
+      "llama3-405b | mistral-7b | qwen2.5-7b | qwen3-8b (the shape options below override it)");
+  add("arch",
+      po::value<std::string>()->default_value("gpt2")->notifier(
+          [&model](const std::string& v) { model.arch = parse_arch(v); }),
+      "gpt2 | llama (the Llama family: RMSNorm, rotary positions, grouped-query attention, "
+      "SwiGLU, no biases; Mistral, Qwen2 and Qwen3 through the options below)");
   add("n-layer", po::value(&model.n_layer)->default_value(model.n_layer), "transformer blocks");
   add("n-head", po::value(&model.n_head)->default_value(model.n_head), "attention heads");
   add("d-model", po::value(&model.d_model)->default_value(model.d_model), "model width");
@@ -230,16 +237,78 @@ void add_model_options(po::options_description& desc, std::string& preset, Model
   if (vocab_size_help)
     add("vocab-size", po::value(&model.vocab_size)->default_value(model.vocab_size),
         vocab_size_help);
+  add("n-kv-head", po::value(&model.n_kv_head)->default_value(0),
+      "llama: key/value heads of grouped-query attention (0 = --n-head)");
+  add("head-dim", po::value(&model.head_size)->default_value(0),
+      "llama: channels per head (0 = --d-model / --n-head)");
+  add("ffn-hidden-size", po::value(&model.ffn_hidden)->default_value(0),
+      "llama: the MLP's hidden width (0 = 8/3 --d-model rounded up to a multiple of 256)");
+  add("rope-theta", po::value(&model.rope_theta)->default_value(model.rope_theta, "10000"),
+      "llama: base of the rotary frequencies");
+  add("rope-scaling",
+      po::value<std::string>()->default_value("none")->notifier([&model](const std::string& v) {
+        GPT_INPUT_CHECK(v == "none" || v == "llama3",
+                        "--rope-scaling must be none or llama3 (got " << quoted_excerpt(v) << ")");
+        model.rope_scaling = {};
+        if (v == "llama3") model.rope_scaling.type = RopeScaling::kLlama3;
+      }),
+      "llama: none | llama3 (Llama 3.1's rescaled frequencies: factor 8, low and high frequency "
+      "factors 1 and 4, 8192 original positions)");
+  add("norm-eps", po::value(&model.norm_eps)->default_value(model.norm_eps, "1e-05"),
+      "llama: RMSNorm's epsilon");
+  add("tie-embeddings", po::bool_switch(&model.tie_embeddings),
+      "llama: the output head is the token embedding (GPT-2's always is)");
+  add("qkv-bias", po::bool_switch(&model.qkv_bias), "llama: biases on q, k and v (Qwen2)");
+  add("qk-norm", po::bool_switch(&model.qk_norm),
+      "llama: RMSNorm over each head's q and k before the rotation (Qwen3)");
 }
+
+namespace {
+
+// What a preset sets, option by option: apply_model_preset copies the fields of the options the
+// user did not give.
+using FieldCopy = void (*)(ModelConfig& to, const ModelConfig& from);
+const std::pair<const char*, FieldCopy> kPresetFields[] = {
+    {"arch", [](ModelConfig& t, const ModelConfig& f) { t.arch = f.arch; }},
+    {"n-layer", [](ModelConfig& t, const ModelConfig& f) { t.n_layer = f.n_layer; }},
+    {"n-head", [](ModelConfig& t, const ModelConfig& f) { t.n_head = f.n_head; }},
+    {"d-model", [](ModelConfig& t, const ModelConfig& f) { t.d_model = f.d_model; }},
+    {"seq-len", [](ModelConfig& t, const ModelConfig& f) { t.seq_len = f.seq_len; }},
+    {"vocab-size", [](ModelConfig& t, const ModelConfig& f) { t.vocab_size = f.vocab_size; }},
+    {"n-kv-head", [](ModelConfig& t, const ModelConfig& f) { t.n_kv_head = f.n_kv_head; }},
+    {"head-dim", [](ModelConfig& t, const ModelConfig& f) { t.head_size = f.head_size; }},
+    {"ffn-hidden-size", [](ModelConfig& t, const ModelConfig& f) { t.ffn_hidden = f.ffn_hidden; }},
+    {"rope-theta", [](ModelConfig& t, const ModelConfig& f) { t.rope_theta = f.rope_theta; }},
+    {"rope-scaling", [](ModelConfig& t, const ModelConfig& f) { t.rope_scaling = f.rope_scaling; }},
+    {"norm-eps", [](ModelConfig& t, const ModelConfig& f) { t.norm_eps = f.norm_eps; }},
+    {"tie-embeddings",
+     [](ModelConfig& t, const ModelConfig& f) { t.tie_embeddings = f.tie_embeddings; }},
+    {"qkv-bias", [](ModelConfig& t, const ModelConfig& f) { t.qkv_bias = f.qkv_bias; }},
+    {"qk-norm", [](ModelConfig& t, const ModelConfig& f) { t.qk_norm = f.qk_norm; }},
+};
+
+// A Llama-family preset from its published config.json (Hugging Face): layers, heads, kv heads,
+// width, MLP width, vocabulary, rope theta, RMSNorm eps; seq_len is the trained context capped at
+// 4096.
+ModelConfig llama_shape(int64_t layers, int64_t heads, int64_t kv_heads, int64_t width, int64_t ffn,
+                        int64_t vocab, double theta, double eps, int64_t seq_len) {
+  ModelConfig m;
+  m.arch = Arch::kLlama;
+  m.n_layer = layers, m.n_head = heads, m.n_kv_head = kv_heads, m.d_model = width;
+  m.ffn_hidden = ffn, m.vocab_size = vocab, m.rope_theta = theta, m.norm_eps = eps;
+  m.seq_len = seq_len;
+  return m;
+}
+
+}  // namespace
 
 void apply_model_preset(const std::string& preset, const std::set<std::string>& given,
                         ModelConfig& model) {
   if (preset.empty()) return;
   const ModelConfig shape = model_preset(preset);
-  if (!given.count("n-layer")) model.n_layer = shape.n_layer;
-  if (!given.count("n-head")) model.n_head = shape.n_head;
-  if (!given.count("d-model")) model.d_model = shape.d_model;
-  if (!given.count("seq-len")) model.seq_len = shape.seq_len;
+  for (const auto& [option, copy] : kPresetFields)
+    if (!given.count(option) && (option != std::string("vocab-size") || shape.llama()))
+      copy(model, shape);
 }
 
 ModelConfig model_preset(const std::string& name) {
@@ -252,8 +321,28 @@ ModelConfig model_preset(const std::string& name) {
     m.n_layer = 12, m.n_head = 12, m.d_model = 768, m.seq_len = 1024;
   } else if (name == "gpt2-medium") {
     m.n_layer = 24, m.n_head = 16, m.d_model = 1024, m.seq_len = 1024;
+  } else if (name == "llama-tiny") {
+    m = llama_shape(2, 4, 2, 64, 128, 256, 10000.0, 1e-5, 32);
+  } else if (name == "llama3-8b") {  // Meta-Llama-3-8B
+    m = llama_shape(32, 32, 8, 4096, 14336, 128256, 500000.0, 1e-5, 4096);
+  } else if (name == "llama3-70b") {  // Meta-Llama-3-70B
+    m = llama_shape(80, 64, 8, 8192, 28672, 128256, 500000.0, 1e-5, 4096);
+  } else if (name == "llama3-405b") {  // Llama-3.1-405B, with its rope scaling
+    m = llama_shape(126, 128, 8, 16384, 53248, 128256, 500000.0, 1e-5, 4096);
+    m.rope_scaling.type = RopeScaling::kLlama3;
+  } else if (name == "mistral-7b") {  // Mistral-7B-v0.3 (no sliding window)
+    m = llama_shape(32, 32, 8, 4096, 14336, 32768, 1000000.0, 1e-5, 4096);
+  } else if (name == "qwen2.5-7b") {  // Qwen2.5-7B: biases on q, k and v
+    m = llama_shape(28, 28, 4, 3584, 18944, 152064, 1000000.0, 1e-6, 4096);
+    m.qkv_bias = true;
+  } else if (name == "qwen3-8b") {  // Qwen3-8B: head_dim 128 and q/k norms
+    m = llama_shape(36, 32, 8, 4096, 12288, 151936, 1000000.0, 1e-6, 4096);
+    m.head_size = 128, m.qk_norm = true;
   } else {
-    fail_input("--model must be one of tiny | small | gpt2 | gpt2-medium (got '" + name + "')");
+    fail_input(
+        "--model must be one of tiny | small | gpt2 | gpt2-medium | llama-tiny | llama3-8b "
+        "| llama3-70b | llama3-405b | mistral-7b | qwen2.5-7b | qwen3-8b (got '" +
+        name + "')");
   }
   return m;
 }

@@ -11,7 +11,7 @@ namespace gpt {
 
 po::options_description plan_options_description(PlanOptions& o) {
   po::options_description all;
-  po::options_description model("Model (GPT-2, train's names)");
+  po::options_description model("Model (train's names)");
   add_model_options(model, o.model_preset, o.model, "sequence length",
                     "vocabulary size (GPT-2's 50257)");
   auto add = model.add_options();

@@ -126,11 +126,33 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
   take_shape("n-head", "n_head", stored.n_head, o.model.n_head);
   take_shape("d-model", "d_model", stored.d_model, o.model.d_model);
   o.model.vocab_size = stored.vocab_size;
+  // The architecture and the Llama family's options come from the file as well.
+  const ModelConfig& m = o.model;
+  const auto agrees = [&](const char* option, bool same) {
+    GPT_INPUT_CHECK(!o.was_given(option) || same,
+                    "--" << option << " conflicts with the checkpoint " << file << " (a "
+                         << arch_name(stored.arch) << " model; its config holds the shape)");
+  };
+  agrees("arch", m.arch == stored.arch);
+  agrees("n-kv-head", m.kv_heads() == stored.kv_heads());
+  agrees("head-dim", m.head_dim() == stored.head_dim());
+  agrees("ffn-hidden-size", m.ffn_dim() == stored.ffn_dim());
+  agrees("rope-theta", m.rope_theta == stored.rope_theta);
+  agrees("rope-scaling", m.rope_scaling.type == stored.rope_scaling.type);
+  agrees("norm-eps", m.norm_eps == stored.norm_eps);
+  agrees("tie-embeddings", m.tie_embeddings == stored.tie_embeddings);
+  agrees("qkv-bias", m.qkv_bias == stored.qkv_bias);
+  agrees("qk-norm", m.qk_norm == stored.qk_norm);
+  const int64_t seq_len = o.model.seq_len;
+  o.model = stored;
+  o.model.seq_len = seq_len;
   const uint64_t seed = checkpoint.meta().seed;
   if (!resuming) {
-    // Fine-tuning: a new --seed, and a --seq-len up to the file's learned positions.
+    // Fine-tuning: a new --seed, and a --seq-len up to the file's learned positions (GPT-2's;
+    // the Llama family's rotary positions take any).
     if (!o.was_given("seed")) o.seed = seed;
     if (!o.was_given("seq-len")) o.model.seq_len = stored.seq_len;
+    if (stored.llama()) return;
     GPT_INPUT_CHECK(o.model.seq_len <= stored.seq_len,
                     "--seq-len " << o.model.seq_len << " is longer than the " << stored.seq_len
                                  << " positions the checkpoint " << file << " learned");

@@ -17,6 +17,7 @@
 #include "launch/inference/evaluation.h"
 #include "launch/training/signals.h"
 #include "launch/training/trace.h"
+#include "layers/embedding.h"
 #include "optimizers/grad_clip.h"
 
 namespace gpt {
@@ -106,13 +107,14 @@ double Trainer::forward_backward(const StepBatch& batch, StepStats& stats) {
     dp_buckets_.finish();
   }
   // Summed over tp after dp: the buckets above must not be in flight over the same memory.
-  rt_.stage().reduce_sequence_parallel_grads();
-  if (Communicator* embedding = grid.embedding()) {
+  rt_.stage().reduce_partial_tp_grads();
+  Communicator* embedding = rt_.model().tied_head() ? grid.embedding() : nullptr;
+  if (embedding != nullptr) {
     // Under the distributed optimizer, this rank's shard of wte: wte's own bucket gives it the
     // same elements on both stages. A gradient reduction like the dp one, timed with it: it is
     // no part of the pipeline's wait.
     ParameterStore& store = rt_.store();
-    const Parameter* wte = store.find("wte");
+    const Parameter* wte = store.find(token_embedding_name(rt_.model()));
     ScopedTimer timer(stats.dp_comm_s, &rt_.backend());
     for (const StatePiece& piece : store.state_pieces(*wte))
       embedding->all_reduce(store.update_grads() + piece.state_offset, piece.numel, ReduceOp::kSum);

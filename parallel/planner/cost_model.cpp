@@ -43,6 +43,8 @@ double peak_flops(const GpuModel& gpu, PrecisionRegime regime) {
 // One microbatch on one tp rank.
 struct Shapes {
   double b, s, C, N, Nl, C_l, F_l, heads_l, hd, V_l, e;
+  double Q_l, KV_l;  // q and kv channels on this rank (GPT-2: both C_l)
+  bool llama;
   int tp;
 };
 
@@ -59,6 +61,9 @@ Shapes shapes_of(const ModelConfig& m, const PlanLayout& l) {
   sh.heads_l = static_cast<double>(m.n_head) / l.tp;
   sh.hd = static_cast<double>(m.head_dim());
   sh.V_l = static_cast<double>(m.padded_vocab(l.tp)) / l.tp;
+  sh.Q_l = static_cast<double>(m.q_channels()) / l.tp;
+  sh.KV_l = static_cast<double>(m.kv_heads_per_rank(l.tp) * m.head_dim());
+  sh.llama = m.llama();
   sh.e = megatron(l) ? 2 : 4;
   return sh;
 }
@@ -100,11 +105,16 @@ struct Context {
 struct Linear {
   double out, in;
 };
+// The column-parallel inputs' products (GPT-2's c_attn and c_fc; the Llama family's q, k, v and
+// gate, up, each part one product) and the row-parallel outputs (c_proj twice; o_proj, down).
 struct BlockLinears {
-  Linear qkv, proj, fc1, fc2;
+  std::vector<Linear> attention_in, mlp_in, out;
 };
 BlockLinears linears(const Shapes& sh) {
-  return {{3 * sh.C_l, sh.C}, {sh.C, sh.C_l}, {sh.F_l, sh.C}, {sh.C, sh.F_l}};
+  if (!sh.llama) return {{{3 * sh.C_l, sh.C}}, {{sh.F_l, sh.C}}, {{sh.C, sh.C_l}, {sh.C, sh.F_l}}};
+  return {{{sh.Q_l, sh.C}, {sh.KV_l, sh.C}, {sh.KV_l, sh.C}},
+          {{sh.F_l, sh.C}, {sh.F_l, sh.C}},
+          {{sh.C, sh.Q_l}, {sh.C, sh.F_l}}};
 }
 
 // The attention core's forward products, (s x s) scores and their product with V, per head.
@@ -139,13 +149,21 @@ double attention_core_backward(const Context& c) {
 
 // Streaming kernels of one block, in activation elements moved (read + written): LayerNorms,
 // bias adds, GELU, residual adds and, in Megatron, the two fused bias-dropout-adds with masks.
+// The Llama family: two RMSNorms and two residual adds (10 per row), SwiGLU (reads gate and up,
+// writes their product) and the rotation of q and k in place.
 double block_stream_forward(const Context& c) {
   const Shapes& sh = c.sh;
+  if (sh.llama)
+    return c.stream((10 * sh.Nl * sh.C + 3 * sh.N * sh.F_l + 2 * sh.N * (sh.Q_l + sh.KV_l)) * sh.e);
   const double per_row = megatron(c.layout) ? 11 : 14;
   return c.stream((per_row * sh.Nl * sh.C + 2 * sh.N * sh.F_l) * sh.e);
 }
+// Backward: the norms' and residuals' gradients (12 per row); GPT-2's GELU backward and bias
+// sums, or SwiGLU's (reads its gradient, gate and up, writes theirs) and the rotations back.
 double block_stream_backward(const Context& c) {
   const Shapes& sh = c.sh;
+  if (sh.llama)
+    return c.stream((12 * sh.Nl * sh.C + 5 * sh.N * sh.F_l + 2 * sh.N * (sh.Q_l + sh.KV_l)) * sh.e);
   return c.stream((12 * sh.Nl * sh.C + 3 * sh.N * sh.F_l + sh.N * (sh.F_l + 4 * sh.C_l)) * sh.e);
 }
 
@@ -169,9 +187,14 @@ double block_tp_backward(const Context& c) {
   if (!megatron(c.layout)) return gather_out + 2 * reduce;
   const BlockLinears w = linears(c.sh);
   double exposed = gather_out;
-  for (const Linear& col : {w.qkv, w.fc1}) {
-    exposed += std::max(0.0, reduce - c.gemm(col.out, col.in, c.sh.N));  // beside the wgrad
-    if (sp) exposed += std::max(0.0, c.tp.all_gather(bytes) - c.gemm(c.sh.N, col.in, col.out));
+  for (const std::vector<Linear>* parts : {&w.attention_in, &w.mlp_in}) {
+    double wgrad = 0, dgrad = 0;  // of the layer's parts together
+    for (const Linear& col : *parts) {
+      wgrad += c.gemm(col.out, col.in, c.sh.N);
+      dgrad += c.gemm(c.sh.N, col.in, col.out);
+    }
+    exposed += std::max(0.0, reduce - wgrad);  // beside the wgrad
+    if (sp) exposed += std::max(0.0, c.tp.all_gather(bytes) - dgrad);
   }
   return exposed;
 }
@@ -188,11 +211,12 @@ BlockCosts block_costs(const Context& c) {
   BlockCosts b;
   double fwd = attention_core_forward(c) + block_stream_forward(c);
   double dgrad = attention_core_backward(c) + block_stream_backward(c), wgrad = 0;
-  for (const Linear& lin : {w.qkv, w.proj, w.fc1, w.fc2}) {
-    fwd += c.gemm(N, lin.out, lin.in);
-    dgrad += c.gemm(N, lin.in, lin.out);
-    wgrad += c.gemm(lin.out, lin.in, N);
-  }
+  for (const std::vector<Linear>* group : {&w.attention_in, &w.mlp_in, &w.out})
+    for (const Linear& lin : *group) {
+      fwd += c.gemm(N, lin.out, lin.in);
+      dgrad += c.gemm(N, lin.in, lin.out);
+      wgrad += c.gemm(lin.out, lin.in, N);
+    }
   b.passes.forward = {fwd, block_tp_forward(c)};
   b.passes.backward_input = {dgrad, block_tp_backward(c)};
   b.passes.backward_weight = {wgrad, 0};

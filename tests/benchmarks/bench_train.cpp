@@ -1,9 +1,11 @@
 // Training-throughput benchmark of the CPU backend: one training
 // step (forward, backward, AdamW) of a small GPT-2 (vocab 8192, seq 256, 4 layers, 8 heads,
-// d_model 512, micro-batch 8) at 1 and 2 threads, beside the oneDNN sgemm peak measured in the
-// same run on the model's own largest GEMM shape. Prints tokens/s, achieved GFLOP/s (6N + 12LTC
-// per token) and the share of the sgemm peak, one line per thread count, then a JSON line.
-// Usage: bench_train [steps (default 5)] [max_threads (default 2)]
+// d_model 512, micro-batch 8), or of a Llama of the same size (4 key/value heads, MLP width
+// 1408: the same parameters per block as GPT-2's 4C MLP), at 1 and 2 threads, beside the oneDNN
+// sgemm peak measured in the same run on the model's own largest GEMM shape. Prints tokens/s,
+// achieved GFLOP/s (6N + 12LTC per token, ModelConfig::flops_per_token) and the share of the sgemm
+// peak, one line per thread count, then a JSON line. Usage: bench_train [steps (default 5)]
+// [max_threads (default 2)] [gpt2|llama]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -17,9 +19,11 @@
 namespace gpt {
 namespace {
 
-ModelConfig bench_model() {
+ModelConfig bench_model(Arch arch) {
   ModelConfig cfg;
   cfg.n_layer = 4, cfg.n_head = 8, cfg.d_model = 512, cfg.seq_len = 256, cfg.vocab_size = 8192;
+  cfg.arch = arch;
+  if (arch == Arch::kLlama) cfg.n_kv_head = 4, cfg.ffn_hidden = 1408;
   return cfg;
 }
 
@@ -41,8 +45,8 @@ struct Result {
   double tokens_per_s, gflops, peak;
 };
 
-Result run(int threads, int steps) {
-  const ModelConfig cfg = bench_model();
+Result run(int threads, int steps, Arch arch) {
+  const ModelConfig cfg = bench_model(arch);
   const int64_t B = 8, N = B * cfg.seq_len;
   std::unique_ptr<Backend> backend = make_cpu_backend(threads);
   SingleRankModel model(*backend, cfg, B, static_cast<int32_t>(cfg.vocab_size - 1));
@@ -67,9 +71,11 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   const int steps = argc > 1 ? std::atoi(argv[1]) : 5;
   const int max_threads = argc > 2 ? std::atoi(argv[2]) : 2;
-  std::printf("bench_train: V 8192, T 256, L 4, NH 8, C 512, B 8; best of %d steps\n", steps);
+  const gpt::Arch arch = gpt::parse_arch(argc > 3 ? argv[3] : "gpt2");
+  std::printf("bench_train: %s, V 8192, T 256, L 4, NH 8, C 512, B 8; best of %d steps\n",
+              gpt::arch_name(arch), steps);
   for (int threads = 1; threads <= max_threads; ++threads) {
-    const gpt::Result r = gpt::run(threads, steps);
+    const gpt::Result r = gpt::run(threads, steps, arch);
     std::printf(
         "threads %d: %.0f tokens/s | %.1f GFLOP/s | sgemm peak %.1f GFLOP/s | %.1f%% of peak\n",
         threads, r.tokens_per_s, r.gflops, r.peak, 100.0 * r.gflops / r.peak);

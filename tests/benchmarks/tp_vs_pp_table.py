@@ -1,4 +1,5 @@
-"""docs/TP-VS-PP.md's Table B: for three model shapes on three clusters, each layout of LAYOUTS
+"""docs/TP-VS-PP.md's Table B: for five model shapes (three GPT-2 shapes, Llama 3 8B and 70B) on
+three clusters, each layout of LAYOUTS
 priced by `plan --json` with its grid and schedule fixed (micro-batch, recomputation, sequence
 parallelism and the distributed optimizer left to plan, this project's bf16 regime), printed as
 Markdown rows: fits, memory, step time, tokens/s per GPU, MFU, the exposed-tp and bubble shares
@@ -13,10 +14,12 @@ import json
 import subprocess
 import sys
 
-MODELS = {  # name: (layers, d_model, heads)
-    "1.3B": (24, 2048, 16),
-    "13B": (40, 5120, 40),
-    "70B-class": (80, 8192, 64),
+MODELS = {  # name: plan's model options (GPT-2 shapes with --vocab-size, or a Llama preset)
+    "1.3B": ["--n-layer", "24", "--d-model", "2048", "--n-head", "16"],
+    "13B": ["--n-layer", "40", "--d-model", "5120", "--n-head", "40"],
+    "70B-class": ["--n-layer", "80", "--d-model", "8192", "--n-head", "64"],
+    "Llama 3 8B": ["--model", "llama3-8b"],
+    "Llama 3 70B": ["--model", "llama3-70b"],
 }
 CLUSTERS = {  # name: (preset, nodes)
     "8 H100 NVLink": ("dgx-h100", 1),
@@ -42,13 +45,14 @@ TERMS = {"compute_s": "compute", "tp_comm_exposed_s": "exposed tp",
 
 
 def price(a, model, cluster, tp, pp, extra):
-    layers, d, heads = MODELS[model]
+    options = MODELS[model]
+    if "--model" not in options:  # a Llama preset brings its own vocabulary
+        options = options + ["--vocab-size", str(a.vocab_size)]
     preset, nodes = CLUSTERS[cluster]
     if tp * pp > 8 * nodes:
         return None, "needs more GPUs"
-    cmd = [f"{a.bin}/plan", "--cluster", preset, "--nodes", str(nodes), "--n-layer", str(layers),
-           "--d-model", str(d), "--n-head", str(heads), "--seq-len", str(a.seq_len),
-           "--vocab-size", str(a.vocab_size), "--global-batch-size", str(a.global_batch_size),
+    cmd = [f"{a.bin}/plan", "--cluster", preset, "--nodes", str(nodes), *options,
+           "--seq-len", str(a.seq_len), "--global-batch-size", str(a.global_batch_size),
            "--tp", str(tp), "--pp", str(pp), "--precision", "bf16", "--json", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -75,12 +79,13 @@ def main():
     parser.add_argument("--global-batch-size", type=int, default=512)
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--vocab-size", type=int, default=50257)
+    parser.add_argument("--models", nargs="*", default=list(MODELS), help="a subset of MODELS")
     a = parser.parse_args()
     print("| model | cluster | layout | plan's choice | fits | GiB | step s | tok/s/GPU | MFU | "
           "exposed tp | bubble |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     winners = []
-    for model in MODELS:
+    for model in a.models:
         for cluster in CLUSTERS:
             priced = []
             for name, tp, pp, extra in LAYOUTS:

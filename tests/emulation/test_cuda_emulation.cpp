@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -142,6 +143,20 @@ double norm(const Vec& v) {
   return ::testing::AssertionFailure() << "error norm " << err << " over " << tol << " x " << scale;
 }
 
+// What a norm's backward_input added to `before` (N,C), against what the CPU added: it cancels to
+// rounding noise for tiny C, so its scale is that of the terms, rstd * dy * w.
+::testing::AssertionResult AddedClose(Vec got, Vec want, const Vec& before, const Vec& rstd,
+                                      const Vec& dy, const Vec& w) {
+  const size_t C = w.size();
+  Vec terms(got.size());
+  for (size_t i = 0; i < got.size() && i < want.size(); i++) {
+    got[i] -= before[i];
+    want[i] -= before[i];
+    terms[i] = rstd[i / C] * dy[i] * w[i % C];
+  }
+  return Close(got, want, 1e-5, norm(terms));
+}
+
 std::string shape(std::initializer_list<std::pair<const char*, int64_t>> sizes) {
   std::ostringstream s;
   for (const auto& [name, value] : sizes) s << name << "=" << value << " ";
@@ -203,6 +218,29 @@ void CudaEmulation::check_elementwise() {
         EXPECT_TRUE(Same(dinp.read(), exact)) << "gelu_backward";
         // Near GELU's minimum the derivative cancels: errors scale with dout, not the result.
         EXPECT_TRUE(Close(dinp.read(), want, 1e-6, norm(a))) << "gelu_backward against the CPU";
+      }
+      {
+        Floats out(nan, mis_out), gate(a, mis_in), up(b);
+        gc::swiglu_forward(nullptr, out.get(), gate.get(), up.get(), n);
+        Vec exact(a.size()), want(a.size());
+        for (size_t i = 0; i < a.size(); i++) exact[i] = gpt::swiglu_output(a[i], b[i]);
+        cpu.swiglu_forward(want.data(), a.data(), b.data(), n);
+        EXPECT_TRUE(Same(out.read(), exact)) << "swiglu_forward";
+        EXPECT_TRUE(Close(out.read(), want, 1e-6)) << "swiglu_forward against the CPU";
+      }
+      {
+        Floats dgate(nan, mis_out), dup(nan, mis_out), dout(y0, mis_in), gate(a), up(b);
+        gc::swiglu_backward(nullptr, dgate.get(), dup.get(), dout.get(), gate.get(), up.get(), n);
+        Vec exact_g(a.size()), exact_u(a.size()), want_g(a.size()), want_u(a.size());
+        for (size_t i = 0; i < a.size(); i++) {
+          exact_g[i] = gpt::swiglu_dgate(y0[i], a[i], b[i]);
+          exact_u[i] = gpt::swiglu_dup(y0[i], a[i]);
+        }
+        cpu.swiglu_backward(want_g.data(), want_u.data(), y0.data(), a.data(), b.data(), n);
+        EXPECT_TRUE(Same(dgate.read(), exact_g)) << "swiglu_backward dgate";
+        EXPECT_TRUE(Same(dup.read(), exact_u)) << "swiglu_backward dup";
+        EXPECT_TRUE(Close(dgate.read(), want_g, 1e-6)) << "swiglu_backward dgate against the CPU";
+        EXPECT_TRUE(Close(dup.read(), want_u, 1e-6)) << "swiglu_backward dup against the CPU";
       }
       {
         Floats y(y0, mis_out), x(a, mis_in);
@@ -328,15 +366,7 @@ TEST_F(CudaEmulation, LayerNorm) {
         Vec want = din0;
         cpu.layernorm_backward_input(want.data(), dy.data(), x.data(), w.data(), mean.data(),
                                      rstd.data(), N, C);
-        // Compare what was added: it cancels to rounding noise for tiny C, so its scale is that of
-        // the terms, rstd * dy * w.
-        Vec got = din.read(), terms(x.size());
-        for (size_t i = 0; i < got.size(); i++) {
-          got[i] -= din0[i];
-          want[i] -= din0[i];
-          terms[i] = rstd[i / C] * dy[i] * w[i % C];
-        }
-        EXPECT_TRUE(Close(got, want, 1e-5, norm(terms))) << "layernorm_backward_input";
+        EXPECT_TRUE(AddedClose(din.read(), want, din0, rstd, dy, w)) << "layernorm_backward_input";
       }
       {
         const Vec dw0 = uniform(C, -1.0f, 1.0f), db0 = uniform(C, -1.0f, 1.0f);
@@ -351,6 +381,96 @@ TEST_F(CudaEmulation, LayerNorm) {
         EXPECT_TRUE(Close(gb.read(), want_b, 1e-6)) << "layernorm_backward_weight dbias";
       }
     }
+}
+
+// -------------------------------------------------------------------------------------- rmsnorm
+
+TEST_F(CudaEmulation, RmsNorm) {
+  for (int64_t N : {0, 1, 7, 9})
+    for (int64_t C : {1, 3, 32, 33, 100, 768}) {
+      SCOPED_TRACE(shape({{"N", N}, {"C", C}}));
+      const float eps = C == 100 ? 1e-6f : 1e-5f;
+      const Vec x = uniform(N * C, -3.0f, 3.0f), w = uniform(C, 0.5f, 1.5f);
+      Vec out(x.size()), rstd(N);
+      cpu.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+      {
+        Floats dout(Vec(x.size(), kNaN), true), drstd(Vec(N, kNaN)), dx(x), dw(w, true);
+        gc::rmsnorm_forward(nullptr, dout.get(), drstd.get(), dx.get(), dw.get(), N, C, eps);
+        EXPECT_TRUE(Close(dout.read(), out, 1e-6)) << "rmsnorm_forward out";
+        EXPECT_TRUE(Close(drstd.read(), rstd, 1e-6)) << "rmsnorm_forward rstd";
+      }
+      // The backward kernels take the CPU's rstd, so that only the kernel under test differs.
+      const Vec dy = uniform(N * C, -1.0f, 1.0f), din0 = uniform(N * C, -1.0f, 1.0f);
+      {
+        Floats din(din0), ddy(dy, true), dx(x), dw(w), dr(rstd);
+        gc::rmsnorm_backward_input(nullptr, din.get(), ddy.get(), dx.get(), dw.get(), dr.get(), N,
+                                   C);
+        Vec want = din0;
+        cpu.rmsnorm_backward_input(want.data(), dy.data(), x.data(), w.data(), rstd.data(), N, C);
+        EXPECT_TRUE(AddedClose(din.read(), want, din0, rstd, dy, w)) << "rmsnorm_backward_input";
+      }
+      {
+        const Vec dw0 = uniform(C, -1.0f, 1.0f);
+        Floats gw(dw0, true), ddy(dy), dx(x, true), dr(rstd);
+        auto work = scratch(gc::rmsnorm_backward_weight_scratch_bytes(N, C));
+        gc::rmsnorm_backward_weight(nullptr, gw.get(), ddy.get(), dx.get(), dr.get(), N, C,
+                                    work.get());
+        Vec want = dw0;
+        cpu.rmsnorm_backward_weight(want.data(), dy.data(), x.data(), rstd.data(), N, C);
+        EXPECT_TRUE(Close(gw.read(), want, 1e-6)) << "rmsnorm_backward_weight";
+      }
+    }
+}
+
+// --------------------------------------------------------------------------------------- rotary
+
+// In place, forward and backward, against the pair formulas of elementwise.h (bit for bit) and
+// the CPU (within its FMA contractions); rows at positions start + t of a longer table.
+TEST_F(CudaEmulation, Rotary) {
+  struct Shape {
+    int64_t B, T, heads, HS, start;
+  };
+  const Shape shapes[] = {{0, 3, 2, 4, 0}, {1, 1, 1, 2, 0},  {2, 5, 3, 8, 0},
+                          {3, 4, 2, 6, 7}, {1, 9, 4, 64, 3}, {2, 3, 1, 128, 250}};
+  for (bool capped : {false, true}) {
+    GridCap cap(capped ? 3 : gc::kMaxGridBlocks);
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(shape({{"B", s.B},
+                          {"T", s.T},
+                          {"heads", s.heads},
+                          {"HS", s.HS},
+                          {"start", s.start},
+                          {"capped", capped}}));
+      const int64_t positions = s.start + s.T + 2, half = s.HS / 2;
+      const Vec table = uniform(positions * s.HS, -1.0f, 1.0f);
+      const Vec x = normal(s.B * s.T * s.heads * s.HS, 1.0f);
+      for (bool backward : {false, true}) {
+        Vec exact = x, want = x;
+        for (int64_t row = 0; row < s.B * s.T; row++)
+          for (int64_t h = 0; h < s.heads; h++)
+            for (int64_t i = 0; i < half; i++) {
+              const float* cosines = &table[(s.start + row % s.T) * s.HS];
+              float& a = exact[(row * s.heads + h) * s.HS + i];
+              float& b = exact[(row * s.heads + h) * s.HS + half + i];
+              if (backward) {
+                gpt::rotary_turn_back(a, b, cosines[i], cosines[half + i]);
+              } else {
+                gpt::rotary_turn(a, b, cosines[i], cosines[half + i]);
+              }
+            }
+        Floats dx(x, s.HS % 4 != 0), dtable(table);
+        if (backward) {
+          gc::rotary_backward(nullptr, dx.get(), dtable.get(), s.B, s.T, s.heads, s.HS, s.start);
+          cpu.rotary_backward(want.data(), table.data(), s.B, s.T, s.heads, s.HS, s.start);
+        } else {
+          gc::rotary_forward(nullptr, dx.get(), dtable.get(), s.B, s.T, s.heads, s.HS, s.start);
+          cpu.rotary_forward(want.data(), table.data(), s.B, s.T, s.heads, s.HS, s.start);
+        }
+        EXPECT_TRUE(Same(dx.read(), exact)) << (backward ? "rotary_backward" : "rotary_forward");
+        EXPECT_TRUE(Close(dx.read(), want, 1e-6)) << "against the CPU, backward " << backward;
+      }
+    }
+  }
 }
 
 // ----------------------------------------------------------------------------------- embeddings
@@ -603,21 +723,158 @@ TEST_F(CudaEmulation, Optimizers) {
 
 // ------------------------------------------------------------------------------------ attention
 
-struct AttentionResult {
-  Vec out, lse, delta, dqkv;
+// Where q, k and v live: packed in one buffer, each row [q of NH heads | k of NKV | v of NKV |
+// pad] (GPT-2's fused c_attn output when NKV = NH and pad = 0), or in three buffers whose rows
+// are pad floats longer than their heads.
+struct AttentionLayout {
+  gpt::AttentionShape s;
+  bool packed;
+
+  AttentionLayout(int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS, bool packed_qkv,
+                  int64_t pad)
+      : s{B, T, NH, NKV, HS, 0, 0}, packed(packed_qkv) {
+    s.q_stride = packed ? (NH + 2 * NKV) * HS + pad : NH * HS + pad;
+    s.kv_stride = packed ? s.q_stride : NKV * HS + pad;
+  }
+  int64_t q_floats() const { return s.B * s.T * s.q_stride; }
+  int64_t kv_floats() const { return packed ? 0 : s.B * s.T * s.kv_stride; }
+  int64_t k_offset() const { return packed ? s.NH * s.HS : 0; }
+  int64_t v_offset() const { return packed ? (s.NH + s.NKV) * s.HS : 0; }
+  int64_t out_floats() const { return s.B * s.T * s.NH * s.HS; }
+  int64_t stat_floats() const { return s.B * s.NH * s.T; }
+  std::string tag() const {
+    return shape({{"B", s.B},
+                  {"T", s.T},
+                  {"NH", s.NH},
+                  {"NKV", s.NKV},
+                  {"HS", s.HS},
+                  {"q_stride", s.q_stride},
+                  {"kv_stride", s.kv_stride},
+                  {"packed", packed}});
+  }
 };
 
-AttentionResult emulated_attention(const Vec& qkv, const Vec& dout, int64_t B, int64_t T,
-                                   int64_t NH, int64_t HS, bool bf16) {
-  const auto n_out = static_cast<size_t>(B * T * NH * HS), n_stat = static_cast<size_t>(B * NH * T);
-  Floats dqkv_in(qkv), ddout(dout), out(Vec(n_out, kNaN)), lse(Vec(n_stat, kNaN)),
-      delta(Vec(n_stat, kNaN)), dqkv(Vec(qkv.size(), kNaN));
-  gc::attention_forward(nullptr, out.get(), lse.get(), dqkv_in.get(), B, T, NH, HS, bf16);
-  gc::attention_backward(nullptr, dqkv.get(), delta.get(), ddout.get(), out.get(), dqkv_in.get(),
-                         lse.get(), B, T, NH, HS, bf16);
-  return {out.read(), lse.read(), delta.read(), dqkv.read()};
+// q, k and v (packed: all in q) or their gradients.
+struct Qkv {
+  Vec q, k, v;
+};
+
+// Inputs of the layout, queries scaled by q_std (larger: sharper softmax rows). Pads are NaN, so
+// that a kernel reading one shows.
+Qkv attention_inputs(const AttentionLayout& l, float q_std) {
+  Qkv in{normal(l.q_floats(), 1.0f), normal(l.kv_floats(), 1.0f), normal(l.kv_floats(), 1.0f)};
+  const int64_t q_end = l.s.NH * l.s.HS, kv_end = l.packed ? q_end + 2 * l.s.NKV * l.s.HS : 0;
+  for (int64_t i = 0; i < l.q_floats(); i++) {
+    const int64_t col = i % l.s.q_stride;
+    if (col < q_end) in.q[i] *= q_std;
+    if (col >= std::max(q_end, kv_end)) in.q[i] = kNaN;
+  }
+  for (int64_t i = 0; i < l.kv_floats(); i++)
+    if (i % l.s.kv_stride >= l.s.NKV * l.s.HS) in.k[i] = in.v[i] = kNaN;
+  return in;
 }
 
+// Gradient buffers full of NaN: the columns no head uses must stay so.
+Qkv nan_gradients(const AttentionLayout& l) {
+  return {Vec(l.q_floats(), kNaN), Vec(l.kv_floats(), kNaN), Vec(l.kv_floats(), kNaN)};
+}
+
+// The q, k and v pointers of a layout's buffers (packed: all three inside q).
+template <typename P>
+std::array<P*, 3> qkv_pointers(const AttentionLayout& l, P* q, P* k, P* v) {
+  if (l.packed) return {q, q + l.k_offset(), q + l.v_offset()};
+  return {q, k, v};
+}
+
+struct AttentionResult {
+  Vec out, lse, delta;
+  Qkv grad;
+};
+
+AttentionResult cpu_attention(gpt::cpu::CpuBackend& cpu, const AttentionLayout& l, Qkv in,
+                              const Vec& dout) {
+  const auto& s = l.s;
+  AttentionResult r{Vec(l.out_floats()), {}, {}, nan_gradients(l)};
+  Vec att(cpu.attention_cache_floats(s.B, s.NH, s.T)),
+      datt(cpu.attention_scratch_floats(s.B, s.NH, s.T));
+  const auto x = qkv_pointers<const float>(l, in.q.data(), in.k.data(), in.v.data());
+  const auto dx = qkv_pointers<float>(l, r.grad.q.data(), r.grad.k.data(), r.grad.v.data());
+  cpu.attention_forward(r.out.data(), att.data(), x[0], x[1], x[2], s);
+  cpu.attention_backward(dx[0], dx[1], dx[2], datt.data(), dout.data(), r.out.data(), x[0], x[1],
+                         x[2], att.data(), s);
+  return r;
+}
+
+AttentionResult emulated_attention(const AttentionLayout& l, const Qkv& in, const Vec& dout,
+                                   bool bf16) {
+  const auto n_stat = static_cast<size_t>(l.stat_floats());
+  const Qkv nan = nan_gradients(l);
+  Floats q(in.q), k(in.k), v(in.v), ddout(dout), out(Vec(l.out_floats(), kNaN)),
+      lse(Vec(n_stat, kNaN)), delta(Vec(n_stat, kNaN)), dq(nan.q), dk(nan.k), dv(nan.v);
+  const auto x = qkv_pointers<const float>(l, q.get(), k.get(), v.get());
+  const auto dx = qkv_pointers<float>(l, dq.get(), dk.get(), dv.get());
+  gc::attention_forward(nullptr, out.get(), lse.get(), x[0], x[1], x[2], l.s, bf16);
+  gc::attention_backward(nullptr, dx[0], dx[1], dx[2], delta.get(), ddout.get(), out.get(), x[0],
+                         x[1], x[2], lse.get(), l.s, bf16);
+  return {out.read(), lse.read(), delta.read(), {dq.read(), dk.read(), dv.read()}};
+}
+
+// lse and delta against double-precision sums of the same inputs.
+void check_attention_statistics(const AttentionLayout& l, const Qkv& in, const Vec& dout,
+                                const AttentionResult& got) {
+  const auto& s = l.s;
+  const int64_t C = s.NH * s.HS, group = s.NH / s.NKV;
+  const float* kbase = l.packed ? in.q.data() + l.k_offset() : in.k.data();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(static_cast<float>(s.HS)));
+  Vec lse(got.lse.size()), delta(got.delta.size());
+  for (int64_t b = 0; b < s.B; b++)
+    for (int64_t h = 0; h < s.NH; h++)
+      for (int64_t i = 0; i < s.T; i++) {
+        const float* q = &in.q[(b * s.T + i) * s.q_stride + h * s.HS];
+        std::vector<double> scores(static_cast<size_t>(i + 1));
+        for (int64_t j = 0; j <= i; j++) {
+          const float* k = kbase + (b * s.T + j) * s.kv_stride + h / group * s.HS;
+          double dot = 0.0;
+          for (int64_t d = 0; d < s.HS; d++) dot += double{q[d]} * k[d];
+          scores[j] = dot * scale;
+        }
+        const double m = *std::max_element(scores.begin(), scores.end());
+        double sum = 0.0;
+        for (double x : scores) sum += std::exp(x - m);
+        double dot = 0.0;
+        for (int64_t d = 0; d < s.HS; d++)
+          dot += double{dout[(b * s.T + i) * C + h * s.HS + d]} *
+                 got.out[(b * s.T + i) * C + h * s.HS + d];
+        lse[(b * s.NH + h) * s.T + i] = static_cast<float>(m + std::log(sum));
+        delta[(b * s.NH + h) * s.T + i] = static_cast<float>(dot);
+      }
+  EXPECT_TRUE(Close(got.lse, lse, 1e-5)) << "attention_forward lse";
+  EXPECT_TRUE(Close(got.delta, delta, 1e-5)) << "attention_backward delta";
+}
+
+// The emulated kernels in fp32 against the CPU to float rounding, with lse and delta; in bf16
+// within bf16 rounding.
+void check_attention(gpt::cpu::CpuBackend& cpu, const AttentionLayout& l, float q_std) {
+  SCOPED_TRACE(l.tag());
+  const Qkv in = attention_inputs(l, q_std);
+  const Vec dout = normal(l.out_floats(), 1.0f);
+  const AttentionResult want = cpu_attention(cpu, l, in, dout);
+
+  const AttentionResult fp32 = emulated_attention(l, in, dout, false);
+  EXPECT_TRUE(Close(fp32.out, want.out, 1e-5)) << "attention_forward out";
+  EXPECT_TRUE(Close(fp32.grad.q, want.grad.q, 1e-5)) << "attention_backward dq";
+  EXPECT_TRUE(Close(fp32.grad.k, want.grad.k, 1e-5)) << "attention_backward dk";
+  EXPECT_TRUE(Close(fp32.grad.v, want.grad.v, 1e-5)) << "attention_backward dv";
+  check_attention_statistics(l, in, dout, fp32);
+
+  const AttentionResult bf16 = emulated_attention(l, in, dout, true);
+  EXPECT_TRUE(Close(bf16.out, want.out, 2e-2)) << "bf16 attention_forward out";
+  EXPECT_TRUE(Close(bf16.grad.q, want.grad.q, 2e-2)) << "bf16 attention_backward dq";
+  EXPECT_TRUE(Close(bf16.grad.k, want.grad.k, 2e-2)) << "bf16 attention_backward dk";
+  EXPECT_TRUE(Close(bf16.grad.v, want.grad.v, 2e-2)) << "bf16 attention_backward dv";
+}
+
+// GPT-2's fused qkv (NKV = NH, packed, no pad).
 TEST_F(CudaEmulation, Attention) {
   struct Shape {
     int64_t B, T, NH, HS;
@@ -633,92 +890,71 @@ TEST_F(CudaEmulation, Attention) {
       {1, 200, 1, 64, 4.0f}, {1, 300, 2, 64, 2.0f},  {1, 1024, 1, 64, 2.0f}, {1, 100, 2, 100, 1.0f},
       {1, 47, 1, 128, 1.0f}, {1, 190, 1, 128, 3.0f}, {1, 33, 2, 200, 2.0f},  {1, 50, 1, 256, 1.0f},
       {1, 150, 1, 256, 1.0f}};
-  for (const Shape& s : shapes) {
-    SCOPED_TRACE(shape({{"B", s.B}, {"T", s.T}, {"NH", s.NH}, {"HS", s.HS}}));
-    const int64_t C = s.NH * s.HS, C3 = 3 * C;
-    Vec qkv = normal(s.B * s.T * C3, 1.0f);
-    for (size_t i = 0; i < qkv.size(); i++)
-      if (static_cast<int64_t>(i) % C3 < C) qkv[i] *= s.q_std;
-    const Vec dout = normal(s.B * s.T * C, 1.0f);
-    Vec out(static_cast<size_t>(s.B * s.T * C)), att(cpu.attention_cache_floats(s.B, s.NH, s.T)),
-        datt(cpu.attention_scratch_floats(s.B, s.NH, s.T)), dqkv(qkv.size());
-    cpu.attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.NH, s.HS);
-    cpu.attention_backward(dqkv.data(), datt.data(), dout.data(), out.data(), qkv.data(),
-                           att.data(), s.B, s.T, s.NH, s.HS);
-
-    const AttentionResult fp32 = emulated_attention(qkv, dout, s.B, s.T, s.NH, s.HS, false);
-    EXPECT_TRUE(Close(fp32.out, out, 1e-5)) << "attention_forward out";
-    EXPECT_TRUE(Close(fp32.dqkv, dqkv, 1e-5)) << "attention_backward dqkv";
-    // lse and delta against double-precision sums of the same inputs.
-    const double scale = 1.0 / std::sqrt(static_cast<double>(static_cast<float>(s.HS)));
-    Vec lse(fp32.lse.size()), delta(fp32.delta.size());
-    for (int64_t b = 0; b < s.B; b++)
-      for (int64_t h = 0; h < s.NH; h++)
-        for (int64_t i = 0; i < s.T; i++) {
-          const float* q = &qkv[(b * s.T + i) * C3 + h * s.HS];
-          std::vector<double> scores(static_cast<size_t>(i + 1));
-          for (int64_t j = 0; j <= i; j++) {
-            const float* k = &qkv[(b * s.T + j) * C3 + C + h * s.HS];
-            double dot = 0.0;
-            for (int64_t d = 0; d < s.HS; d++) dot += double{q[d]} * k[d];
-            scores[j] = dot * scale;
-          }
-          const double m = *std::max_element(scores.begin(), scores.end());
-          double sum = 0.0;
-          for (double x : scores) sum += std::exp(x - m);
-          double dot = 0.0;
-          for (int64_t d = 0; d < s.HS; d++)
-            dot += double{dout[(b * s.T + i) * C + h * s.HS + d]} *
-                   fp32.out[(b * s.T + i) * C + h * s.HS + d];
-          lse[(b * s.NH + h) * s.T + i] = static_cast<float>(m + std::log(sum));
-          delta[(b * s.NH + h) * s.T + i] = static_cast<float>(dot);
-        }
-    EXPECT_TRUE(Close(fp32.lse, lse, 1e-5)) << "attention_forward lse";
-    EXPECT_TRUE(Close(fp32.delta, delta, 1e-5)) << "attention_backward delta";
-
-    // bf16 operands: the CPU's float32 results within bf16 rounding.
-    const AttentionResult bf16 = emulated_attention(qkv, dout, s.B, s.T, s.NH, s.HS, true);
-    EXPECT_TRUE(Close(bf16.out, out, 2e-2)) << "bf16 attention_forward out";
-    EXPECT_TRUE(Close(bf16.dqkv, dqkv, 2e-2)) << "bf16 attention_backward dqkv";
-  }
+  for (const Shape& s : shapes)
+    check_attention(cpu, AttentionLayout(s.B, s.T, s.NH, s.NH, s.HS, true, 0), s.q_std);
   // Nothing to compute: no launch, no access.
   emu::clear_launches();
-  gc::attention_forward(nullptr, nullptr, nullptr, nullptr, 0, 5, 2, 8, false);
-  gc::attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 3, 0, 2, 8,
-                         false);
+  gc::attention_forward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                        gpt::fused_qkv_shape(0, 5, 2, 8), false);
+  gc::attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                         nullptr, nullptr, nullptr, gpt::fused_qkv_shape(3, 0, 2, 8), false);
   EXPECT_TRUE(emu::launches().empty());
 }
 
-// Generation: a row's keys and values stored at position length-1 of caches whose later
-// positions are NaN (a read past `length` shows), then the row's query over the cache.
+// Grouped-query: NH/NKV query heads per kv head (dk and dv summed over the group), q, k and v in
+// three strided buffers or packed in one with a pad; groups of 2 and 4 and one kv head for all
+// (multi-query), head sizes of three dispatch widths, T across the dk/dv kernel's key tiles.
+TEST_F(CudaEmulation, AttentionGroupedQuery) {
+  struct Shape {
+    int64_t B, T, NH, NKV, HS;
+    bool packed;
+    int64_t pad;
+  };
+  const Shape shapes[] = {{2, 9, 4, 2, 8, false, 3},  {1, 70, 4, 1, 16, false, 0},
+                          {2, 33, 4, 2, 32, true, 5}, {1, 65, 6, 3, 17, false, 1},
+                          {1, 40, 4, 1, 64, true, 0}, {1, 20, 2, 1, 128, false, 4}};
+  for (const Shape& s : shapes)
+    check_attention(cpu, AttentionLayout(s.B, s.T, s.NH, s.NKV, s.HS, s.packed, s.pad), 1.5f);
+  EXPECT_THROW(gc::check_attention_shape(AttentionLayout(1, 4, 4, 3, 8, false, 0).s, "test"),
+               std::exception)
+      << "NKV must divide NH";
+}
+
+// Generation: a row's keys and values stored at position length-1 of caches (B,NKV,T_max,HS)
+// whose later positions are NaN (a read past `length` shows), then the row's queries over the
+// cache. NKV = NH from GPT-2's fused row; NKV < NH from separate strided q, k and v rows.
 TEST_F(CudaEmulation, AttentionDecode) {
   struct Shape {
-    int64_t B, NH, HS, T_max, length;
+    int64_t B, NH, NKV, HS, T_max, length;
   };
-  const Shape shapes[] = {{1, 1, 1, 1, 1},      {2, 3, 4, 9, 5},     {1, 2, 64, 300, 300},
-                          {2, 1, 17, 200, 129}, {1, 2, 256, 40, 33}, {3, 2, 8, 128, 128}};
+  const Shape shapes[] = {{1, 1, 1, 1, 1, 1},      {2, 3, 3, 4, 9, 5},     {1, 2, 2, 64, 300, 300},
+                          {2, 1, 1, 17, 200, 129}, {1, 2, 2, 256, 40, 33}, {3, 2, 2, 8, 128, 128},
+                          {2, 4, 2, 8, 9, 5},      {1, 4, 1, 32, 70, 66},  {2, 6, 3, 5, 12, 12}};
   for (const Shape& s : shapes) {
-    SCOPED_TRACE(
-        shape({{"B", s.B}, {"NH", s.NH}, {"HS", s.HS}, {"T_max", s.T_max}, {"length", s.length}}));
-    const int64_t C = s.NH * s.HS, cache = s.B * s.NH * s.T_max * s.HS;
-    const Vec row = normal(s.B * 3 * C, 1.0f);
+    const AttentionLayout l(s.B, s.T_max, s.NH, s.NKV, s.HS, s.NKV == s.NH, s.NKV == s.NH ? 0 : 3);
+    SCOPED_TRACE(l.tag() + shape({{"length", s.length}}));
+    const int64_t cache = s.B * s.NKV * s.T_max * s.HS;
+    // One row per sequence: the layout's buffers of T = 1.
+    AttentionLayout row_layout = l;
+    row_layout.s.T = 1;
+    const Qkv row = attention_inputs(row_layout, 1.0f);
     Vec k0 = normal(cache, 1.0f), v0 = normal(cache, 1.0f);
     for (int64_t i = 0; i < cache; i++)
       if (i / s.HS % s.T_max >= s.length) k0[i] = v0[i] = kNaN;
-    Vec k = k0, v = v0, out(static_cast<size_t>(s.B * C)),
+    Vec k = k0, v = v0, out(static_cast<size_t>(s.B * s.NH * s.HS)),
         scores(static_cast<size_t>(cpu.attention_decode_floats(s.B, s.NH, s.T_max)));
-    cpu.attention_kv_store(k.data(), v.data(), row.data(), s.B, 1, s.NH, s.HS, s.T_max,
+    const auto x = qkv_pointers<const float>(l, row.q.data(), row.k.data(), row.v.data());
+    cpu.attention_kv_store(k.data(), v.data(), x[1], x[2], l.s, 1, s.length - 1);
+    cpu.attention_decode(out.data(), scores.data(), x[0], k.data(), v.data(), l.s, s.length);
+    Floats d_q(row.q), d_k(row.k), d_v(row.v), k_cache(k0), v_cache(v0),
+        d_out(Vec(out.size(), kNaN)), d_scores(Vec(scores.size(), kNaN));
+    const auto dx = qkv_pointers<const float>(l, d_q.get(), d_k.get(), d_v.get());
+    gc::attention_kv_store(nullptr, k_cache.get(), v_cache.get(), dx[1], dx[2], l.s, 1,
                            s.length - 1);
-    cpu.attention_decode(out.data(), scores.data(), row.data(), k.data(), v.data(), s.B, s.NH, s.HS,
-                         s.T_max, s.length);
-    Floats d_row(row), d_k(k0), d_v(v0), d_out(Vec(out.size(), kNaN)),
-        d_scores(Vec(scores.size(), kNaN));
-    gc::attention_kv_store(nullptr, d_k.get(), d_v.get(), d_row.get(), s.B, 1, s.NH, s.HS, s.T_max,
-                           s.length - 1);
-    EXPECT_TRUE(Same(d_k.read(), k)) << "attention_kv_store keys";
-    EXPECT_TRUE(Same(d_v.read(), v)) << "attention_kv_store values";
-    gc::attention_decode(nullptr, d_out.get(), d_scores.get(), d_row.get(), d_k.get(), d_v.get(),
-                         s.B, s.NH, s.HS, s.T_max, s.length);
+    EXPECT_TRUE(Same(k_cache.read(), k)) << "attention_kv_store keys";
+    EXPECT_TRUE(Same(v_cache.read(), v)) << "attention_kv_store values";
+    gc::attention_decode(nullptr, d_out.get(), d_scores.get(), dx[0], k_cache.get(), v_cache.get(),
+                         l.s, s.length);
     EXPECT_TRUE(Close(d_out.read(), out, 1e-5)) << "attention_decode";
   }
 }
@@ -729,8 +965,11 @@ TEST_F(CudaEmulation, AttentionDecode) {
 // block writes without a barrier between, and none depends on the order of blocks.
 TEST_F(CudaEmulation, ResultsIndependentOfThreadOrder) {
   const Vec x = uniform(9 * 100, -3.0f, 3.0f), w = uniform(100, 0.5f, 1.5f);
-  const Vec logits = uniform(3 * 700, -8.0f, 8.0f), qkv = normal(2 * 70 * 3 * 128, 1.0f);
-  const Vec dout = normal(2 * 70 * 128, 1.0f), wide = uniform(300001, -1.0f, 1.0f);
+  const Vec logits = uniform(3 * 700, -8.0f, 8.0f), wide = uniform(300001, -1.0f, 1.0f);
+  // Grouped-query, so that the dk/dv kernel's loop over a group's heads is in the check.
+  const AttentionLayout layout(2, 70, 4, 2, 64, false, 0);
+  const Qkv qkv = attention_inputs(layout, 1.0f);
+  const Vec dout = normal(layout.out_floats(), 1.0f);
   std::vector<int32_t> tokens(300);
   for (size_t i = 0; i < tokens.size(); i++) tokens[i] = static_cast<int32_t>(i * 7 % 13);
   auto run = [&] {
@@ -750,10 +989,11 @@ TEST_F(CudaEmulation, ResultsIndependentOfThreadOrder) {
     auto sort_work = scratch(gc::embedding_backward_scratch_bytes(300));
     gc::embedding_backward(nullptr, dwte.get(), demb.get(), dt.get(), 300, 3, 0, 13,
                            sort_work.get());
-    const auto attention = emulated_attention(qkv, dout, 2, 70, 2, 64, false);
+    const auto attention = emulated_attention(layout, qkv, dout, false);
     const auto total_bits = static_cast<float>(total.read()[0]);
-    r = {ln.read(),    mean.read(), rstd.read(),   rmax.read(),   rsum.read(),
-         {total_bits}, dwte.read(), attention.out, attention.lse, attention.dqkv};
+    r = {ln.read(),     mean.read(),      rstd.read(),      rmax.read(),
+         rsum.read(),   {total_bits},     dwte.read(),      attention.out,
+         attention.lse, attention.grad.q, attention.grad.k, attention.grad.v};
     return r;
   };
   const auto forward = run();

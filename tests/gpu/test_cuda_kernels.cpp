@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -451,6 +452,147 @@ TEST(CudaAttention, DecodeOverCacheMatchesCpu) {
   }
 }
 
+// Grouped-query attention over separate q, k, v whose rows are 3 floats longer than their heads:
+// NH/NKV query heads per kv head, dk and dv summed over each group. The gradients' pad columns
+// start at 7 and must stay so on both backends.
+struct GqaShape {
+  int64_t B, T, NH, NKV, HS;
+};
+const GqaShape kGqaShapes[] = {
+    {2, 70, 4, 2, 64}, {1, 129, 8, 1, 128}, {2, 33, 6, 3, 16}, {1, 300, 4, 2, 64}};
+
+AttentionShape gqa_shape(const GqaShape& g) {
+  return {g.B, g.T, g.NH, g.NKV, g.HS, g.NH * g.HS + 3, g.NKV * g.HS + 3};
+}
+
+std::string gqa_tag(const GqaShape& g) {
+  return shape_tag({{"B", g.B}, {"T", g.T}, {"NH", g.NH}, {"NKV", g.NKV}, {"HS", g.HS}});
+}
+
+Outputs gqa_attention_all(Backend& be, const GqaShape& g, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const AttentionShape s = gqa_shape(g);
+  const int64_t nq = s.B * s.T * s.q_stride, nkv = s.B * s.T * s.kv_stride;
+  const int64_t n_out = s.B * s.T * s.NH * s.HS;
+  auto q = put(be, randn(nq, rng)), k = put(be, randn(nkv, rng)), v = put(be, randn(nkv, rng));
+  auto dout = put(be, randn(n_out, rng));
+  auto out = filled(be, n_out, kNaN);
+  auto att = filled(be, be.attention_cache_floats(s.B, s.NH, s.T), kNaN);
+  auto datt = filled(be, be.attention_scratch_floats(s.B, s.NH, s.T), kNaN);
+  auto dq = filled(be, nq, 7.0f), dk = filled(be, nkv, 7.0f), dv = filled(be, nkv, 7.0f);
+  be.attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s);
+  be.attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), dout.data(), out.data(),
+                        q.data(), k.data(), v.data(), att.data(), s);
+  return {out.download(), dq.download(), dk.download(), dv.download()};
+}
+
+TEST(CudaAttention, GroupedQueryMatchesCpu) {
+  uint32_t seed = 66;
+  for (const auto& g : kGqaShapes) {
+    compare([&](Backend& be) { return gqa_attention_all(be, g, seed); }, cuda(), kFp32Rel,
+            {"gqa out", "gqa dq", "gqa dk", "gqa dv"}, gqa_tag(g));
+    const Outputs want = gqa_attention_all(cpu(), g, seed),
+                  got = gqa_attention_all(cuda_bf16(), g, seed);
+    expect_norm_close(got[0], want[0], kBf16Rel, "bf16 gqa out" + gqa_tag(g));
+    for (size_t i = 1; i < got.size(); i++)
+      expect_norm_close(got[i], want[i], 2 * kBf16Rel, "bf16 gqa gradient" + gqa_tag(g));
+    seed++;
+  }
+}
+
+// Generation with NKV < NH: a window stored, then one row, then that row's queries over the cache.
+Outputs gqa_decode_all(Backend& be, const GqaShape& g, uint32_t seed) {
+  std::mt19937 rng(seed);
+  AttentionShape s = gqa_shape(g);
+  s.T = g.T + 2;  // T_max
+  const Vec window_k = randn(g.B * (g.T - 1) * s.kv_stride, rng),
+            window_v = randn(g.B * (g.T - 1) * s.kv_stride, rng);
+  const Vec row_q = randn(g.B * s.q_stride, rng), row_k = randn(g.B * s.kv_stride, rng),
+            row_v = randn(g.B * s.kv_stride, rng);
+  auto wk = put(be, window_k), wv = put(be, window_v), q = put(be, row_q), rk = put(be, row_k),
+       rv = put(be, row_v);
+  auto k = filled(be, g.B * g.NKV * s.T * g.HS, 0.0f),
+       v = filled(be, g.B * g.NKV * s.T * g.HS, 0.0f);
+  auto scores = filled(be, be.attention_decode_floats(g.B, g.NH, s.T), kNaN);
+  auto out = filled(be, g.B * g.NH * g.HS, kNaN);
+  be.attention_kv_store(k.data(), v.data(), wk.data(), wv.data(), s, g.T - 1, 0);
+  be.attention_kv_store(k.data(), v.data(), rk.data(), rv.data(), s, 1, g.T - 1);
+  be.attention_decode(out.data(), scores.data(), q.data(), k.data(), v.data(), s, g.T);
+  return {k.download(), v.download(), out.download()};
+}
+
+TEST(CudaAttention, GroupedQueryDecodeMatchesCpu) {
+  uint32_t seed = 67;
+  for (const auto& g : kGqaShapes) {
+    compare([&](Backend& be) { return gqa_decode_all(be, g, seed); }, cuda(), kFp32Rel,
+            {"gqa cached keys", "gqa cached values", "gqa decode out"}, gqa_tag(g));
+    seed++;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the Llama family's RMSNorm, rotary positions and SwiGLU
+
+Outputs rmsnorm_all(Backend& be, int64_t N, int64_t C, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const Vec x = randn(N * C, rng, 2.0f, 0.5f), w = randn(C, rng), dout = randn(N * C, rng);
+  auto dx_in = put(be, x), dw_in = put(be, w), d_dout = put(be, dout);
+  auto out = filled(be, N * C, kNaN), rstd = filled(be, N, kNaN);
+  be.rmsnorm_forward(out.data(), rstd.data(), dx_in.data(), dw_in.data(), N, C, 1e-5f);
+  auto dinp = put(be, randn(N * C, rng)), dw = put(be, randn(C, rng));
+  be.rmsnorm_backward_input(dinp.data(), d_dout.data(), dx_in.data(), dw_in.data(), rstd.data(), N,
+                            C);
+  be.rmsnorm_backward_weight(dw.data(), d_dout.data(), dx_in.data(), rstd.data(), N, C);
+  return {out.download(), rstd.download(), dinp.download(), dw.download()};
+}
+
+TEST(CudaRmsNorm, Fp32MatchesCpu) {
+  uint32_t seed = 45;
+  for (int64_t N : {1, 5, 129, 16387})
+    for (int64_t C : {1, 7, 768, 1001}) {
+      if (N > 129 && C != 768) continue;
+      compare([&](Backend& be) { return rmsnorm_all(be, N, C, seed); }, cuda(), kFp32Rel,
+              {"rms out", "rms rstd", "rms dinp", "rms dw"}, shape_tag({{"N", N}, {"C", C}}));
+      seed++;
+    }
+}
+
+TEST(CudaRotary, ForwardAndBackwardMatchCpu) {
+  uint32_t seed = 47;
+  for (const auto& [B, T, heads, HS, start] : std::vector<std::array<int64_t, 5>>{
+           {1, 1, 1, 2, 0}, {2, 17, 4, 64, 0}, {3, 9, 8, 128, 40}}) {
+    auto run = [&](Backend& be) -> Outputs {
+      std::mt19937 rng(seed);
+      const Vec table = randn((start + T) * HS, rng), x = randn(B * T * heads * HS, rng);
+      auto d_table = put(be, table), fwd = put(be, x), bwd = put(be, x);
+      be.rotary_forward(fwd.data(), d_table.data(), B, T, heads, HS, start);
+      be.rotary_backward(bwd.data(), d_table.data(), B, T, heads, HS, start);
+      return {fwd.download(), bwd.download()};
+    };
+    compare(run, cuda(), kFp32Rel, {"rotary forward", "rotary backward"},
+            shape_tag({{"B", B}, {"T", T}, {"heads", heads}, {"HS", HS}, {"start", start}}));
+    seed++;
+  }
+}
+
+TEST(CudaSwiGlu, Fp32MatchesCpuIncludingEmpty) {
+  uint32_t seed = 48;
+  for (int64_t n : {0, 1, 7, 1025, 100003}) {
+    auto run = [&](Backend& be) -> Outputs {
+      std::mt19937 rng(seed);
+      const Vec gate = randn(n, rng, 3.0f), up = randn(n, rng), dout = randn(n, rng);
+      auto d_gate = put(be, gate), d_up = put(be, up), d_dout = put(be, dout);
+      auto out = filled(be, n, kNaN), dgate = filled(be, n, kNaN), dup = filled(be, n, kNaN);
+      be.swiglu_forward(out.data(), d_gate.data(), d_up.data(), n);
+      be.swiglu_backward(dgate.data(), dup.data(), d_dout.data(), d_gate.data(), d_up.data(), n);
+      return {out.download(), dgate.download(), dup.download()};
+    };
+    compare(run, cuda(), kFp32Rel, {"swiglu forward", "swiglu dgate", "swiglu dup"},
+            shape_tag({{"n", n}}));
+    seed++;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // residual stream and biases: single roundings, so bit-identical; column sums to rounding
 
@@ -762,6 +904,18 @@ Vec attention_backward_once(Backend& be) {
   return attention_all(be, AttShape{2, 257, 4, 64, 1.0f}, 170)[1];
 }
 
+// dk and dv summed over groups of 4 query heads.
+Vec gqa_attention_backward_once(Backend& be) {
+  const Outputs o = gqa_attention_all(be, GqaShape{2, 257, 8, 2, 64}, 175);
+  Vec r = o[1];
+  for (size_t i = 2; i < o.size(); i++) r.insert(r.end(), o[i].begin(), o[i].end());
+  return r;
+}
+
+Vec rmsnorm_weight_grad(Backend& be) {
+  return rmsnorm_all(be, 16387, 768, 185)[3];
+}
+
 Vec column_sums(Backend& be) {
   std::mt19937 rng(180);
   const int64_t N = 16384 + 3, C = 768;
@@ -814,6 +968,8 @@ TEST(CudaDeterminism, OwnKernelsRepeatBitForBit) {
   for (Backend* be : {&cuda(), &cuda(Precision::kBf16, true)}) {
     expect_repeatable(*be, embedding_backward_repeated, "embedding and position backward");
     expect_repeatable(*be, attention_backward_once, "attention_backward");
+    expect_repeatable(*be, gqa_attention_backward_once, "grouped-query attention_backward");
+    expect_repeatable(*be, rmsnorm_weight_grad, "rmsnorm_backward_weight");
     expect_repeatable(*be, column_sums, "bias_backward and layernorm_backward_weight");
     expect_repeatable(*be, sums, "sum and sum_squares");
   }

@@ -103,6 +103,20 @@ def model_datasets(path):
         return {name: np.array(f["model"][name]) for name in f["model"]}
 
 
+def assert_import_refused(test, directory, expected):
+    """convert --from-hf DIR fails with one error line naming DIR and saying `expected`, and
+    leaves no output file and no temporary folder."""
+    output = test.path(os.path.basename(directory) + ".h5")
+    r = h.run("convert", ["--from-hf", directory, "--output", output])
+    test.assertEqual(r.returncode, 1, r.describe())
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    test.assertEqual(len(errors), 1, r.describe())
+    test.assertIn(expected, errors[0])
+    test.assertIn(directory, errors[0])
+    test.assertFalse(os.path.exists(output))
+    test.assertEqual([f for f in os.listdir(test.tmp) if "convert-tmp" in f], [])
+
+
 class ConvertTest(h.TempDirTest):
 
     def convert(self, args, check=True):
@@ -274,15 +288,7 @@ class ConvertTest(h.TempDirTest):
         for name, (weights, config, fix, expected) in cases.items():
             with self.subTest(case=name):
                 directory = write_hf_dir(self.path(name), weights, config, fix)
-                output = self.path(name + ".h5")
-                r = self.convert(["--from-hf", directory, "--output", output], check=False)
-                self.assertEqual(r.returncode, 1, r.describe())
-                errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
-                self.assertEqual(len(errors), 1, r.describe())
-                self.assertIn(expected, errors[0])
-                self.assertIn(directory, errors[0])
-                self.assertFalse(os.path.exists(output))
-                self.assertEqual([f for f in os.listdir(self.tmp) if "convert-tmp" in f], [])
+                assert_import_refused(self, directory, expected)
 
         header_too_long = self.path("header.safetensors")
         with open(header_too_long, "wb") as f:

@@ -54,7 +54,7 @@ void check_shards_equal_serial(bool sequence_parallel) {
     models[k]->stage->forward(0, tokens.data(), targets.data());
     losses[k] = models[k]->stage->loss_sum(0);
     models[k]->stage->backward(0, 0, 1.0f / static_cast<float>(N));
-    models[k]->stage->reduce_sequence_parallel_grads();
+    models[k]->stage->reduce_partial_tp_grads();
   }
   EXPECT_NEAR(losses[1], losses[0], 1e-5 * std::abs(losses[0]));
 

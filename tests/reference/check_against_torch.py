@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks train against an independent GPT-2 written here in PyTorch (docs/DESIGN.md "Model").
+"""Checks train against an independent GPT-2 or Llama written here in PyTorch (docs/MODEL.md).
 
 Both start from the same initial checkpoint (train --steps 0) and the same sequential data, and
 run the same optimizer steps: forward, backward, clip_grad_norm_, torch.optim.AdamW (or SGD) with
@@ -25,6 +25,7 @@ except ImportError as missing:  # pragma: no cover
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_gpt2 import gpt2_loss  # noqa: E402
+from torch_llama import llama_loss  # noqa: E402
 
 
 def load_model(path):
@@ -60,7 +61,8 @@ def torch_run(weights, cfg, tokens, steps):
     for step in range(1, steps + 1):
         idx = [((step - 1) * G + j) % windows for j in range(G)]
         batch = torch.tensor(np.stack([tokens[k * T:k * T + T + 1] for k in idx]), dtype=torch.long)
-        loss = gpt2_loss(params, cfg, batch[:, :-1], batch[:, 1:])
+        loss_of = llama_loss if cfg.get("arch") == "llama" else gpt2_loss
+        loss = loss_of(params, cfg, batch[:, :-1], batch[:, 1:])
         opt.zero_grad()
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(list(params.values()),
@@ -78,6 +80,8 @@ def main():
     ap.add_argument("--mpiexec", default="", help="run train through this launcher")
     ap.add_argument("--np", type=int, default=1)
     ap.add_argument("--train-args", default="", help="extra train options (layout)")
+    ap.add_argument("--model-args", default="--n-layer 2 --n-head 4 --d-model 32 --seq-len 16",
+                    help="the model's options")
     ap.add_argument("--optimizer", default="adamw")
     ap.add_argument("--steps", type=int, default=6)
     args = ap.parse_args()
@@ -92,8 +96,8 @@ def main():
         f.create_dataset("tokens", data=tokens)
         f.attrs["vocab_size"] = vocab
         f.attrs["tokenizer"] = "ids"
-    common = ["--data", data, "--data-order", "sequential", "--n-layer", "2", "--n-head", "4",
-              "--d-model", "32", "--seq-len", "16", "--global-batch-size", "8",
+    common = ["--data", data, "--data-order", "sequential"] + args.model_args.split() + [
+              "--global-batch-size", "8",
               "--micro-batch-size", "4", "--optimizer", args.optimizer, "--lr", "1e-2",
               "--min-lr", "1e-3", "--warmup-steps", "2", "--grad-clip", "1.0", "--eval-every",
               "0", "--seed", "7", "--threads", "1", "--device", "cpu"]
