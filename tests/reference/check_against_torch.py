@@ -44,8 +44,8 @@ def lr_at(step, cfg):
     return min_lr + (lr - min_lr) * (1 + math.cos(math.pi * (s - warmup) / (steps - warmup))) / 2
 
 
-def torch_run(weights, cfg, tokens, steps):
-    params = {n: t.clone().requires_grad_(True) for n, t in weights.items()}
+def torch_run(weights, cfg, tokens, steps, dtype=torch.float32):
+    params = {n: t.to(dtype).requires_grad_(True) for n, t in weights.items()}
     decay = [p for p in params.values() if p.dim() >= 2]
     no_decay = [p for p in params.values() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg["weight_decay"]},
@@ -84,6 +84,9 @@ def main():
                     help="the model's options")
     ap.add_argument("--optimizer", default="adamw")
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--float64", action="store_true",
+                    help="replay in float64 (from the same float32 start): train's float32 run "
+                         "must agree with the exact one to float32 rounding")
     args = ap.parse_args()
     torch.manual_seed(0)
     work = tempfile.mkdtemp(prefix="torch_ref_")
@@ -112,7 +115,10 @@ def main():
     init_weights, _ = load_model(os.path.join(init_dir, "step-00000000.h5"))
     final_ours, cfg = load_model(os.path.join(run_dir, f"step-{args.steps:08d}.h5"))
     ours = [json.loads(line) for line in open(metrics) if '"loss"' in line]
-    final_torch, history = torch_run(init_weights, cfg, tokens.astype(np.int64), args.steps)
+    final_torch, history = torch_run(init_weights, cfg, tokens.astype(np.int64), args.steps,
+                                     torch.float64 if args.float64 else torch.float32)
+    final_ours = {n: t.to(torch.float64) for n, t in final_ours.items()}
+    final_torch = {n: t.to(torch.float64) for n, t in final_torch.items()}
 
     ok = True
     for (t_loss, t_norm), m in zip(history, ours):
