@@ -148,7 +148,7 @@ Catalogue gather_catalogue(MPI_Comm comm, const std::string& local, bool with_st
 // ---- phase 1: local checks
 
 void check_local(const ParameterStore& store, const WriteOwner& owner,
-                 const OptimizerMeta* optimizer) {
+                 const OptimizerMeta* optimizer, bool values_from_source) {
   if (optimizer != nullptr) {
     const auto& names = store.state_names();
     for (const std::string& s : optimizer->state_names) {
@@ -158,7 +158,8 @@ void check_local(const ParameterStore& store, const WriteOwner& owner,
   }
   for (const Parameter& p : store.params()) {
     if (!owner(p)) continue;
-    GPT_CHECK(p.value != nullptr, "checkpoint: parameter " << p.name << " is not allocated");
+    GPT_CHECK(values_from_source || p.value != nullptr,
+              "checkpoint: parameter " << p.name << " is not allocated");
     for (const Slab& s : p.slabs) {
       bool ok = s.start.size() == p.shape.size() && s.count.size() == p.shape.size() &&
                 s.local_offset >= 0 && s.local_offset + s.numel() <= p.local_numel;
@@ -275,7 +276,7 @@ uint32_t write_dataset_collective(hid_t file, const std::string& path, const Cat
 std::vector<uint32_t> write_collective(const std::string& temp, const Catalogue& catalogue,
                                        const OptimizerMeta* optimizer, ParameterStore& store,
                                        const WriteOwner& owner, const WriteOwner& state_owner,
-                                       MPI_Comm comm) {
+                                       const ValueSource* values, MPI_Comm comm) {
   std::map<std::string, const Parameter*> owned, state_owned;
   for (const Parameter& p : store.params()) {
     if (owner(p)) owned[p.name] = &p;
@@ -311,10 +312,18 @@ std::vector<uint32_t> write_collective(const std::string& temp, const Catalogue&
     for (const auto& [name, entry] : catalogue) {
       auto it = owned.find(name);
       const Parameter* local = it != owned.end() ? it->second : nullptr;
-      shares.push_back(write_dataset_collective(
-          file.id(), "/model/" + name, entry, entry.max_owned_slabs,
-          local != nullptr ? local->slabs : std::vector<Slab>{},
-          local != nullptr ? local->value : nullptr, backend, dcpl.id(), dxpl.id(), error));
+      std::vector<float> made;  // from `values`: held while this dataset is written
+      const float* base = local != nullptr ? local->value : nullptr;
+      if (local != nullptr && values != nullptr) {
+        made = (*values)(*local);
+        GPT_CHECK(static_cast<int64_t>(made.size()) == local->local_numel,
+                  "checkpoint: the values of " << name << " have another size");
+        base = made.data();
+      }
+      shares.push_back(
+          write_dataset_collective(file.id(), "/model/" + name, entry, entry.max_owned_slabs,
+                                   local != nullptr ? local->slabs : std::vector<Slab>{}, base,
+                                   backend, dcpl.id(), dxpl.id(), error));
       if (optimizer != nullptr) {
         h5::Handle group(GPT_H5_CHECK(
             H5Gcreate2(optimizer_group.id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
@@ -462,7 +471,7 @@ void finish_on_rank0(const std::string& temp, const std::string& final_path, con
 std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
                              const OptimizerMeta* optimizer, ParameterStore& store,
                              const WriteOwner& owner, MPI_Comm comm, int keep_last,
-                             const WriteOwner* state_owner_or_null) {
+                             const WriteOwner* state_owner_or_null, const ValueSource* values) {
   const WriteOwner& state_owner = state_owner_or_null != nullptr ? *state_owner_or_null : owner;
   h5::silence_errors();
   const bool root = comm_rank(comm) == 0;
@@ -472,7 +481,7 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
 
   try {
     agree_on_failure(comm, [&] {
-      check_local(store, owner, optimizer);
+      check_local(store, owner, optimizer, values != nullptr);
       if (!root) return;
       std::error_code ec;
       fs::create_directories(dir, ec);
@@ -490,7 +499,8 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
     });
     std::vector<uint32_t> shares;
     agree_on_failure(comm, [&] {
-      shares = write_collective(temp, catalogue, optimizer, store, owner, state_owner, comm);
+      shares =
+          write_collective(temp, catalogue, optimizer, store, owner, state_owner, values, comm);
     });
     // Every element has one writer, so the XOR of the shares is each tensor's full crc32.
     std::vector<uint32_t> crcs(shares.size());

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "framework/io/checkpoint_format.h"
 #include "framework/parameter.h"
@@ -16,6 +17,10 @@ namespace gpt {
 // Whether this rank writes its copy of a parameter. The caller decides so that every element has
 // exactly one writer: dp rank 0, tp rank 0 for tp-replicated parameters, never a tied copy.
 using WriteOwner = std::function<bool(const Parameter&)>;
+// A parameter's local storage (local_numel floats, host memory), made when its turn to be written
+// comes: how convert writes weights from elsewhere one tensor at a time, with the store's
+// parameters registered but never allocated.
+using ValueSource = std::function<std::vector<float>(const Parameter&)>;
 
 // Collective over comm (every rank of the job; all pass the same meta, optimizer kind and
 // keep_last). Writes <dir>/step-%08d.h5 under a temporary name, each rank writing the slabs of
@@ -27,10 +32,12 @@ using WriteOwner = std::function<bool(const Parameter&)>;
 // (the temporary is removed, earlier checkpoints are untouched). Returns the final path.
 // state_owner (null: owner) decides the writers of the optimizer states; each writes the blocks
 // its state buffers hold (ParameterStore::state_slabs: all of a parameter, or under the
-// distributed optimizer this dp rank's shard of it, into the same full datasets).
+// distributed optimizer this dp rank's shard of it, into the same full datasets). values (null:
+// the store's) gives the parameters' values instead of the store.
 std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
                              const OptimizerMeta* optimizer, ParameterStore& store,
                              const WriteOwner& owner, MPI_Comm comm, int keep_last,
-                             const WriteOwner* state_owner = nullptr);
+                             const WriteOwner* state_owner = nullptr,
+                             const ValueSource* values = nullptr);
 
 }  // namespace gpt

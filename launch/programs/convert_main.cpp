@@ -5,6 +5,7 @@
 // checkpoint's weights as a Hugging Face directory, --to-llmc FILE (GPT-2) as llm.c's
 // gpt2_124M.bin layout. One process; nothing is written under the output name unless the whole
 // conversion succeeds.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <functional>
@@ -78,9 +79,9 @@ void write_hf_tokenizer(const ConvertOptions& o, const fs::path& dir, const std:
 }
 
 // The checkpoint as `train --steps 0` would write it, at `output`: written by write_checkpoint
-// into a folder beside it, then moved.
+// into a folder beside it, then moved; each parameter's values from `values` as its turn comes.
 void write_weights_checkpoint(Runtime& rt, const ModelConfig& model, const std::string& tokenizer,
-                              const std::string& output) {
+                              const std::string& output, const ValueSource& values) {
   TrainOptions defaults;
   defaults.model = model;
   CheckpointMeta meta;
@@ -92,7 +93,7 @@ void write_weights_checkpoint(Runtime& rt, const ModelConfig& model, const std::
   fs::remove_all(folder, ec);
   const std::string written = write_checkpoint(
       folder, meta, nullptr, rt.store(), [](const Parameter& p) { return !p.tied_copy; },
-      MPI_COMM_WORLD, 0);
+      MPI_COMM_WORLD, 0, nullptr, &values);
   fs::rename(written, output, ec);
   GPT_INPUT_CHECK(!ec, "cannot move " << written << " to " << output << ": " << ec.message());
   fs::remove_all(folder, ec);
@@ -101,15 +102,39 @@ void write_weights_checkpoint(Runtime& rt, const ModelConfig& model, const std::
 // This project's tensor names and shapes, for the importers' checks.
 using ExpectedTensors = std::map<std::string, std::vector<int64_t>>;
 
-// Fills a one-rank model's parameters and writes the checkpoint. `check` sees every tensor the
-// model has before anything is read into it (the importers check names and shapes there);
-// `tensor` then gives each one, in its shape, so a tensor at a time is held besides the model.
+// p's local storage from its full logical tensor t: the slabs' elements (one rank holds whole
+// tensors, so each slab is a contiguous run of t, copied as one), zeros elsewhere (padding).
+std::vector<float> local_storage(const Parameter& p, const HostTensor& t) {
+  std::vector<float> local(static_cast<size_t>(p.local_numel), 0.0f);
+  for (const Slab& slab : p.slabs) {
+    bool whole_rows = true;  // the slab spans every dimension but the first
+    for (size_t d = 1; d < p.shape.size(); ++d)
+      whole_rows &= slab.start[d] == 0 && slab.count[d] == p.shape[d];
+    if (whole_rows) {
+      int64_t row = 1;
+      for (size_t d = 1; d < p.shape.size(); ++d) row *= p.shape[d];
+      std::copy_n(t.values.begin() + slab.start[0] * row, slab.numel(),
+                  local.begin() + slab.local_offset);
+      continue;
+    }
+    const std::vector<int64_t> logical = slab_logical_indices(slab, p.shape);
+    for (size_t k = 0; k < logical.size(); ++k)
+      local[static_cast<size_t>(slab.local_offset) + k] = t.values[static_cast<size_t>(logical[k])];
+  }
+  return local;
+}
+
+// Writes a one-rank model's checkpoint from weights elsewhere. `check` sees every tensor the
+// model has before anything is read (the importers check names and shapes there); `tensor` then
+// gives each one, in its shape, as the writer reaches it: the model's parameters are registered
+// but never allocated, so a tensor and its local copy are all that is held at a time.
 void write_imported(const ModelConfig& model, const std::string& source, const std::string& output,
                     const std::string& tokenizer,
                     const std::function<void(const ExpectedTensors&)>& check,
                     const std::function<HostTensor(const std::string&)>& tensor) {
   RuntimeOptions ro;
   ro.execution.device = DeviceKind::kCpu;
+  ro.allocate_parameters = false;
   // Nothing runs forward here: the layers' buffers are sized for one sequence, and for the
   // Llama family (no learned positions, so no parameter depends on it) of one token, so that
   // a long context costs no activation memory.
@@ -121,12 +146,12 @@ void write_imported(const ModelConfig& model, const std::string& source, const s
   for (const Parameter& p : rt.store().params())
     if (!p.tied_copy) expected[p.name] = p.shape;
   check(expected);
-  for (Parameter& p : rt.store().params()) {
+  const ValueSource values = [&](const Parameter& p) {
     const HostTensor t = tensor(p.name);
     GPT_CHECK(t.shape == p.shape, "imported tensor " << p.name << " has another shape");
-    rt.store().set_values(p, [&](int64_t i) { return t.values[static_cast<size_t>(i)]; });
-  }
-  write_weights_checkpoint(rt, model, tokenizer, output);
+    return local_storage(p, t);
+  };
+  write_weights_checkpoint(rt, model, tokenizer, output, values);
   GPT_LOG0("wrote " << output << ": " << model.num_parameters(true) << " parameters ("
                     << arch_name(model.arch) << ", " << model.n_layer << " layers, d_model "
                     << model.d_model << ", vocab " << model.vocab_size << ", " << model.seq_len

@@ -40,6 +40,7 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
   }
   bucket_plan_ = plan_buckets(bucket_parameters(*store_), options.dp_bucket_elements,
                               grid_->shape().dp, layout.distributed_optimizer);
+  if (!options.allocate_parameters) return;
   store_->allocate(bucket_plan_.padding_after);
   if (bucket_plan_.shards > 1)
     store_->shard_optimizer_state(shard_segments(bucket_plan_, grid_->dp_rank()));

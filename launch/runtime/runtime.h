@@ -37,6 +37,10 @@ struct RuntimeOptions {
   // The step's schedule: each chunk gets the caches and gradient sets it states for that chunk
   // of this rank's stage. None: one of each, what the forward-only runs of eval and generate use.
   std::optional<Schedule> schedule;
+  // False: the parameters are registered (names, shapes, slabs) but their buffers never
+  // allocated, and nothing may run: convert, which writes weights from elsewhere tensor by
+  // tensor (checkpoint_writer.h, ValueSource).
+  bool allocate_parameters = true;
 };
 
 class Runtime {
