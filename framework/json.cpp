@@ -32,15 +32,24 @@ int nesting_depth(const std::string& text) {
   return deepest;
 }
 
-}  // namespace
-
-Json parse_json_object(const std::string& text, const std::string& what) {
+template <typename J>
+J parse_object(const std::string& text, const std::string& what) {
   GPT_INPUT_CHECK(nesting_depth(text) <= kMaxJsonDepth,
                   what << ": JSON nested deeper than " << kMaxJsonDepth << " levels");
-  Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  J parsed = J::parse(text, nullptr, /*allow_exceptions=*/false);
   GPT_INPUT_CHECK(!parsed.is_discarded(), what << ": not valid JSON");
   GPT_INPUT_CHECK(parsed.is_object(), what << ": not a JSON object");
   return parsed;
+}
+
+}  // namespace
+
+Json parse_json_object(const std::string& text, const std::string& what) {
+  return parse_object<Json>(text, what);
+}
+
+LargeJson parse_large_json_object(const std::string& text, const std::string& what) {
+  return parse_object<LargeJson>(text, what);
 }
 
 std::string quoted_excerpt(const std::string& untrusted) {
@@ -51,11 +60,17 @@ std::string quoted_excerpt(const std::string& untrusted) {
          (cut ? "..." : "");
 }
 
-std::string json_found(const Json& value) {
+namespace {
+template <typename J>
+std::string found(const J& value) {
   if (value.is_number()) return value.dump();
   const std::string kind = value.type_name();
   if (kind == "array" || kind == "object") return "an " + kind;
   return "a " + kind;
 }
+}  // namespace
+
+std::string json_found(const Json& value) { return found(value); }
+std::string json_found(const LargeJson& value) { return found(value); }
 
 }  // namespace gpt

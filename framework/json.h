@@ -29,6 +29,12 @@ constexpr int kMaxJsonDepth = 64;
 // JSON, not an object, or nested deeper than kMaxJsonDepth).
 Json parse_json_object(const std::string& text, const std::string& what);
 
+// The same for files with objects of many keys (a tokenizer's vocabulary of 10^5 tokens), whose
+// key order does not matter: the ordered Json checks each new key against all before it, which
+// is quadratic; this one keeps keys in a sorted map.
+using LargeJson = nlohmann::json;
+LargeJson parse_large_json_object(const std::string& text, const std::string& what);
+
 // Text from a file, for a message: JSON-quoted (control characters escaped, so the message stays
 // one line) and cut to its first 40 bytes, so a hostile file cannot flood the error.
 std::string quoted_excerpt(const std::string& untrusted);
@@ -36,6 +42,7 @@ std::string quoted_excerpt(const std::string& untrusted);
 // What a message says was found instead of the expected value: a number's own short text, or
 // the kind of value ("a string", "an array", ...); never the value itself.
 std::string json_found(const Json& value);
+std::string json_found(const LargeJson& value);
 
 namespace json_detail {
 template <typename T>
@@ -69,14 +76,14 @@ std::string json_expected() {
 // `value` as T, or none when it holds another type. Integers must be JSON integers within T's
 // range: 2.7 or 1e3 is not an integer, and 2^63 is not an int64_t (nlohmann's own get<> would
 // truncate or wrap them).
-template <typename T>
-std::optional<T> json_value(const Json& value) {
+template <typename T, typename J>
+std::optional<T> json_value(const J& value) {
   if constexpr (json_detail::IsVector<T>::value) {
     if (!value.is_array()) return std::nullopt;
     T out;
     out.reserve(value.size());
-    for (const Json& element : value) {
-      std::optional<typename T::value_type> e = json_value<typename T::value_type>(element);
+    for (const J& element : value) {
+      std::optional<typename T::value_type> e = json_value<typename T::value_type, J>(element);
       if (!e) return std::nullopt;
       out.push_back(std::move(*e));
     }

@@ -13,6 +13,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "framework/text/bpe_merges.h"
+#include "framework/text/unicode_regex.h"
+
 namespace gpt {
 
 // The sizes of OpenAI's GPT-2 vocabulary, for token files that carry ids without the vocabulary
@@ -47,17 +50,15 @@ class Gpt2Tokenizer {
   }
 
  private:
-  struct Regex;  // the compiled pattern and its match data (PCRE2 stays inside the .cpp)
-
   void encode_piece(std::string_view piece, std::vector<int32_t>& ids);
 
   std::vector<std::string> token_bytes_;                 // id -> the bytes it stands for
   std::unordered_map<std::string, int32_t> byte_token_;  // the bytes -> id
-  std::unordered_map<uint64_t, int32_t> merge_rank_;     // (left id << 32 | right id) -> rank
-  std::vector<int32_t> merge_result_;                    // rank -> the merged token's id
+  BpeMerges merges_;
   std::unordered_map<std::string, std::vector<int32_t>> cache_;  // piece -> its ids
   int64_t eot_ = -1;
-  std::unique_ptr<Regex> regex_;
+  UnicodeRegex regex_;
+  RegexScratch scratch_;
 };
 
 }  // namespace gpt
