@@ -20,6 +20,10 @@ namespace gpt {
 
 class HfEncoder;
 
+// The identity HfTokenizer::identity() gives the file at `json_path`, computed from its bytes
+// alone (no parse): for checking a copy.
+std::string hf_tokenizer_identity(const std::string& json_path);
+
 class HfTokenizer {
  public:
   // `path` is a tokenizer.json or a directory holding one (a Hugging Face model directory).
@@ -70,6 +74,10 @@ class HfTokenizer {
 
  private:
   friend class HfEncoder;
+
+// The identity HfTokenizer::identity() gives the file at `json_path`, computed from its bytes
+// alone (no parse): for checking a copy.
+std::string hf_tokenizer_identity(const std::string& json_path);
   std::unique_ptr<Model> m_;
 };
 

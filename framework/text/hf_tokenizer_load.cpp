@@ -523,6 +523,10 @@ HfTokenizer::HfTokenizer(const std::string& path) : m_(std::make_unique<Model>()
 
 HfTokenizer::~HfTokenizer() = default;
 
+std::string hf_tokenizer_identity(const std::string& json_path) {
+  return "hf-sha256:" + sha256_hex(read_bounded(json_path, "tokenizer"));
+}
+
 const std::string& HfTokenizer::identity() const { return m_->identity; }
 const std::string& HfTokenizer::json_path() const { return m_->json_path; }
 const std::string& HfTokenizer::config_path() const { return m_->config_path; }

@@ -1,25 +1,33 @@
 // prepare-data: turns a text file into a training and a validation data set for `train --data`
-// (docs/DESIGN.md "Data"), with the byte-level tokenizer (token b = byte b, vocab_size 256) or
-// GPT-2's BPE (vocab_size 50257, eot 50256). The last --val-fraction of the text is held out (0:
-// none). The input is streamed in pieces cut where tokenization cannot depend on what lies beyond,
-// so inputs larger than memory work and the tokens equal those of the whole text at once. A plain
-// serial program: it needs no mpirun and never initialises MPI. Bad input ends with one "error:
-// ..." line and exit code 1, and leaves no output file.
+// (docs/DATA.md), with the byte-level tokenizer (token b = byte b, vocab_size 256), GPT-2's BPE
+// (vocab_size 50257, eot 50256) or a Hugging Face tokenizer.json. A .jsonl input holds one
+// document per line (its "text"), with the tokenizer's document token between documents; any
+// other input is one document. The last --val-fraction of the input is held out (0: none). The
+// input is streamed in pieces cut where tokenization cannot depend on what lies beyond (between
+// lines of a .jsonl; inside a document where the tokenizer proves it), so inputs larger than
+// memory work, --threads workers encode pieces at once, and the tokens equal those of the whole
+// text at once. A plain serial program apart from its worker threads: it needs no mpirun and
+// never initialises MPI. Bad input ends with one "error: ..." line and exit code 1, and leaves no
+// output file.
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "framework/check.h"
 #include "framework/io/bin_tokens.h"
 #include "framework/io/dataset.h"
+#include "framework/json.h"
 #include "framework/logging.h"
-#include "framework/text/gpt2_tokenizer.h"
+#include "framework/text/text_tokenizer.h"
 #include "framework/user_files.h"
 
 namespace {
@@ -28,50 +36,22 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 struct Options {
-  std::string input, output, tokenizer = "bytes", vocab, merges;
+  std::string input, output, tokenizer = "bytes", vocab, merges, format = "auto", json_key = "text";
   std::vector<std::string> from_bin;
   int64_t vocab_size = 0;  // --from-bin; 0: GPT-2's
   double val_fraction = 0.1;
   int64_t read_mb = 16;
+  int threads = 0;  // 0: every core
+  bool allow_special_tokens = false;
 };
 
-// The tokenizer as this program needs it: a name, a vocabulary, and encode.
-struct Tokenizer {
-  std::string name;
-  int64_t vocab_size = 256, eot = -1;
-  std::unique_ptr<gpt::Gpt2Tokenizer> gpt2;  // null for bytes
-
-  void encode(std::string_view text, std::vector<int32_t>& ids, uint64_t offset) {
-    if (gpt2) return gpt2->encode(text, ids, offset);
-    for (char c : text) ids.push_back(static_cast<unsigned char>(c));
-  }
-  // The first position >= from (and < text.size()) where the text may be cut without changing
-  // its tokens, or npos. Bytes: anywhere. GPT-2: after a "\n" between two printable ASCII
-  // characters: the "\n" is then a piece of its own (the whitespace rule cannot join it to a
-  // neighbour) and the next piece starts there whatever came before, because the pattern only
-  // looks ahead.
-  size_t cut_at_or_after(std::string_view text, size_t from) const {
-    if (!gpt2) return from < text.size() ? from : std::string_view::npos;
-    auto printable = [](char c) { return c > ' ' && c < 0x7F; };
-    for (size_t p = std::max<size_t>(from, 2); p < text.size(); ++p)
-      if (text[p - 1] == '\n' && printable(text[p - 2]) && printable(text[p])) return p;
-    return std::string_view::npos;
-  }
+// A piece of the input that is encoded on its own: whole lines of a .jsonl, or a stretch of the
+// one document of a text file (a continuation unless it starts the file).
+struct Chunk {
+  std::string text;
+  uint64_t offset = 0;
+  bool validation = false;
 };
-
-Tokenizer make_tokenizer(const Options& o) {
-  Tokenizer t;
-  t.name = o.tokenizer;
-  if (o.tokenizer == "gpt2") {
-    t.gpt2 = std::make_unique<gpt::Gpt2Tokenizer>(o.vocab, o.merges);
-    t.vocab_size = t.gpt2->vocab_size();
-    t.eot = t.gpt2->eot();
-  } else {
-    GPT_INPUT_CHECK(o.tokenizer == "bytes",
-                    "--tokenizer " << o.tokenizer << " is not one of bytes, gpt2");
-  }
-  return t;
-}
 
 // Where the validation part starts: at least one byte on each side, whatever the fraction.
 uint64_t validation_start(uint64_t n, double fraction) {
@@ -81,11 +61,21 @@ uint64_t validation_start(uint64_t n, double fraction) {
   return n - n_val;
 }
 
+bool is_jsonl(const Options& o) {
+  if (o.format != "auto") return o.format == "jsonl";
+  return fs::path(o.input).extension() == ".jsonl";
+}
+
 // Checks the options and the input file; returns the input's size in bytes.
 uint64_t check_text_input(const Options& o) {
   GPT_INPUT_CHECK(o.val_fraction >= 0.0 && o.val_fraction < 1.0,
                   "--val-fraction " << o.val_fraction << " must be in [0, 1)");
-  GPT_INPUT_CHECK(o.read_mb >= 1, "--read-mb " << o.read_mb << " must be at least 1");
+  GPT_INPUT_CHECK(o.read_mb >= 1 && o.read_mb <= 4096,
+                  "--read-mb " << o.read_mb << " must be in [1, 4096]");
+  GPT_INPUT_CHECK(o.threads >= 0 && o.threads <= 256,
+                  "--threads " << o.threads << " must be in [0, 256] (0: every core)");
+  GPT_INPUT_CHECK(o.format == "auto" || o.format == "text" || o.format == "jsonl",
+                  "--format " << o.format << " is not one of auto, text, jsonl");
   const fs::path output(o.output);
   GPT_INPUT_CHECK(!output.filename().empty(),
                   "--output " << o.output << " must name a file prefix, not a directory");
@@ -99,16 +89,132 @@ uint64_t check_text_input(const Options& o) {
   return n;
 }
 
-void print_summary(const Options& o, uint64_t n, const Tokenizer& tokenizer,
+// Reads the input in pieces and cuts them into chunks (see Chunk); the train/validation switch
+// is a cut too: the first at or after the validation start.
+class ChunkReader {
+ public:
+  ChunkReader(const Options& o, uint64_t n, const gpt::TextTokenizer& tokenizer)
+      : o_(o), n_(n), tokenizer_(tokenizer), jsonl_(is_jsonl(o)),
+        read_bytes_(static_cast<size_t>(o.read_mb) << 20), val_begin_(validation_start(n, o.val_fraction)),
+        in_(o.input, std::ios::binary) {
+    GPT_INPUT_CHECK(in_.good(), "--input " << o.input << ": cannot be read");
+  }
+
+  std::optional<Chunk> next() {
+    constexpr size_t kNone = std::string_view::npos;
+    while (true) {
+      if (!at_end_ && buffer_.size() < read_bytes_) read_more();
+      if (buffer_.empty()) return std::nullopt;
+      size_t upto = kNone;
+      const bool switch_here = !validation_ && val_begin_ < n_ && val_begin_ - offset_ <= buffer_.size();
+      if (switch_here) {
+        upto = cut(static_cast<size_t>(val_begin_ - offset_));
+        if (upto == kNone && !at_end_) {  // read on to find where validation may start
+          read_more();
+          continue;
+        }
+        GPT_INPUT_CHECK(upto != kNone,
+                        "--input " << o_.input << ": no place to start the validation part at or "
+                                      "after byte " << val_begin_
+                                   << (jsonl_ ? " (a line must start there)"
+                                              : " (the tokenizer cuts a document only after a "
+                                                "line break between two letters; gpt2 between "
+                                                "printable characters)"));
+      } else if (at_end_) {
+        upto = buffer_.size();
+      } else {
+        upto = cut(buffer_.size() / 2);
+        if (upto == kNone) upto = cut(0);
+        if (upto == kNone || upto == 0) {  // no cut yet: read more
+          read_more();
+          continue;
+        }
+      }
+      Chunk c{buffer_.substr(0, upto), offset_, validation_};
+      buffer_.erase(0, upto);
+      offset_ += upto;
+      if (switch_here) validation_ = true;
+      return c;
+    }
+  }
+  bool jsonl() const { return jsonl_; }
+  bool has_validation() const { return validation_; }
+
+ private:
+  size_t cut(size_t from) const {
+    if (!jsonl_) return tokenizer_.cut_at_or_after(buffer_, from);
+    // A .jsonl is cut at line starts.
+    if (from == 0 || from > buffer_.size()) return from == 0 ? 0 : std::string_view::npos;
+    const size_t newline = buffer_.find('\n', from - 1);
+    return newline == std::string::npos ? std::string_view::npos : newline + 1;
+  }
+  void read_more() {
+    if (at_end_) return;
+    const size_t old = buffer_.size();
+    buffer_.resize(old + read_bytes_);
+    in_.read(buffer_.data() + old, static_cast<std::streamsize>(read_bytes_));
+    buffer_.resize(old + static_cast<size_t>(in_.gcount()));
+    GPT_INPUT_CHECK(!in_.bad(), "--input " << o_.input << ": read failed");
+    at_end_ = in_.eof();
+  }
+
+  const Options& o_;
+  uint64_t n_;
+  const gpt::TextTokenizer& tokenizer_;
+  bool jsonl_;
+  size_t read_bytes_;
+  uint64_t val_begin_;
+  std::ifstream in_;
+  std::string buffer_;  // bytes [offset_, offset_ + size) of the input
+  uint64_t offset_ = 0;
+  bool at_end_ = false, validation_ = false;
+};
+
+// The ids of one chunk. Text: one stretch of the document (a BOS-first tokenizer's BOS opens the
+// file). .jsonl: each line's document with the document token before or after it.
+void encode_chunk(gpt::TextTokenizer& tokenizer, int worker, const Options& o, bool jsonl,
+                  const Chunk& c, std::vector<int32_t>& ids) {
+  ids.clear();
+  const int64_t doc = tokenizer.document_token();
+  if (!jsonl) {
+    if (c.offset == 0 && doc >= 0 && tokenizer.document_token_first())
+      ids.push_back(static_cast<int32_t>(doc));
+    tokenizer.encode(worker, c.text, ids, c.offset, c.offset > 0, o.allow_special_tokens);
+    return;
+  }
+  for (size_t begin = 0; begin < c.text.size();) {
+    size_t end = c.text.find('\n', begin);
+    if (end == std::string::npos) end = c.text.size();
+    const std::string line = c.text.substr(begin, end - begin);
+    const uint64_t at = c.offset + begin;
+    begin = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines
+    gpt::Json document;
+    try {
+      document = gpt::parse_json_object(line, "the line at byte " + std::to_string(at));
+    } catch (const gpt::Error& e) {
+      gpt::fail_input(e.what());
+    }
+    const auto text = document.find(o.json_key);
+    GPT_INPUT_CHECK(text != document.end() && text->is_string(),
+                    "the line at byte " << at << " has no string \"" << o.json_key << "\" (--json-key)");
+    if (doc >= 0 && tokenizer.document_token_first()) ids.push_back(static_cast<int32_t>(doc));
+    tokenizer.encode(worker, text->get_ref<const std::string&>(), ids, 0, false, o.allow_special_tokens);
+    if (doc >= 0 && !tokenizer.document_token_first()) ids.push_back(static_cast<int32_t>(doc));
+  }
+}
+
+void print_summary(const Options& o, uint64_t n, const gpt::TextTokenizer& tokenizer,
                    const gpt::TokenFileWriter& train, const std::string& train_path,
-                   const gpt::TokenFileWriter* val, const std::string& val_path, double seconds) {
+                   const gpt::TokenFileWriter* val, const std::string& val_path, int threads,
+                   double seconds) {
   std::printf("prepare-data: %llu bytes of %s -> %lld train tokens in %s", (unsigned long long)n,
               o.input.c_str(), static_cast<long long>(train.size()), train_path.c_str());
   if (val)
     std::printf(", %lld validation tokens in %s", static_cast<long long>(val->size()),
                 val_path.c_str());
-  std::printf(" (tokenizer %s, vocab_size %lld; %.1f MB/s)\n", tokenizer.name.c_str(),
-              static_cast<long long>(tokenizer.vocab_size), n / 1e6 / std::max(seconds, 1e-9));
+  std::printf(" (tokenizer %s, vocab_size %lld; %d threads; %.1f MB/s)\n", tokenizer.name().c_str(),
+              static_cast<long long>(tokenizer.vocab_size()), threads, n / 1e6 / std::max(seconds, 1e-9));
 }
 
 void create_output_folder(const Options& o) {
@@ -132,79 +238,77 @@ void report_progress(uint64_t offset, uint64_t n, std::chrono::steady_clock::tim
 
 void run(const Options& o) {
   const uint64_t n = check_text_input(o);
-  std::ifstream in(o.input, std::ios::binary);
-  GPT_INPUT_CHECK(in.good(), "--input " << o.input << ": cannot be read");
-  Tokenizer tokenizer = make_tokenizer(o);
-
+  const int threads = o.threads > 0 ? o.threads
+                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  gpt::TextTokenizer tokenizer(o.tokenizer, {o.vocab, o.merges}, threads);
   create_output_folder(o);
+  const std::string folder = fs::path(o.output).parent_path().string();
+  // A Hugging Face tokenizer is copied beside the data sets (text_tokenizer.h); a folder holding
+  // another one is refused before anything is written.
+  if (tokenizer.hf()) {
+    const fs::path there = fs::path(folder.empty() ? "." : folder) / "tokenizer.json";
+    std::error_code ec;
+    if (fs::exists(there, ec)) {
+      const std::string identity = gpt::hf_tokenizer_identity(there.string());
+      GPT_INPUT_CHECK(identity == tokenizer.name(),
+                      "--output " << o.output << ": " << there.string() << " is another tokenizer ("
+                                  << identity << ") than " << o.tokenizer
+                                  << ": a folder holds one tokenizer; choose another folder");
+    }
+  }
+  ChunkReader reader(o, n, tokenizer);
   const std::string train_path = o.output + ".train.h5", val_path = o.output + ".val.h5";
-  gpt::TokenFileWriter train(train_path, tokenizer.vocab_size, tokenizer.name, tokenizer.eot);
+  const int64_t eot = tokenizer.document_token();
+  gpt::TokenFileWriter train(train_path, tokenizer.vocab_size(), tokenizer.name(), eot);
   std::unique_ptr<gpt::TokenFileWriter> val;
-  const uint64_t val_begin = validation_start(n, o.val_fraction);
 
-  // buffer holds bytes [offset, offset + buffer.size()) of the input; each round encodes its
-  // prefix up to a cut and keeps the rest. The train/validation switch is a cut too: the first
-  // at or after val_begin.
-  const auto read_bytes = static_cast<size_t>(o.read_mb) << 20;
-  std::string buffer;
-  uint64_t offset = 0;
-  std::vector<int32_t> ids;
-  gpt::TokenFileWriter* out = &train;
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t next_report = 256ull << 20;
+  std::vector<Chunk> batch;
+  std::vector<std::vector<int32_t>> ids(static_cast<size_t>(threads));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
   while (true) {
-    const size_t old = buffer.size();
-    buffer.resize(old + read_bytes);
-    in.read(buffer.data() + old, static_cast<std::streamsize>(read_bytes));
-    buffer.resize(old + static_cast<size_t>(in.gcount()));
-    GPT_INPUT_CHECK(!in.bad(), "--input " << o.input << ": read failed");
-    const bool at_end = in.eof();
-    while (!buffer.empty()) {
-      constexpr size_t kNone = std::string_view::npos;
-      size_t upto = kNone;
-      const bool switch_here =
-          out == &train && val_begin < n && val_begin - offset <= buffer.size();
-      if (switch_here) {
-        upto = tokenizer.cut_at_or_after(buffer, static_cast<size_t>(val_begin - offset));
-        if (upto == kNone && !at_end) break;      // read on to find where validation may start
-        if (upto == kNone) upto = buffer.size();  // none: reported below
-      } else if (at_end) {
-        upto = buffer.size();
-      } else {
-        upto = tokenizer.cut_at_or_after(buffer, buffer.size() / 2);
-        if (upto == kNone) upto = tokenizer.cut_at_or_after(buffer, 0);
-        if (upto == kNone || upto == 0) break;  // no cut yet: read more
-      }
-      ids.clear();
+    batch.clear();
+    while (batch.size() < static_cast<size_t>(threads))
+      if (std::optional<Chunk> c = reader.next()) batch.push_back(std::move(*c));
+      else break;
+    if (batch.empty()) break;
+    // One worker per chunk; the ids are written in input order after all have finished.
+    auto work = [&](size_t i) {
       try {
-        tokenizer.encode(std::string_view(buffer).substr(0, upto), ids, offset);
-      } catch (const gpt::Error& e) {
-        gpt::fail_input(GPT_MSG("--input " << o.input << ": " << e.what()));
+        encode_chunk(tokenizer, static_cast<int>(i), o, reader.jsonl(), batch[i], ids[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
       }
-      out->append(ids.data(), ids.size());
-      buffer.erase(0, upto);
-      offset += upto;
-      if (switch_here) {
-        GPT_INPUT_CHECK(offset < n, "--input " << o.input
-                                               << ": no place to start the validation part at "
-                                                  "or after byte "
-                                               << val_begin
-                                               << " (gpt2 needs a line break between printable "
-                                                  "characters)");
-        val = std::make_unique<gpt::TokenFileWriter>(val_path, tokenizer.vocab_size, tokenizer.name,
-                                                     tokenizer.eot);
-        out = val.get();
+    };
+    std::vector<std::thread> workers;
+    for (size_t i = 1; i < batch.size(); ++i) workers.emplace_back(work, i);
+    work(0);
+    for (std::thread& t : workers) t.join();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (errors[i]) {
+        try {
+          std::rethrow_exception(errors[i]);
+        } catch (const gpt::Error& e) {
+          gpt::fail_input(GPT_MSG("--input " << o.input << ": " << e.what()));
+        }
       }
-      if (!at_end && buffer.size() < read_bytes) break;
+      if (batch[i].validation && !val)
+        val = std::make_unique<gpt::TokenFileWriter>(val_path, tokenizer.vocab_size(), tokenizer.name(), eot);
+      (batch[i].validation ? *val : train).append(ids[i].data(), ids[i].size());
     }
-    report_progress(offset, n, t0, next_report);
-    if (at_end && buffer.empty()) break;
+    report_progress(batch.back().offset + batch.back().text.size(), n, t0, next_report);
   }
+  if (reader.has_validation() && !val)  // validation starts at the very end: an empty part
+    val = std::make_unique<gpt::TokenFileWriter>(val_path, tokenizer.vocab_size(), tokenizer.name(), eot);
+  GPT_INPUT_CHECK(train.size() > 0, "--input " << o.input << ": no tokens for the training part");
+  GPT_INPUT_CHECK(!val || val->size() > 0, "--input " << o.input << ": no tokens for the validation part");
+  if (tokenizer.hf()) gpt::place_tokenizer_copy(*tokenizer.hf(), folder);
   train.finish();
   if (val) val->finish();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  print_summary(o, n, tokenizer, train, train_path, val.get(), val_path, seconds);
+  print_summary(o, n, tokenizer, train, train_path, val.get(), val_path, threads, seconds);
 }
 
 // --from-bin: each llm.c or nanoGPT token file becomes OUTPUT/<its name>.h5, a shard of one data
@@ -246,8 +350,8 @@ int main(int argc, char** argv) {
   const std::string gpt2_dir = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/";
   po::options_description desc(
       "prepare-data: text file -> training and validation data sets\n"
-      "usage: prepare-data --input FILE.txt --output PREFIX [--tokenizer bytes|gpt2]\n"
-      "       [--val-fraction F]\n"
+      "usage: prepare-data --input FILE.txt|FILE.jsonl --output PREFIX\n"
+      "       [--tokenizer bytes|gpt2|TOKENIZER.json|HF_DIR] [--val-fraction F] [--threads N]\n"
       "       prepare-data --from-bin FILE.bin... --output DIR [--vocab-size N --tokenizer NAME]\n"
       "writes PREFIX.train.h5 and PREFIX.val.h5 (creating PREFIX's folder)\noptions");
   desc.add_options()("help,h", "show this help and exit")(
@@ -255,14 +359,25 @@ int main(int argc, char** argv) {
       "output", po::value<std::string>(&options.output),
       "output prefix: writes PREFIX.train.h5 and PREFIX.val.h5 (required)")(
       "tokenizer", po::value<std::string>(&options.tokenizer)->default_value("bytes"),
-      "bytes (token = byte, vocab 256) or gpt2 (OpenAI's GPT-2 BPE, vocab 50257)")(
+      "bytes (token = byte, vocab 256), gpt2 (OpenAI's GPT-2 BPE, vocab 50257), or a Hugging "
+      "Face tokenizer.json or a model directory holding one")(
+      "threads", po::value<int>(&options.threads)->default_value(0),
+      "workers encoding at once (0: one per core); the ids do not depend on it")(
+      "format", po::value<std::string>(&options.format)->default_value("auto"),
+      "text (the file is one document), jsonl (one JSON object per line, a document each, "
+      "the tokenizer's document token between them), or auto: jsonl for a .jsonl file")(
+      "json-key", po::value<std::string>(&options.json_key)->default_value("text"),
+      "jsonl: the key of each line's text")(
+      "allow-special-tokens", po::bool_switch(&options.allow_special_tokens),
+      "match special tokens (<|begin_of_text|>, <s>, ...) written in the text; without it they "
+      "are encoded as ordinary text")(
       "vocab", po::value<std::string>(&options.vocab)->default_value(gpt2_dir + "encoder.json"),
       "gpt2: the vocabulary (encoder.json or vocab.json)")(
       "merges", po::value<std::string>(&options.merges)->default_value(gpt2_dir + "vocab.bpe"),
       "gpt2: the merges (vocab.bpe or merges.txt)")(
       "val-fraction", po::value<double>(&options.val_fraction)->default_value(0.1, "0.1"),
       "share of the text, taken from its end, held out for validation; in [0, 1), 0 = none "
-      "(gpt2 starts it at the first line break after that point)")(
+      "(it starts at the first place after that point where the input may be cut)")(
       "read-mb", po::value<int64_t>(&options.read_mb)->default_value(16),
       "read the input in pieces of this many MB")(
       "from-bin", po::value<std::vector<std::string>>(&options.from_bin)->multitoken(),
