@@ -18,6 +18,7 @@
 #include "framework/io/llama_weights.h"
 #include "framework/io/whole_file.h"
 #include "framework/logging.h"
+#include "framework/text/text_tokenizer.h"
 #include "framework/user_files.h"
 #include "launch/programs/program.h"
 #include "launch/runtime/runtime.h"
@@ -51,6 +52,19 @@ constexpr int64_t kGpt2EndOfText = 50256;
 // Hugging Face counterpart: nothing is written for it, and the log says so.
 void write_hf_tokenizer(const ConvertOptions& o, const fs::path& dir, const std::string& tokenizer,
                         const ModelConfig& model) {
+  if (tokenizer.rfind("hf-sha256:", 0) == 0) {
+    // The copy beside the checkpoint (text_tokenizer.h) goes into the directory as it came.
+    const fs::path folder = fs::path(o.checkpoint).parent_path();
+    const fs::path json = (folder.empty() ? fs::path(".") : folder) / "tokenizer.json";
+    std::error_code ec;
+    if (!fs::exists(json, ec) || hf_tokenizer_identity(json.string()) != tokenizer) {
+      GPT_LOG0("the checkpoint's tokenizer " << tokenizer << " has no copy beside it; no "
+                                             << "tokenizer.json written");
+      return;
+    }
+    place_tokenizer_copy(HfTokenizer(json.string()), dir.string());
+    return;
+  }
   if (tokenizer != "gpt2") {
     GPT_LOG0("the checkpoint's tokenizer '"
              << tokenizer << "' has no Hugging Face tokenizer files here; none written "
@@ -97,6 +111,20 @@ void write_weights_checkpoint(Runtime& rt, const ModelConfig& model, const std::
   fs::rename(written, output, ec);
   GPT_INPUT_CHECK(!ec, "cannot move " << written << " to " << output << ": " << ec.message());
   fs::remove_all(folder, ec);
+}
+
+// Refuses, before anything is written, an output folder holding another tokenizer than the one
+// the import will place beside its checkpoint.
+void check_tokenizer_folder(const HfTokenizer& tokenizer, const std::string& output) {
+  const fs::path folder = fs::path(output).parent_path();
+  const fs::path json = (folder.empty() ? fs::path(".") : folder) / "tokenizer.json";
+  std::error_code ec;
+  if (!fs::exists(json, ec)) return;
+  const std::string there = hf_tokenizer_identity(json.string());
+  GPT_INPUT_CHECK(there == tokenizer.identity(),
+                  "--output " << output << ": " << json.string() << " is another tokenizer ("
+                              << there << ") than " << tokenizer.json_path()
+                              << ": a folder holds one tokenizer; choose another folder");
 }
 
 // This project's tensor names and shapes, for the importers' checks.
@@ -185,15 +213,28 @@ void from_hf_llama(const ConvertOptions& o, const Json& config, const std::strin
   const ModelConfig model = llama_model_from_hf_config(config, model_type, config_path, o.seq_len);
   const HfWeightFiles files(dir.string());
   check_llama_model_size(files, model, config_path);
-  // The directory's own tokenizer (tokenizer.json) is not one this project runs: the checkpoint
-  // records where its token ids come from, unless --to-hf wrote the directory.
-  const std::string tokenizer = files.metadata(kTokenizerKey);
+  // The directory's tokenizer.json names the checkpoint's tokenizer and is copied beside it
+  // (text_tokenizer.h); a directory without one records where its ids come from ("hf:<type>",
+  // its data sets made elsewhere), unless --to-hf wrote it.
+  std::string tokenizer = files.metadata(kTokenizerKey);
+  std::unique_ptr<HfTokenizer> hf_tokenizer;
+  std::error_code ec;
+  if (fs::exists(dir / "tokenizer.json", ec)) {
+    hf_tokenizer = std::make_unique<HfTokenizer>(dir.string());
+    GPT_INPUT_CHECK(hf_tokenizer->vocab_size() <= model.vocab_size,
+                    hf_tokenizer->json_path() << " has " << hf_tokenizer->vocab_size()
+                                              << " tokens, more than vocab_size "
+                                              << model.vocab_size << " of " << config_path);
+    tokenizer = hf_tokenizer->identity();
+    check_tokenizer_folder(*hf_tokenizer, o.output);
+  }
   write_imported(
       model, dir.string(), o.output, tokenizer.empty() ? "hf:" + model_type : tokenizer,
       [&](const ExpectedTensors& expected) {
         check_llama_tensors(files, expected, model, config_path);
       },
       [&](const std::string& name) { return files.read(hf_llama_name(name)); });
+  if (hf_tokenizer) place_tokenizer_copy(*hf_tokenizer, fs::path(o.output).parent_path().string());
 }
 
 void from_hf(const ConvertOptions& o) {

@@ -1,10 +1,12 @@
 // generate: sample text from a checkpoint (docs/DESIGN.md "Programs"). The prompt is tokenized by
-// the checkpoint's tokenizer (bytes, or gpt2 with the files --vocab and --merges name); each new
+// the checkpoint's tokenizer (bytes, gpt2 with the files --vocab and --merges name, or a Hugging
+// Face tokenizer.json: the copy in the checkpoint's folder, or --tokenizer PATH); each new
 // token comes from the logits that follow the sequence (launch/inference/next_token.h: the prompt
 // prefilled once into a KV cache, then one row per token; --no-kv-cache re-runs the window of the
 // most recent seq_len tokens instead), gathered over tp ranks, sampled on the last stage with the
 // counter RNG's draw and broadcast so every rank extends the same sequence.
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -13,7 +15,7 @@
 #include "framework/io/whole_file.h"
 #include "framework/logging.h"
 #include "framework/rng.h"
-#include "framework/text/gpt2_tokenizer.h"
+#include "framework/text/text_tokenizer.h"
 #include "framework/user_files.h"
 #include "launch/inference/checkpoint_model.h"
 #include "launch/inference/next_token.h"
@@ -22,6 +24,7 @@
 #include "launch/programs/program.h"
 
 namespace po = boost::program_options;
+namespace fs = std::filesystem;
 
 namespace gpt {
 namespace {
@@ -30,6 +33,7 @@ struct GenerateOptions {
   std::string checkpoint, prompt, prompt_file, prompt_tokens;
   std::string vocab = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/encoder.json";
   std::string merges = std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/vocab.bpe";
+  std::string tokenizer;  // a tokenizer.json (or its directory) for hf-sha256 checkpoints
   int64_t max_new_tokens = 32, num_samples = 1, seq_len = 0;
   SamplingOptions sampling;
   uint64_t seed = 1;
@@ -66,6 +70,9 @@ po::options_description generate_options(GenerateOptions& o) {
   add("stop-at-newline", po::bool_switch(&o.stop_at_newline), "stop after a newline token");
   add("vocab", po::value(&o.vocab)->default_value(o.vocab), "gpt2 checkpoints: the vocabulary");
   add("merges", po::value(&o.merges)->default_value(o.merges), "gpt2 checkpoints: the merges");
+  add("tokenizer", po::value(&o.tokenizer)->default_value(""),
+      "checkpoints of a Hugging Face tokenizer: its tokenizer.json or directory (default: the "
+      "copy in the checkpoint's folder; its SHA-256 must be the one the checkpoint records)");
   add("pp", po::value(&o.layout.pp)->default_value(o.layout.pp),
       "pipeline stages; the ranks / pp are tp ranks");
   add("no-kv-cache", po::bool_switch(&o.no_kv_cache),
@@ -159,38 +166,58 @@ int generate_main(int argc, char** argv) {
   ro.execution = o.execution;
   LoadedModel model = load_model_for_inference(world, o.checkpoint, ro, o.seq_len);
   // Every rank tokenizes the prompt alike (the files are read on each, and agreed on).
-  std::unique_ptr<Gpt2Tokenizer> gpt2;
+  std::unique_ptr<TextTokenizer> tokenizer;
   std::vector<int32_t> prompt;
   std::string prompt_text = o.prompt;
   agree_on_failure(world, [&] {
-    GPT_INPUT_CHECK(model.tokenizer == "bytes" || model.tokenizer == "gpt2",
-                    "generate knows the tokenizers bytes and gpt2 (the checkpoint "
-                        << o.checkpoint << " uses " << model.tokenizer << ")");
-    if (model.tokenizer == "gpt2") {
-      gpt2 = std::make_unique<Gpt2Tokenizer>(o.vocab, o.merges);
-      GPT_INPUT_CHECK(gpt2->vocab_size() <= model.runtime->model().vocab_size,
-                      o.vocab << " has " << gpt2->vocab_size() << " tokens, more than the "
-                              << model.runtime->model().vocab_size << " of the checkpoint "
-                              << o.checkpoint);
+    std::string spec = model.tokenizer;
+    if (spec.rfind("hf-sha256:", 0) == 0) {
+      std::error_code ec;
+      const fs::path folder = fs::is_directory(o.checkpoint, ec)
+                                  ? fs::path(o.checkpoint)
+                                  : fs::path(o.checkpoint).parent_path();
+      spec = find_tokenizer_copy(model.tokenizer, o.tokenizer, folder.string(),
+                                 "the checkpoint " + o.checkpoint);
+    } else {
+      GPT_INPUT_CHECK(spec == "bytes" || spec == "gpt2",
+                      "generate knows the tokenizers bytes, gpt2 and Hugging Face tokenizer.json "
+                      "files (the checkpoint " << o.checkpoint << " uses " << model.tokenizer << ")");
     }
+    tokenizer = std::make_unique<TextTokenizer>(spec, Gpt2Files{o.vocab, o.merges});
+    GPT_INPUT_CHECK(tokenizer->name() == "bytes" ||
+                        tokenizer->vocab_size() <= model.runtime->model().vocab_size,
+                    "the tokenizer " << spec << " has " << tokenizer->vocab_size()
+                                     << " tokens, more than the " << model.runtime->model().vocab_size
+                                     << " of the checkpoint " << o.checkpoint);
     if (!o.prompt_file.empty()) prompt_text = read_prompt_file(o.prompt_file);
     if (!o.prompt_tokens.empty()) {
       prompt = parse_token_ids(o.prompt_tokens, model.runtime->model().vocab_size);
-    } else if (gpt2) {
-      prompt = gpt2->encode(prompt_text);
-      // No prompt: start after an end of text, as GPT-2's own unconditional samples do.
-      if (prompt.empty()) prompt.push_back(static_cast<int32_t>(gpt2->eot()));
     } else {
-      for (char c : prompt_text) prompt.push_back(static_cast<unsigned char>(c));
-      if (prompt.empty()) prompt.push_back('\n');  // the corpus' separator starts a fresh line
+      tokenizer->encode(0, prompt_text, prompt);
+      // A BOS-first tokenizer's prompt starts with its BOS, as its documents did in training.
+      if (tokenizer->document_token_first() && tokenizer->document_token() >= 0)
+        prompt.insert(prompt.begin(), static_cast<int32_t>(tokenizer->document_token()));
     }
-    GPT_INPUT_CHECK(prompt.back() >= 0, "the vocabulary " << o.vocab << " has no <|endoftext|>");
+    // No prompt: start after a document boundary, as GPT-2's own unconditional samples do;
+    // bytes: the corpus' separator starts a fresh line.
+    if (prompt.empty() && tokenizer->name() == "bytes") prompt.push_back('\n');
+    if (prompt.empty() && tokenizer->document_token() >= 0)
+      prompt.push_back(static_cast<int32_t>(tokenizer->document_token()));
+    GPT_INPUT_CHECK(!prompt.empty(), "an empty prompt needs a document token, and the tokenizer "
+                                         << spec << " names none: give --prompt");
   });
-  const int32_t newline = gpt2 ? gpt2->encode("\n").at(0) : '\n';
+  std::vector<int32_t> newline_ids;
+  tokenizer->encode(0, "\n", newline_ids);
+  const int32_t newline = newline_ids.empty() ? -1 : newline_ids.back();
   // A token outside the tokenizer's vocabulary (a model trained with a larger one) is an error
-  // of the decode, named there.
-  auto decode = [&](const std::vector<int32_t>& ids) {
-    return gpt2 ? gpt2->decode(ids) : std::string(ids.begin(), ids.end());
+  // of the decode, named there. The new tokens' text is what decoding the whole sequence adds to
+  // the prompt's (SentencePiece decoders drop a leading space of the text they are given).
+  auto decode = [&](const std::vector<int32_t>& ids) { return tokenizer->decode(ids); };
+  auto continuation = [&](const std::vector<int32_t>& generated) {
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), generated.begin(), generated.end());
+    const std::string before = decode(prompt), whole = decode(all);
+    return whole.compare(0, before.size(), before) == 0 ? whole.substr(before.size()) : decode(generated);
   };
   const std::string shown_prompt = o.prompt_tokens.empty() ? prompt_text : decode(prompt);
   std::unique_ptr<NextTokenLogits> logits;
@@ -202,7 +229,7 @@ int generate_main(int argc, char** argv) {
     const std::vector<int32_t> generated =
         generate_tokens(*model.runtime, *logits, prompt, o, newline, sample);
     if (comm_rank(world) != 0) continue;
-    const std::string text = decode(generated);
+    const std::string text = continuation(generated);
     if (o.num_samples > 1) std::cout << "--- sample " << sample + 1 << " ---\n";
     std::cout << shown_prompt << text;
     if (text.empty() || text.back() != '\n') std::cout << "\n";

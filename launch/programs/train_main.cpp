@@ -12,6 +12,7 @@
 #include "framework/io/shard_record.h"
 #include "framework/io/synthetic_corpus.h"
 #include "framework/logging.h"
+#include "framework/text/text_tokenizer.h"
 #include "launch/programs/program.h"
 #include "launch/training/memory_report.h"
 #include "launch/training/metrics.h"
@@ -65,7 +66,9 @@ TrainInputs load_inputs(MPI_Comm world, TrainOptions& options) {
       const CheckpointReader& c = *in.checkpoint;
       if (options.init_from.empty())
         check_recorded_shards(c.meta().config_json, c.path(), in.train);
-      GPT_INPUT_CHECK(options.model.vocab_size == in.train.vocab_size,
+      // A model's embedding may be larger than its tokenizer's vocabulary (Qwen's 151936 rows
+      // for 151669 tokens), never smaller.
+      GPT_INPUT_CHECK(in.train.vocab_size <= options.model.vocab_size,
                       in.train.path << " has vocab_size " << in.train.vocab_size
                                     << " but the checkpoint " << c.path() << " has "
                                     << options.model.vocab_size);
@@ -74,14 +77,16 @@ TrainInputs load_inputs(MPI_Comm world, TrainOptions& options) {
                                     << " but the checkpoint " << c.path() << " uses "
                                     << c.meta().tokenizer);
     }
-    options.model.vocab_size = in.train.vocab_size;
+    if (!in.checkpoint) options.model.vocab_size = in.train.vocab_size;
     options.model.validate();
     check_dataset_fits(in.train, options.model.seq_len);
     if (!in.validation.empty()) {
-      GPT_INPUT_CHECK(in.validation.vocab_size == in.train.vocab_size,
+      GPT_INPUT_CHECK(in.validation.vocab_size == in.train.vocab_size &&
+                          in.validation.tokenizer == in.train.tokenizer,
                       in.validation.path << " has vocab_size " << in.validation.vocab_size
-                                         << " but " << in.train.path << " has "
-                                         << in.train.vocab_size);
+                                         << " and tokenizer " << in.validation.tokenizer << " but "
+                                         << in.train.path << " has " << in.train.vocab_size
+                                         << " and " << in.train.tokenizer);
       check_dataset_fits(in.validation, options.model.seq_len);
     }
   });
@@ -182,6 +187,34 @@ std::unique_ptr<MetricsWriter> prepare_outputs(MPI_Comm world, const TrainOption
   return metrics;
 }
 
+// A Hugging Face tokenizer goes with the checkpoints (framework/text/text_tokenizer.h): its copy
+// beside the data set, or beside the checkpoint the run starts from, is placed in the checkpoint
+// folder, so generate finds it there. Rank 0; agreed over world.
+void carry_tokenizer(MPI_Comm world, const TrainOptions& options, const TokenDataset& train,
+                     const std::string& checkpoint_path) {
+  if (train.tokenizer.rfind("hf-sha256:", 0) != 0) return;
+  agree_on_failure(world, [&] {
+    if (comm_rank(world) != 0) return;
+    namespace fs = std::filesystem;
+    auto folder_of = [](const std::string& path) {
+      std::error_code ec;
+      return fs::is_directory(path, ec) ? path : fs::path(path).parent_path().string();
+    };
+    std::vector<std::string> folders = {folder_of(train.path.substr(0, train.path.find(',')))};
+    if (!checkpoint_path.empty()) folders.push_back(folder_of(checkpoint_path));
+    for (const std::string& folder : folders) {
+      const fs::path json = fs::path(folder.empty() ? "." : folder) / "tokenizer.json";
+      std::error_code ec;
+      if (!fs::exists(json, ec) || hf_tokenizer_identity(json.string()) != train.tokenizer) continue;
+      place_tokenizer_copy(HfTokenizer(json.string()), options.checkpoint_dir);
+      return;
+    }
+    log::info0("the tokenizer " + train.tokenizer + " of " + train.path +
+               " has no tokenizer.json beside the data set: the checkpoints will not carry it "
+               "(generate then needs --tokenizer)");
+  });
+}
+
 // The communication watchdog (--comm-timeout; none at 0), its files beside the checkpoints: a
 // directory every node sees. Agreed over world.
 std::unique_ptr<Watchdog> start_watchdog(MPI_Comm world, const TrainOptions& options,
@@ -223,12 +256,14 @@ int train_main(int argc, char** argv) {
   // Continuing a checkpoint (a resume, not --init-from's fine-tuning start).
   const bool continuing = inputs.checkpoint != nullptr && options.init_from.empty();
   TrainState0 start = build_runtime_and_state(world, options, inputs.checkpoint.get());
+  const std::string start_checkpoint = inputs.checkpoint ? inputs.checkpoint->path() : "";
   inputs.checkpoint.reset();  // read: closed before training
   print_startup_report(world, start.runtime->grid().shape(), start.runtime->threads());
   log_distributed_optimizer(*start.runtime, *start.optimizer);
   std::unique_ptr<CheckpointFolderLock> folder_lock;
   std::unique_ptr<MetricsWriter> metrics =
       prepare_outputs(world, options, start.state.step, continuing, folder_lock);
+  carry_tokenizer(world, options, inputs.train, start_checkpoint);
   const TokenDataset& data = inputs.train;
   log::info0(
       "data: " + data.path + " (" + std::to_string(data.size()) + " tokens" +
