@@ -4,7 +4,8 @@ by node through hf_reference_lines.js), on the three tokenizers of scripts/fetch
 Llama 3 and Qwen3 (byte-level BPE) and Llama 2 (SentencePiece-style BPE, byte fallback):
 1. for each, a generated corpus of 12,000 varied lines (make_tokenizer_corpus.py --extended, its
    own seed), encoded line by line by both without special tokens: identical ids on every line;
-   hf_tokenize_lines itself checks that byte-level ids decode back to the (normalised) line, and
+   hf_tokenize_lines itself checks that the ids decode back to the line where the file decodes
+   exactly (byte-level without a normaliser: Llama 3; Qwen3's NFC gives back the NFC form), and
    for Llama 2 the decoded lines must equal the reference's (its decoding is not the identity: a
    written "▁" comes back as a space);
 2. lines with special tokens written in them: with --allow-special-tokens the ids equal the
