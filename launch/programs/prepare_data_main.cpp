@@ -51,6 +51,9 @@ struct Chunk {
   std::string text;
   uint64_t offset = 0;
   bool validation = false;
+  // The input ended before a place where validation could start: an error once the chunk is
+  // encoded (so that an encoding error in it, such as invalid UTF-8, is the one reported).
+  bool no_validation_start = false;
 };
 
 // Where the validation part starts: at least one byte on each side, whatever the fraction.
@@ -113,13 +116,12 @@ class ChunkReader {
           read_more();
           continue;
         }
-        GPT_INPUT_CHECK(upto != kNone,
-                        "--input " << o_.input << ": no place to start the validation part at or "
-                                      "after byte " << val_begin_
-                                   << (jsonl_ ? " (a line must start there)"
-                                              : " (the tokenizer cuts a document only after a "
-                                                "line break between two letters; gpt2 between "
-                                                "printable characters)"));
+        if (upto == kNone) {
+          Chunk c{std::move(buffer_), offset_, false, true};
+          buffer_.clear();
+          offset_ = n_;
+          return c;
+        }
       } else if (at_end_) {
         upto = buffer_.size();
       } else {
@@ -293,6 +295,13 @@ void run(const Options& o) {
           gpt::fail_input(GPT_MSG("--input " << o.input << ": " << e.what()));
         }
       }
+      GPT_INPUT_CHECK(!batch[i].no_validation_start,
+                      "--input " << o.input << ": no place to start the validation part at or "
+                                    "after byte " << validation_start(n, o.val_fraction)
+                                 << (reader.jsonl() ? " (a line must start there)"
+                                                    : " (the tokenizer cuts a document only after a "
+                                                      "line break between two letters; gpt2 between "
+                                                      "printable characters)"));
       if (batch[i].validation && !val)
         val = std::make_unique<gpt::TokenFileWriter>(val_path, tokenizer.vocab_size(), tokenizer.name(), eot);
       (batch[i].validation ? *val : train).append(ids[i].data(), ids[i].size());
