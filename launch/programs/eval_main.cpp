@@ -64,12 +64,6 @@ int eval_main(int argc, char** argv) {
                     "--data is required: the checkpoint was trained on "
                         << model.data << " without a validation set");
     dataset = built_in ? synthetic_arithmetic_corpus(true) : load_token_dataset(data);
-    // A model's embedding may be larger than its tokenizer's vocabulary (Qwen's 151936 rows
-    // for 151669 tokens), never smaller.
-    GPT_INPUT_CHECK(dataset.vocab_size <= model.runtime->model().vocab_size,
-                    dataset.path << " has vocab_size " << dataset.vocab_size
-                                 << " but the checkpoint has "
-                                 << model.runtime->model().vocab_size);
     // A Hugging Face tokenizer is named by its file's SHA-256: data made with another one is
     // other ids for the same text.
     const auto is_hf = [](const std::string& t) { return t.rfind("hf-sha256:", 0) == 0; };
@@ -78,6 +72,12 @@ int eval_main(int argc, char** argv) {
                     dataset.path << " uses the tokenizer " << dataset.tokenizer
                                  << " but the checkpoint " << checkpoint << " uses "
                                  << model.tokenizer);
+    // A model's embedding may be larger than its tokenizer's vocabulary (Qwen's 151936 rows
+    // for 151669 tokens), never smaller.
+    GPT_INPUT_CHECK(dataset.vocab_size <= model.runtime->model().vocab_size,
+                    dataset.path << " has vocab_size " << dataset.vocab_size
+                                 << " but the checkpoint has "
+                                 << model.runtime->model().vocab_size);
     check_dataset_fits(dataset, model.runtime->model().seq_len);
   });
   const EvalResult r = evaluate(*model.runtime, dataset, windows);
