@@ -1,20 +1,55 @@
 // BPE merging by rank (see bpe_merges.h).
 #include "framework/text/bpe_merges.h"
 
+#include <algorithm>
+#include <array>
 #include <functional>
+#include <limits>
 #include <queue>
 
 namespace gpt {
 
+namespace {
+constexpr size_t kScanLimit = 64;  // words up to this many symbols merge by scanning
+constexpr int32_t kNoRank = std::numeric_limits<int32_t>::max();
+}  // namespace
+
 bool BpeMerges::add(int32_t left, int32_t right, int32_t result) {
   if (!rank_.emplace(key(left, right), static_cast<int32_t>(result_.size())).second) return false;
   result_.push_back(result);
+  const auto top = static_cast<size_t>(std::max(left, right));
+  if (top >= mergeable_.size()) mergeable_.resize(top + 1, false);
+  mergeable_[static_cast<size_t>(left)] = mergeable_[static_cast<size_t>(right)] = true;
   return true;
 }
 
 void BpeMerges::apply(std::vector<int32_t>& symbols) const {
   const auto n = static_cast<int32_t>(symbols.size());
   if (n < 2) return;
+  if (symbols.size() <= kScanLimit) {
+    // rank[i]: the rank of the pair (symbols[i], symbols[i+1]); the lowest, leftmost first.
+    std::array<int32_t, kScanLimit> rank;
+    auto rank_of = [&](size_t i) {
+      const auto it = rank_.find(key(symbols[i], symbols[i + 1]));
+      return it == rank_.end() ? kNoRank : it->second;
+    };
+    size_t m = symbols.size();
+    for (size_t i = 0; i + 1 < m; ++i) rank[i] = rank_of(i);
+    while (m > 1) {
+      size_t best = 0;
+      for (size_t i = 1; i + 1 < m; ++i)
+        if (rank[i] < rank[best]) best = i;
+      if (rank[best] == kNoRank) break;
+      symbols[best] = result_[static_cast<size_t>(rank[best])];
+      symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+      std::copy(rank.begin() + static_cast<std::ptrdiff_t>(best) + 1, rank.begin() + static_cast<std::ptrdiff_t>(m) - 1,
+                rank.begin() + static_cast<std::ptrdiff_t>(best));
+      --m;
+      if (best + 1 < m) rank[best] = rank_of(best);
+      if (best > 0) rank[best - 1] = rank_of(best - 1);
+    }
+    return;
+  }
   std::vector<int32_t>& token = symbols;
   std::vector<int32_t> next(static_cast<size_t>(n)), prev(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {

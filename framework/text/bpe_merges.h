@@ -17,9 +17,15 @@ class BpeMerges {
   // rank, as a dictionary built in file order would; returns false then.
   bool add(int32_t left, int32_t right, int32_t result);
   size_t size() const { return result_.size(); }
+  // Whether the token is the left or right side of some merge: a word can be cut at a token that
+  // is not, and its parts merged on their own, with the same result.
+  bool mergeable(int32_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < mergeable_.size() && mergeable_[static_cast<size_t>(id)];
+  }
 
-  // Merges `symbols` in place. A heap of candidate pairs keeps long words (runs of spaces, a
-  // SentencePiece line) at n log n; entries made stale by a merge are skipped when popped.
+  // Merges `symbols` in place. Short words (most) scan their pairs' ranks, kept in an array on
+  // the stack; longer ones (runs of spaces, a SentencePiece line) keep a heap of candidate pairs
+  // at n log n, entries made stale by a merge skipped when popped. Both give the same order.
   void apply(std::vector<int32_t>& symbols) const;
 
  private:
@@ -28,6 +34,7 @@ class BpeMerges {
   }
   std::unordered_map<uint64_t, int32_t> rank_;  // (left << 32 | right) -> rank
   std::vector<int32_t> result_;                 // rank -> the merged token's id
+  std::vector<bool> mergeable_;                 // id -> in some merge's pair
 };
 
 }  // namespace gpt

@@ -16,13 +16,7 @@ namespace {
 // Words longer than this are merged but not cached: they rarely repeat, and a SentencePiece-style
 // file without a pre-tokenizer makes a whole line one word.
 constexpr size_t kMaxCachedWord = 128;
-constexpr size_t kMaxCacheEntries = 1u << 20;
-
-// A word of the pre-tokenizer's output; `first` marks the one that begins its section.
-struct Word {
-  std::string text;
-  bool first = false;
-};
+constexpr size_t kMaxCacheEntries = 1u << 18;
 
 struct Section {
   size_t begin, end;
@@ -73,9 +67,7 @@ struct HfEncoder::State {
   RegexScratch regex;
   std::unordered_map<std::string, std::vector<int32_t>, StringViewHash, std::equal_to<>> cache;
   std::vector<Section> sections;
-  std::vector<Word> words, next_words;
   std::vector<int32_t> symbols;
-  std::vector<std::pair<size_t, size_t>> matches;
 };
 
 HfEncoder::HfEncoder(const HfTokenizer& tokenizer)
@@ -156,39 +148,39 @@ void normalize(const HfTokenizer::Model& m, std::string& s, bool continues, Rege
   }
 }
 
-// Splits one word by a pattern with a SplitDelimiterBehavior, as the tokenizers library does:
-// the word is cut into matches and the gaps between them, then those are kept, dropped or joined.
-void split_word(const Word& w, const TextPattern& pattern, SplitBehavior behavior, bool invert,
-                RegexScratch& scratch, std::vector<std::pair<size_t, size_t>>& matches,
-                std::vector<Word>& out) {
-  const std::string& s = w.text;
-  matches.clear();
-  size_t pos = 0, b = 0, e = 0;
+// The pieces of one word under a pattern with a SplitDelimiterBehavior, as the tokenizers
+// library cuts them: the word is cut into matches and the gaps between them, then those are kept,
+// dropped or joined. Each piece goes to `emit(begin, end)` in order. Isolated (every Split of the
+// Llama 3 and Qwen files) streams; the other behaviours join neighbours, so they collect first.
+template <typename Emit>
+void split_word(std::string_view s, const TextPattern& pattern, SplitBehavior behavior,
+                bool invert, RegexScratch& scratch, Emit&& emit) {
+  struct Segment { size_t b, e; bool match; };
+  std::vector<Segment> segments;
+  const bool stream = behavior == SplitBehavior::kIsolated;
+  auto segment = [&](size_t b, size_t e, bool match) {
+    if (stream) emit(b, e);
+    else segments.push_back({b, e, match});
+  };
+  size_t pos = 0, prev = 0, b = 0, e = 0;
   while (pos < s.size()) {
     if (pattern.regex) {
       if (!pattern.regex->find(s, pos, scratch, b, e)) break;
     } else {
       b = s.find(pattern.literal, pos);
-      if (b == std::string::npos) break;
+      if (b == std::string_view::npos) break;
       e = b + pattern.literal.size();
     }
     if (e == b) {  // empty matches cut nothing
       pos = b + utf8_length(static_cast<unsigned char>(s[b]));
       continue;
     }
-    matches.emplace_back(b, e);
-    pos = e;
+    if (b > prev) segment(prev, b, invert);
+    segment(b, e, !invert);
+    pos = prev = e;
   }
-  // Segments in order: (begin, end, is_match).
-  struct Segment { size_t b, e; bool match; };
-  std::vector<Segment> segments;
-  size_t prev = 0;
-  for (auto [mb, me] : matches) {
-    if (mb > prev) segments.push_back({prev, mb, invert});
-    segments.push_back({mb, me, !invert});
-    prev = me;
-  }
-  if (prev < s.size()) segments.push_back({prev, s.size(), invert});
+  if (prev < s.size()) segment(prev, s.size(), invert);
+  if (stream) return;
 
   std::vector<std::pair<size_t, size_t>> pieces;
   bool previous_match = false;
@@ -198,7 +190,6 @@ void split_word(const Word& w, const TextPattern& pattern, SplitBehavior behavio
         if (!g.match) pieces.emplace_back(g.b, g.e);
       break;
     case SplitBehavior::kIsolated:
-      for (const Segment& g : segments) pieces.emplace_back(g.b, g.e);
       break;
     case SplitBehavior::kMergedWithPrevious:
       for (const Segment& g : segments) {
@@ -224,52 +215,70 @@ void split_word(const Word& w, const TextPattern& pattern, SplitBehavior behavio
       break;
   }
   for (auto [pb, pe] : pieces)
-    if (pe > pb) out.push_back({s.substr(pb, pe - pb), w.first && pb == 0});
+    if (pe > pb) emit(pb, pe);
 }
 
-// `starts_text`: the section begins the whole text (Metaspace's prepend_scheme "first");
-// `continues`: it begins a continuation (no prefix space or ▁ is added to its first word).
-void pre_tokenize(const HfTokenizer::Model& m, std::vector<Word>& words,
-                  std::vector<Word>& next, RegexScratch& scratch,
-                  std::vector<std::pair<size_t, size_t>>& matches, bool starts_text, bool continues) {
-  for (const PreTokenizerStep& p : m.pre_tokenizer) {
-    next.clear();
-    for (Word& w : words) {
-      switch (p.kind) {
-        case PreTokenizerStep::kSplit:
-        case PreTokenizerStep::kDigits:
-          split_word(w, p.pattern, p.behavior, p.invert, scratch, matches, next);
-          break;
-        case PreTokenizerStep::kByteLevel:
-          if (p.add_prefix_space && !(w.first && continues) && w.text[0] != ' ') w.text = " " + w.text;
-          if (p.use_regex) split_word(w, p.pattern, SplitBehavior::kIsolated, false, scratch, matches, next);
-          else next.push_back(std::move(w));
-          break;
-        case PreTokenizerStep::kMetaspace: {
-          replace_all(w.text, " ", p.replacement);
-          const bool prepend =
-              !(w.first && continues) && (p.prepend == PreTokenizerStep::kAlways ||
-                                          (p.prepend == PreTokenizerStep::kFirst && w.first && starts_text));
-          if (prepend && w.text.compare(0, p.replacement.size(), p.replacement) != 0)
-            w.text = p.replacement + w.text;
-          if (p.split) {
-            TextPattern literal;
-            literal.literal = p.replacement;
-            split_word(w, literal, SplitBehavior::kMergedWithNext, false, scratch, matches, next);
-          } else {
-            next.push_back(std::move(w));
-          }
-          break;
-        }
+// Runs pre-tokenizer steps [k, end) on one word and hands each resulting word to `sink`, word by
+// word, so a section of megabytes never becomes a list of words. `first`: the word begins its
+// section; `starts_text`: the section begins the whole text (Metaspace's prepend_scheme
+// "first"); `continues`: it begins a continuation (no prefix space or ▁ is added to its first
+// word).
+template <typename Sink>
+void pre_tokenize(const HfTokenizer::Model& m, size_t k, std::string_view word, bool first,
+                  bool starts_text, bool continues, RegexScratch& scratch, Sink& sink) {
+  if (word.empty()) return;
+  if (k == m.pre_tokenizer.size()) return sink(word);
+  const PreTokenizerStep& p = m.pre_tokenizer[k];
+  auto next = [&](std::string_view s) {
+    return [&, s](size_t b, size_t e) {
+      pre_tokenize(m, k + 1, s.substr(b, e - b), first && b == 0, starts_text, continues, scratch,
+                   sink);
+    };
+  };
+  switch (p.kind) {
+    case PreTokenizerStep::kSplit:
+    case PreTokenizerStep::kDigits:
+      split_word(word, p.pattern, p.behavior, p.invert, scratch, next(word));
+      return;
+    case PreTokenizerStep::kByteLevel: {
+      if (p.add_prefix_space && !(first && continues) && word[0] != ' ') {
+        std::string spaced(1, ' ');
+        spaced.append(word);
+        if (p.use_regex) split_word(spaced, p.pattern, SplitBehavior::kIsolated, false, scratch, next(spaced));
+        else pre_tokenize(m, k + 1, spaced, first, starts_text, continues, scratch, sink);
+      } else if (p.use_regex) {
+        split_word(word, p.pattern, SplitBehavior::kIsolated, false, scratch, next(word));
+      } else {
+        pre_tokenize(m, k + 1, word, first, starts_text, continues, scratch, sink);
       }
+      return;
     }
-    words.swap(next);
+    case PreTokenizerStep::kMetaspace: {
+      std::string w(word);
+      replace_all(w, " ", p.replacement);
+      const bool prepend =
+          !(first && continues) && (p.prepend == PreTokenizerStep::kAlways ||
+                                    (p.prepend == PreTokenizerStep::kFirst && first && starts_text));
+      if (prepend && w.compare(0, p.replacement.size(), p.replacement) != 0) {
+        std::string prefixed = p.replacement;
+        prefixed.append(w);
+        w.swap(prefixed);
+      }
+      if (p.split) {
+        TextPattern literal;
+        literal.literal = p.replacement;
+        split_word(w, literal, SplitBehavior::kMergedWithNext, false, scratch, next(w));
+      } else {
+        pre_tokenize(m, k + 1, w, first, starts_text, continues, scratch, sink);
+      }
+      return;
+    }
   }
 }
 
 // The BPE model on one word: its symbols (bytes, or characters with byte fallback or unk), merged
 // by rank.
-void encode_word(const HfTokenizer::Model& m, const std::string& word, std::vector<int32_t>& symbols) {
+void encode_word(const HfTokenizer::Model& m, std::string_view word, std::vector<int32_t>& symbols) {
   symbols.clear();
   if (m.ignore_merges) {
     const auto it = m.vocab.find(word);
@@ -284,7 +293,7 @@ void encode_word(const HfTokenizer::Model& m, const std::string& word, std::vect
     bool previous_unk = false;
     for (size_t i = 0, len = 0; i < word.size(); i += len) {
       len = utf8_length(static_cast<unsigned char>(word[i]));
-      const auto it = m.vocab.find(std::string_view(word).substr(i, len));
+      const auto it = m.vocab.find(word.substr(i, len));
       if (it != m.vocab.end()) {
         symbols.push_back(it->second);
         previous_unk = false;
@@ -308,7 +317,23 @@ void encode_word(const HfTokenizer::Model& m, const std::string& word, std::vect
       }
     }
   }
-  m.merges.apply(symbols);
+  // A symbol in no merge cuts the word: each run between such symbols merges on its own (a
+  // SentencePiece file without a pre-tokenizer makes a whole text one word; its "\n" byte tokens
+  // cut it into lines).
+  if (symbols.size() <= 64) return m.merges.apply(symbols);
+  std::vector<int32_t> out, run;
+  out.reserve(symbols.size());
+  for (size_t i = 0; i <= symbols.size(); ++i) {
+    if (i < symbols.size() && m.merges.mergeable(symbols[i])) {
+      run.push_back(symbols[i]);
+      continue;
+    }
+    m.merges.apply(run);
+    out.insert(out.end(), run.begin(), run.end());
+    run.clear();
+    if (i < symbols.size()) out.push_back(symbols[i]);
+  }
+  symbols.swap(out);
 }
 
 }  // namespace
@@ -329,27 +354,24 @@ void HfEncoder::encode(std::string_view text, std::vector<int32_t>& ids, bool al
     std::string s(text.substr(sec.begin, sec.end - sec.begin));
     normalize(m, s, continues, st.regex);
     if (s.empty()) continue;
-    st.words.clear();
-    st.words.push_back({std::move(s), true});
-    pre_tokenize(m, st.words, st.next_words, st.regex, st.matches, sec.begin == 0 && !continuation,
-                 continues);
-    for (const Word& w : st.words) {
-      const bool cacheable = w.text.size() <= kMaxCachedWord;
+    auto sink = [&](std::string_view word) {
+      const bool cacheable = word.size() <= kMaxCachedWord;
       if (cacheable) {
-        const auto hit = st.cache.find(std::string_view(w.text));
+        const auto hit = st.cache.find(word);
         if (hit != st.cache.end()) {
           ids.insert(ids.end(), hit->second.begin(), hit->second.end());
-          continue;
+          return;
         }
       }
-      encode_word(m, w.text, st.symbols);
+      encode_word(m, word, st.symbols);
       ids.insert(ids.end(), st.symbols.begin(), st.symbols.end());
       if (cacheable) {
         // Bounded: a stream of distinct words (hashes, numbers) must not grow memory without end.
         if (st.cache.size() >= kMaxCacheEntries) st.cache.clear();
-        st.cache.emplace(w.text, st.symbols);
+        st.cache.emplace(std::string(word), st.symbols);
       }
-    }
+    };
+    pre_tokenize(m, 0, s, true, sec.begin == 0 && !continuation, continues, st.regex, sink);
   }
 }
 
