@@ -9,6 +9,7 @@
 // text at once. A plain serial program apart from its worker threads: it needs no mpirun and
 // never initialises MPI. Bad input ends with one "error: ..." line and exit code 1, and leaves no
 // output file.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
@@ -96,9 +97,12 @@ uint64_t check_text_input(const Options& o) {
 // is a cut too: the first at or after the validation start.
 class ChunkReader {
  public:
-  ChunkReader(const Options& o, uint64_t n, const gpt::TextTokenizer& tokenizer)
+  // Chunks of --read-mb, smaller for a small input so that every worker gets several.
+  ChunkReader(const Options& o, uint64_t n, const gpt::TextTokenizer& tokenizer, int workers)
       : o_(o), n_(n), tokenizer_(tokenizer), jsonl_(is_jsonl(o)),
-        read_bytes_(static_cast<size_t>(o.read_mb) << 20), val_begin_(validation_start(n, o.val_fraction)),
+        read_bytes_(static_cast<size_t>(std::clamp<uint64_t>(
+            n / (4 * static_cast<uint64_t>(workers)), 1u << 20, static_cast<uint64_t>(o.read_mb) << 20))),
+        val_begin_(validation_start(n, o.val_fraction)),
         in_(o.input, std::ios::binary) {
     GPT_INPUT_CHECK(in_.good(), "--input " << o.input << ": cannot be read");
   }
@@ -258,7 +262,7 @@ void run(const Options& o) {
                                   << ": a folder holds one tokenizer; choose another folder");
     }
   }
-  ChunkReader reader(o, n, tokenizer);
+  ChunkReader reader(o, n, tokenizer, threads);
   const std::string train_path = o.output + ".train.h5", val_path = o.output + ".val.h5";
   const int64_t eot = tokenizer.document_token();
   gpt::TokenFileWriter train(train_path, tokenizer.vocab_size(), tokenizer.name(), eot);
