@@ -70,7 +70,11 @@ std::string found(const J& value) {
 }
 }  // namespace
 
-std::string json_found(const Json& value) { return found(value); }
-std::string json_found(const LargeJson& value) { return found(value); }
+std::string json_found(const Json& value) {
+  return found(value);
+}
+std::string json_found(const LargeJson& value) {
+  return found(value);
+}
 
 }  // namespace gpt

@@ -42,7 +42,8 @@ void BpeMerges::apply(std::vector<int32_t>& symbols) const {
       if (rank[best] == kNoRank) break;
       symbols[best] = result_[static_cast<size_t>(rank[best])];
       symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-      std::copy(rank.begin() + static_cast<std::ptrdiff_t>(best) + 1, rank.begin() + static_cast<std::ptrdiff_t>(m) - 1,
+      std::copy(rank.begin() + static_cast<std::ptrdiff_t>(best) + 1,
+                rank.begin() + static_cast<std::ptrdiff_t>(m) - 1,
                 rank.begin() + static_cast<std::ptrdiff_t>(best));
       --m;
       if (best + 1 < m) rank[best] = rank_of(best);
@@ -91,7 +92,8 @@ void BpeMerges::apply(std::vector<int32_t>& symbols) const {
   }
   if (!merged) return;
   size_t out = 0;
-  for (int32_t i = 0; i >= 0; i = next[static_cast<size_t>(i)]) token[out++] = token[static_cast<size_t>(i)];
+  for (int32_t i = 0; i >= 0; i = next[static_cast<size_t>(i)])
+    token[out++] = token[static_cast<size_t>(i)];
   token.resize(out);
 }
 

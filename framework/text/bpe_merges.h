@@ -20,7 +20,8 @@ class BpeMerges {
   // Whether the token is the left or right side of some merge: a word can be cut at a token that
   // is not, and its parts merged on their own, with the same result.
   bool mergeable(int32_t id) const {
-    return id >= 0 && static_cast<size_t>(id) < mergeable_.size() && mergeable_[static_cast<size_t>(id)];
+    return id >= 0 && static_cast<size_t>(id) < mergeable_.size() &&
+           mergeable_[static_cast<size_t>(id)];
   }
 
   // Merges `symbols` in place. Short words (most) scan their pairs' ranks, kept in an array on

@@ -49,8 +49,8 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& vocab_path, const std::string& m
   const std::array<int, 512> to_byte = byte_alphabet_to_byte();
 
   // Vocabulary: a JSON object of token string -> id, ids 0..n-1 each used once.
-  const LargeJson vocab = parse_large_json_object(read_text_file(vocab_path, "vocabulary"),
-                                                  "vocabulary " + vocab_path);
+  const LargeJson vocab =
+      parse_large_json_object(read_text_file(vocab_path, "vocabulary"), "vocabulary " + vocab_path);
   GPT_INPUT_CHECK(!vocab.empty() && vocab.size() <= (1u << 31) - 1,
                   "vocabulary " << vocab_path << " has " << vocab.size() << " entries");
   token_bytes_.assign(vocab.size(), std::string());
@@ -121,7 +121,8 @@ void Gpt2Tokenizer::encode(std::string_view text, std::vector<int32_t>& ids, uin
     const bool found = regex_.find(text, start, scratch_, begin, end, checked, offset);
     checked = true;
     // Every character is matched by some branch, so pieces tile the text.
-    GPT_CHECK(found && begin == start && end > start, "GPT-2 pattern skipped text at byte " << start);
+    GPT_CHECK(found && begin == start && end > start,
+              "GPT-2 pattern skipped text at byte " << start);
     encode_piece(text.substr(start, end - start), ids);
   }
 }

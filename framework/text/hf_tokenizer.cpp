@@ -86,7 +86,8 @@ void split_added(const HfTokenizer::Model& m, std::string_view text, bool allow_
     const AddedToken* hit = nullptr;
     for (uint32_t k : m.added_by_first_byte[static_cast<unsigned char>(text[i])]) {
       const AddedToken& a = m.added[k];
-      if ((a.special && !allow_special) || text.compare(i, a.content.size(), a.content) != 0) continue;
+      if ((a.special && !allow_special) || text.compare(i, a.content.size(), a.content) != 0)
+        continue;
       const size_t after = i + a.content.size();
       if (a.single_word && ((i > 0 && is_word_byte(text[i - 1])) ||
                             (after < text.size() && is_word_byte(text[after]))))
@@ -113,7 +114,9 @@ void split_added(const HfTokenizer::Model& m, std::string_view text, bool allow_
 void normalize(const HfTokenizer::Model& m, std::string& s, bool continues, RegexScratch& scratch) {
   for (const NormalizerStep& n : m.normalizer) {
     switch (n.kind) {
-      case NormalizerStep::kUnicodeForm: unicode_normalize(n.text, s); break;
+      case NormalizerStep::kUnicodeForm:
+        unicode_normalize(n.text, s);
+        break;
       case NormalizerStep::kPrepend:
         if (!s.empty() && !continues) s = n.text + s;
         break;
@@ -126,7 +129,10 @@ void normalize(const HfTokenizer::Model& m, std::string& s, bool continues, Rege
           while (pos <= s.size() && n.pattern.regex->find(s, pos, scratch, b, e)) {
             out.append(s, pos, b - pos).append(n.text);
             if (e == b) {  // an empty match: keep the next character and go on after it
-              if (b >= s.size()) { pos = s.size() + 1; break; }
+              if (b >= s.size()) {
+                pos = s.size() + 1;
+                break;
+              }
               const size_t len = utf8_length(static_cast<unsigned char>(s[b]));
               out.append(s, b, len);
               e = b + len;
@@ -137,7 +143,9 @@ void normalize(const HfTokenizer::Model& m, std::string& s, bool continues, Rege
           s.swap(out);
         }
         break;
-      case NormalizerStep::kLowercase: unicode_lowercase(s); break;
+      case NormalizerStep::kLowercase:
+        unicode_lowercase(s);
+        break;
       case NormalizerStep::kStrip: {
         const size_t b = n.strip_left ? skip_white_space(s, 0, s.size()) : 0;
         const size_t e = n.strip_right ? trim_white_space_back(s, b, s.size()) : s.size();
@@ -153,14 +161,19 @@ void normalize(const HfTokenizer::Model& m, std::string& s, bool continues, Rege
 // dropped or joined. Each piece goes to `emit(begin, end)` in order. Isolated (every Split of the
 // Llama 3 and Qwen files) streams; the other behaviours join neighbours, so they collect first.
 template <typename Emit>
-void split_word(std::string_view s, const TextPattern& pattern, SplitBehavior behavior,
-                bool invert, RegexScratch& scratch, Emit&& emit) {
-  struct Segment { size_t b, e; bool match; };
+void split_word(std::string_view s, const TextPattern& pattern, SplitBehavior behavior, bool invert,
+                RegexScratch& scratch, Emit&& emit) {
+  struct Segment {
+    size_t b, e;
+    bool match;
+  };
   std::vector<Segment> segments;
   const bool stream = behavior == SplitBehavior::kIsolated;
   auto segment = [&](size_t b, size_t e, bool match) {
-    if (stream) emit(b, e);
-    else segments.push_back({b, e, match});
+    if (stream)
+      emit(b, e);
+    else
+      segments.push_back({b, e, match});
   };
   size_t pos = 0, prev = 0, b = 0, e = 0;
   while (pos < s.size()) {
@@ -193,23 +206,29 @@ void split_word(std::string_view s, const TextPattern& pattern, SplitBehavior be
       break;
     case SplitBehavior::kMergedWithPrevious:
       for (const Segment& g : segments) {
-        if (g.match && !previous_match && !pieces.empty()) pieces.back().second = g.e;
-        else pieces.emplace_back(g.b, g.e);
+        if (g.match && !previous_match && !pieces.empty())
+          pieces.back().second = g.e;
+        else
+          pieces.emplace_back(g.b, g.e);
         previous_match = g.match;
       }
       break;
     case SplitBehavior::kMergedWithNext:
       for (auto it = segments.rbegin(); it != segments.rend(); ++it) {
-        if (it->match && !previous_match && !pieces.empty()) pieces.back().first = it->b;
-        else pieces.emplace_back(it->b, it->e);
+        if (it->match && !previous_match && !pieces.empty())
+          pieces.back().first = it->b;
+        else
+          pieces.emplace_back(it->b, it->e);
         previous_match = it->match;
       }
       std::reverse(pieces.begin(), pieces.end());
       break;
     case SplitBehavior::kContiguous:
       for (const Segment& g : segments) {
-        if (g.match == previous_match && !pieces.empty()) pieces.back().second = g.e;
-        else pieces.emplace_back(g.b, g.e);
+        if (g.match == previous_match && !pieces.empty())
+          pieces.back().second = g.e;
+        else
+          pieces.emplace_back(g.b, g.e);
         previous_match = g.match;
       }
       break;
@@ -244,8 +263,10 @@ void pre_tokenize(const HfTokenizer::Model& m, size_t k, std::string_view word, 
       if (p.add_prefix_space && !(first && continues) && word[0] != ' ') {
         std::string spaced(1, ' ');
         spaced.append(word);
-        if (p.use_regex) split_word(spaced, p.pattern, SplitBehavior::kIsolated, false, scratch, next(spaced));
-        else pre_tokenize(m, k + 1, spaced, first, starts_text, continues, scratch, sink);
+        if (p.use_regex)
+          split_word(spaced, p.pattern, SplitBehavior::kIsolated, false, scratch, next(spaced));
+        else
+          pre_tokenize(m, k + 1, spaced, first, starts_text, continues, scratch, sink);
       } else if (p.use_regex) {
         split_word(word, p.pattern, SplitBehavior::kIsolated, false, scratch, next(word));
       } else {
@@ -256,9 +277,9 @@ void pre_tokenize(const HfTokenizer::Model& m, size_t k, std::string_view word, 
     case PreTokenizerStep::kMetaspace: {
       std::string w(word);
       replace_all(w, " ", p.replacement);
-      const bool prepend =
-          !(first && continues) && (p.prepend == PreTokenizerStep::kAlways ||
-                                    (p.prepend == PreTokenizerStep::kFirst && first && starts_text));
+      const bool prepend = !(first && continues) &&
+                           (p.prepend == PreTokenizerStep::kAlways ||
+                            (p.prepend == PreTokenizerStep::kFirst && first && starts_text));
       if (prepend && w.compare(0, p.replacement.size(), p.replacement) != 0) {
         std::string prefixed = p.replacement;
         prefixed.append(w);
@@ -278,7 +299,8 @@ void pre_tokenize(const HfTokenizer::Model& m, size_t k, std::string_view word, 
 
 // The BPE model on one word: its symbols (bytes, or characters with byte fallback or unk), merged
 // by rank.
-void encode_word(const HfTokenizer::Model& m, std::string_view word, std::vector<int32_t>& symbols) {
+void encode_word(const HfTokenizer::Model& m, std::string_view word,
+                 std::vector<int32_t>& symbols) {
   symbols.clear();
   if (m.ignore_merges) {
     const auto it = m.vocab.find(word);
@@ -303,7 +325,8 @@ void encode_word(const HfTokenizer::Model& m, std::string_view word, std::vector
       for (size_t k = 0; k < len && bytes_known; ++k)
         bytes_known = m.byte_token[static_cast<unsigned char>(word[i + k])] >= 0;
       if (bytes_known) {
-        for (size_t k = 0; k < len; ++k) symbols.push_back(m.byte_token[static_cast<unsigned char>(word[i + k])]);
+        for (size_t k = 0; k < len; ++k)
+          symbols.push_back(m.byte_token[static_cast<unsigned char>(word[i + k])]);
         previous_unk = false;
       } else if (m.unk >= 0) {
         if (!(m.fuse_unk && previous_unk)) symbols.push_back(m.unk);
@@ -313,7 +336,8 @@ void encode_word(const HfTokenizer::Model& m, std::string_view word, std::vector
         char code[16];
         std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(utf8_decode(word, i, l)));
         fail_input(GPT_MSG("the character " << code << " has no token and the tokenizer "
-                                            << m.json_path << " has no unk_token or byte fallback"));
+                                            << m.json_path
+                                            << " has no unk_token or byte fallback"));
       }
     }
   }
@@ -412,7 +436,8 @@ std::string HfTokenizer::decode(const int32_t* ids, size_t n) const {
         size_t pending_count = 0;
         auto flush = [&] {
           if (pending_count == 0) return;
-          if (first_invalid_utf8(pending) == std::string::npos) out.push_back(pending);
+          if (first_invalid_utf8(pending) == std::string::npos)
+            out.push_back(pending);
           else
             for (size_t k = 0; k < pending_count; ++k) out.emplace_back("\xEF\xBF\xBD");
           pending.clear();
@@ -421,7 +446,8 @@ std::string HfTokenizer::decode(const int32_t* ids, size_t n) const {
         for (std::string& t : tokens) {
           unsigned value = 0;
           if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
-              std::isxdigit(static_cast<unsigned char>(t[3])) && std::isxdigit(static_cast<unsigned char>(t[4])) &&
+              std::isxdigit(static_cast<unsigned char>(t[3])) &&
+              std::isxdigit(static_cast<unsigned char>(t[4])) &&
               std::sscanf(t.c_str() + 3, "%2x", &value) == 1) {
             pending.push_back(static_cast<char>(value));
             ++pending_count;
@@ -451,7 +477,8 @@ std::string HfTokenizer::decode(const int32_t* ids, size_t n) const {
       case DecoderStep::kMetaspace:
         for (size_t i = 0; i < tokens.size(); ++i) {
           replace_all(tokens[i], d.content, " ");
-          if (i == 0 && d.prepend && !tokens[i].empty() && tokens[i][0] == ' ') tokens[i].erase(0, 1);
+          if (i == 0 && d.prepend && !tokens[i].empty() && tokens[i][0] == ' ')
+            tokens[i].erase(0, 1);
         }
         break;
     }

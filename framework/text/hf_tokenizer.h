@@ -67,17 +67,19 @@ class HfTokenizer {
   // files give the exact bytes (decode(encode(x)) == x); SentencePiece-style ones as the
   // reference decodes. An id outside the vocabulary is an input error.
   std::string decode(const int32_t* ids, size_t n) const;
-  std::string decode(const std::vector<int32_t>& ids) const { return decode(ids.data(), ids.size()); }
+  std::string decode(const std::vector<int32_t>& ids) const {
+    return decode(ids.data(), ids.size());
+  }
 
- // Defined in hf_tokenizer_model.h, internal to framework/text.
+  // Defined in hf_tokenizer_model.h, internal to framework/text.
   struct Model;
 
  private:
   friend class HfEncoder;
 
-// The identity HfTokenizer::identity() gives the file at `json_path`, computed from its bytes
-// alone (no parse): for checking a copy.
-std::string hf_tokenizer_identity(const std::string& json_path);
+  // The identity HfTokenizer::identity() gives the file at `json_path`, computed from its bytes
+  // alone (no parse): for checking a copy.
+  std::string hf_tokenizer_identity(const std::string& json_path);
   std::unique_ptr<Model> m_;
 };
 

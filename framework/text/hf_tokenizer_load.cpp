@@ -46,13 +46,15 @@ struct Reader {
   [[noreturn]] void fail(const std::string& key, const std::string& message) const {
     fail_input(file + ": " + key + ": " + message);
   }
-  const LargeJson& member(const LargeJson& object, const std::string& key, const std::string& path) const {
+  const LargeJson& member(const LargeJson& object, const std::string& key,
+                          const std::string& path) const {
     const auto it = object.find(key);
     if (it == object.end()) fail(path + "." + key, "missing");
     return *it;
   }
   template <typename T>
-  T value(const LargeJson& object, const std::string& key, const std::string& path, T fallback) const {
+  T value(const LargeJson& object, const std::string& key, const std::string& path,
+          T fallback) const {
     const auto it = object.find(key);
     if (it == object.end() || it->is_null()) return fallback;
     std::optional<T> v = json_value<T>(*it);
@@ -100,9 +102,12 @@ std::string pcre2_pattern(const std::string& pattern) {
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '\\' && i + 1 < pattern.size()) {
       const char c = pattern[++i];
-      if (c == 's') out += "\\p{White_Space}";
-      else if (c == 'S') out += "\\P{White_Space}";
-      else out += {'\\', c};
+      if (c == 's')
+        out += "\\p{White_Space}";
+      else if (c == 'S')
+        out += "\\P{White_Space}";
+      else
+        out += {'\\', c};
     } else {
       out.push_back(pattern[i]);
     }
@@ -184,8 +189,9 @@ void read_pre_tokenizer(const Reader& r, const LargeJson& n, const std::string& 
     return;
   }
   if (!steps.empty() && steps.back().kind == PreTokenizerStep::kByteLevel)
-    r.fail(path, "a pre-tokenizer after ByteLevel is not supported (it would see byte-level "
-                 "characters)");
+    r.fail(path,
+           "a pre-tokenizer after ByteLevel is not supported (it would see byte-level "
+           "characters)");
   if (type == "Split") {
     s.kind = PreTokenizerStep::kSplit;
     s.pattern = read_pattern(r, n, path);
@@ -202,15 +208,20 @@ void read_pre_tokenizer(const Reader& r, const LargeJson& n, const std::string& 
   } else if (type == "Metaspace") {
     s.kind = PreTokenizerStep::kMetaspace;
     s.replacement = r.value<std::string>(n, "replacement", path, "\xE2\x96\x81");
-    if (s.replacement.empty() || utf8_length(static_cast<unsigned char>(s.replacement[0])) !=
-                                     s.replacement.size())
+    if (s.replacement.empty() ||
+        utf8_length(static_cast<unsigned char>(s.replacement[0])) != s.replacement.size())
       r.fail(path + ".replacement", "expected one character");
-    const std::string scheme = r.value<std::string>(
-        n, "prepend_scheme", path, r.value<bool>(n, "add_prefix_space", path, true) ? "always" : "never");
-    if (scheme == "always") s.prepend = PreTokenizerStep::kAlways;
-    else if (scheme == "first") s.prepend = PreTokenizerStep::kFirst;
-    else if (scheme == "never") s.prepend = PreTokenizerStep::kNever;
-    else r.fail(path + ".prepend_scheme", quoted_excerpt(scheme) + " is not always, first, never");
+    const std::string scheme =
+        r.value<std::string>(n, "prepend_scheme", path,
+                             r.value<bool>(n, "add_prefix_space", path, true) ? "always" : "never");
+    if (scheme == "always")
+      s.prepend = PreTokenizerStep::kAlways;
+    else if (scheme == "first")
+      s.prepend = PreTokenizerStep::kFirst;
+    else if (scheme == "never")
+      s.prepend = PreTokenizerStep::kNever;
+    else
+      r.fail(path + ".prepend_scheme", quoted_excerpt(scheme) + " is not always, first, never");
     s.split = r.value<bool>(n, "split", path, true);
   } else if (type == "Digits") {
     s.kind = PreTokenizerStep::kDigits;
@@ -258,8 +269,9 @@ void read_decoder(const Reader& r, const LargeJson& n, const std::string& path,
   } else if (type == "Metaspace") {
     s.kind = DecoderStep::kMetaspace;
     s.content = r.value<std::string>(n, "replacement", path, "\xE2\x96\x81");
-    const std::string scheme = r.value<std::string>(
-        n, "prepend_scheme", path, r.value<bool>(n, "add_prefix_space", path, true) ? "always" : "never");
+    const std::string scheme =
+        r.value<std::string>(n, "prepend_scheme", path,
+                             r.value<bool>(n, "add_prefix_space", path, true) ? "always" : "never");
     s.prepend = scheme != "never";
   } else {
     r.fail(path + ".type", quoted_excerpt(type) +
@@ -273,7 +285,8 @@ void read_decoder(const Reader& r, const LargeJson& n, const std::string& path,
 std::string model_string(const Reader& r, const HfTokenizer::Model& m,
                          const std::array<int, 512>& alphabet, const std::string& text,
                          const std::string& key) {
-  if (text.empty() || text.size() > kMaxTokenBytes) r.fail(key, "a token of " + std::to_string(text.size()) + " bytes");
+  if (text.empty() || text.size() > kMaxTokenBytes)
+    r.fail(key, "a token of " + std::to_string(text.size()) + " bytes");
   if (!m.byte_level) return text;
   std::string bytes;
   if (!byte_alphabet_decode(text, alphabet, bytes))
@@ -299,8 +312,9 @@ void set_token(const Reader& r, HfTokenizer::Model& m, int32_t id, std::string t
 void read_model(const Reader& r, const LargeJson& model, HfTokenizer::Model& m) {
   const std::string type = r.type(model, "model");
   if (type != "BPE")
-    r.fail("model.type", quoted_excerpt(type) + " is not supported (BPE only; Unigram, WordPiece "
-                                                "and WordLevel models are not implemented)");
+    r.fail("model.type", quoted_excerpt(type) +
+                             " is not supported (BPE only; Unigram, WordPiece "
+                             "and WordLevel models are not implemented)");
   if (r.value<double>(model, "dropout", "model", 0.0) != 0.0)
     r.fail("model.dropout", "BPE dropout is not supported");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
@@ -318,7 +332,8 @@ void read_model(const Reader& r, const LargeJson& model, HfTokenizer::Model& m) 
     const std::string key = "model.vocab[" + quoted_excerpt(text) + "]";
     const std::optional<int32_t> id = json_value<int32_t>(value);
     if (!id || *id < 0 || static_cast<size_t>(*id) >= kMaxVocab)
-      r.fail(key, "expected an id in [0, " + std::to_string(kMaxVocab) + "), found " + json_found(value));
+      r.fail(key, "expected an id in [0, " + std::to_string(kMaxVocab) + "), found " +
+                      json_found(value));
     std::string s = model_string(r, m, alphabet, text, key);
     set_token(r, m, *id, s, key);
     if (!m.vocab.emplace(std::move(s), *id).second)
@@ -357,7 +372,8 @@ void read_model(const Reader& r, const LargeJson& model, HfTokenizer::Model& m) 
   const std::string unk = r.value<std::string>(model, "unk_token", "model", "");
   if (!unk.empty()) {
     const auto it = m.vocab.find(unk);
-    if (it == m.vocab.end()) r.fail("model.unk_token", quoted_excerpt(unk) + " is not in model.vocab");
+    if (it == m.vocab.end())
+      r.fail("model.unk_token", quoted_excerpt(unk) + " is not in model.vocab");
     m.unk = it->second;
   }
   m.byte_token.assign(256, -1);
@@ -371,8 +387,10 @@ void read_model(const Reader& r, const LargeJson& model, HfTokenizer::Model& m) 
       s = name;
     }
     const auto it = m.vocab.find(s);
-    if (it != m.vocab.end()) m.byte_token[static_cast<size_t>(b)] = it->second;
-    else if (m.byte_level) r.fail("model.vocab", "no token for the byte " + std::to_string(b));
+    if (it != m.vocab.end())
+      m.byte_token[static_cast<size_t>(b)] = it->second;
+    else if (m.byte_level)
+      r.fail("model.vocab", "no token for the byte " + std::to_string(b));
   }
 }
 
@@ -386,9 +404,11 @@ void read_added_tokens(const Reader& r, const LargeJson& list, HfTokenizer::Mode
     AddedToken a;
     a.content = r.value<std::string>(t, "content", key, "");
     const int64_t id = r.value<int64_t>(t, "id", key, -1);
-    if (a.content.empty() || a.content.size() > kMaxTokenBytes || first_invalid_utf8(a.content) != std::string::npos)
+    if (a.content.empty() || a.content.size() > kMaxTokenBytes ||
+        first_invalid_utf8(a.content) != std::string::npos)
       r.fail(key + ".content", "expected a non-empty UTF-8 string");
-    if (id < 0 || static_cast<size_t>(id) >= kMaxVocab) r.fail(key + ".id", "missing or out of range");
+    if (id < 0 || static_cast<size_t>(id) >= kMaxVocab)
+      r.fail(key + ".id", "missing or out of range");
     a.id = static_cast<int32_t>(id);
     a.special = r.value<bool>(t, "special", key, false);
     a.single_word = r.value<bool>(t, "single_word", key, false);
@@ -398,7 +418,8 @@ void read_added_tokens(const Reader& r, const LargeJson& list, HfTokenizer::Mode
     // of an id is two tokens for one id.
     const auto i_id = static_cast<size_t>(a.id);
     const bool in_vocab = i_id < m.used.size() && m.used[i_id] && !m.is_added[i_id];
-    if (!(in_vocab && m.token_text[i_id] == a.content)) set_token(r, m, a.id, a.content, key + ".id");
+    if (!(in_vocab && m.token_text[i_id] == a.content))
+      set_token(r, m, a.id, a.content, key + ".id");
     m.token_text[i_id] = a.content;  // added tokens decode as their text
     m.is_added[i_id] = true;
     m.added.push_back(std::move(a));
@@ -419,10 +440,13 @@ std::string config_token(const Reader& r, const LargeJson& config, const char* k
   r.fail(key, "expected a string or an object with content");
 }
 
-bool newline_in(const std::string& s) { return s.find('\n') != std::string::npos; }
+bool newline_in(const std::string& s) {
+  return s.find('\n') != std::string::npos;
+}
 
 bool ascii_letter_in(const std::string& s) {
-  return std::any_of(s.begin(), s.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
+  return std::any_of(s.begin(), s.end(),
+                     [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
 }
 
 // See HfTokenizer::cuts_after_newline. Normalizers: Unicode forms leave "\n" and an ASCII letter
@@ -443,9 +467,11 @@ bool newline_cut_is_safe(const HfTokenizer::Model& m) {
   bool regex_proven = false;
   for (const PreTokenizerStep& s : m.pre_tokenizer) {
     if (s.kind == PreTokenizerStep::kSplit) {
-      const bool known = std::any_of(std::begin(kNewlineSafePatterns), std::end(kNewlineSafePatterns),
-                                     [&](const char* p) { return s.pattern.literal == p; });
-      if (!known || !s.pattern.regex || s.invert || s.behavior != SplitBehavior::kIsolated) return false;
+      const bool known =
+          std::any_of(std::begin(kNewlineSafePatterns), std::end(kNewlineSafePatterns),
+                      [&](const char* p) { return s.pattern.literal == p; });
+      if (!known || !s.pattern.regex || s.invert || s.behavior != SplitBehavior::kIsolated)
+        return false;
       regex_proven = true;
     } else if (s.kind == PreTokenizerStep::kByteLevel) {
       if (s.add_prefix_space) return false;
@@ -456,7 +482,8 @@ bool newline_cut_is_safe(const HfTokenizer::Model& m) {
   }
   if (regex_proven) return true;
   for (size_t id = 0; id < m.token_text.size(); ++id)
-    if (m.used[id] && !m.is_added[id] && m.token_text[id].size() > 1 && newline_in(m.token_text[id]))
+    if (m.used[id] && !m.is_added[id] && m.token_text[id].size() > 1 &&
+        newline_in(m.token_text[id]))
       return false;
   return true;
 }
@@ -468,17 +495,20 @@ HfTokenizer::HfTokenizer(const std::string& path) : m_(std::make_unique<Model>()
   std::error_code ec;
   m.json_path = fs::is_directory(path, ec) ? (fs::path(path) / "tokenizer.json").string() : path;
   GPT_INPUT_CHECK(fs::exists(m.json_path, ec),
-                  "tokenizer " << path << ": no tokenizer.json " << (m.json_path == path ? "file" : "in the directory"));
+                  "tokenizer " << path << ": no tokenizer.json "
+                               << (m.json_path == path ? "file" : "in the directory"));
   const std::string text = read_bounded(m.json_path, "tokenizer");
   m.identity = "hf-sha256:" + sha256_hex(text);
   const Reader r{"tokenizer " + m.json_path};
   const LargeJson json = parse_large_json_object(text, "tokenizer " + m.json_path);
 
   // The pre-tokenizer first: whether it ends in ByteLevel decides how vocabulary strings read.
-  read_pre_tokenizer(r, json.contains("pre_tokenizer") ? json["pre_tokenizer"] : LargeJson(), "pre_tokenizer",
-                     m.pre_tokenizer);
-  m.byte_level = !m.pre_tokenizer.empty() && m.pre_tokenizer.back().kind == PreTokenizerStep::kByteLevel;
-  read_normalizer(r, json.contains("normalizer") ? json["normalizer"] : LargeJson(), "normalizer", m.normalizer);
+  read_pre_tokenizer(r, json.contains("pre_tokenizer") ? json["pre_tokenizer"] : LargeJson(),
+                     "pre_tokenizer", m.pre_tokenizer);
+  m.byte_level =
+      !m.pre_tokenizer.empty() && m.pre_tokenizer.back().kind == PreTokenizerStep::kByteLevel;
+  read_normalizer(r, json.contains("normalizer") ? json["normalizer"] : LargeJson(), "normalizer",
+                  m.normalizer);
   read_decoder(r, json.contains("decoder") ? json["decoder"] : LargeJson(), "decoder", m.decoder);
   read_model(r, r.member(json, "model", "tokenizer"), m);
   read_added_tokens(r, json.contains("added_tokens") ? json["added_tokens"] : LargeJson(), m);
@@ -488,8 +518,9 @@ HfTokenizer::HfTokenizer(const std::string& path) : m_(std::make_unique<Model>()
   std::string template_first;
   if (json.contains("post_processor") && json["post_processor"].is_object()) {
     const LargeJson& p = json["post_processor"];
-    if (p.value("type", "") == "TemplateProcessing" && p.contains("single") && p["single"].is_array() &&
-        !p["single"].empty() && p["single"][0].is_object() && p["single"][0].contains("SpecialToken"))
+    if (p.value("type", "") == "TemplateProcessing" && p.contains("single") &&
+        p["single"].is_array() && !p["single"].empty() && p["single"][0].is_object() &&
+        p["single"][0].contains("SpecialToken"))
       template_first = r.value<std::string>(p["single"][0]["SpecialToken"], "id",
                                             "post_processor.single[0].SpecialToken", "");
   }
@@ -500,11 +531,12 @@ HfTokenizer::HfTokenizer(const std::string& path) : m_(std::make_unique<Model>()
     m.config_path = config.string();
     const Reader c{"tokenizer config " + m.config_path};
     const LargeJson cj = parse_large_json_object(read_bounded(m.config_path, "tokenizer config"),
-                                      "tokenizer config " + m.config_path);
+                                                 "tokenizer config " + m.config_path);
     bos_text = config_token(c, cj, "bos_token");
     eos_text = config_token(c, cj, "eos_token");
     add_bos = c.value<bool>(cj, "add_bos_token", "tokenizer_config", false);
-    for (const auto& [key, value] : {std::pair{"bos_token", &bos_text}, std::pair{"eos_token", &eos_text}})
+    for (const auto& [key, value] :
+         {std::pair{"bos_token", &bos_text}, std::pair{"eos_token", &eos_text}})
       if (!value->empty() && token_id(*value) < 0)
         c.fail(key, quoted_excerpt(*value) + " is not a token of " + m.json_path);
   }
@@ -527,15 +559,33 @@ std::string hf_tokenizer_identity(const std::string& json_path) {
   return "hf-sha256:" + sha256_hex(read_bounded(json_path, "tokenizer"));
 }
 
-const std::string& HfTokenizer::identity() const { return m_->identity; }
-const std::string& HfTokenizer::json_path() const { return m_->json_path; }
-const std::string& HfTokenizer::config_path() const { return m_->config_path; }
-int64_t HfTokenizer::vocab_size() const { return static_cast<int64_t>(m_->token_text.size()); }
-int64_t HfTokenizer::bos() const { return m_->bos; }
-int64_t HfTokenizer::eos() const { return m_->eos; }
-int64_t HfTokenizer::document_token() const { return m_->document_token; }
-bool HfTokenizer::document_token_first() const { return m_->document_token_first; }
-bool HfTokenizer::cuts_after_newline() const { return m_->cuts_after_newline; }
+const std::string& HfTokenizer::identity() const {
+  return m_->identity;
+}
+const std::string& HfTokenizer::json_path() const {
+  return m_->json_path;
+}
+const std::string& HfTokenizer::config_path() const {
+  return m_->config_path;
+}
+int64_t HfTokenizer::vocab_size() const {
+  return static_cast<int64_t>(m_->token_text.size());
+}
+int64_t HfTokenizer::bos() const {
+  return m_->bos;
+}
+int64_t HfTokenizer::eos() const {
+  return m_->eos;
+}
+int64_t HfTokenizer::document_token() const {
+  return m_->document_token;
+}
+bool HfTokenizer::document_token_first() const {
+  return m_->document_token_first;
+}
+bool HfTokenizer::cuts_after_newline() const {
+  return m_->cuts_after_newline;
+}
 bool HfTokenizer::decodes_exactly() const {
   if (!m_->byte_level || !m_->normalizer.empty()) return false;
   for (const DecoderStep& d : m_->decoder)

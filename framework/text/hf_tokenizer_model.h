@@ -45,12 +45,12 @@ struct PreTokenizerStep {
   TextPattern pattern;  // Split; ByteLevel with use_regex (GPT-2's pattern)
   SplitBehavior behavior = SplitBehavior::kIsolated;
   bool invert = false;
-  bool add_prefix_space = false;  // ByteLevel
-  bool use_regex = false;         // ByteLevel
-  std::string replacement;        // Metaspace: "▁"
+  bool add_prefix_space = false;                               // ByteLevel
+  bool use_regex = false;                                      // ByteLevel
+  std::string replacement;                                     // Metaspace: "▁"
   enum Prepend { kAlways, kFirst, kNever } prepend = kAlways;  // Metaspace
-  bool split = true;                                             // Metaspace
-  bool individual_digits = false;                                // Digits
+  bool split = true;                                           // Metaspace
+  bool individual_digits = false;                              // Digits
 };
 
 struct DecoderStep {

@@ -10,7 +10,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool is_ascii_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool is_ascii_letter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
 
 void copy_file_atomically(const std::string& from, const fs::path& to) {
   const fs::path temp = to.string() + ".tmp";
@@ -110,17 +112,17 @@ void place_tokenizer_copy(const HfTokenizer& tokenizer, const std::string& folde
 std::string find_tokenizer_copy(const std::string& name, const std::string& explicit_path,
                                 const std::string& folder, const std::string& what) {
   std::error_code ec;
-  std::string path =
-      !explicit_path.empty() ? explicit_path
-                             : (fs::path(folder.empty() ? "." : folder) / "tokenizer.json").string();
+  std::string path = !explicit_path.empty()
+                         ? explicit_path
+                         : (fs::path(folder.empty() ? "." : folder) / "tokenizer.json").string();
   if (fs::is_directory(path, ec)) path = (fs::path(path) / "tokenizer.json").string();
-  GPT_INPUT_CHECK(fs::exists(path, ec),
-                  what << " uses the tokenizer " << name << ", whose tokenizer.json is not in "
-                       << (folder.empty() ? "." : folder)
-                       << " (give the file with --tokenizer PATH)");
+  GPT_INPUT_CHECK(fs::exists(path, ec), what << " uses the tokenizer " << name
+                                             << ", whose tokenizer.json is not in "
+                                             << (folder.empty() ? "." : folder)
+                                             << " (give the file with --tokenizer PATH)");
   const std::string identity = hf_tokenizer_identity(path);
-  GPT_INPUT_CHECK(identity == name, what << " uses the tokenizer " << name << ", but " << path
-                                         << " is " << identity);
+  GPT_INPUT_CHECK(identity == name,
+                  what << " uses the tokenizer " << name << ", but " << path << " is " << identity);
   return path;
 }
 

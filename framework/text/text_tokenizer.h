@@ -46,7 +46,9 @@ class TextTokenizer {
   // its tokens, the part after it encoded as a continuation; npos where none.
   size_t cut_at_or_after(std::string_view text, size_t from) const;
   std::string decode(const int32_t* ids, size_t n) const;
-  std::string decode(const std::vector<int32_t>& ids) const { return decode(ids.data(), ids.size()); }
+  std::string decode(const std::vector<int32_t>& ids) const {
+    return decode(ids.data(), ids.size());
+  }
 
  private:
   std::string name_;

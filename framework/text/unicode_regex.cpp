@@ -58,8 +58,8 @@ UnicodeRegex::UnicodeRegex(const std::string& pattern, const std::string& what) 
   code->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                              PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
   GPT_INPUT_CHECK(code->code != nullptr, what << ": the regular expression does not compile at "
-                                              << "offset " << offset << " ("
-                                              << pcre2_message(error) << ")");
+                                              << "offset " << offset << " (" << pcre2_message(error)
+                                              << ")");
   // JIT is many times faster; where the platform has none, the interpreter gives the same result.
   pcre2_jit_compile(code->code, PCRE2_JIT_COMPLETE);
   code_ = std::move(code);
@@ -75,8 +75,8 @@ bool UnicodeRegex::find(std::string_view text, size_t start, RegexScratch& scrat
     fail_input(GPT_MSG("invalid UTF-8 at byte " << offset + pcre2_get_startchar(s.match) << " ("
                                                 << pcre2_message(rc) << ")"));
   // rc == 0: the ovector has fewer pairs than the pattern's groups; the whole match is set.
-  GPT_CHECK(rc >= 0, "regular expression failed at byte " << offset + start << ": "
-                                                           << pcre2_message(rc));
+  GPT_CHECK(rc >= 0,
+            "regular expression failed at byte " << offset + start << ": " << pcre2_message(rc));
   const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.match);
   begin = ov[0];
   end = ov[1];

@@ -24,8 +24,8 @@ class UnicodeRegex {
   // The first match in text[start, size) (lookahead sees the whole text). False when there is
   // none. `checked` says the caller has already validated text as UTF-8 (skips PCRE2's check);
   // otherwise invalid UTF-8 is an input error giving the byte offset plus `offset`.
-  bool find(std::string_view text, size_t start, RegexScratch& scratch, size_t& begin,
-            size_t& end, bool checked = true, uint64_t offset = 0) const;
+  bool find(std::string_view text, size_t start, RegexScratch& scratch, size_t& begin, size_t& end,
+            bool checked = true, uint64_t offset = 0) const;
 
  private:
   struct Code;

@@ -17,10 +17,14 @@ char32_t utf8_decode(std::string_view text, size_t i, size_t& length) {
   length = utf8_length(c0);
   if (length > text.size() - i) length = text.size() - i;
   switch (length) {
-    case 1: return c0;
-    case 2: return (c0 & 0x1Fu) << 6 | (b(1) & 0x3Fu);
-    case 3: return (c0 & 0x0Fu) << 12 | (b(1) & 0x3Fu) << 6 | (b(2) & 0x3Fu);
-    default: return (c0 & 0x07u) << 18 | (b(1) & 0x3Fu) << 12 | (b(2) & 0x3Fu) << 6 | (b(3) & 0x3Fu);
+    case 1:
+      return c0;
+    case 2:
+      return (c0 & 0x1Fu) << 6 | (b(1) & 0x3Fu);
+    case 3:
+      return (c0 & 0x0Fu) << 12 | (b(1) & 0x3Fu) << 6 | (b(2) & 0x3Fu);
+    default:
+      return (c0 & 0x07u) << 18 | (b(1) & 0x3Fu) << 12 | (b(2) & 0x3Fu) << 6 | (b(3) & 0x3Fu);
   }
 }
 
@@ -52,10 +56,14 @@ size_t first_invalid_utf8(std::string_view text) {
     }
     size_t len = 0;
     char32_t min = 0;
-    if (c0 >= 0xC2 && c0 <= 0xDF) len = 2, min = 0x80;
-    else if (c0 >= 0xE0 && c0 <= 0xEF) len = 3, min = 0x800;
-    else if (c0 >= 0xF0 && c0 <= 0xF4) len = 4, min = 0x10000;
-    else return i;
+    if (c0 >= 0xC2 && c0 <= 0xDF)
+      len = 2, min = 0x80;
+    else if (c0 >= 0xE0 && c0 <= 0xEF)
+      len = 3, min = 0x800;
+    else if (c0 >= 0xF0 && c0 <= 0xF4)
+      len = 4, min = 0x10000;
+    else
+      return i;
     if (n - i < len) return i;
     for (size_t k = 1; k < len; ++k)
       if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return i;
@@ -69,8 +77,8 @@ size_t first_invalid_utf8(std::string_view text) {
 
 bool is_white_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 bool is_normalization_form(const std::string& form) {
@@ -82,11 +90,10 @@ void unicode_normalize(const std::string& form, std::string& text) {
   for (char c : text) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
   if (ascii) return;
   UErrorCode status = U_ZERO_ERROR;
-  const icu::Normalizer2* normalizer =
-      form == "NFC"    ? icu::Normalizer2::getNFCInstance(status)
-      : form == "NFD"  ? icu::Normalizer2::getNFDInstance(status)
-      : form == "NFKC" ? icu::Normalizer2::getNFKCInstance(status)
-                       : icu::Normalizer2::getNFKDInstance(status);
+  const icu::Normalizer2* normalizer = form == "NFC"    ? icu::Normalizer2::getNFCInstance(status)
+                                       : form == "NFD"  ? icu::Normalizer2::getNFDInstance(status)
+                                       : form == "NFKC" ? icu::Normalizer2::getNFKCInstance(status)
+                                                        : icu::Normalizer2::getNFKDInstance(status);
   GPT_CHECK(U_SUCCESS(status) && normalizer, "ICU has no " << form << " normalizer");
   const icu::StringPiece piece(text.data(), static_cast<int32_t>(text.size()));
   if (normalizer->isNormalizedUTF8(piece, status) && U_SUCCESS(status)) return;

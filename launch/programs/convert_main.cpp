@@ -222,9 +222,9 @@ void from_hf_llama(const ConvertOptions& o, const Json& config, const std::strin
   if (fs::exists(dir / "tokenizer.json", ec)) {
     hf_tokenizer = std::make_unique<HfTokenizer>(dir.string());
     GPT_INPUT_CHECK(hf_tokenizer->vocab_size() <= model.vocab_size,
-                    hf_tokenizer->json_path() << " has " << hf_tokenizer->vocab_size()
-                                              << " tokens, more than vocab_size "
-                                              << model.vocab_size << " of " << config_path);
+                    hf_tokenizer->json_path()
+                        << " has " << hf_tokenizer->vocab_size() << " tokens, more than vocab_size "
+                        << model.vocab_size << " of " << config_path);
     tokenizer = hf_tokenizer->identity();
     check_tokenizer_folder(*hf_tokenizer, o.output);
   }

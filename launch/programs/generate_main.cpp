@@ -181,14 +181,16 @@ int generate_main(int argc, char** argv) {
     } else {
       GPT_INPUT_CHECK(spec == "bytes" || spec == "gpt2",
                       "generate knows the tokenizers bytes, gpt2 and Hugging Face tokenizer.json "
-                      "files (the checkpoint " << o.checkpoint << " uses " << model.tokenizer << ")");
+                      "files (the checkpoint "
+                          << o.checkpoint << " uses " << model.tokenizer << ")");
     }
     tokenizer = std::make_unique<TextTokenizer>(spec, Gpt2Files{o.vocab, o.merges});
     GPT_INPUT_CHECK(tokenizer->name() == "bytes" ||
                         tokenizer->vocab_size() <= model.runtime->model().vocab_size,
                     "the tokenizer " << spec << " has " << tokenizer->vocab_size()
-                                     << " tokens, more than the " << model.runtime->model().vocab_size
-                                     << " of the checkpoint " << o.checkpoint);
+                                     << " tokens, more than the "
+                                     << model.runtime->model().vocab_size << " of the checkpoint "
+                                     << o.checkpoint);
     if (!o.prompt_file.empty()) prompt_text = read_prompt_file(o.prompt_file);
     if (!o.prompt_tokens.empty()) {
       prompt = parse_token_ids(o.prompt_tokens, model.runtime->model().vocab_size);
@@ -217,7 +219,8 @@ int generate_main(int argc, char** argv) {
     std::vector<int32_t> all = prompt;
     all.insert(all.end(), generated.begin(), generated.end());
     const std::string before = decode(prompt), whole = decode(all);
-    return whole.compare(0, before.size(), before) == 0 ? whole.substr(before.size()) : decode(generated);
+    return whole.compare(0, before.size(), before) == 0 ? whole.substr(before.size())
+                                                        : decode(generated);
   };
   const std::string shown_prompt = o.prompt_tokens.empty() ? prompt_text : decode(prompt);
   std::unique_ptr<NextTokenLogits> logits;

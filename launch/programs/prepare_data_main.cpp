@@ -99,9 +99,13 @@ class ChunkReader {
  public:
   // Chunks of --read-mb, smaller for a small input so that every worker gets several.
   ChunkReader(const Options& o, uint64_t n, const gpt::TextTokenizer& tokenizer, int workers)
-      : o_(o), n_(n), tokenizer_(tokenizer), jsonl_(is_jsonl(o)),
-        read_bytes_(static_cast<size_t>(std::clamp<uint64_t>(
-            n / (4 * static_cast<uint64_t>(workers)), 1u << 20, static_cast<uint64_t>(o.read_mb) << 20))),
+      : o_(o),
+        n_(n),
+        tokenizer_(tokenizer),
+        jsonl_(is_jsonl(o)),
+        read_bytes_(static_cast<size_t>(
+            std::clamp<uint64_t>(n / (4 * static_cast<uint64_t>(workers)), 1u << 20,
+                                 static_cast<uint64_t>(o.read_mb) << 20))),
         val_begin_(validation_start(n, o.val_fraction)),
         in_(o.input, std::ios::binary) {
     GPT_INPUT_CHECK(in_.good(), "--input " << o.input << ": cannot be read");
@@ -113,7 +117,8 @@ class ChunkReader {
       if (!at_end_ && buffer_.size() < read_bytes_) read_more();
       if (buffer_.empty()) return std::nullopt;
       size_t upto = kNone;
-      const bool switch_here = !validation_ && val_begin_ < n_ && val_begin_ - offset_ <= buffer_.size();
+      const bool switch_here =
+          !validation_ && val_begin_ < n_ && val_begin_ - offset_ <= buffer_.size();
       if (switch_here) {
         upto = cut(static_cast<size_t>(val_begin_ - offset_));
         if (upto == kNone && !at_end_) {  // read on to find where validation may start
@@ -202,10 +207,12 @@ void encode_chunk(gpt::TextTokenizer& tokenizer, int worker, const Options& o, b
       gpt::fail_input(e.what());
     }
     const auto text = document.find(o.json_key);
-    GPT_INPUT_CHECK(text != document.end() && text->is_string(),
-                    "the line at byte " << at << " has no string \"" << o.json_key << "\" (--json-key)");
+    GPT_INPUT_CHECK(
+        text != document.end() && text->is_string(),
+        "the line at byte " << at << " has no string \"" << o.json_key << "\" (--json-key)");
     if (doc >= 0 && tokenizer.document_token_first()) ids.push_back(static_cast<int32_t>(doc));
-    tokenizer.encode(worker, text->get_ref<const std::string&>(), ids, 0, false, o.allow_special_tokens);
+    tokenizer.encode(worker, text->get_ref<const std::string&>(), ids, 0, false,
+                     o.allow_special_tokens);
     if (doc >= 0 && !tokenizer.document_token_first()) ids.push_back(static_cast<int32_t>(doc));
   }
 }
@@ -220,7 +227,8 @@ void print_summary(const Options& o, uint64_t n, const gpt::TextTokenizer& token
     std::printf(", %lld validation tokens in %s", static_cast<long long>(val->size()),
                 val_path.c_str());
   std::printf(" (tokenizer %s, vocab_size %lld; %d threads; %.1f MB/s)\n", tokenizer.name().c_str(),
-              static_cast<long long>(tokenizer.vocab_size()), threads, n / 1e6 / std::max(seconds, 1e-9));
+              static_cast<long long>(tokenizer.vocab_size()), threads,
+              n / 1e6 / std::max(seconds, 1e-9));
 }
 
 void create_output_folder(const Options& o) {
@@ -244,8 +252,9 @@ void report_progress(uint64_t offset, uint64_t n, std::chrono::steady_clock::tim
 
 void run(const Options& o) {
   const uint64_t n = check_text_input(o);
-  const int threads = o.threads > 0 ? o.threads
-                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = o.threads > 0
+                          ? o.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   gpt::TextTokenizer tokenizer(o.tokenizer, {o.vocab, o.merges}, threads);
   create_output_folder(o);
   const std::string folder = fs::path(o.output).parent_path().string();
@@ -276,8 +285,10 @@ void run(const Options& o) {
   while (true) {
     batch.clear();
     while (batch.size() < static_cast<size_t>(threads))
-      if (std::optional<Chunk> c = reader.next()) batch.push_back(std::move(*c));
-      else break;
+      if (std::optional<Chunk> c = reader.next())
+        batch.push_back(std::move(*c));
+      else
+        break;
     if (batch.empty()) break;
     // One worker per chunk; the ids are written in input order after all have finished.
     auto work = [&](size_t i) {
@@ -299,23 +310,29 @@ void run(const Options& o) {
           gpt::fail_input(GPT_MSG("--input " << o.input << ": " << e.what()));
         }
       }
-      GPT_INPUT_CHECK(!batch[i].no_validation_start,
-                      "--input " << o.input << ": no place to start the validation part at or "
-                                    "after byte " << validation_start(n, o.val_fraction)
-                                 << (reader.jsonl() ? " (a line must start there)"
-                                                    : " (the tokenizer cuts a document only after a "
-                                                      "line break between two letters; gpt2 between "
-                                                      "printable characters)"));
+      GPT_INPUT_CHECK(
+          !batch[i].no_validation_start,
+          "--input " << o.input
+                     << ": no place to start the validation part at or "
+                        "after byte "
+                     << validation_start(n, o.val_fraction)
+                     << (reader.jsonl() ? " (a line must start there)"
+                                        : " (the tokenizer cuts a document only after a "
+                                          "line break between two letters; gpt2 between "
+                                          "printable characters)"));
       if (batch[i].validation && !val)
-        val = std::make_unique<gpt::TokenFileWriter>(val_path, tokenizer.vocab_size(), tokenizer.name(), eot);
+        val = std::make_unique<gpt::TokenFileWriter>(val_path, tokenizer.vocab_size(),
+                                                     tokenizer.name(), eot);
       (batch[i].validation ? *val : train).append(ids[i].data(), ids[i].size());
     }
     report_progress(batch.back().offset + batch.back().text.size(), n, t0, next_report);
   }
   if (reader.has_validation() && !val)  // validation starts at the very end: an empty part
-    val = std::make_unique<gpt::TokenFileWriter>(val_path, tokenizer.vocab_size(), tokenizer.name(), eot);
+    val = std::make_unique<gpt::TokenFileWriter>(val_path, tokenizer.vocab_size(), tokenizer.name(),
+                                                 eot);
   GPT_INPUT_CHECK(train.size() > 0, "--input " << o.input << ": no tokens for the training part");
-  GPT_INPUT_CHECK(!val || val->size() > 0, "--input " << o.input << ": no tokens for the validation part");
+  GPT_INPUT_CHECK(!val || val->size() > 0,
+                  "--input " << o.input << ": no tokens for the validation part");
   if (tokenizer.hf()) gpt::place_tokenizer_copy(*tokenizer.hf(), folder);
   train.finish();
   if (val) val->finish();

@@ -205,7 +205,8 @@ void carry_tokenizer(MPI_Comm world, const TrainOptions& options, const TokenDat
     for (const std::string& folder : folders) {
       const fs::path json = fs::path(folder.empty() ? "." : folder) / "tokenizer.json";
       std::error_code ec;
-      if (!fs::exists(json, ec) || hf_tokenizer_identity(json.string()) != train.tokenizer) continue;
+      if (!fs::exists(json, ec) || hf_tokenizer_identity(json.string()) != train.tokenizer)
+        continue;
       place_tokenizer_copy(HfTokenizer(json.string()), options.checkpoint_dir);
       return;
     }

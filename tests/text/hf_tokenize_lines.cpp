@@ -1,10 +1,10 @@
 // Test helper: encodes each line of a UTF-8 file (its "\n" included) with a tokenizer.json and
 // prints one line of space-separated ids per input line, the format hf_reference_lines.js prints,
 // so test_hf_vs_reference.py can compare line by line. For byte-level files each line must decode
-// back to itself where HfTokenizer::decodes_exactly() (reported, exit code 1, where one does not). --decoded FILE writes each line's
-// decoded text as a JSON string per line; --allow-special-tokens matches special tokens written in
-// the text.
-// usage: hf_tokenize_lines TOKENIZER INPUT OUTPUT [--decoded FILE] [--allow-special-tokens]
+// back to itself where HfTokenizer::decodes_exactly() (reported, exit code 1, where one does not).
+// --decoded FILE writes each line's decoded text as a JSON string per line; --allow-special-tokens
+// matches special tokens written in the text. usage: hf_tokenize_lines TOKENIZER INPUT OUTPUT
+// [--decoded FILE] [--allow-special-tokens]
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -25,8 +25,10 @@ int main(int argc, char** argv) {
   std::string decoded_path;
   bool allow_special = false;
   for (int i = 4; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--decoded") == 0 && i + 1 < argc) decoded_path = argv[++i];
-    else if (std::strcmp(argv[i], "--allow-special-tokens") == 0) allow_special = true;
+    if (std::strcmp(argv[i], "--decoded") == 0 && i + 1 < argc)
+      decoded_path = argv[++i];
+    else if (std::strcmp(argv[i], "--allow-special-tokens") == 0)
+      allow_special = true;
     else {
       std::fprintf(stderr, "hf_tokenize_lines: unknown argument %s\n", argv[i]);
       return 2;
@@ -53,7 +55,9 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
       out << '\n';
       const std::string text = tokenizer.decode(ids);
-      if (decoded) decoded << gpt::Json(text).dump(-1, ' ', false, gpt::Json::error_handler_t::replace) << '\n';
+      if (decoded)
+        decoded << gpt::Json(text).dump(-1, ' ', false, gpt::Json::error_handler_t::replace)
+                << '\n';
       if (exact && !allow_special && text != line && ++failures <= 10)
         std::fprintf(stderr, "line %ld: decode(encode(line)) != line\n", number);
     }
