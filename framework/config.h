@@ -67,6 +67,8 @@ struct ModelConfig {
   // tp/kv_heads consecutive ranks (kv_replicas) when kv_heads divides tp.
   int64_t kv_heads_per_rank(int64_t tp) const { return kv_heads() >= tp ? kv_heads() / tp : 1; }
   int64_t kv_replicas(int64_t tp) const { return kv_heads() >= tp ? 1 : tp / kv_heads(); }
+  // The width of k and of v on each of tp ranks.
+  int64_t kv_channels_per_rank(int64_t tp) const { return kv_heads_per_rank(tp) * head_dim(); }
   // Vocabulary padded to a multiple of 64 * tp; padded rows are zero and never used.
   int64_t padded_vocab(int64_t tp) const;
   // Parameters of the logical (unpadded) model, GPT-2's wpe excluded (FLOPs formula) or included.
@@ -79,6 +81,43 @@ struct ModelConfig {
   // Throws a one-line gpt::Error naming the bad field: as its option (--n-layer), or with
   // from_file as that file's key ("FILE: attribute config: n_layer").
   void validate(const std::string& from_file = "") const;
+};
+
+// The architecture and the Llama family's fields, one list by their command-line option: a
+// preset copies the fields a user did not give (launch/programs/options.cpp), and a checkpoint
+// refuses an option that disagrees with its stored model (launch/training/run_config.cpp).
+// `same` compares what a field means (the kv heads, head width and MLP width the defaults give).
+struct ModelField {
+  const char* option;
+  void (*copy)(ModelConfig& to, const ModelConfig& from);
+  bool (*same)(const ModelConfig& a, const ModelConfig& b);
+};
+inline constexpr ModelField kArchFields[] = {
+    {"arch", [](ModelConfig& t, const ModelConfig& f) { t.arch = f.arch; },
+     [](const ModelConfig& a, const ModelConfig& b) { return a.arch == b.arch; }},
+    {"n-kv-head", [](ModelConfig& t, const ModelConfig& f) { t.n_kv_head = f.n_kv_head; },
+     [](const ModelConfig& a, const ModelConfig& b) { return a.kv_heads() == b.kv_heads(); }},
+    {"head-dim", [](ModelConfig& t, const ModelConfig& f) { t.head_size = f.head_size; },
+     [](const ModelConfig& a, const ModelConfig& b) { return a.head_dim() == b.head_dim(); }},
+    {"ffn-hidden-size", [](ModelConfig& t, const ModelConfig& f) { t.ffn_hidden = f.ffn_hidden; },
+     [](const ModelConfig& a, const ModelConfig& b) { return a.ffn_dim() == b.ffn_dim(); }},
+    {"rope-theta", [](ModelConfig& t, const ModelConfig& f) { t.rope_theta = f.rope_theta; },
+     [](const ModelConfig& a, const ModelConfig& b) { return a.rope_theta == b.rope_theta; }},
+    {"rope-scaling", [](ModelConfig& t, const ModelConfig& f) { t.rope_scaling = f.rope_scaling; },
+     [](const ModelConfig& a, const ModelConfig& b) {
+       return a.rope_scaling.type == b.rope_scaling.type;
+     }},
+    {"norm-eps", [](ModelConfig& t, const ModelConfig& f) { t.norm_eps = f.norm_eps; },
+     [](const ModelConfig& a, const ModelConfig& b) { return a.norm_eps == b.norm_eps; }},
+    {"tie-embeddings",
+     [](ModelConfig& t, const ModelConfig& f) { t.tie_embeddings = f.tie_embeddings; },
+     [](const ModelConfig& a, const ModelConfig& b) {
+       return a.tie_embeddings == b.tie_embeddings;
+     }},
+    {"qkv-bias", [](ModelConfig& t, const ModelConfig& f) { t.qkv_bias = f.qkv_bias; },
+     [](const ModelConfig& a, const ModelConfig& b) { return a.qkv_bias == b.qkv_bias; }},
+    {"qk-norm", [](ModelConfig& t, const ModelConfig& f) { t.qk_norm = f.qk_norm; },
+     [](const ModelConfig& a, const ModelConfig& b) { return a.qk_norm == b.qk_norm; }},
 };
 
 // The model as JSON: the one place its fields are named for files (the checkpoint's config

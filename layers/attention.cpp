@@ -66,12 +66,6 @@ Attention::Attention(const LayerContext& ctx, const std::string& name, const Mod
   }
 }
 
-Attention::Qkv Attention::split(float* qkv, int64_t rows) const {
-  const int64_t q = local_heads_ * head_dim_, kv = local_kv_heads_ * head_dim_;
-  if (fused_) return {qkv, qkv + q, qkv + 2 * q};       // within each row
-  return {qkv, qkv + rows * q, qkv + rows * (q + kv)};  // blocks of rows
-}
-
 AttentionShape Attention::shape(int64_t T) const {
   if (fused_) return fused_qkv_shape(mb_.B, T, local_heads_, head_dim_);
   return {mb_.B,
@@ -107,7 +101,7 @@ AttentionGrads Attention::make_grads() const {
 void Attention::prepare_qk(float* qkv, int64_t T, int64_t start, AttentionCache& c, bool decoding) {
   if (fused_) return;
   const int64_t rows = mb_.B * T;
-  const Qkv x = split(qkv, rows);
+  const auto x = split(qkv, rows);
   if (q_norm_) {  // the norms read their inputs from the cache, and write q and k back
     const int64_t q = rows * local_heads_ * head_dim_;
     backend_.copy(c.qk_pre.data(), qkv, sizeof(float) * static_cast<size_t>(c.qk_pre.size()));
@@ -129,7 +123,7 @@ void Attention::forward(float* out, const float* inp, AttentionCache& c) {
   prepare_qk(c.qkv.data(), mb_.T, 0, c, false);
   // Selective recomputation keeps no attention cache: the forward's goes to scratch.
   float* att = mb_.drop_attention_cache ? scratch_.att_rebuilt.data() : c.att.data();
-  const Qkv x = split(c.qkv.data(), mb_.N);
+  const auto x = split(c.qkv.data(), mb_.N);
   backend_.attention_forward(c.atty.data(), att, x.q, x.k, x.v, shape(mb_.T));
   c_proj_.forward(out, c.atty.data(), c.c_proj);
 }
@@ -153,7 +147,7 @@ KvCache Attention::make_kv_cache() const {
 }
 
 void Attention::store_keys_values(KvCache& kv, const AttentionCache& c) {
-  const Qkv x = split(const_cast<float*>(c.qkv.data()), mb_.N);
+  const auto x = split(c.qkv.data(), mb_.N);
   backend_.attention_kv_store(kv.k.data(), kv.v.data(), x.k, x.v, shape(mb_.T), mb_.T, 0);
 }
 
@@ -161,7 +155,7 @@ void Attention::decode(float* out, const float* inp, AttentionCache& c, KvCache&
   GPT_CHECK(pos >= 0 && pos < mb_.T, "decode at position " << pos << " of " << mb_.T);
   c_attn_.decode(c.qkv.data(), inp);
   prepare_qk(c.qkv.data(), 1, pos, c, true);
-  const Qkv x = split(c.qkv.data(), mb_.B);
+  const auto x = split(c.qkv.data(), mb_.B);
   backend_.attention_kv_store(kv.k.data(), kv.v.data(), x.k, x.v, shape(mb_.T), 1, pos);
   backend_.attention_decode(c.atty.data(), c.att.data(), x.q, kv.k.data(), kv.v.data(),
                             shape(mb_.T), pos + 1);
@@ -172,7 +166,7 @@ void Attention::backward_input(float* dinp, const float* dout, const AttentionCa
                                AttentionGrads& g) {
   float* datty = scratch_.d_atty.data();
   const float* att = c.att.data();
-  const Qkv x = split(const_cast<float*>(c.qkv.data()), mb_.N);
+  const auto x = split(c.qkv.data(), mb_.N);
   if (mb_.drop_attention_cache) {
     // Selective recomputation: the same forward on the kept q, k, v rebuilds the same cache, bit
     // for bit. Its output lands in datty, which c_proj's input gradient then overwrites.
@@ -180,7 +174,7 @@ void Attention::backward_input(float* dinp, const float* dout, const AttentionCa
     att = scratch_.att_rebuilt.data();
   }
   c_proj_.backward_input(datty, dout, c.c_proj, g.c_proj);
-  const Qkv dx = split(g.dqkv.data(), mb_.N);
+  const auto dx = split(g.dqkv.data(), mb_.N);
   backend_.attention_backward(dx.q, dx.k, dx.v, scratch_.d_att.data(), datty, c.atty.data(), x.q,
                               x.k, x.v, att, shape(mb_.T));
   if (!fused_) {

@@ -68,13 +68,20 @@ class Attention : Layer {
   void decode(float* out, const float* inp, AttentionCache& cache, KvCache& kv, int64_t pos);
 
  private:
-  // q, k and v in a qkv-shaped buffer of `rows` token rows.
+  // q, k and v in a qkv-shaped buffer of `rows` token rows: within each row (GPT-2's fused
+  // projection) or blocks of rows; F is const float for a cached buffer read only.
+  template <typename F>
   struct Qkv {
-    float* q;
-    float* k;
-    float* v;
+    F* q;
+    F* k;
+    F* v;
   };
-  Qkv split(float* qkv, int64_t rows) const;
+  template <typename F>
+  Qkv<F> split(F* qkv, int64_t rows) const {
+    const int64_t q = local_heads_ * head_dim_, kv = local_kv_heads_ * head_dim_;
+    if (fused_) return {qkv, qkv + q, qkv + 2 * q};
+    return {qkv, qkv + rows * q, qkv + rows * (q + kv)};
+  }
   AttentionShape shape(int64_t T) const;  // of B sequences of T positions
   // The Llama family's steps between the projection and the attention core, on `rows` rows of B
   // sequences at positions start...: Qwen3's norms, then the rotation of q and k.

@@ -35,7 +35,7 @@ LayerSizes layer_sizes(const ModelConfig& model, int tp, bool sequence_parallel,
   s.head_dim = model.head_dim();
   s.local_channels = s.local_heads * s.head_dim;
   s.local_kv_heads = model.kv_heads_per_rank(tp);
-  s.local_kv_channels = s.local_kv_heads * s.head_dim;
+  s.local_kv_channels = model.kv_channels_per_rank(tp);
   s.ffn_parts = model.llama() ? 2 : 1;
   s.rms_norm = model.llama();
   s.qk_norm = model.qk_norm;

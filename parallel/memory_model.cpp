@@ -91,7 +91,7 @@ namespace {
 std::vector<BucketParameter> llama_chunk_parameters(const ModelConfig& model, int tp,
                                                     const StageSpec& spec) {
   const int64_t C = model.d_model, F = model.ffn_dim() / tp, HS = model.head_dim();
-  const int64_t Q = model.q_channels() / tp, KV = model.kv_heads_per_rank(tp) * HS;
+  const int64_t Q = model.q_channels() / tp, KV = model.kv_channels_per_rank(tp);
   const int64_t local_vocab = model.padded_vocab(tp) / tp * C;
   std::vector<BucketParameter> params;
   if (spec.has_embedding) params.push_back({"embed_tokens.weight", local_vocab});
@@ -272,8 +272,7 @@ DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
       linears.insert(linears.end(), {{C, 3 * C / tp}, {C / tp, C}, {C, F}, {F, C}});
     }
     if (spec.n_layers > 0 && in.model.llama()) {  // q, k, v, o, gate, up, down; biases of q, k, v
-      const int64_t Q = in.model.q_channels() / tp,
-                    KV = in.model.kv_heads_per_rank(tp) * in.model.head_dim();
+      const int64_t Q = in.model.q_channels() / tp, KV = in.model.kv_channels_per_rank(tp);
       out.scratch =
           std::max({out.scratch, cuda_rmsnorm_weight_scratch_bytes(C),
                     in.model.qk_norm ? cuda_rmsnorm_weight_scratch_bytes(in.model.head_dim()) : 0,

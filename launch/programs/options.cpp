@@ -275,17 +275,7 @@ const std::pair<const char*, FieldCopy> kPresetFields[] = {
     {"d-model", [](ModelConfig& t, const ModelConfig& f) { t.d_model = f.d_model; }},
     {"seq-len", [](ModelConfig& t, const ModelConfig& f) { t.seq_len = f.seq_len; }},
     {"vocab-size", [](ModelConfig& t, const ModelConfig& f) { t.vocab_size = f.vocab_size; }},
-    {"n-kv-head", [](ModelConfig& t, const ModelConfig& f) { t.n_kv_head = f.n_kv_head; }},
-    {"head-dim", [](ModelConfig& t, const ModelConfig& f) { t.head_size = f.head_size; }},
-    {"ffn-hidden-size", [](ModelConfig& t, const ModelConfig& f) { t.ffn_hidden = f.ffn_hidden; }},
-    {"rope-theta", [](ModelConfig& t, const ModelConfig& f) { t.rope_theta = f.rope_theta; }},
-    {"rope-scaling", [](ModelConfig& t, const ModelConfig& f) { t.rope_scaling = f.rope_scaling; }},
-    {"norm-eps", [](ModelConfig& t, const ModelConfig& f) { t.norm_eps = f.norm_eps; }},
-    {"tie-embeddings",
-     [](ModelConfig& t, const ModelConfig& f) { t.tie_embeddings = f.tie_embeddings; }},
-    {"qkv-bias", [](ModelConfig& t, const ModelConfig& f) { t.qkv_bias = f.qkv_bias; }},
-    {"qk-norm", [](ModelConfig& t, const ModelConfig& f) { t.qk_norm = f.qk_norm; }},
-};
+};  // and kArchFields (framework/config.h)
 
 // A Llama-family preset from its published config.json (Hugging Face): layers, heads, kv heads,
 // width, MLP width, vocabulary, rope theta, RMSNorm eps; seq_len is the trained context capped at
@@ -309,6 +299,8 @@ void apply_model_preset(const std::string& preset, const std::set<std::string>& 
   for (const auto& [option, copy] : kPresetFields)
     if (!given.count(option) && (option != std::string("vocab-size") || shape.llama()))
       copy(model, shape);
+  for (const ModelField& field : kArchFields)
+    if (!given.count(field.option)) field.copy(model, shape);
 }
 
 ModelConfig model_preset(const std::string& name) {

@@ -133,16 +133,7 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
                     "--" << option << " conflicts with the checkpoint " << file << " (a "
                          << arch_name(stored.arch) << " model; its config holds the shape)");
   };
-  agrees("arch", m.arch == stored.arch);
-  agrees("n-kv-head", m.kv_heads() == stored.kv_heads());
-  agrees("head-dim", m.head_dim() == stored.head_dim());
-  agrees("ffn-hidden-size", m.ffn_dim() == stored.ffn_dim());
-  agrees("rope-theta", m.rope_theta == stored.rope_theta);
-  agrees("rope-scaling", m.rope_scaling.type == stored.rope_scaling.type);
-  agrees("norm-eps", m.norm_eps == stored.norm_eps);
-  agrees("tie-embeddings", m.tie_embeddings == stored.tie_embeddings);
-  agrees("qkv-bias", m.qkv_bias == stored.qkv_bias);
-  agrees("qk-norm", m.qk_norm == stored.qk_norm);
+  for (const ModelField& field : kArchFields) agrees(field.option, field.same(m, stored));
   const int64_t seq_len = o.model.seq_len;
   o.model = stored;
   o.model.seq_len = seq_len;

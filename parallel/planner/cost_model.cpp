@@ -62,7 +62,7 @@ Shapes shapes_of(const ModelConfig& m, const PlanLayout& l) {
   sh.hd = static_cast<double>(m.head_dim());
   sh.V_l = static_cast<double>(m.padded_vocab(l.tp)) / l.tp;
   sh.Q_l = static_cast<double>(m.q_channels()) / l.tp;
-  sh.KV_l = static_cast<double>(m.kv_heads_per_rank(l.tp) * m.head_dim());
+  sh.KV_l = static_cast<double>(m.kv_channels_per_rank(l.tp));
   sh.llama = m.llama();
   sh.e = megatron(l) ? 2 : 4;
   return sh;

@@ -26,6 +26,9 @@ for t in sorted(ours):
     o, p = ours[t], theirs[t]
     print(f"threads {t}: ours {o['tokens_per_s']:.0f} tok/s, PyTorch {p['tokens_per_s']:.0f} tok/s, "
           f"ratio {o['tokens_per_s'] / p['tokens_per_s']:.2f}x; ours at "
-          f"{100 * o['gflops'] / o['sgemm_peak_gflops']:.0f}% of sgemm peak, PyTorch at "
-          f"{100 * p['gflops'] / o['sgemm_peak_gflops']:.0f}%")
+          f"{100 * o['gflops'] / o['sgemm_peak_gflops']:.0f}% of sgemm peak and "
+          f"{100 * o['gflops'] / o['fma_peak_gflops']:.0f}% of the FMA peak "
+          f"({o['fma_peak_gflops']:.0f} GFLOP/s), PyTorch at "
+          f"{100 * p['gflops'] / o['sgemm_peak_gflops']:.0f}% and "
+          f"{100 * p['gflops'] / o['fma_peak_gflops']:.0f}%")
 PY
