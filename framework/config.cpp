@@ -198,4 +198,20 @@ ModelConfig model_config_from_json(const Json& json, const std::string& what) {
   return m;
 }
 
+std::string shortest_text(double value) {
+  return Json(value).dump();
+}
+
+std::string model_shape_options(const ModelConfig& model) {
+  if (!model.llama()) return "";
+  std::string out;
+  for (const ModelField& field : kArchFields) {
+    const std::string value = field.text(model);
+    if (value.empty()) continue;
+    out += std::string(out.empty() ? "" : " ") + "--" + field.option;
+    if (value != "on") out += " " + value;
+  }
+  return out;
+}
+
 }  // namespace gpt

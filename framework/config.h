@@ -83,42 +83,64 @@ struct ModelConfig {
   void validate(const std::string& from_file = "") const;
 };
 
+// A real's shortest text that reads back to it, as the checkpoint's JSON writes it.
+std::string shortest_text(double value);
+
 // The architecture and the Llama family's fields, one list by their command-line option: a
 // preset copies the fields a user did not give (launch/programs/options.cpp), and a checkpoint
 // refuses an option that disagrees with its stored model (launch/training/run_config.cpp).
-// `same` compares what a field means (the kv heads, head width and MLP width the defaults give).
+// `same` compares what a field means (the kv heads, head width and MLP width the defaults give);
+// `text` gives the option's value for a command line (plan's run commands): "" for a switch that
+// is off, "on" for one that is on.
 struct ModelField {
   const char* option;
   void (*copy)(ModelConfig& to, const ModelConfig& from);
   bool (*same)(const ModelConfig& a, const ModelConfig& b);
+  std::string (*text)(const ModelConfig& m);
 };
 inline constexpr ModelField kArchFields[] = {
     {"arch", [](ModelConfig& t, const ModelConfig& f) { t.arch = f.arch; },
-     [](const ModelConfig& a, const ModelConfig& b) { return a.arch == b.arch; }},
+     [](const ModelConfig& a, const ModelConfig& b) { return a.arch == b.arch; },
+     [](const ModelConfig& m) { return std::string(m.llama() ? "llama" : "gpt2"); }},
     {"n-kv-head", [](ModelConfig& t, const ModelConfig& f) { t.n_kv_head = f.n_kv_head; },
-     [](const ModelConfig& a, const ModelConfig& b) { return a.kv_heads() == b.kv_heads(); }},
+     [](const ModelConfig& a, const ModelConfig& b) { return a.kv_heads() == b.kv_heads(); },
+     [](const ModelConfig& m) { return std::to_string(m.kv_heads()); }},
     {"head-dim", [](ModelConfig& t, const ModelConfig& f) { t.head_size = f.head_size; },
-     [](const ModelConfig& a, const ModelConfig& b) { return a.head_dim() == b.head_dim(); }},
+     [](const ModelConfig& a, const ModelConfig& b) { return a.head_dim() == b.head_dim(); },
+     [](const ModelConfig& m) { return std::to_string(m.head_dim()); }},
     {"ffn-hidden-size", [](ModelConfig& t, const ModelConfig& f) { t.ffn_hidden = f.ffn_hidden; },
-     [](const ModelConfig& a, const ModelConfig& b) { return a.ffn_dim() == b.ffn_dim(); }},
+     [](const ModelConfig& a, const ModelConfig& b) { return a.ffn_dim() == b.ffn_dim(); },
+     [](const ModelConfig& m) { return std::to_string(m.ffn_dim()); }},
     {"rope-theta", [](ModelConfig& t, const ModelConfig& f) { t.rope_theta = f.rope_theta; },
-     [](const ModelConfig& a, const ModelConfig& b) { return a.rope_theta == b.rope_theta; }},
+     [](const ModelConfig& a, const ModelConfig& b) { return a.rope_theta == b.rope_theta; },
+     [](const ModelConfig& m) { return shortest_text(m.rope_theta); }},
     {"rope-scaling", [](ModelConfig& t, const ModelConfig& f) { t.rope_scaling = f.rope_scaling; },
      [](const ModelConfig& a, const ModelConfig& b) {
        return a.rope_scaling.type == b.rope_scaling.type;
+     },
+     [](const ModelConfig& m) {
+       return std::string(m.rope_scaling.type == RopeScaling::kLlama3 ? "llama3" : "none");
      }},
     {"norm-eps", [](ModelConfig& t, const ModelConfig& f) { t.norm_eps = f.norm_eps; },
-     [](const ModelConfig& a, const ModelConfig& b) { return a.norm_eps == b.norm_eps; }},
+     [](const ModelConfig& a, const ModelConfig& b) { return a.norm_eps == b.norm_eps; },
+     [](const ModelConfig& m) { return shortest_text(m.norm_eps); }},
     {"tie-embeddings",
      [](ModelConfig& t, const ModelConfig& f) { t.tie_embeddings = f.tie_embeddings; },
      [](const ModelConfig& a, const ModelConfig& b) {
        return a.tie_embeddings == b.tie_embeddings;
-     }},
+     },
+     [](const ModelConfig& m) { return std::string(m.tie_embeddings ? "on" : ""); }},
     {"qkv-bias", [](ModelConfig& t, const ModelConfig& f) { t.qkv_bias = f.qkv_bias; },
-     [](const ModelConfig& a, const ModelConfig& b) { return a.qkv_bias == b.qkv_bias; }},
+     [](const ModelConfig& a, const ModelConfig& b) { return a.qkv_bias == b.qkv_bias; },
+     [](const ModelConfig& m) { return std::string(m.qkv_bias ? "on" : ""); }},
     {"qk-norm", [](ModelConfig& t, const ModelConfig& f) { t.qk_norm = f.qk_norm; },
-     [](const ModelConfig& a, const ModelConfig& b) { return a.qk_norm == b.qk_norm; }},
+     [](const ModelConfig& a, const ModelConfig& b) { return a.qk_norm == b.qk_norm; },
+     [](const ModelConfig& m) { return std::string(m.qk_norm ? "on" : ""); }},
 };
+
+// The options that give train this model's shape and architecture beside the plain ones
+// (--n-layer, --n-head, --d-model, --seq-len): none for GPT-2, kArchFields' for the Llama family.
+std::string model_shape_options(const ModelConfig& model);
 
 // The model as JSON: the one place its fields are named for files (the checkpoint's config
 // attribute). GPT-2 writes its five fields (n_layer, n_head, d_model, seq_len, vocab_size), as it

@@ -53,12 +53,18 @@ class PlanOutputTest(unittest.TestCase):
 
     def test_best_layout_runs_as_printed(self):
         """The printed command lines: --json carries them for every layout, and train accepts
-        the best one's options as they are (its memory report, on as many ranks)."""
+        the best one's options as they are (its memory report, on as many ranks), for GPT-2 and
+        for the Llama family (whose architecture options the command carries)."""
+        for model in ("tiny", "llama-tiny"):
+            with self.subTest(model=model):
+                self.check_best_layout_runs(model)
+
+    def check_best_layout_runs(self, model):
         with tempfile.TemporaryDirectory() as tmp:
             cluster = os.path.join(tmp, "two.ini")
             with open(cluster, "w") as f:
                 f.write("base = dgx-h100\nname = two\ngpus_per_node = 2\n")
-            args = ["--cluster", cluster, "--nodes", "1", "--model", "tiny",
+            args = ["--cluster", cluster, "--nodes", "1", "--model", model,
                     "--global-batch-size", "8", "--precision", "fp32"]
             code, out, err = plan(*args, "--json")
             self.assertEqual(code, 0, err)
@@ -66,6 +72,7 @@ class PlanOutputTest(unittest.TestCase):
             mpirun = best["commands"]["mpirun"]
             self.assertTrue(mpirun.startswith("mpirun -np 2 --map-by ppr:2:node build/bin/train "))
             self.assertIn(f"--tp {best['tp']} --pp {best['pp']}", mpirun)
+            self.assertEqual("--arch llama" in mpirun, model == "llama-tiny", mpirun)
             self.assertTrue(best["commands"]["sbatch"].startswith(
                 "sbatch --nodes=1 --ntasks-per-node=2 --gpus-per-task=1 "
                 "launch/programs/slurm/train.sbatch "))
