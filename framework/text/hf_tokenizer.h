@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "framework/text/unicode_regex.h"
+
 namespace gpt {
 
 class HfEncoder;
@@ -53,11 +55,14 @@ class HfTokenizer {
   // The id of an added or vocabulary token given by its text, or -1.
   int64_t token_id(const std::string& text) const;
 
-  // Whether the text may be cut after a "\n" followed by an ASCII letter and the two parts
-  // encoded separately (the second as a continuation) with the same ids as the whole: true for
-  // the pre-tokenizers where that is proven (see the .cpp); prepare-data then splits one
-  // document between threads.
+  // Whether the text may be cut after a "\n" between two letters or digits (\p{L}, \p{N}) and
+  // the two parts encoded separately (the second as a continuation) with the same ids as the
+  // whole: true for the pre-tokenizers where that is proven (see hf_tokenizer_load.cpp);
+  // prepare-data then splits one document between workers.
   bool cuts_after_newline() const;
+  // The first such place at or after `from` (and before text.size()), or npos; npos always
+  // where !cuts_after_newline(). `scratch` is the calling thread's.
+  size_t cut_at_or_after(std::string_view text, size_t from, RegexScratch& scratch) const;
 
   // Whether decode(encode(x)) == x for every text x: a byte-level file without a normalizer
   // (Qwen's NFC gives back the NFC form of the text).

@@ -28,11 +28,12 @@ constexpr size_t kMaxTokenBytes = 1u << 16;
 // GPT-2's pre-tokenization pattern, what ByteLevel's use_regex applies (see pretokenize_regex).
 constexpr const char* kGpt2Pattern =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-// The Split patterns for which a cut after "\n" before an ASCII letter is proven a piece boundary
-// (HfTokenizer::cuts_after_newline): Llama 3's (and OpenAI's cl100k), and Qwen2's and Qwen3's.
-// The argument: the letter before the "\n" ends a piece (no alternative continues a letter run
-// into "\n"), and at the "\n" only `\s*[\r\n]+` matches, taking the "\n" alone because a letter
-// follows; matching has no lookbehind, so the rest splits as it would on its own.
+// The Split patterns for which a cut after "\n" between two letters or digits is proven a piece
+// boundary (HfTokenizer::cuts_after_newline): Llama 3's (and OpenAI's cl100k), and Qwen2's and
+// Qwen3's. The argument: the letter or digit before the "\n" ends a piece (the alternatives that
+// take letters or digits cannot go on into "\n"), and at the "\n" only `\s*[\r\n]+` matches,
+// taking the "\n" alone because a letter or digit follows; matching has no lookbehind, so the
+// rest splits as it would on its own. GPT-2's pattern (ByteLevel's use_regex) likewise.
 constexpr const char* kNewlineSafePatterns[] = {
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
@@ -444,23 +445,26 @@ bool newline_in(const std::string& s) {
   return s.find('\n') != std::string::npos;
 }
 
-bool ascii_letter_in(const std::string& s) {
-  return std::any_of(s.begin(), s.end(),
-                     [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
+// Whether a Replace may touch a letter or digit: any ASCII letter or digit, or any non-ASCII
+// character (not classified here, so assumed to be one).
+bool letter_or_digit_in(const std::string& s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || static_cast<unsigned char>(c) >= 0x80;
+  });
 }
 
-// See HfTokenizer::cuts_after_newline. Normalizers: Unicode forms leave "\n" and an ASCII letter
-// after it alone; Prepend acts at the start only (skipped on a continuation); a Replace that
-// touches neither; Strip or Lowercase anything else: not proven. Pre-tokenizers: one of the
-// proven patterns, GPT-2's, or none or Metaspace when no merge can join a "\n" to a neighbour
-// (then BPE never merges across it).
+// See HfTokenizer::cuts_after_newline. Normalizers: Unicode forms leave "\n" and the letter or
+// digit after it alone (neither composes with a "\n"); Prepend acts at the start only (skipped on a
+// continuation); a Replace that touches neither; Strip or Lowercase anything else: not proven.
+// Pre-tokenizers: one of the proven patterns, GPT-2's, or none or Metaspace when no merge can join
+// a "\n" to a neighbour (then BPE never merges across it).
 bool newline_cut_is_safe(const HfTokenizer::Model& m) {
   for (const AddedToken& a : m.added)
     if (newline_in(a.content)) return false;
   for (const NormalizerStep& s : m.normalizer) {
     if (s.kind == NormalizerStep::kReplace &&
-        (newline_in(s.pattern.literal) || ascii_letter_in(s.pattern.literal) || s.pattern.regex ||
-         newline_in(s.text)))
+        (newline_in(s.pattern.literal) || letter_or_digit_in(s.pattern.literal) ||
+         s.pattern.regex || newline_in(s.text)))
       return false;
     if (s.kind == NormalizerStep::kLowercase || s.kind == NormalizerStep::kStrip) return false;
   }
@@ -585,6 +589,28 @@ bool HfTokenizer::document_token_first() const {
 }
 bool HfTokenizer::cuts_after_newline() const {
   return m_->cuts_after_newline;
+}
+
+size_t HfTokenizer::cut_at_or_after(std::string_view text, size_t from,
+                                    RegexScratch& scratch) const {
+  if (!m_->cuts_after_newline) return std::string_view::npos;
+  // The character at `at` alone is the subject: the text may hold invalid UTF-8 (reported when it
+  // is encoded) or end inside a character, which is then no letter.
+  const auto letter_or_digit = [&](size_t at) {
+    const size_t length = utf8_length(static_cast<unsigned char>(text[at]));
+    if (at + length > text.size()) return false;
+    const std::string_view c = text.substr(at, length);
+    size_t b = 0, e = 0;
+    return first_invalid_utf8(c) == std::string_view::npos &&
+           m_->letter_or_digit.find(c, 0, scratch, b, e, true);
+  };
+  for (size_t p = std::max<size_t>(from, 2); p < text.size(); ++p) {
+    if (text[p - 1] != '\n') continue;
+    size_t left = p - 2;  // the start of the character before the "\n"
+    while (left > 0 && (static_cast<unsigned char>(text[left]) & 0xC0) == 0x80) --left;
+    if (letter_or_digit(p) && letter_or_digit(left)) return p;
+  }
+  return std::string_view::npos;
 }
 bool HfTokenizer::decodes_exactly() const {
   if (!m_->byte_level || !m_->normalizer.empty()) return false;

@@ -91,6 +91,8 @@ struct HfTokenizer::Model {
   int64_t bos = -1, eos = -1, document_token = -1;
   bool document_token_first = false;
   bool cuts_after_newline = false;
+  // Matches one letter or digit exactly at the start offset (\G): the neighbours of a cut.
+  UnicodeRegex letter_or_digit{"\\G(?:\\p{L}|\\p{N})", "the letter-or-digit pattern"};
 };
 
 }  // namespace gpt

@@ -10,10 +10,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool is_ascii_letter(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
 void copy_file_atomically(const std::string& from, const fs::path& to) {
   const fs::path temp = to.string() + ".tmp";
   std::error_code ec;
@@ -46,6 +42,7 @@ TextTokenizer::TextTokenizer(const std::string& spec, const Gpt2Files& gpt2, int
                                                      << ": not bytes, gpt2, nor an existing "
                                                         "tokenizer.json or directory holding one");
   hf_ = std::make_unique<HfTokenizer>(spec);
+  cut_scratch_ = std::make_unique<RegexScratch>();
   for (int w = 0; w < workers; ++w) hf_encoders_.push_back(std::make_unique<HfEncoder>(*hf_));
   name_ = hf_->identity();
   vocab_size_ = hf_->vocab_size();
@@ -66,17 +63,13 @@ void TextTokenizer::encode(int worker, std::string_view text, std::vector<int32_
 // Bytes: anywhere. GPT-2: after a "\n" between two printable ASCII characters: the "\n" is then
 // a piece of its own (the whitespace rule cannot join it to a neighbour) and the next piece
 // starts there whatever came before, because the pattern only looks ahead. Hugging Face files:
-// after a "\n" between two ASCII letters where HfTokenizer::cuts_after_newline proves it.
+// HfTokenizer::cut_at_or_after.
 size_t TextTokenizer::cut_at_or_after(std::string_view text, size_t from) const {
-  if (!hf_ && gpt2_.empty()) return from < text.size() ? from : std::string_view::npos;
-  if (hf_ && !hf_->cuts_after_newline()) return std::string_view::npos;
+  if (hf_) return hf_->cut_at_or_after(text, from, *cut_scratch_);
+  if (gpt2_.empty()) return from < text.size() ? from : std::string_view::npos;
   auto printable = [](char c) { return c > ' ' && c < 0x7F; };
-  for (size_t p = std::max<size_t>(from, 2); p < text.size(); ++p) {
-    if (text[p - 1] != '\n') continue;
-    if (hf_ ? is_ascii_letter(text[p - 2]) && is_ascii_letter(text[p])
-            : printable(text[p - 2]) && printable(text[p]))
-      return p;
-  }
+  for (size_t p = std::max<size_t>(from, 2); p < text.size(); ++p)
+    if (text[p - 1] == '\n' && printable(text[p - 2]) && printable(text[p])) return p;
   return std::string_view::npos;
 }
 

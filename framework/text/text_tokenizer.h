@@ -57,6 +57,7 @@ class TextTokenizer {
   std::vector<std::unique_ptr<Gpt2Tokenizer>> gpt2_;  // one per worker
   std::unique_ptr<HfTokenizer> hf_;
   std::vector<std::unique_ptr<HfEncoder>> hf_encoders_;  // one per worker
+  std::unique_ptr<RegexScratch> cut_scratch_;            // for cut_at_or_after (one caller)
 };
 
 // Places a copy of the Hugging Face tokenizer's files in `folder` (tokenizer.json and, where the

@@ -318,7 +318,7 @@ void run(const Options& o) {
                      << validation_start(n, o.val_fraction)
                      << (reader.jsonl() ? " (a line must start there)"
                                         : " (the tokenizer cuts a document only after a "
-                                          "line break between two letters; gpt2 between "
+                                          "line break between two letters or digits; gpt2 between "
                                           "printable characters)"));
       if (batch[i].validation && !val)
         val = std::make_unique<gpt::TokenFileWriter>(val_path, tokenizer.vocab_size(),

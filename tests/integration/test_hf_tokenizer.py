@@ -1,7 +1,8 @@
 """A Hugging Face tokenizer through the whole workflow (docs/DATA.md "Hugging Face tokenizers"),
 with the SentencePiece-style file of scripts/fetch_hf_tokenizers.sh (BOS before each document):
 prepare-data of a .jsonl (one BOS per document, the ids of each document the tokenizer's, the
-file copied beside the data sets, the same tokens with 1 and 2 threads); convert --from-hf of a
+file copied beside the data sets, the same tokens with 1 and 2 threads) and of a CJK text cut
+between workers (the ids of the whole text); convert --from-hf of a
 tiny Llama whose directory holds the tokenizer (the checkpoint records its SHA-256, the copy goes
 beside it); train --init-from carries it into the checkpoint folder; generate decodes with it and
 refuses a missing or different file; eval refuses data of another tokenizer; malformed tokenizer
@@ -115,6 +116,33 @@ class HfTokenizerTest(h.TempDirTest):
         other = self.prepare(BYTE_LEVEL, "other")
         one_error(self, h.run("eval", ["--checkpoint", model, "--data", other + ".val.h5"]),
                   identity, sha256(os.path.join(BYTE_LEVEL, "tokenizer.json")))
+
+    def test_cut_documents_encode_as_whole(self):
+        """A 2.5 MB text of CJK lines (letters, digits, punctuation) cut into 1 MB pieces for two
+        workers, and split into train and validation, gives the ids of the whole text encoded at
+        once (Llama 3's regex, and the SentencePiece file's single word)."""
+        rng = np.random.default_rng(5)
+        lines = ["".join(chr(0x4E00 + int(c)) for c in rng.integers(0, 3000, int(n)))
+                 + ["", "。", "，", " 123", "x"][int(k)]
+                 for n, k in zip(rng.integers(5, 30, 45000), rng.integers(0, 5, 45000))]
+        text = self.path("cjk.txt")
+        with open(text, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        for tokenizer in (BYTE_LEVEL, SP):
+            with self.subTest(tokenizer=os.path.basename(tokenizer)):
+                name = os.path.basename(tokenizer)
+                h.run("prepare-data", ["--input", text, "--output", self.path(name, "whole"),
+                                       "--tokenizer", tokenizer, "--read-mb", 4096,
+                                       "--val-fraction", 0, "--threads", 1], check=True)
+                h.run("prepare-data", ["--input", text, "--output", self.path(name, "cut"),
+                                       "--tokenizer", tokenizer, "--read-mb", 1,
+                                       "--threads", 2], check=True)
+                with h5py.File(self.path(name, "whole.train.h5")) as f:
+                    whole = f["tokens"][:]
+                with h5py.File(self.path(name, "cut.train.h5")) as f, \
+                        h5py.File(self.path(name, "cut.val.h5")) as g:
+                    cut = np.concatenate([f["tokens"][:], g["tokens"][:]])
+                self.assertTrue(np.array_equal(whole, cut))
 
     def test_bad_tokenizer_files_and_text(self):
         with open(os.path.join(BYTE_LEVEL, "tokenizer.json")) as f:
