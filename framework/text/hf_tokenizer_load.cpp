@@ -132,6 +132,16 @@ TextPattern read_pattern(const Reader& r, const LargeJson& object, const std::st
   return out;
 }
 
+// Real files have a handful of steps; the pre-tokenizer runs its steps by recursion, one level a
+// step, so their number is bounded before any is read.
+constexpr size_t kMaxSteps = 64;
+
+template <typename Step>
+void check_step_count(const Reader& r, const std::vector<Step>& steps, const std::string& path) {
+  if (steps.size() >= kMaxSteps)
+    r.fail(path, "more than " + std::to_string(kMaxSteps) + " steps in all");
+}
+
 void read_normalizer(const Reader& r, const LargeJson& n, const std::string& path,
                      std::vector<NormalizerStep>& steps) {
   if (n.is_null()) return;
@@ -140,8 +150,10 @@ void read_normalizer(const Reader& r, const LargeJson& n, const std::string& pat
   if (type == "Sequence") {
     const LargeJson& list = r.member(n, "normalizers", path);
     if (!list.is_array()) r.fail(path + ".normalizers", "expected an array");
-    for (size_t i = 0; i < list.size(); ++i)
+    for (size_t i = 0; i < list.size(); ++i) {
+      check_step_count(r, steps, path + ".normalizers");
       read_normalizer(r, list[i], path + ".normalizers[" + std::to_string(i) + "]", steps);
+    }
     return;
   } else if (is_normalization_form(type)) {
     s.kind = NormalizerStep::kUnicodeForm;
@@ -185,8 +197,10 @@ void read_pre_tokenizer(const Reader& r, const LargeJson& n, const std::string& 
   if (type == "Sequence") {
     const LargeJson& list = r.member(n, "pretokenizers", path);
     if (!list.is_array()) r.fail(path + ".pretokenizers", "expected an array");
-    for (size_t i = 0; i < list.size(); ++i)
+    for (size_t i = 0; i < list.size(); ++i) {
+      check_step_count(r, steps, path + ".pretokenizers");
       read_pre_tokenizer(r, list[i], path + ".pretokenizers[" + std::to_string(i) + "]", steps);
+    }
     return;
   }
   if (!steps.empty() && steps.back().kind == PreTokenizerStep::kByteLevel)
@@ -245,8 +259,10 @@ void read_decoder(const Reader& r, const LargeJson& n, const std::string& path,
   if (type == "Sequence") {
     const LargeJson& list = r.member(n, "decoders", path);
     if (!list.is_array()) r.fail(path + ".decoders", "expected an array");
-    for (size_t i = 0; i < list.size(); ++i)
+    for (size_t i = 0; i < list.size(); ++i) {
+      check_step_count(r, steps, path + ".decoders");
       read_decoder(r, list[i], path + ".decoders[" + std::to_string(i) + "]", steps);
+    }
     return;
   } else if (type == "ByteLevel") {
     s.kind = DecoderStep::kByteLevel;

@@ -2,8 +2,9 @@
 // every Split behavior (the tokenizers library's own example, "the-final--countdown"), Metaspace
 // with each prepend_scheme and its decoder, Digits, byte fallback, unk with and without
 // fuse_unk, added tokens with lstrip/rstrip/single_word, the Lowercase, Strip and NFKC
-// normalizers, merge order by rank, and continuation (no start-of-text steps). The words are
-// made visible by ignore_merges with the expected words in the vocabulary: each becomes one id.
+// normalizers, merge order by rank, continuation (no start-of-text steps), and the bound on the
+// number of steps. The words are made visible by ignore_merges with the expected words in the
+// vocabulary: each becomes one id.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -200,6 +201,21 @@ TEST(HfTokenizer, MergesByRankLeftmostFirst) {
   EXPECT_EQ(encode_words(f, "abab"), (Words{"ab", "ab"}));
   f.json["model"]["merges"] = Json::array({Json::array({"a", "b"}), Json::array({"ab", "b"})});
   EXPECT_EQ(encode_words(f, "abb"), (Words{"abb"}));
+}
+
+TEST(HfTokenizer, StepCountIsBounded) {
+  File f = make_file("ab", {});
+  Json steps = Json::array();
+  for (int i = 0; i < 100; ++i) steps.push_back({{"type", "Digits"}, {"individual_digits", true}});
+  f.json["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", steps}};
+  try {
+    encode_words(f, "ab");
+    FAIL() << "a pre-tokenizer of 100 steps was read";
+  } catch (const gpt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pre_tokenizer.pretokenizers: more than 64 steps"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
