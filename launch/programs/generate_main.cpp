@@ -39,6 +39,7 @@ struct GenerateOptions {
   uint64_t seed = 1;
   Layout layout;  // --pp (and --precision); every rank is a tp rank of one of the stages
   bool stop_at_newline = false;
+  bool allow_special_tokens = false;
   bool no_kv_cache = false;
   ExecutionOptions execution;
 };
@@ -70,6 +71,8 @@ po::options_description generate_options(GenerateOptions& o) {
   add("stop-at-newline", po::bool_switch(&o.stop_at_newline), "stop after a newline token");
   add("vocab", po::value(&o.vocab)->default_value(o.vocab), "gpt2 checkpoints: the vocabulary");
   add("merges", po::value(&o.merges)->default_value(o.merges), "gpt2 checkpoints: the merges");
+  add("allow-special-tokens", po::bool_switch(&o.allow_special_tokens),
+      "Hugging Face tokenizers: match special tokens written in the prompt (<|im_start|>, ...)");
   add("tokenizer", po::value(&o.tokenizer)->default_value(""),
       "checkpoints of a Hugging Face tokenizer: its tokenizer.json or directory (default: the "
       "copy in the checkpoint's folder; its SHA-256 must be the one the checkpoint records)");
@@ -195,7 +198,7 @@ int generate_main(int argc, char** argv) {
     if (!o.prompt_tokens.empty()) {
       prompt = parse_token_ids(o.prompt_tokens, model.runtime->model().vocab_size);
     } else {
-      tokenizer->encode(0, prompt_text, prompt);
+      tokenizer->encode(0, prompt_text, prompt, 0, false, o.allow_special_tokens);
       // A BOS-first tokenizer's prompt starts with its BOS, as its documents did in training.
       if (tokenizer->document_token_first() && tokenizer->document_token() >= 0)
         prompt.insert(prompt.begin(), static_cast<int32_t>(tokenizer->document_token()));
