@@ -280,6 +280,10 @@ NamedTensors read_checkpoint_tensors(const CheckpointReader& reader) {
 }
 
 // The --to-hf directory, new or empty unless --force.
+// --to-hf's files are written into a fresh folder beside the destination, "<dir>.convert-tmp",
+// which replaces the destination only once complete: an export that fails partway leaves the
+// destination as it was (with --force, the old export whole), and no file of an older export
+// stays among the new ones.
 fs::path prepare_hf_directory(const ConvertOptions& o) {
   const fs::path dir(o.to_hf);
   std::error_code ec;
@@ -287,9 +291,32 @@ fs::path prepare_hf_directory(const ConvertOptions& o) {
       o.force || !fs::exists(dir, ec) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)),
       "--to-hf " << o.to_hf << " exists and is not an empty directory: choose another "
                  << "or add --force to write over it");
-  fs::create_directories(dir, ec);
-  GPT_INPUT_CHECK(fs::is_directory(dir), "--to-hf " << o.to_hf << ": cannot create the directory");
-  return dir;
+  GPT_INPUT_CHECK(!fs::exists(dir, ec) || fs::is_directory(dir, ec),
+                  "--to-hf " << o.to_hf << " is a file, not a directory");
+  const fs::path work = dir.string() + ".convert-tmp";
+  fs::remove_all(work, ec);
+  fs::create_directories(work, ec);
+  GPT_INPUT_CHECK(fs::is_directory(work, ec),
+                  "--to-hf " << o.to_hf << ": cannot create " << work.string());
+  return work;
+}
+
+// Moves the complete export in `work` to the destination, the old one (--force) aside first.
+void publish_hf_directory(const ConvertOptions& o, const fs::path& work) {
+  const fs::path dir(o.to_hf), old = dir.string() + ".convert-old";
+  std::error_code ec;
+  fs::remove_all(old, ec);
+  if (fs::exists(dir, ec)) fs::rename(dir, old, ec);
+  GPT_INPUT_CHECK(
+      !ec, "--to-hf " << o.to_hf << ": cannot move the old directory aside: " << ec.message());
+  fs::rename(work, dir, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    fs::rename(old, dir, ec);  // put the old one back
+    fail_input(GPT_MSG("--to-hf " << o.to_hf << ": cannot move " << work.string()
+                                  << " into place: " << why));
+  }
+  fs::remove_all(old, ec);
 }
 
 // The Llama family's weights under Hugging Face's names, read from the checkpoint one tensor at a
@@ -330,6 +357,32 @@ std::vector<std::string> write_gpt2_hf_weights(const ConvertOptions& o,
       metadata, dtype, o.max_shard_bytes);
 }
 
+// --to-hf's files, into `dir`.
+void export_hf_files(const ConvertOptions& o, const CheckpointReader& reader,
+                     const ModelConfig& model, Json& config, StoredDtype dtype,
+                     const fs::path& dir) {
+  const std::string tokenizer = reader.meta().tokenizer;
+  const std::map<std::string, std::string> metadata = {{"format", "pt"},
+                                                       {kTokenizerKey, tokenizer}};
+  const std::vector<std::string> written =
+      model.llama() ? write_llama_hf_weights(o, reader, dir, metadata, dtype)
+                    : write_gpt2_hf_weights(o, reader, dir, metadata, dtype);
+  if (tokenizer == "gpt2" && kGpt2EndOfText < model.vocab_size) {
+    config["bos_token_id"] = kGpt2EndOfText;
+    config["eos_token_id"] = kGpt2EndOfText;
+  }
+  write_file_atomically((dir / "config.json").string(),
+                        [&](std::ostream& out) { out << config.dump(2) << "\n"; }, false);
+  write_hf_tokenizer(o, dir, tokenizer, model);
+  std::string files = "config.json";
+  for (const std::string& name : written) files += ", " + name;
+  GPT_LOG0(
+      "wrote " << o.to_hf << " (" << files
+               << (tokenizer == "gpt2" ? ", vocab.json, merges.txt, tokenizer_config.json" : "")
+               << "; " << safetensors_dtype_name(dtype)
+               << "; tokenizer of the checkpoint: " << tokenizer << ")");
+}
+
 void from_checkpoint(const ConvertOptions& o) {
   const std::string path = resolve_checkpoint_argument(o.checkpoint, MPI_COMM_WORLD);
   require_regular_file(path, "--checkpoint");
@@ -351,27 +404,15 @@ void from_checkpoint(const ConvertOptions& o) {
   // The config first: a model with no Hugging Face architecture is refused before any file.
   Json config = model.llama() ? hf_llama_config(model, torch_dtype) : hf_gpt2_config(model);
   config["torch_dtype"] = torch_dtype;
-  const fs::path dir = prepare_hf_directory(o);
-  const std::string tokenizer = reader->meta().tokenizer;
-  const std::map<std::string, std::string> metadata = {{"format", "pt"},
-                                                       {kTokenizerKey, tokenizer}};
-  const std::vector<std::string> written =
-      model.llama() ? write_llama_hf_weights(o, *reader, dir, metadata, dtype)
-                    : write_gpt2_hf_weights(o, *reader, dir, metadata, dtype);
-  if (tokenizer == "gpt2" && kGpt2EndOfText < model.vocab_size) {
-    config["bos_token_id"] = kGpt2EndOfText;
-    config["eos_token_id"] = kGpt2EndOfText;
+  const fs::path dir = prepare_hf_directory(o);  // the work folder, published at the end
+  try {
+    export_hf_files(o, *reader, model, config, dtype, dir);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    throw;
   }
-  write_file_atomically((dir / "config.json").string(),
-                        [&](std::ostream& out) { out << config.dump(2) << "\n"; }, false);
-  write_hf_tokenizer(o, dir, tokenizer, model);
-  std::string files = "config.json";
-  for (const std::string& name : written) files += ", " + name;
-  GPT_LOG0(
-      "wrote " << dir.string() << " (" << files
-               << (tokenizer == "gpt2" ? ", vocab.json, merges.txt, tokenizer_config.json" : "")
-               << "; " << safetensors_dtype_name(dtype)
-               << "; tokenizer of the checkpoint: " << tokenizer << ")");
+  publish_hf_directory(o, dir);
 }
 
 void check_convert_options(const ConvertOptions& o) {

@@ -145,7 +145,14 @@ class ConvertTest(h.TempDirTest):
         r = self.convert(["--checkpoint", original, "--to-hf", self.path("hf")], check=False)
         self.assertEqual(r.returncode, 1, r.describe())
         self.assertIn("exists and is not an empty directory", r.stderr)
+        # --force replaces the directory whole: a file of the old one does not stay, and the work
+        # folders are gone.
+        with open(self.path("hf", "stale.safetensors"), "w") as f:
+            f.write("old")
         self.convert(["--checkpoint", original, "--to-hf", self.path("hf"), "--force"])
+        self.assertFalse(os.path.exists(self.path("hf", "stale.safetensors")))
+        self.assertTrue(os.path.exists(self.path("hf", "config.json")))
+        self.assertEqual([f for f in os.listdir(self.tmp) if "convert-" in f], [])
 
     def test_independent_hf_model_evaluates_alike(self):
         weights = hf_random_weights()
