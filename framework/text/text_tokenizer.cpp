@@ -21,6 +21,11 @@ void copy_file_atomically(const std::string& from, const fs::path& to) {
   }
 }
 
+// The tokenizer.json a folder ("" is the current one) holds or would hold.
+fs::path json_in(const std::string& folder) {
+  return (folder.empty() ? fs::path(".") : fs::path(folder)) / "tokenizer.json";
+}
+
 }  // namespace
 
 TextTokenizer::TextTokenizer(const std::string& spec, const Gpt2Files& gpt2, int workers) {
@@ -84,30 +89,43 @@ std::string TextTokenizer::decode(const int32_t* ids, size_t n) const {
   return text;
 }
 
-void place_tokenizer_copy(const HfTokenizer& tokenizer, const std::string& folder) {
-  const fs::path dir = folder.empty() ? fs::path(".") : fs::path(folder);
-  const fs::path json = dir / "tokenizer.json";
+std::string tokenizer_folder_of(const std::string& path) {
   std::error_code ec;
-  if (fs::exists(json, ec)) {
-    const std::string there = hf_tokenizer_identity(json.string());
-    GPT_INPUT_CHECK(there == tokenizer.identity(),
-                    json.string() << " is another tokenizer (" << there << ") than "
-                                  << tokenizer.json_path() << " (" << tokenizer.identity()
-                                  << "): a folder holds one tokenizer; choose another folder");
-    return;
-  }
-  if (fs::equivalent(fs::path(tokenizer.json_path()).parent_path(), dir, ec)) return;
-  if (!tokenizer.config_path().empty())
-    copy_file_atomically(tokenizer.config_path(), dir / "tokenizer_config.json");
-  copy_file_atomically(tokenizer.json_path(), json);  // last: its presence means complete
+  return fs::is_directory(path, ec) ? path : fs::path(path).parent_path().string();
+}
+
+std::string tokenizer_copy_in(const std::string& folder, const std::string& name) {
+  const fs::path json = json_in(folder);
+  std::error_code ec;
+  return fs::exists(json, ec) && hf_tokenizer_identity(json.string()) == name ? json.string() : "";
+}
+
+void check_tokenizer_folder(const std::string& json_path, const std::string& name,
+                            const std::string& folder, const std::string& what) {
+  const fs::path json = json_in(folder);
+  std::error_code ec;
+  if (!fs::exists(json, ec)) return;
+  const std::string there = hf_tokenizer_identity(json.string());
+  GPT_INPUT_CHECK(there == name, what << ": " << json.string() << " is another tokenizer (" << there
+                                      << ") than " << json_path << " (" << name
+                                      << "): a folder holds one tokenizer; choose another folder");
+}
+
+void place_tokenizer_copy(const std::string& json_path, const std::string& name,
+                          const std::string& folder) {
+  const fs::path json = json_in(folder);
+  std::error_code ec;
+  if (fs::exists(json, ec)) return check_tokenizer_folder(json_path, name, folder, folder);
+  const fs::path config = fs::path(json_path).parent_path() / "tokenizer_config.json";
+  if (fs::is_regular_file(config, ec))
+    copy_file_atomically(config.string(), json.parent_path() / "tokenizer_config.json");
+  copy_file_atomically(json_path, json);  // last: its presence means complete
 }
 
 std::string find_tokenizer_copy(const std::string& name, const std::string& explicit_path,
                                 const std::string& folder, const std::string& what) {
   std::error_code ec;
-  std::string path = !explicit_path.empty()
-                         ? explicit_path
-                         : (fs::path(folder.empty() ? "." : folder) / "tokenizer.json").string();
+  std::string path = !explicit_path.empty() ? explicit_path : json_in(folder).string();
   if (fs::is_directory(path, ec)) path = (fs::path(path) / "tokenizer.json").string();
   GPT_INPUT_CHECK(fs::exists(path, ec), what << " uses the tokenizer " << name
                                              << ", whose tokenizer.json is not in "

@@ -60,10 +60,23 @@ class TextTokenizer {
   std::unique_ptr<RegexScratch> cut_scratch_;            // for cut_at_or_after (one caller)
 };
 
-// Places a copy of the Hugging Face tokenizer's files in `folder` (tokenizer.json and, where the
-// tokenizer has one, tokenizer_config.json). Nothing is written when the folder holds the same
-// tokenizer already; another one there is an input error naming both.
-void place_tokenizer_copy(const HfTokenizer& tokenizer, const std::string& folder);
+// The folder where the tokenizer copy of a file lies: `path` itself when it is a folder (a
+// checkpoint folder, a data set's directory), else the one holding it.
+std::string tokenizer_folder_of(const std::string& path);
+
+// The tokenizer.json in `folder` when it is the tokenizer `name` (hf-sha256:...), else "".
+std::string tokenizer_copy_in(const std::string& folder, const std::string& name);
+
+// Refuses, before anything is written, a `folder` holding another tokenizer.json than the one
+// named `name` (read from `json_path`): an input error naming `what` and both files.
+void check_tokenizer_folder(const std::string& json_path, const std::string& name,
+                            const std::string& folder, const std::string& what);
+
+// Places a copy of the tokenizer at `json_path` (named `name`) in `folder`: its tokenizer.json
+// and, where one lies beside it, tokenizer_config.json. Nothing is written when the folder holds
+// the same tokenizer already; another one there is an input error naming both.
+void place_tokenizer_copy(const std::string& json_path, const std::string& name,
+                          const std::string& folder);
 
 // The tokenizer.json for `name` (hf-sha256:...): `explicit_path` when given (its SHA-256 must
 // match), else the copy in `folder`. None found, or one of another SHA-256: an input error naming

@@ -54,15 +54,12 @@ void write_hf_tokenizer(const ConvertOptions& o, const fs::path& dir, const std:
                         const ModelConfig& model) {
   if (tokenizer.rfind("hf-sha256:", 0) == 0) {
     // The copy beside the checkpoint (text_tokenizer.h) goes into the directory as it came.
-    const fs::path folder = fs::path(o.checkpoint).parent_path();
-    const fs::path json = (folder.empty() ? fs::path(".") : folder) / "tokenizer.json";
-    std::error_code ec;
-    if (!fs::exists(json, ec) || hf_tokenizer_identity(json.string()) != tokenizer) {
+    const std::string json = tokenizer_copy_in(tokenizer_folder_of(o.checkpoint), tokenizer);
+    if (json.empty())
       GPT_LOG0("the checkpoint's tokenizer " << tokenizer << " has no copy beside it; no "
                                              << "tokenizer.json written");
-      return;
-    }
-    place_tokenizer_copy(HfTokenizer(json.string()), dir.string());
+    else
+      place_tokenizer_copy(json, tokenizer, dir.string());
     return;
   }
   if (tokenizer != "gpt2") {
@@ -111,20 +108,6 @@ void write_weights_checkpoint(Runtime& rt, const ModelConfig& model, const std::
   fs::rename(written, output, ec);
   GPT_INPUT_CHECK(!ec, "cannot move " << written << " to " << output << ": " << ec.message());
   fs::remove_all(folder, ec);
-}
-
-// Refuses, before anything is written, an output folder holding another tokenizer than the one
-// the import will place beside its checkpoint.
-void check_tokenizer_folder(const HfTokenizer& tokenizer, const std::string& output) {
-  const fs::path folder = fs::path(output).parent_path();
-  const fs::path json = (folder.empty() ? fs::path(".") : folder) / "tokenizer.json";
-  std::error_code ec;
-  if (!fs::exists(json, ec)) return;
-  const std::string there = hf_tokenizer_identity(json.string());
-  GPT_INPUT_CHECK(there == tokenizer.identity(),
-                  "--output " << output << ": " << json.string() << " is another tokenizer ("
-                              << there << ") than " << tokenizer.json_path()
-                              << ": a folder holds one tokenizer; choose another folder");
 }
 
 // This project's tensor names and shapes, for the importers' checks.
@@ -226,7 +209,8 @@ void from_hf_llama(const ConvertOptions& o, const Json& config, const std::strin
                         << " has " << hf_tokenizer->vocab_size() << " tokens, more than vocab_size "
                         << model.vocab_size << " of " << config_path);
     tokenizer = hf_tokenizer->identity();
-    check_tokenizer_folder(*hf_tokenizer, o.output);
+    check_tokenizer_folder(hf_tokenizer->json_path(), tokenizer,
+                           fs::path(o.output).parent_path().string(), "--output " + o.output);
   }
   write_imported(
       model, dir.string(), o.output, tokenizer.empty() ? "hf:" + model_type : tokenizer,
@@ -234,7 +218,9 @@ void from_hf_llama(const ConvertOptions& o, const Json& config, const std::strin
         check_llama_tensors(files, expected, model, config_path);
       },
       [&](const std::string& name) { return files.read(hf_llama_name(name)); });
-  if (hf_tokenizer) place_tokenizer_copy(*hf_tokenizer, fs::path(o.output).parent_path().string());
+  if (hf_tokenizer)
+    place_tokenizer_copy(hf_tokenizer->json_path(), hf_tokenizer->identity(),
+                         fs::path(o.output).parent_path().string());
 }
 
 void from_hf(const ConvertOptions& o) {

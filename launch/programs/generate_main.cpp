@@ -6,7 +6,6 @@
 // most recent seq_len tokens instead), gathered over tp ranks, sampled on the last stage with the
 // counter RNG's draw and broadcast so every rank extends the same sequence.
 #include <boost/program_options.hpp>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -24,7 +23,6 @@
 #include "launch/programs/program.h"
 
 namespace po = boost::program_options;
-namespace fs = std::filesystem;
 
 namespace gpt {
 namespace {
@@ -175,11 +173,7 @@ int generate_main(int argc, char** argv) {
   agree_on_failure(world, [&] {
     std::string spec = model.tokenizer;
     if (spec.rfind("hf-sha256:", 0) == 0) {
-      std::error_code ec;
-      const fs::path folder = fs::is_directory(o.checkpoint, ec)
-                                  ? fs::path(o.checkpoint)
-                                  : fs::path(o.checkpoint).parent_path();
-      spec = find_tokenizer_copy(model.tokenizer, o.tokenizer, folder.string(),
+      spec = find_tokenizer_copy(model.tokenizer, o.tokenizer, tokenizer_folder_of(o.checkpoint),
                                  "the checkpoint " + o.checkpoint);
     } else {
       GPT_INPUT_CHECK(spec == "bytes" || spec == "gpt2",

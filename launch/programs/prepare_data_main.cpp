@@ -260,17 +260,9 @@ void run(const Options& o) {
   const std::string folder = fs::path(o.output).parent_path().string();
   // A Hugging Face tokenizer is copied beside the data sets (text_tokenizer.h); a folder holding
   // another one is refused before anything is written.
-  if (tokenizer.hf()) {
-    const fs::path there = fs::path(folder.empty() ? "." : folder) / "tokenizer.json";
-    std::error_code ec;
-    if (fs::exists(there, ec)) {
-      const std::string identity = gpt::hf_tokenizer_identity(there.string());
-      GPT_INPUT_CHECK(identity == tokenizer.name(),
-                      "--output " << o.output << ": " << there.string() << " is another tokenizer ("
-                                  << identity << ") than " << o.tokenizer
-                                  << ": a folder holds one tokenizer; choose another folder");
-    }
-  }
+  if (tokenizer.hf())
+    gpt::check_tokenizer_folder(tokenizer.hf()->json_path(), tokenizer.name(), folder,
+                                "--output " + o.output);
   ChunkReader reader(o, n, tokenizer, threads);
   const std::string train_path = o.output + ".train.h5", val_path = o.output + ".val.h5";
   const int64_t eot = tokenizer.document_token();
@@ -333,7 +325,8 @@ void run(const Options& o) {
   GPT_INPUT_CHECK(train.size() > 0, "--input " << o.input << ": no tokens for the training part");
   GPT_INPUT_CHECK(!val || val->size() > 0,
                   "--input " << o.input << ": no tokens for the validation part");
-  if (tokenizer.hf()) gpt::place_tokenizer_copy(*tokenizer.hf(), folder);
+  if (tokenizer.hf())
+    gpt::place_tokenizer_copy(tokenizer.hf()->json_path(), tokenizer.name(), folder);
   train.finish();
   if (val) val->finish();
   const double seconds =

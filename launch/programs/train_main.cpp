@@ -195,19 +195,13 @@ void carry_tokenizer(MPI_Comm world, const TrainOptions& options, const TokenDat
   if (train.tokenizer.rfind("hf-sha256:", 0) != 0) return;
   agree_on_failure(world, [&] {
     if (comm_rank(world) != 0) return;
-    namespace fs = std::filesystem;
-    auto folder_of = [](const std::string& path) {
-      std::error_code ec;
-      return fs::is_directory(path, ec) ? path : fs::path(path).parent_path().string();
-    };
-    std::vector<std::string> folders = {folder_of(train.path.substr(0, train.path.find(',')))};
-    if (!checkpoint_path.empty()) folders.push_back(folder_of(checkpoint_path));
+    std::vector<std::string> folders = {
+        tokenizer_folder_of(train.path.substr(0, train.path.find(',')))};
+    if (!checkpoint_path.empty()) folders.push_back(tokenizer_folder_of(checkpoint_path));
     for (const std::string& folder : folders) {
-      const fs::path json = fs::path(folder.empty() ? "." : folder) / "tokenizer.json";
-      std::error_code ec;
-      if (!fs::exists(json, ec) || hf_tokenizer_identity(json.string()) != train.tokenizer)
-        continue;
-      place_tokenizer_copy(HfTokenizer(json.string()), options.checkpoint_dir);
+      const std::string json = tokenizer_copy_in(folder, train.tokenizer);
+      if (json.empty()) continue;
+      place_tokenizer_copy(json, train.tokenizer, options.checkpoint_dir);
       return;
     }
     log::info0("the tokenizer " + train.tokenizer + " of " + train.path +
