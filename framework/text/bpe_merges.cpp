@@ -24,6 +24,26 @@ bool BpeMerges::add(int32_t left, int32_t right, int32_t result) {
 }
 
 void BpeMerges::apply(std::vector<int32_t>& symbols) const {
+  if (symbols.size() <= kScanLimit) return merge_run(symbols);
+  // A symbol in no merge cuts the word: each run between such symbols merges on its own, with
+  // the same result (a SentencePiece text without a pre-tokenizer is one word; its "\n" byte
+  // tokens cut it into lines).
+  std::vector<int32_t> out, run;
+  out.reserve(symbols.size());
+  for (size_t i = 0; i <= symbols.size(); ++i) {
+    if (i < symbols.size() && mergeable(symbols[i])) {
+      run.push_back(symbols[i]);
+      continue;
+    }
+    merge_run(run);
+    out.insert(out.end(), run.begin(), run.end());
+    run.clear();
+    if (i < symbols.size()) out.push_back(symbols[i]);
+  }
+  symbols.swap(out);
+}
+
+void BpeMerges::merge_run(std::vector<int32_t>& symbols) const {
   const auto n = static_cast<int32_t>(symbols.size());
   if (n < 2) return;
   if (symbols.size() <= kScanLimit) {

@@ -17,19 +17,21 @@ class BpeMerges {
   // rank, as a dictionary built in file order would; returns false then.
   bool add(int32_t left, int32_t right, int32_t result);
   size_t size() const { return result_.size(); }
+
+  // Merges `symbols` in place. A long word is first cut at the symbols that are in no merge, each
+  // run merged alone. Short runs (most words) scan their pairs' ranks, kept in an array on the
+  // stack; longer ones (runs of spaces) keep a heap of candidate pairs at n log n, entries made
+  // stale by a merge skipped when popped. All give the same order.
+  void apply(std::vector<int32_t>& symbols) const;
+
+ private:
+  void merge_run(std::vector<int32_t>& symbols) const;  // apply's merging of one run
   // Whether the token is the left or right side of some merge: a word can be cut at a token that
   // is not, and its parts merged on their own, with the same result.
   bool mergeable(int32_t id) const {
     return id >= 0 && static_cast<size_t>(id) < mergeable_.size() &&
            mergeable_[static_cast<size_t>(id)];
   }
-
-  // Merges `symbols` in place. Short words (most) scan their pairs' ranks, kept in an array on
-  // the stack; longer ones (runs of spaces, a SentencePiece line) keep a heap of candidate pairs
-  // at n log n, entries made stale by a merge skipped when popped. Both give the same order.
-  void apply(std::vector<int32_t>& symbols) const;
-
- private:
   static uint64_t key(int32_t left, int32_t right) {
     return static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
   }

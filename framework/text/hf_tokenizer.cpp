@@ -43,12 +43,10 @@ size_t skip_white_space(std::string_view s, size_t i, size_t end) {
   return i;
 }
 
-// The start of the last run of White_Space ending at `end` (UTF-8 is self-synchronising, so
-// stepping back over continuation bytes finds each character's start).
+// The start of the last run of White_Space ending at `end`.
 size_t trim_white_space_back(std::string_view s, size_t begin, size_t end) {
   while (end > begin) {
-    size_t start = end - 1;
-    while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+    const size_t start = utf8_char_start(s, end - 1, begin);
     size_t length = 0;
     if (!white_space_at(s, start, length)) break;
     end = start;
@@ -128,18 +126,14 @@ void normalize(const HfTokenizer::Model& m, std::string& s, bool continues, Rege
           size_t pos = 0, b = 0, e = 0;
           while (pos <= s.size() && n.pattern.regex->find(s, pos, scratch, b, e)) {
             out.append(s, pos, b - pos).append(n.text);
-            if (e == b) {  // an empty match: keep the next character and go on after it
-              if (b >= s.size()) {
-                pos = s.size() + 1;
-                break;
-              }
-              const size_t len = utf8_length(static_cast<unsigned char>(s[b]));
-              out.append(s, b, len);
-              e = b + len;
-            }
             pos = e;
+            if (e == b) {  // an empty match: keep the next character and go on after it
+              if (b == s.size()) break;
+              pos = b + utf8_length(static_cast<unsigned char>(s[b]));
+              out.append(s, b, pos - b);
+            }
           }
-          if (pos < s.size()) out.append(s, pos);
+          out.append(s, pos);
           s.swap(out);
         }
         break;
@@ -260,18 +254,17 @@ void pre_tokenize(const HfTokenizer::Model& m, size_t k, std::string_view word, 
       split_word(word, p.pattern, p.behavior, p.invert, scratch, next(word));
       return;
     case PreTokenizerStep::kByteLevel: {
+      std::string spaced;
+      std::string_view w = word;
       if (p.add_prefix_space && !(first && continues) && word[0] != ' ') {
-        std::string spaced(1, ' ');
+        spaced.push_back(' ');
         spaced.append(word);
-        if (p.use_regex)
-          split_word(spaced, p.pattern, SplitBehavior::kIsolated, false, scratch, next(spaced));
-        else
-          pre_tokenize(m, k + 1, spaced, first, starts_text, continues, scratch, sink);
-      } else if (p.use_regex) {
-        split_word(word, p.pattern, SplitBehavior::kIsolated, false, scratch, next(word));
-      } else {
-        pre_tokenize(m, k + 1, word, first, starts_text, continues, scratch, sink);
+        w = spaced;
       }
+      if (p.use_regex)
+        split_word(w, p.pattern, p.behavior, p.invert, scratch, next(w));
+      else
+        pre_tokenize(m, k + 1, w, first, starts_text, continues, scratch, sink);
       return;
     }
     case PreTokenizerStep::kMetaspace: {
@@ -286,9 +279,7 @@ void pre_tokenize(const HfTokenizer::Model& m, size_t k, std::string_view word, 
         w.swap(prefixed);
       }
       if (p.split) {
-        TextPattern literal;
-        literal.literal = p.replacement;
-        split_word(w, literal, SplitBehavior::kMergedWithNext, false, scratch, next(w));
+        split_word(w, p.pattern, p.behavior, p.invert, scratch, next(w));
       } else {
         pre_tokenize(m, k + 1, w, first, starts_text, continues, scratch, sink);
       }
@@ -341,23 +332,7 @@ void encode_word(const HfTokenizer::Model& m, std::string_view word,
       }
     }
   }
-  // A symbol in no merge cuts the word: each run between such symbols merges on its own (a
-  // SentencePiece file without a pre-tokenizer makes a whole text one word; its "\n" byte tokens
-  // cut it into lines).
-  if (symbols.size() <= 64) return m.merges.apply(symbols);
-  std::vector<int32_t> out, run;
-  out.reserve(symbols.size());
-  for (size_t i = 0; i <= symbols.size(); ++i) {
-    if (i < symbols.size() && m.merges.mergeable(symbols[i])) {
-      run.push_back(symbols[i]);
-      continue;
-    }
-    m.merges.apply(run);
-    out.insert(out.end(), run.begin(), run.end());
-    run.clear();
-    if (i < symbols.size()) out.push_back(symbols[i]);
-  }
-  symbols.swap(out);
+  m.merges.apply(symbols);
 }
 
 }  // namespace

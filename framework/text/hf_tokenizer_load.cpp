@@ -238,12 +238,14 @@ void read_pre_tokenizer(const Reader& r, const LargeJson& n, const std::string& 
     else
       r.fail(path + ".prepend_scheme", quoted_excerpt(scheme) + " is not always, first, never");
     s.split = r.value<bool>(n, "split", path, true);
+    s.pattern.literal = s.replacement;  // split: before each replacement character
+    s.behavior = SplitBehavior::kMergedWithNext;
   } else if (type == "Digits") {
     s.kind = PreTokenizerStep::kDigits;
-    s.individual_digits = r.value<bool>(n, "individual_digits", path, false);
     s.pattern.literal = "\\p{N}";
     s.pattern.regex.emplace("\\p{N}", "the digits pattern");
-    s.behavior = s.individual_digits ? SplitBehavior::kIsolated : SplitBehavior::kContiguous;
+    s.behavior = r.value<bool>(n, "individual_digits", path, false) ? SplitBehavior::kIsolated
+                                                                    : SplitBehavior::kContiguous;
   } else {
     r.fail(path + ".type", quoted_excerpt(type) +
                                " is not supported (Split, ByteLevel, Metaspace, Digits, Sequence)");
@@ -622,9 +624,7 @@ size_t HfTokenizer::cut_at_or_after(std::string_view text, size_t from,
   };
   for (size_t p = std::max<size_t>(from, 2); p < text.size(); ++p) {
     if (text[p - 1] != '\n') continue;
-    size_t left = p - 2;  // the start of the character before the "\n"
-    while (left > 0 && (static_cast<unsigned char>(text[left]) & 0xC0) == 0x80) --left;
-    if (letter_or_digit(p) && letter_or_digit(left)) return p;
+    if (letter_or_digit(p) && letter_or_digit(utf8_char_start(text, p - 2))) return p;
   }
   return std::string_view::npos;
 }

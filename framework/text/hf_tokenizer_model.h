@@ -42,7 +42,9 @@ enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWith
 
 struct PreTokenizerStep {
   enum Kind { kSplit, kByteLevel, kMetaspace, kDigits } kind = kSplit;
-  TextPattern pattern;  // Split; ByteLevel with use_regex (GPT-2's pattern)
+  // What each step splits by, and how: Split's own; ByteLevel's use_regex (GPT-2's pattern);
+  // Metaspace's split (before each replacement character); Digits (runs or single \p{N}).
+  TextPattern pattern;
   SplitBehavior behavior = SplitBehavior::kIsolated;
   bool invert = false;
   bool add_prefix_space = false;                               // ByteLevel
@@ -50,7 +52,6 @@ struct PreTokenizerStep {
   std::string replacement;                                     // Metaspace: "▁"
   enum Prepend { kAlways, kFirst, kNever } prepend = kAlways;  // Metaspace
   bool split = true;                                           // Metaspace
-  bool individual_digits = false;                              // Digits
 };
 
 struct DecoderStep {

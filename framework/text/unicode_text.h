@@ -17,6 +17,13 @@ inline size_t utf8_length(unsigned char lead) {
   return lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
 }
 
+// The start of the character that byte i of `text` belongs to, not before `begin`: UTF-8 is
+// self-synchronising, so stepping back over continuation bytes finds it.
+inline size_t utf8_char_start(std::string_view text, size_t i, size_t begin = 0) {
+  while (i > begin && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
+  return i;
+}
+
 // The code point at text[i] (text already valid UTF-8) and its length in bytes.
 char32_t utf8_decode(std::string_view text, size_t i, size_t& length);
 void utf8_append(std::string& out, char32_t cp);

@@ -191,6 +191,15 @@ TEST(HfTokenizer, Normalizers) {
   EXPECT_EQ(encode_words(f, "\xEF\xAC\x81"), (Words{"fi"}));  // U+FB01, the fi ligature
 }
 
+TEST(HfTokenizer, ReplaceByRegexWithEmptyMatches) {
+  // As a regex replace-all does: an empty match before each character and at the end.
+  File f = make_file("abx-", {"-a-b-", "a-b"});
+  f.json["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "x*"}}}, {"content", "-"}};
+  EXPECT_EQ(encode_words(f, "ab"), (Words{"-a-b-"}));
+  f.json["normalizer"]["pattern"] = {{"Regex", "x+"}};
+  EXPECT_EQ(encode_words(f, "axxb"), (Words{"a-b"}));
+}
+
 TEST(HfTokenizer, MergesByRankLeftmostFirst) {
   File f = make_file("ab", {"ab", "bb", "abb"});
   f.json["model"]["ignore_merges"] = false;
