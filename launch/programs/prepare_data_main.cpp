@@ -200,12 +200,8 @@ void encode_chunk(gpt::TextTokenizer& tokenizer, int worker, const Options& o, b
     const uint64_t at = c.offset + begin;
     begin = end + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines
-    gpt::Json document;
-    try {
-      document = gpt::parse_json_object(line, "the line at byte " + std::to_string(at));
-    } catch (const gpt::Error& e) {
-      gpt::fail_input(e.what());
-    }
+    const gpt::Json document =
+        gpt::parse_json_object(line, "the line at byte " + std::to_string(at));
     const auto text = document.find(o.json_key);
     GPT_INPUT_CHECK(
         text != document.end() && text->is_string(),
