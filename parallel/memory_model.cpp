@@ -178,10 +178,19 @@ void add_parameter_buffers(const MemoryModelInput& in, const std::vector<BucketP
 }  // namespace
 
 MemoryBytes predict_memory(const MemoryModelInput& in, int rank) {
+  in.layout.validate(in.model, in.grid().world());  // before the schedule, which assumes them
+  return predict_memory(
+      in, rank,
+      make_schedule(in.layout.schedule, in.layout.pp, in.microbatches, in.layout.virtual_stages));
+}
+
+MemoryBytes predict_memory(const MemoryModelInput& in, int rank, const Schedule& schedule) {
   in.layout.validate(in.model, in.grid().world());  // the layout's rules, as every program's
+  GPT_CHECK(schedule.kind == in.layout.schedule && schedule.pp == in.layout.pp &&
+                schedule.microbatches == in.microbatches &&
+                schedule.virtual_stages == in.layout.virtual_stages,
+            "the schedule given is not the layout's");
   const int stage = in.grid().coordinates_of(rank).stage;
-  const Schedule schedule =
-      make_schedule(in.layout.schedule, in.layout.pp, in.microbatches, in.layout.virtual_stages);
   MemoryBytes bytes;
   std::vector<BucketParameter> params;
   for (int chunk = 0; chunk < in.layout.virtual_stages; ++chunk) {
@@ -231,7 +240,7 @@ int64_t update_table_blocks(const std::vector<BucketParameter>& params, const Bu
     blocks += (run + kCudaUpdateBlockElements - 1) / kCudaUpdateBlockElements;
     run = 0;
   };
-  for (size_t i = 0; i < params.size(); ++i) {
+  for (size_t i = 0; i < params.size() && offset < end; ++i) {
     const int64_t piece_begin = std::max(begin, offset);
     const int64_t piece_end = std::min(end, offset + params[i].numel);
     if (piece_begin < piece_end) {
@@ -313,9 +322,12 @@ DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
 }
 
 std::vector<RankMemory> predict_all_ranks(const MemoryModelInput& in) {
+  in.layout.validate(in.model, in.grid().world());
+  const Schedule schedule =
+      make_schedule(in.layout.schedule, in.layout.pp, in.microbatches, in.layout.virtual_stages);
   std::vector<MemoryBytes> per_stage;
   for (int stage = 0; stage < in.layout.pp; ++stage)
-    per_stage.push_back(predict_memory(in, stage * in.layout.tp * in.layout.dp));
+    per_stage.push_back(predict_memory(in, stage * in.layout.tp * in.layout.dp, schedule));
   std::vector<RankMemory> ranks;
   for (int rank = 0; rank < in.grid().world(); ++rank) {
     const GridCoordinates at = in.grid().coordinates_of(rank);

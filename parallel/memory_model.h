@@ -49,8 +49,10 @@ std::vector<BucketParameter> chunk_parameters(const ModelConfig& model, int tp,
 
 // The predicted bytes of every category at the rank's peak (everything is allocated at set-up,
 // so each category's peak is what it holds). Throws a one-line gpt::Error for settings the
-// schedule refuses.
+// schedule refuses. The second form takes the layout's schedule already made (the planner prices
+// many layouts of one schedule; making and checking it is most of a prediction's time).
 MemoryBytes predict_memory(const MemoryModelInput& in, int rank);
+MemoryBytes predict_memory(const MemoryModelInput& in, int rank, const Schedule& schedule);
 
 // The CUDA backend's per-call scratch on `rank` (framework/cuda_scratch.h): the largest request of
 // each growing buffer over a training run, which the trainer reserves before the first step and

@@ -100,33 +100,37 @@ void check_actions(const Schedule& s) {
         const size_t base = (static_cast<size_t>(chunk) * s.microbatches + mb) * kKinds;
         const auto has = [&](ActionKind k) { return count[base + static_cast<size_t>(k)] == 1; };
         const auto pos = [&](ActionKind k) { return first[base + static_cast<size_t>(k)]; };
-        const std::string where = GPT_MSG(settings_text(s) << ": stage " << stage << " has ");
-        const std::string what = GPT_MSG("mb " << mb << ", chunk " << chunk);
-        GPT_INPUT_CHECK(has(ActionKind::kForward), where << "no F(" << what << ")");
+        // Messages are built only for a failing rule: this loop runs over every action of every
+        // schedule the planner prices.
+        const auto where = [&] {
+          return GPT_MSG(settings_text(s) << ": stage " << stage << " has ");
+        };
+        const auto what = [&] { return GPT_MSG("mb " << mb << ", chunk " << chunk); };
+        GPT_INPUT_CHECK(has(ActionKind::kForward), where() << "no F(" << what() << ")");
         const bool full = has(ActionKind::kBackward);
         const bool split = has(ActionKind::kBackwardInput) || has(ActionKind::kBackwardWeight);
         if (s.kind == ScheduleKind::kForwardOnly) {
-          GPT_INPUT_CHECK(!full && !split, where << "a backward for " << what);
+          GPT_INPUT_CHECK(!full && !split, where() << "a backward for " << what());
           continue;
         }
-        GPT_INPUT_CHECK(!(full && split),
-                        where << "both B and B-input/W for " << what << "; use one or the other");
-        GPT_INPUT_CHECK(full || split, where << "no backward for " << what);
+        GPT_INPUT_CHECK(!(full && split), where() << "both B and B-input/W for " << what()
+                                                  << "; use one or the other");
+        GPT_INPUT_CHECK(full || split, where() << "no backward for " << what());
         GPT_INPUT_CHECK(split == s.splits_backward(),
-                        where << (split ? "B-input/W" : "B") << " for " << what << ", but "
-                              << schedule_name(s.kind)
-                              << (split ? " runs whole backwards" : " splits its backwards"));
+                        where() << (split ? "B-input/W" : "B") << " for " << what() << ", but "
+                                << schedule_name(s.kind)
+                                << (split ? " runs whole backwards" : " splits its backwards"));
         if (split) {
           GPT_INPUT_CHECK(has(ActionKind::kBackwardInput),
-                          where << "W but no B-input for " << what);
+                          where() << "W but no B-input for " << what());
           GPT_INPUT_CHECK(has(ActionKind::kBackwardWeight),
-                          where << "B-input but no W for " << what);
+                          where() << "B-input but no W for " << what());
           GPT_INPUT_CHECK(pos(ActionKind::kBackwardInput) < pos(ActionKind::kBackwardWeight),
-                          where << "W before B-input for " << what);
+                          where() << "W before B-input for " << what());
         }
         const ActionKind b = full ? ActionKind::kBackward : ActionKind::kBackwardInput;
         GPT_INPUT_CHECK(pos(ActionKind::kForward) < pos(b),
-                        where << "the backward before the forward for " << what);
+                        where() << "the backward before the forward for " << what());
       }
     }
   }
@@ -151,22 +155,23 @@ void check_schedule(const Schedule& s) {
   GPT_INPUT_CHECK(stall.empty(), stall);
   const schedule_detail::Peaks peaks = schedule_detail::count_peaks(s);
   for (int stage = 0; stage < s.pp; ++stage) {
-    const std::string where = GPT_MSG(settings_text(s) << ": stage " << stage);
+    const auto where = [&] { return GPT_MSG(settings_text(s) << ": stage " << stage); };
     GPT_INPUT_CHECK(peaks.caches[stage] == s.stated_caches[stage],
-                    where << " holds up to " << peaks.caches[stage] << " forward caches, stated "
-                          << s.stated_caches[stage]);
+                    where() << " holds up to " << peaks.caches[stage] << " forward caches, stated "
+                            << s.stated_caches[stage]);
     GPT_INPUT_CHECK(peaks.b_caches[stage] == s.stated_b_caches[stage],
-                    where << " holds up to " << peaks.b_caches[stage]
-                          << " forward caches before their B, stated " << s.stated_b_caches[stage]);
+                    where() << " holds up to " << peaks.b_caches[stage]
+                            << " forward caches before their B, stated "
+                            << s.stated_b_caches[stage]);
     for (int chunk = 0; chunk < s.virtual_stages; ++chunk) {
       const int caches = peaks.chunk_caches[stage][chunk];
       const int sets = peaks.chunk_grad_sets[stage][chunk];
       GPT_INPUT_CHECK(caches == s.cache_slots(stage, chunk),
-                      where << " chunk " << chunk << " holds up to " << caches
-                            << " forward caches, stated " << s.cache_slots(stage, chunk));
+                      where() << " chunk " << chunk << " holds up to " << caches
+                              << " forward caches, stated " << s.cache_slots(stage, chunk));
       GPT_INPUT_CHECK(sets == s.grad_sets(stage, chunk),
-                      where << " chunk " << chunk << " holds up to " << sets
-                            << " gradient sets, stated " << s.grad_sets(stage, chunk));
+                      where() << " chunk " << chunk << " holds up to " << sets
+                              << " gradient sets, stated " << s.grad_sets(stage, chunk));
     }
   }
 }

@@ -5,8 +5,8 @@
 #include "parallel/pipeline_schedule.h"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
-#include <map>
 #include <optional>
 #include <sstream>
 #include <tuple>
@@ -61,16 +61,16 @@ std::vector<std::vector<std::optional<PendingSend>>> pending_sends(const Schedul
       slots.emplace_back(s.stated_chunk_caches[stage][c]);
       sets.emplace_back(s.stated_chunk_grad_sets[stage][c]);
     }
-    std::map<std::pair<int, int>, int> slot_of, set_of;  // (microbatch, chunk) -> index
+    // (chunk, microbatch) -> the slot and set it holds; check_actions proved each taken once.
+    std::vector<int> slot_of(static_cast<size_t>(s.virtual_stages) * s.microbatches, -1);
+    std::vector<int> set_of(slot_of.size(), -1);
     for (const Action& a : s.stages[stage]) {
       const int vs = virtual_stage(s.pp, stage, a.chunk);
-      const std::pair<int, int> key{a.microbatch, a.chunk};
+      const size_t key = static_cast<size_t>(a.chunk) * s.microbatches + a.microbatch;
       std::optional<PendingSend>& waits_for = waits[stage].emplace_back();
       const auto finish = [&] {
-        sets[a.chunk].free.push_back(set_of.at(key));
-        slots[a.chunk].free.push_back(slot_of.at(key));
-        set_of.erase(key);
-        slot_of.erase(key);
+        sets[a.chunk].free.push_back(set_of[key]);
+        slots[a.chunk].free.push_back(slot_of[key]);
       };
       if (a.kind == ActionKind::kForward) {
         const int slot = slots[a.chunk].take(waits_for);
@@ -115,7 +115,11 @@ class Replay {
         input_grad_ready_(slots_, -1),
         pending_(pending_sends(s)),
         next_(s.pp, 0),
-        free_at_(s.pp, 0) {}
+        free_at_(s.pp, 0) {
+    size_t actions = 0;
+    for (const auto& list : s.stages) actions += list.size();
+    placed_.reserve(actions);
+  }
 
   // Returns false on a stall, leaving next_ at each stage's blocked action.
   bool run() {
@@ -146,7 +150,7 @@ class Replay {
     return out.str();
   }
 
-  const std::vector<TimedAction>& placed() const { return placed_; }
+  std::vector<TimedAction> take_placed() { return std::move(placed_); }
 
  private:
   struct Input {
@@ -161,11 +165,19 @@ class Replay {
   int stage_of(int vs) const { return vs % s_.pp; }
   int chunk_of(int vs) const { return vs / s_.pp; }
 
-  // The inputs `a` on `stage` waits for: at most two.
-  std::vector<Input> inputs(int stage, const Action& a) const {
+  // The inputs `a` on `stage` waits for: at most two (a fixed array: this runs for every action
+  // of every replay the planner makes).
+  struct Inputs {
+    std::array<Input, 2> at;
+    size_t count = 0;
+    void push_back(const Input& in) { at[count++] = in; }
+    const Input* begin() const { return at.data(); }
+    const Input* end() const { return at.data() + count; }
+  };
+  Inputs inputs(int stage, const Action& a) const {
     const int vs = virtual_stage(s_.pp, stage, a.chunk), mb = a.microbatch;
     const int last_vs = s_.pp * s_.virtual_stages - 1;
-    std::vector<Input> in;
+    Inputs in;
     if (a.kind == ActionKind::kForward) {
       if (vs > 0) {
         in.push_back({forward_end_[slot(vs - 1, mb)], stage_of(vs - 1),
@@ -283,7 +295,7 @@ Timeline simulate(const Schedule& s, const ActionCosts& costs,
   Replay replay(s, costs, per_virtual_stage);
   GPT_INPUT_CHECK(replay.run(), replay.stall_report());
   Timeline t;
-  t.actions = replay.placed();
+  t.actions = replay.take_placed();
   double busy = 0;
   for (const TimedAction& a : t.actions) {
     t.makespan = std::max(t.makespan, a.end);

@@ -49,15 +49,15 @@ int64_t megatron_activation_bytes(const ModelConfig& m, const PlanLayout& l, con
 }
 
 // This project's prediction, from the memory model, for one rank of `stage`.
-PlannedMemory project_memory(const ModelConfig& m, const PlanLayout& l, int stage,
-                             DeviceKind device) {
+PlannedMemory project_memory(const ModelConfig& m, const PlanLayout& l, const Schedule& s,
+                             int stage, DeviceKind device) {
   MemoryModelInput in;
   in.model = m;
   in.layout = l;
   in.microbatches = l.microbatches;
   in.device = device;
   // The optimizer state is sharded by the model under ZeRO-1.
-  return {predict_memory(in, stage * l.tp * l.dp)};
+  return {predict_memory(in, stage * l.tp * l.dp, s)};
 }
 
 }  // namespace
@@ -72,7 +72,7 @@ int64_t stage_parameters(const ModelConfig& m, const PlanLayout& l, int stage) {
 
 PlannedMemory stage_memory(const ModelConfig& m, const PlanLayout& l, const Schedule& s, int stage,
                            DeviceKind device) {
-  if (l.precision != PrecisionRegime::kMegatronMixed) return project_memory(m, l, stage, device);
+  if (l.precision != PrecisionRegime::kMegatronMixed) return project_memory(m, l, s, stage, device);
   const int64_t params = stage_parameters(m, l, stage);
   const int64_t shards = l.distributed_optimizer ? l.dp : 1;
   MemoryBytes b;

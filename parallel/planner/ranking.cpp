@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 namespace gpt {
 namespace {
@@ -38,8 +40,18 @@ std::vector<PricedLayout> price_layouts(
     const ModelConfig& model, const std::vector<PlanLayout>& layouts, const Cluster& cluster,
     const std::function<void(size_t done, size_t total)>& progress) {
   std::vector<PricedLayout> priced;
+  // Layouts differing only in micro-batch size, memory savings or precision share a schedule;
+  // making and checking one is O(pp * v * microbatches), most of a layout's price when made
+  // for each.
+  std::map<std::tuple<ScheduleKind, int, int, int>, Schedule> schedules;
   for (const PlanLayout& l : layouts) {
-    const Schedule schedule = make_schedule(l.schedule, l.pp, l.microbatches, l.virtual_stages);
+    const auto key = std::make_tuple(l.schedule, l.pp, l.microbatches, l.virtual_stages);
+    auto found = schedules.find(key);
+    if (found == schedules.end())
+      found =
+          schedules.emplace(key, make_schedule(l.schedule, l.pp, l.microbatches, l.virtual_stages))
+              .first;
+    const Schedule& schedule = found->second;
     const DeviceKind device = cluster.cpu.active() ? DeviceKind::kCpu : DeviceKind::kCuda;
     PricedLayout p{l, plan_memory(model, l, schedule, device),
                    predict_step(model, l, cluster, schedule)};
