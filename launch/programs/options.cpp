@@ -141,6 +141,12 @@ po::options_description output_options(TrainOptions& o) {
       po::value(&o.comm_timeout)->default_value(o.comm_timeout, short_text(o.comm_timeout)),
       "SECONDS a collective, message or checkpoint write may wait before the watchdog ends the "
       "job with exit code 4 and a report naming the stalled rank (0 = off)");
+  add("startup-timeout",
+      po::value(&o.startup_timeout)
+          ->default_value(o.startup_timeout, short_text(o.startup_timeout)),
+      "SECONDS start-up (data, checkpoint, communicators, devices, checkpoint folder) may take "
+      "before the first step, else the job ends with exit code 4 naming what a rank was doing "
+      "(0 = off)");
   return run;
 }
 
@@ -182,6 +188,8 @@ void check_train_options(const TrainOptions& o) {
   GPT_INPUT_CHECK(o.log_every >= 1, "--log-every must be at least 1");
   GPT_INPUT_CHECK(std::isfinite(o.comm_timeout) && o.comm_timeout >= 0,
                   "--comm-timeout must be a number of seconds, at least 0 (0 = off)");
+  GPT_INPUT_CHECK(std::isfinite(o.startup_timeout) && o.startup_timeout >= 0,
+                  "--startup-timeout must be a number of seconds, at least 0 (0 = off)");
   GPT_INPUT_CHECK(o.resume.empty() || o.init_from.empty(),
                   "--resume and --init-from exclude each other");
   GPT_INPUT_CHECK(!o.checkpoint_dir.empty(), "--checkpoint-dir must not be empty");

@@ -57,6 +57,8 @@ struct TrainOptions {
   bool log_detail = false;  // the step's time split and bytes on every log line
   // Seconds a communication may wait before the watchdog ends the job (exit 4); 0 = no watchdog.
   double comm_timeout = 600;
+  // Seconds from the options parsed to the first step before the job is ended (exit 4); 0 = none.
+  double startup_timeout = 600;
 
   // Options the user set explicitly (command line or config file), by long name.
   std::set<std::string> given;

@@ -18,6 +18,7 @@
 #include "launch/training/metrics.h"
 #include "launch/training/run_config.h"
 #include "launch/training/signals.h"
+#include "launch/training/startup_deadline.h"
 #include "launch/training/startup_report.h"
 #include "launch/training/trace.h"
 #include "launch/training/trainer.h"
@@ -231,6 +232,10 @@ int train_main(int argc, char** argv) {
                      train_options_description(options), &options.given,
                      [&] { finish_train_options(options, comm_size(world)); }))
     return 0;
+  // Stop requests end start-up at once; a start-up longer than --startup-timeout ends the job.
+  install_stop_handlers();
+  StartupDeadline deadline(options.startup_timeout);
+  deadline.enter("loading the checkpoint and data sets");
   TrainInputs inputs = load_inputs(world, options);
   // The memory model needs only the options and the vocabulary: report and check before
   // allocating anything (every rank decides alike).
@@ -250,11 +255,13 @@ int train_main(int argc, char** argv) {
         "nothing quadratic in --seq-len to drop; it changes nothing here");
   // Continuing a checkpoint (a resume, not --init-from's fine-tuning start).
   const bool continuing = inputs.checkpoint != nullptr && options.init_from.empty();
+  deadline.enter("building the model, its communicators and its training state");
   TrainState0 start = build_runtime_and_state(world, options, inputs.checkpoint.get());
   const std::string start_checkpoint = inputs.checkpoint ? inputs.checkpoint->path() : "";
   inputs.checkpoint.reset();  // read: closed before training
   print_startup_report(world, start.runtime->grid().shape(), start.runtime->threads());
   log_distributed_optimizer(*start.runtime, *start.optimizer);
+  deadline.enter("preparing the checkpoint folder and the outputs");
   std::unique_ptr<CheckpointFolderLock> folder_lock;
   std::unique_ptr<MetricsWriter> metrics =
       prepare_outputs(world, options, start.state.step, continuing, folder_lock);
@@ -264,8 +271,9 @@ int train_main(int argc, char** argv) {
       "data: " + data.path + " (" + std::to_string(data.size()) + " tokens" +
       (data.shards ? " in " + std::to_string(data.shards->shards().size()) + " shards" : "") +
       ", vocab " + std::to_string(data.vocab_size) + ")");
+  deadline.enter("starting the watchdog");
   std::unique_ptr<Watchdog> watchdog = start_watchdog(world, options, start.runtime->grid());
-  install_stop_handlers();
+  deadline.enter("setting up the trainer");
   const TokenDataset* validation = inputs.validation.empty() ? nullptr : &inputs.validation;
   // The model again with the backend's real kind (auto resolved), as the ledger will be compared.
   const MemoryModelInput memory =
@@ -277,6 +285,8 @@ int train_main(int argc, char** argv) {
       options, *start.runtime, inputs.train, validation, *start.optimizer, start.state,
       config_with_shards(run_config_json(options, options.model), inputs.train, validation),
       *metrics);
+  deadline.finish();
+  take_stop_requests_at_steps();
   const int exit_code = trainer.run();
   report_measured_memory(world, memory, start.runtime->backend(), *metrics);
   return exit_code;

@@ -2,7 +2,9 @@
 // SIGINT are blocked in the main thread before any library starts a thread (from the ELF
 // pre-initialiser, before shared-library constructors), so every thread inherits the block and no
 // library call is ever interrupted by them; one watcher thread takes them with sigwait and sets
-// the flag. The flag is a static object: it outlives every caller, as the watcher does.
+// the flag. The flag is a static object: it outlives every caller, as the watcher does. With it,
+// whether start-up is over: until then the watcher ends the process itself (_exit, since the
+// main thread may be inside MPI or a file system call, where no destructor may run under it).
 #include "launch/training/signals.h"
 
 #include <pthread.h>
@@ -19,6 +21,7 @@ namespace gpt {
 namespace {
 
 std::atomic<int> g_stop_signal{0};
+std::atomic<bool> g_at_steps{false};
 
 sigset_t stop_signals() {
   sigset_t set;
@@ -56,6 +59,12 @@ void install_stop_handlers() {
       int signal_number = 0;
       if (sigwait(&set, &signal_number) != 0) continue;
       const bool first = g_stop_signal.exchange(signal_number) == 0;
+      if (!g_at_steps.load()) {
+        log::info(std::string(signal_name(signal_number)) +
+                  " before the first step: nothing trained to save; ending the job now (exit " +
+                  std::to_string(kExitStopped) + ", --resume auto continues where it started)");
+        _exit(kExitStopped);
+      }
       // Said at once, not only once the checkpoint is written: under mpirun the ranks have a
       // grace period and then SIGKILL (docs/OPERATIONS.md), and the log should show that the
       // request was taken even when the grace was too short for the step and the write.
@@ -73,6 +82,10 @@ void install_stop_handlers() {
       }
     }
   }).detach();
+}
+
+void take_stop_requests_at_steps() {
+  g_at_steps.store(true);
 }
 
 bool stop_requested() {

@@ -285,8 +285,9 @@ class BadInputTest(Fixtures):
     def test_gpu_comm_choice(self):
         self.check("train", ["--gpu-comm", "bogus"], ["--gpu-comm", "bogus"], self.OPTION_RANKS)
 
-    def test_comm_timeout_negative(self):
+    def test_timeouts_not_seconds(self):
         self.check("train", ["--comm-timeout", "-1"], ["--comm-timeout"], self.OPTION_RANKS)
+        self.check("train", ["--startup-timeout", "nan"], ["--startup-timeout"], self.OPTION_RANKS)
 
     def test_memory_limit_negative(self):
         self.check("train", ["--memory-limit-gb", "-1"], ["--memory-limit-gb"], self.OPTION_RANKS)
