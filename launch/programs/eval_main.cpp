@@ -1,5 +1,6 @@
 // eval: a checkpoint's mean loss and perplexity over the first K sequential windows of a data
 // set (docs/DESIGN.md "Programs"); runs as one rank or in a tp x dp layout.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
@@ -46,6 +47,7 @@ int eval_main(int argc, char** argv) {
                        validate_execution_options(execution);
                        GPT_INPUT_CHECK(!checkpoint.empty(), "--checkpoint is required");
                        GPT_INPUT_CHECK(windows >= 1, "--eval-windows must be at least 1");
+
                        GPT_INPUT_CHECK(seq_len >= 0, "--seq-len must be at least 0");
                        // The model's shape comes with the checkpoint: the layout's rules are
                        // checked against it when it is loaded (load_model_for_inference).
@@ -54,6 +56,8 @@ int eval_main(int argc, char** argv) {
     return 0;
   RuntimeOptions ro;
   ro.layout = layout;
+  // A forward of more sequences than there are windows only pads (and would allocate for them).
+  ro.layout.micro_batch = std::min(layout.micro_batch, windows);
   ro.execution = execution;
   LoadedModel model = load_model_for_inference(world, checkpoint, ro, seq_len);
   TokenDataset dataset;

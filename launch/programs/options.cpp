@@ -1,6 +1,8 @@
 // Option parsing and validation for train (see options.h).
 #include "launch/programs/options.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
@@ -225,6 +227,11 @@ void validate_execution_options(const ExecutionOptions& o) {
       std::isfinite(o.memory_limit_gb) && o.memory_limit_gb >= 0,
       "--memory-limit-gb must be a number of GB, at least 0 (0 = none, or auto on cuda)");
   GPT_INPUT_CHECK(o.threads >= 0, "--threads must be at least 0");
+  // More threads than the machine has CPUs only adds contention, and OpenMP fails to start tens
+  // of thousands (a crash, not an error).
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  GPT_INPUT_CHECK(cpus <= 0 || o.threads <= cpus, "--threads " << o.threads << " is more than the "
+                                                               << cpus << " CPUs of this machine");
 }
 
 void add_model_options(po::options_description& desc, std::string& preset, ModelConfig& model,

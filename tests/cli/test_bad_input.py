@@ -285,6 +285,11 @@ class BadInputTest(Fixtures):
     def test_gpu_comm_choice(self):
         self.check("train", ["--gpu-comm", "bogus"], ["--gpu-comm", "bogus"], self.OPTION_RANKS)
 
+    def test_threads_beyond_the_machine(self):
+        # OpenMP cannot start tens of thousands of threads (it crashed every program).
+        for program in ("train", "eval", "generate"):
+            self.check(program, ["--threads", "65536"], ["--threads 65536 is more than the"])
+
     def test_timeouts_not_seconds(self):
         self.check("train", ["--comm-timeout", "-1"], ["--comm-timeout"], self.OPTION_RANKS)
         self.check("train", ["--startup-timeout", "nan"], ["--startup-timeout"], self.OPTION_RANKS)
