@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "framework/check.h"
+#include "parallel/stage_layout.h"
 
 namespace gpt {
 
@@ -59,19 +60,18 @@ int Layout::step_microbatches(int64_t global_batch_size, int world) const {
   return static_cast<int>(global_batch_size / (d * micro_batch));
 }
 
-int64_t Layout::layers_per_chunk(const ModelConfig& model) const {
-  return model.n_layer / (static_cast<int64_t>(pp) * virtual_stages);
+int64_t Layout::chunk_layers(const ModelConfig& model, int stage, int chunk) const {
+  return virtual_stage_spec(model, pp, virtual_stages, stage, chunk, pipeline_layers).n_layers;
 }
 
 int64_t Layout::fewest_layers_per_chunk(const ModelConfig& model) const {
-  if (layers_per_stage.empty()) return layers_per_chunk(model);
-  return *std::min_element(layers_per_stage.begin(), layers_per_stage.end());
+  if (pipeline_layers.empty()) return model.n_layer / (static_cast<int64_t>(pp) * virtual_stages);
+  return *std::min_element(pipeline_layers.begin(), pipeline_layers.end());
 }
 
-int64_t Layout::recomputed_layers_per_chunk(const ModelConfig& model) const {
+int64_t Layout::recomputed_layers(int64_t layers) const {
   if (recompute != Recompute::kFull) return 0;
-  const int64_t per_chunk = layers_per_chunk(model);
-  return recompute_layers <= 0 ? per_chunk : std::min<int64_t>(recompute_layers, per_chunk);
+  return recompute_layers <= 0 ? layers : std::min<int64_t>(recompute_layers, layers);
 }
 
 void Layout::validate_sizes() const {
@@ -118,23 +118,26 @@ void Layout::validate(const ModelConfig& model, int world, const std::string& un
                     "--tp " << tp << " does not divide --d-model " << model.d_model);
   }
   validate_world(world, units, job);
-  if (!layers_per_stage.empty()) {
-    const auto text = [&] { return joined(layers_per_stage); };  // built only for a message
+  if (!pipeline_layers.empty()) {
+    const auto text = [&] { return joined(pipeline_layers); };  // built only for a message
+    const int64_t parts = static_cast<int64_t>(pp) * virtual_stages;
+    GPT_INPUT_CHECK(static_cast<int64_t>(pipeline_layers.size()) == parts,
+                    "--pipeline-layers " << text() << " names " << pipeline_layers.size()
+                                         << " model chunks but --pp " << pp
+                                         << " x --virtual-stages " << virtual_stages << " is "
+                                         << parts);
     int64_t total = 0;
-    for (int64_t c : layers_per_stage) {
-      GPT_INPUT_CHECK(c >= 1, "--layers-per-stage " << text() << ": every stage needs a layer");
+    for (int64_t c : pipeline_layers) {
+      GPT_INPUT_CHECK(c >= 1,
+                      "--pipeline-layers " << text() << ": every model chunk needs a layer");
       total += c;
     }
-    GPT_INPUT_CHECK(static_cast<int>(layers_per_stage.size()) == pp,
-                    "--layers-per-stage " << text() << " names " << layers_per_stage.size()
-                                          << " stages but --pp is " << pp);
-    GPT_INPUT_CHECK(total == model.n_layer, "--layers-per-stage "
+    GPT_INPUT_CHECK(total == model.n_layer, "--pipeline-layers "
                                                 << text() << " adds up to " << total
                                                 << " layers, not --n-layer " << model.n_layer);
-    GPT_INPUT_CHECK(virtual_stages == 1, "--layers-per-stage needs --virtual-stages 1");
   }
   GPT_INPUT_CHECK(
-      !layers_per_stage.empty() || model.n_layer % (static_cast<int64_t>(pp) * virtual_stages) == 0,
+      !pipeline_layers.empty() || model.n_layer % (static_cast<int64_t>(pp) * virtual_stages) == 0,
       "--n-layer " << model.n_layer << " does not split evenly over --pp " << pp
                    << " x --virtual-stages " << virtual_stages << " model chunks");
   GPT_INPUT_CHECK(!sequence_parallel || model.seq_len % tp == 0,

@@ -40,9 +40,11 @@ struct Layout {
   int tp = 1, pp = 1;
   int dp = 0;  // 0: world / (tp * pp)
   ScheduleKind schedule = ScheduleKind::k1f1b;
-  int virtual_stages = 1;                 // model chunks per stage (interleaved schedules)
-  std::vector<int64_t> layers_per_stage;  // blocks of each stage; empty: an even split
-  int64_t micro_batch = 1;                // sequences per microbatch
+  int virtual_stages = 1;  // model chunks per stage (interleaved schedules)
+  // Blocks of each virtual stage in model order (--pipeline-layers): pp x virtual_stages entries,
+  // virtual stage chunk * pp + stage; empty: an even split.
+  std::vector<int64_t> pipeline_layers;
+  int64_t micro_batch = 1;  // sequences per microbatch
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
   int64_t recompute_layers = 0;  // full: the first N blocks of each chunk; 0 = all
@@ -61,16 +63,17 @@ struct Layout {
   // --global-batch-size when it is not in [1, kMaxGlobalBatchSize] or does not divide into
   // dp x micro-batch.
   int step_microbatches(int64_t global_batch_size, int world) const;
-  // Blocks of each model chunk with an even split, and of the smallest stage's chunk in general.
-  int64_t layers_per_chunk(const ModelConfig& model) const;
+  // Blocks of model chunk `chunk` of `stage` (pipeline_layers, or the even split), and of the
+  // smallest chunk.
+  int64_t chunk_layers(const ModelConfig& model, int stage, int chunk) const;
   int64_t fewest_layers_per_chunk(const ModelConfig& model) const;
-  // Blocks of one model chunk whose forward a full recomputation reruns (the first
-  // recompute_layers of it, or all).
-  int64_t recomputed_layers_per_chunk(const ModelConfig& model) const;
+  // Of a chunk of `layers` blocks, those whose forward a full recomputation reruns (the first
+  // recompute_layers of it, or all); 0 without full recomputation.
+  int64_t recomputed_layers(int64_t layers) const;
 
   // Every rule of the layout on `model` and `world` ranks, as one-line input errors naming the
   // option (the same on every rank): sizes at least 1, tp dividing the heads and the width, the
-  // layers splitting over pp x virtual stages (or --layers-per-stage adding up), sequence
+  // layers splitting over pp x virtual stages (or --pipeline-layers adding up), sequence
   // parallelism's sequence length, recomputation's block count, tp x pp dividing the world and dp
   // agreeing with it. `units` and `job` name the world in messages ("the 8 ranks of the job",
   // "the 8 GPUs of --nodes 1").

@@ -62,7 +62,7 @@ int64_t scratch_bytes(const LayerSizes& s, const ChunkRecompute& rc) {
 void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, int chunk,
                MemoryBytes& bytes) {
   const StageSpec spec = virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages, stage,
-                                            chunk, in.layout.layers_per_stage);
+                                            chunk, in.layout.pipeline_layers);
   const ChunkRecompute rc = chunk_recompute(in.layout.recompute, in.layout.recompute_layers, spec,
                                             schedule.splits_backward());
   const LayerSizes s = layer_sizes(in.model, in.layout.tp, in.layout.sequence_parallel,
@@ -197,7 +197,7 @@ MemoryBytes predict_memory(const MemoryModelInput& in, int rank, const Schedule&
     const std::vector<BucketParameter> chunk_params =
         chunk_parameters(in.model, in.layout.tp,
                          virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages, stage,
-                                            chunk, in.layout.layers_per_stage));
+                                            chunk, in.layout.pipeline_layers));
     params.insert(params.end(), chunk_params.begin(), chunk_params.end());
     add_chunk(in, schedule, stage, chunk, bytes);
   }
@@ -269,7 +269,7 @@ DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
   std::vector<BucketParameter> params;
   for (int chunk = 0; chunk < in.layout.virtual_stages; ++chunk) {
     const StageSpec spec = virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages,
-                                              stage, chunk, in.layout.layers_per_stage);
+                                              stage, chunk, in.layout.pipeline_layers);
     const std::vector<BucketParameter> chunk_params =
         chunk_parameters(in.model, in.layout.tp, spec);
     params.insert(params.end(), chunk_params.begin(), chunk_params.end());

@@ -20,8 +20,9 @@ struct StageSpec {
 // Balanced split of the layers over the pp * v virtual stages: virtual stage vs = chunk * pp +
 // stage holds layers [vs*L/(pp v), (vs+1)*L/(pp v)); the embedding is on virtual stage 0, the
 // head on the last, which holds a tied copy of wte when it is on another rank.
-// `layers_per_stage` (v = 1 only), when not empty, overrides the even split.
+// `pipeline_layers` (pp * v counts in virtual-stage order), when not empty, overrides the even
+// split.
 StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages, int stage,
-                             int chunk, const std::vector<int64_t>& layers_per_stage = {});
+                             int chunk, const std::vector<int64_t>& pipeline_layers = {});
 
 }  // namespace gpt

@@ -38,8 +38,10 @@ int eval_main(int argc, char** argv) {
       "sequences per forward");
   add("tp", po::value(&layout.tp)->default_value(layout.tp),
       "tensor-parallel size; dp = ranks / (tp x pp)");
-  add("pp", po::value(&layout.pp)->default_value(layout.pp),
-      "pipeline stages (layers split evenly)");
+  add("pp", po::value(&layout.pp)->default_value(layout.pp), "pipeline stages");
+  std::string pipeline_layers = "even";
+  add("pipeline-layers", po::value(&pipeline_layers)->default_value(pipeline_layers),
+      kPipelineLayersHelp);
   ExecutionOptions execution;
   add_execution_options(desc, execution, layout.precision);
   if (!parse_options(world, argc, argv, "eval: mean loss and perplexity of a checkpoint", desc,
@@ -52,6 +54,8 @@ int eval_main(int argc, char** argv) {
                        // The model's shape comes with the checkpoint: the layout's rules are
                        // checked against it when it is loaded (load_model_for_inference).
                        layout.validate(ModelConfig{}, world_size);
+                       // Checked against the checkpoint's layers as it is loaded.
+                       layout.pipeline_layers = parse_pipeline_layers(pipeline_layers);
                      }))
     return 0;
   RuntimeOptions ro;

@@ -36,6 +36,7 @@ struct GenerateOptions {
   SamplingOptions sampling;
   uint64_t seed = 1;
   Layout layout;  // --pp (and --precision); every rank is a tp rank of one of the stages
+  std::string pipeline_layers = "even";
   bool stop_at_newline = false;
   bool allow_special_tokens = false;
   bool no_kv_cache = false;
@@ -76,6 +77,8 @@ po::options_description generate_options(GenerateOptions& o) {
       "copy in the checkpoint's folder; its SHA-256 must be the one the checkpoint records)");
   add("pp", po::value(&o.layout.pp)->default_value(o.layout.pp),
       "pipeline stages; the ranks / pp are tp ranks");
+  add("pipeline-layers", po::value(&o.pipeline_layers)->default_value(o.pipeline_layers),
+      kPipelineLayersHelp);
   add("no-kv-cache", po::bool_switch(&o.no_kv_cache),
       "re-run the whole window for every token instead of decoding over cached keys and values "
       "(same tokens; for checking and benchmarks)");
@@ -96,6 +99,7 @@ void check_generate_options(const GenerateOptions& o, int world_size) {
   GPT_INPUT_CHECK(prompts <= 1, "give one of --prompt, --prompt-file and --prompt-tokens");
   GPT_INPUT_CHECK(o.layout.pp >= 1 && world_size % o.layout.pp == 0,
                   "--pp " << o.layout.pp << " does not divide the " << world_size << " ranks");
+  parse_pipeline_layers(o.pipeline_layers);  // its counts are checked as the checkpoint loads
 }
 
 std::string read_prompt_file(const std::string& path) {
@@ -164,6 +168,7 @@ int generate_main(int argc, char** argv) {
   RuntimeOptions ro;
   ro.layout = o.layout;
   ro.layout.tp = world_size / o.layout.pp;
+  ro.layout.pipeline_layers = parse_pipeline_layers(o.pipeline_layers);
   ro.execution = o.execution;
   LoadedModel model = load_model_for_inference(world, o.checkpoint, ro, o.seq_len);
   // Every rank tokenizes the prompt alike (the files are read on each, and agreed on).

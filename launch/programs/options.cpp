@@ -37,8 +37,7 @@ po::options_description layout_options(TrainOptions& o) {
       ("pipeline schedule: " + choice_list<ScheduleKind>(false)).c_str());
   add("virtual-stages", po::value(&l.virtual_stages)->default_value(l.virtual_stages),
       "model chunks per stage (interleaved 1F1B)");
-  add("layers-per-stage", po::value(&o.layers_per_stage)->default_value(""),
-      "comma-separated layers of each stage, e.g. 3,5 (default: an even split)");
+  add("pipeline-layers", po::value(&o.pipeline_layers)->default_value("even"), kPipelineLayersHelp);
   add("ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node),
       "simulated node size for the tp placement rule; 0 = detect");
   add("allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
@@ -362,13 +361,9 @@ std::optional<DataOrder> data_order_from_name(const std::string& name) {
   return find_choice<DataOrder>(name);
 }
 
-namespace {
-
-// --layers-per-stage as numbers (empty when not given); Layout::validate checks them against
-// the model and --pp.
-std::vector<int64_t> parse_layers_per_stage(const std::string& text) {
+std::vector<int64_t> parse_pipeline_layers(const std::string& text) {
   std::vector<int64_t> counts;
-  if (text.empty()) return counts;
+  if (text == "even") return counts;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = std::min(text.find(',', start), text.size());
@@ -376,14 +371,14 @@ std::vector<int64_t> parse_layers_per_stage(const std::string& text) {
     // At most 9 digits: stoll cannot overflow, and no model has a billion layers.
     GPT_INPUT_CHECK(!item.empty() && item.size() <= 9 &&
                         item.find_first_not_of("0123456789") == std::string::npos,
-                    "--layers-per-stage " << text << ": '" << item << "' is not a layer count");
+                    "--pipeline-layers " << text << ": '" << item
+                                         << "' is not a layer count (give even, or counts such as "
+                                            "3,5)");
     counts.push_back(std::stoll(item));
     start = comma + 1;
   }
   return counts;
 }
-
-}  // namespace
 
 RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
   RuntimeOptions ro;
@@ -399,7 +394,7 @@ RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
 
 void finish_train_options(TrainOptions& o, int world_size) {
   apply_model_preset(o.model_preset, o.given, o.model);
-  o.layout.layers_per_stage = parse_layers_per_stage(o.layers_per_stage);
+  o.layout.pipeline_layers = parse_pipeline_layers(o.pipeline_layers);
   validate_train_options(o, world_size);
 }
 

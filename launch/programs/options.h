@@ -24,7 +24,7 @@ namespace gpt {
 struct TrainOptions {
   // layout (validated by Layout::validate, with the job's size)
   Layout layout = layout_with_micro_batch(16);
-  std::string layers_per_stage;  // --layers-per-stage as given, e.g. "3,5"; parsed into layout
+  std::string pipeline_layers = "even";  // --pipeline-layers as given; parsed into layout
   int ranks_per_node = 0;
   bool allow_tp_across_nodes = false;
   int64_t global_batch_size = 64;
@@ -83,6 +83,14 @@ std::optional<DataOrder> data_order_from_name(const std::string& name);
 // The run's shape on `world_size` ranks: the grid, the schedule of one step (which sizes each
 // chunk's caches) and the micro-batch size, as the Runtime takes them.
 RuntimeOptions runtime_options(const TrainOptions& options, int world_size);
+
+// --pipeline-layers (train, eval, generate): `even`, or the blocks of each model chunk in model
+// order (pp x virtual-stages counts). Parsed here; Layout::validate checks them against the model.
+inline constexpr const char* kPipelineLayersHelp =
+    "blocks per pipeline stage: even, or comma-separated counts in model order, e.g. 3,5 (with "
+    "--virtual-stages v, pp x v counts: stage 0's first chunk, stage 1's, ..., then each stage's "
+    "second chunk)";
+std::vector<int64_t> parse_pipeline_layers(const std::string& text);
 
 // --device, --precision (bound to `precision`, a layout's), --deterministic, --gpu-comm,
 // --memory-limit-gb, --threads: shared by train, eval and generate; validated by

@@ -30,7 +30,7 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
             "the schedule's pp and virtual stages differ from the runtime's");
   for (int chunk = 0; chunk < layout.virtual_stages; ++chunk) {
     const StageSpec spec = virtual_stage_spec(cfg, grid_->shape().pp, layout.virtual_stages,
-                                              grid_->stage(), chunk, layout.layers_per_stage);
+                                              grid_->stage(), chunk, layout.pipeline_layers);
     const int caches = schedule ? schedule->cache_slots(grid_->stage(), chunk) : 1;
     const int grad_sets = schedule ? schedule->grad_sets(grid_->stage(), chunk) : 1;
     const ChunkRecompute recompute = chunk_recompute(layout.recompute, layout.recompute_layers,

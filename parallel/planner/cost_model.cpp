@@ -342,8 +342,8 @@ double stream_seconds(const GpuModel& gpu, double bytes) {
 ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster, int vs) {
   const Context c = make_context(m, l, cluster);
   const BlockCosts block = block_costs(c);
-  const int64_t layers = l.layers_per_chunk(m);
-  const int64_t recomputed = l.recomputed_layers_per_chunk(m);
+  const int64_t layers = l.chunk_layers(m, vs % l.pp, vs / l.pp);
+  const int64_t recomputed = l.recomputed_layers(layers);
   ChunkCosts costs;
   add(costs, block.passes, static_cast<double>(layers));
   if (l.recompute == Recompute::kSelective)

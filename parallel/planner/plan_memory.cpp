@@ -30,10 +30,14 @@ int64_t head_cache_bytes(const ModelConfig& m, const PlanLayout& l) {
 
 // Megatron's activations on stage `stage` at its peak: its caches in flight (the schedule's
 // count), each one chunk's blocks (Korthikanti et al.'s bytes; the fully recomputed ones keep
-// their input), one rebuilt block where blocks are recomputed, and the head's logits.
+// their input; with uneven chunks on one stage, its largest), one rebuilt block where blocks are
+// recomputed, and the head's logits.
 int64_t megatron_activation_bytes(const ModelConfig& m, const PlanLayout& l, const Schedule& s,
                                   int stage) {
-  const int64_t per_chunk = l.layers_per_chunk(m), recomputed = l.recomputed_layers_per_chunk(m);
+  int64_t per_chunk = 0;
+  for (int chunk = 0; chunk < l.virtual_stages; ++chunk)
+    per_chunk = std::max(per_chunk, l.chunk_layers(m, stage, chunk));
+  const int64_t recomputed = l.recomputed_layers(per_chunk);
   const Recompute kept_mode = l.recompute == Recompute::kFull ? Recompute::kNone : l.recompute;
   const double kept =
       korthikanti_layer_activation_bytes(m, l.micro_batch, l.tp, l.sequence_parallel, kept_mode);
@@ -65,8 +69,8 @@ PlannedMemory project_memory(const ModelConfig& m, const PlanLayout& l, const Sc
 int64_t stage_parameters(const ModelConfig& m, const PlanLayout& l, int stage) {
   int64_t n = 0;
   for (int chunk = 0; chunk < l.virtual_stages; ++chunk)
-    n += chunk_parameter_floats(m, l.tp,
-                                virtual_stage_spec(m, l.pp, l.virtual_stages, stage, chunk));
+    n += chunk_parameter_floats(
+        m, l.tp, virtual_stage_spec(m, l.pp, l.virtual_stages, stage, chunk, l.pipeline_layers));
   return n;
 }
 

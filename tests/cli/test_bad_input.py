@@ -261,8 +261,8 @@ class BadInputTest(Fixtures):
                    ["--global-batch-size must be in [1, 1048576]"])
         self.check("train", ["--micro-batch-size", str(2**62)],
                    ["--global-batch-size 16", "--micro-batch-size " + str(2**62)])
-        self.check("train", ["--layers-per-stage", "99999999999999999999"],
-                   ["--layers-per-stage", "is not a layer count"])
+        self.check("train", ["--pipeline-layers", "99999999999999999999"],
+                   ["--pipeline-layers", "is not a layer count"])
 
     def test_min_lr_above_lr(self):
         self.check("train", ["--lr", "0.001", "--min-lr", "0.01"], ["--min-lr"],

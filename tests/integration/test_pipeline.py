@@ -69,8 +69,11 @@ def pipe(pp, schedule, v=1, tp=1, extra=()):
 LAYOUTS = {
     "pp2_1f1b": (2, 4, pipe(2, "1f1b", extra=EVAL_EVERY), (2, 1, "1f1b", 1)),
     "pp2_gpipe": (2, 4, pipe(2, "gpipe"), (2, 1, "gpipe", 1)),
-    "pp2_uneven_1_3": (2, 4, pipe(2, "1f1b", extra=["--layers-per-stage", "1,3"]),
+    "pp2_uneven_1_3": (2, 4, pipe(2, "1f1b", extra=["--pipeline-layers", "1,3"]),
                        (2, 1, "1f1b", 1)),
+    "pp2_interleaved_uneven_L8": (2, 8, pipe(2, "interleaved", v=2,
+                                             extra=["--pipeline-layers", "1,3,3,1"]),
+                                  (2, 1, "interleaved", 2)),
     "pp2_interleaved": (2, 4, pipe(2, "interleaved", v=2, extra=EVAL_EVERY),
                         (2, 1, "interleaved", 2)),
     "pp2_zbh1": (2, 4, pipe(2, "zb-h1"), (2, 1, "zb-h1", 1)),
@@ -172,7 +175,8 @@ class PipelineTest(h.EquivalenceTest):
         for sampling in (["--temperature", "0"], ["--temperature", "1", "--seed", "5"]):
             want = self.generated(1, sampling)
             self.assertTrue(want.startswith("123+4"), want)
-            for np, layout in ((2, ["--pp", "2"]), (4, ["--pp", "2"]), (4, ["--pp", "4"])):
+            for np, layout in ((2, ["--pp", "2"]), (4, ["--pp", "2"]), (4, ["--pp", "4"]),
+                               (2, ["--pp", "2", "--pipeline-layers", "3,1"])):
                 self.assertEqual(self.generated(np, sampling + layout), want,
                                  f"generate {layout} at {np} ranks, {sampling}")
 
@@ -253,6 +257,8 @@ class PipelineTest(h.EquivalenceTest):
         serial = self.eval_loss(1, [])
         got = self.eval_loss(2, ["--pp", "2"])
         h.assert_close(self, got, serial, EVAL_REL, "eval loss at --pp 2 vs 1 rank")
+        got = self.eval_loss(2, ["--pp", "2", "--pipeline-layers", "1,3"])
+        h.assert_close(self, got, serial, EVAL_REL, "eval loss at --pp 2 split 1,3 vs 1 rank")
 
     def test_d_eval_pp2_tp2(self):
         serial = self.eval_loss(1, [])
@@ -291,6 +297,13 @@ class PipelineTest(h.EquivalenceTest):
 
     def test_e_virtual_stages_without_interleaved(self):
         self.expect_error(2, MODEL + pipe(2, "1f1b", v=2), "--virtual-stages")
+
+    def test_e_pipeline_layers_that_do_not_fit(self):
+        for counts, why in (("1,3", "names 2 model chunks but --pp 2 x --virtual-stages 2 is 4"),
+                            ("2,0,1,1", "every model chunk needs a layer"),
+                            ("1,1,1,2", "adds up to 5 layers, not --n-layer 4")):
+            self.expect_error(2, MODEL + pipe(2, "interleaved", v=2,
+                                              extra=["--pipeline-layers", counts]), why)
 
     def test_e_n_layer_not_multiple_of_pp_times_v(self):
         self.expect_error(2, h.with_options(MODEL, n_layer=6) + pipe(2, "interleaved", v=2),
