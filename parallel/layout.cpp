@@ -30,18 +30,15 @@ const char* regime_description(PrecisionRegime p) {
   return kRegimeDescriptions[static_cast<size_t>(p)];
 }
 
-namespace {
-
-std::string joined(const std::vector<int64_t>& counts) {
+std::string Layout::pipeline_layers_text() const {
+  if (pipeline_layers.empty()) return "even";
   std::string text;
-  for (int64_t c : counts) {
+  for (int64_t c : pipeline_layers) {
     if (!text.empty()) text += ',';
     text += std::to_string(c);
   }
   return text;
 }
-
-}  // namespace
 
 void validate_global_batch_size(int64_t global_batch_size) {
   GPT_INPUT_CHECK(global_batch_size >= 1 && global_batch_size <= kMaxGlobalBatchSize,
@@ -119,7 +116,7 @@ void Layout::validate(const ModelConfig& model, int world, const std::string& un
   }
   validate_world(world, units, job);
   if (!pipeline_layers.empty()) {
-    const auto text = [&] { return joined(pipeline_layers); };  // built only for a message
+    const auto text = [&] { return pipeline_layers_text(); };  // built only for a message
     const int64_t parts = static_cast<int64_t>(pp) * virtual_stages;
     GPT_INPUT_CHECK(static_cast<int64_t>(pipeline_layers.size()) == parts,
                     "--pipeline-layers " << text() << " names " << pipeline_layers.size()

@@ -66,6 +66,8 @@ struct Layout {
   // Blocks of model chunk `chunk` of `stage` (pipeline_layers, or the even split), and of the
   // smallest chunk.
   int64_t chunk_layers(const ModelConfig& model, int stage, int chunk) const;
+  // --pipeline-layers as train takes it: "even", or the counts ("3,5").
+  std::string pipeline_layers_text() const;
   int64_t fewest_layers_per_chunk(const ModelConfig& model) const;
   // Of a chunk of `layers` blocks, those whose forward a full recomputation reruns (the first
   // recompute_layers of it, or all); 0 without full recomputation.

@@ -30,6 +30,7 @@ struct PlanOptions {
   std::string calibrate_turns;  // --calibrate-turns FILE: add the cost of taking turns to FILE
   // Layout options, parsed by train's typed parsers; the ones not in `given` are enumerated.
   Layout layout;
+  std::string pipeline_layers = "even";  // --pipeline-layers as given; parsed into layout
   bool allow_tp_across_nodes = false;
   bool json = false;
   int top = 10;

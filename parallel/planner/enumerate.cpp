@@ -58,6 +58,12 @@ std::vector<std::pair<ScheduleKind, int>> schedule_choices(const LayoutSearch& s
       out.emplace_back(k, is_fixed(s, "virtual-stages") ? s.fixed.virtual_stages : 1);
       continue;
     }
+    const size_t listed = s.fixed.pipeline_layers.size();  // --pipeline-layers fixes pp x v
+    if (listed > 0) {
+      if (listed % static_cast<size_t>(pp) == 0 && listed / static_cast<size_t>(pp) >= 2)
+        out.emplace_back(k, static_cast<int>(listed / static_cast<size_t>(pp)));
+      continue;
+    }
     for (int64_t v : divisors(s.model.n_layer / pp))
       if (v >= 2) out.emplace_back(k, static_cast<int>(v));
   }
@@ -118,6 +124,7 @@ std::vector<PlanLayout> enumerate_layouts(const LayoutSearch& s, const Cluster& 
               l.dp = std::max(1, dp);
               l.schedule = schedule;
               l.virtual_stages = v;
+              l.pipeline_layers = s.fixed.pipeline_layers;  // validate_step refuses a mismatch
               l.micro_batch = mb;
               l.recompute = sv.recompute;
               l.recompute_layers = sv.recompute_layers;

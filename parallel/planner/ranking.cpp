@@ -12,9 +12,12 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// The schedule, its virtual stages and an uneven split: "interleaved v2 [1,3,3,1]".
 std::string schedule_text(const PlanLayout& l) {
-  if (l.virtual_stages == 1) return schedule_name(l.schedule);
-  return GPT_MSG(schedule_name(l.schedule) << " v" << l.virtual_stages);
+  std::string text = schedule_name(l.schedule);
+  if (l.virtual_stages > 1) text += " v" + std::to_string(l.virtual_stages);
+  if (!l.pipeline_layers.empty()) text += " [" + l.pipeline_layers_text() + "]";
+  return text;
 }
 
 std::string recompute_text(const PlanLayout& l) {
@@ -74,6 +77,7 @@ Json layout_json(const PricedLayout& p) {
   j["dp"] = l.dp;
   j["schedule"] = schedule_name(l.schedule);
   j["virtual_stages"] = l.virtual_stages;
+  j["pipeline_layers"] = l.pipeline_layers_text();
   j["micro_batch_size"] = l.micro_batch;
   j["microbatches"] = l.microbatches;
   j["sequence_parallel"] = l.sequence_parallel;
@@ -133,7 +137,7 @@ std::string why_best(const std::vector<PricedLayout>& ranked, const Cluster& clu
 
 std::string ranked_table(const std::vector<PricedLayout>& ranked, int rows) {
   std::ostringstream out;
-  char line[320];
+  char line[1024];  // an uneven split widens the schedule column
   std::snprintf(line, sizeof line,
                 "%4s %3s %3s %4s %-15s %4s %5s %3s %-12s %4s %-14s %4s %8s %9s %9s %6s %8s %8s "
                 "%8s %8s %8s\n",

@@ -16,11 +16,7 @@ RunCommands run_commands(const PlanLayout& l, const ModelConfig& model, int64_t 
   if (model.llama()) train << " " << model_shape_options(model);
   if (l.pp > 1) train << " --schedule " << schedule_name(l.schedule);
   if (l.virtual_stages > 1) train << " --virtual-stages " << l.virtual_stages;
-  if (!l.pipeline_layers.empty()) {
-    train << " --pipeline-layers ";
-    for (size_t i = 0; i < l.pipeline_layers.size(); ++i)
-      train << (i > 0 ? "," : "") << l.pipeline_layers[i];
-  }
+  if (!l.pipeline_layers.empty()) train << " --pipeline-layers " << l.pipeline_layers_text();
   if (l.sequence_parallel) train << " --sequence-parallel";
   if (l.recompute != Recompute::kNone) train << " --recompute " << recompute_name(l.recompute);
   if (l.recompute_layers > 0) train << " --recompute-layers " << l.recompute_layers;

@@ -16,7 +16,7 @@ import unittest
 BIN = None
 MPIEXEC = "mpiexec"
 TIMEOUT = 60
-FIELDS = ("tp pp dp schedule virtual_stages micro_batch_size microbatches sequence_parallel "
+FIELDS = ("tp pp dp schedule virtual_stages pipeline_layers micro_batch_size microbatches sequence_parallel "
           "recompute distributed_optimizer precision fits memory_bytes step_time_s "
           "tokens_per_s_per_gpu model_tflops_per_gpu mfu compute_s tp_comm_exposed_s "
           "pp_comm_exposed_s dp_comm_exposed_s bubble_s").split()
@@ -50,6 +50,29 @@ class PlanOutputTest(unittest.TestCase):
         # Left out, the schedule and recomputation were enumerated.
         self.assertGreater(len({r["schedule"] for r in rows}), 1)
         self.assertEqual({r["recompute"] for r in rows}, {"none", "selective", "full"})
+
+    def test_pipeline_layers_are_priced_as_given(self):
+        """--pipeline-layers fixes the split (and pp x v): every row has it, its command carries
+        it, and on GPT-2 at pp 4, where the last stage also holds the head over 50257 tokens,
+        2,4,4,2 is priced faster than the even 3,3,3,3."""
+        fixed = [*SMALL, "--nodes", "1", "--tp", "1", "--pp", "4", "--schedule", "1f1b",
+                 "--micro-batch-size", "4", "--recompute", "none", "--precision", "bf16",
+                 "--sequence-parallel=false", "--distributed-optimizer=false", "--json"]
+        step = {}
+        for split in ("even", "2,4,4,2"):
+            code, out, err = plan(*fixed, "--pipeline-layers", split)
+            self.assertEqual(code, 0, err)
+            rows = [json.loads(line) for line in out.splitlines()]
+            self.assertEqual(len(rows), 1, out)
+            self.assertEqual(rows[0]["pipeline_layers"], split)
+            self.assertEqual("--pipeline-layers 2,4,4,2" in rows[0]["commands"]["mpirun"],
+                             split != "even")
+            step[split] = rows[0]["step_time_s"]
+        self.assertLess(step["2,4,4,2"], step["even"])
+        code, out, err = plan(*SMALL, "--nodes", "1", "--pipeline-layers", "2,4,4,2", "--json")
+        self.assertEqual(code, 0, err)
+        for row in map(json.loads, out.splitlines()):
+            self.assertEqual(row["pp"] * row["virtual_stages"], 4, row)
 
     def test_best_layout_runs_as_printed(self):
         """The printed command lines: --json carries them for every layout, and train accepts
