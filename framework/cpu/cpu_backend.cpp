@@ -27,7 +27,10 @@ void* CpuBackend::raw_allocate(size_t bytes) {
   // aligned_alloc wants a multiple of the alignment.
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* ptr = std::aligned_alloc(kAlignment, rounded);
-  GPT_CHECK(ptr != nullptr, "out of host memory allocating " << bytes << " bytes");
+  // Not an internal fault: the machine has less memory than the run asks for.
+  GPT_INPUT_CHECK(ptr != nullptr, "out of host memory allocating "
+                                      << bytes << " bytes (the memory model's prediction for "
+                                      << "a layout: train --memory-report)");
   std::memset(ptr, 0, rounded);
   return ptr;
 }

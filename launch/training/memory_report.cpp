@@ -1,6 +1,8 @@
 // train's memory prediction, limit, report and measurement (see memory_report.h).
 #include "launch/training/memory_report.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -94,14 +96,20 @@ std::string memory_report_table(const MemoryModelInput& in) {
 }
 
 void check_memory_limit(const MemoryModelInput& in, double limit_gb) {
-  if (limit_gb <= 0) return;
+  // On the CPU without a limit, the machine's memory is one: a run predicted above it would
+  // fail allocating, or swap for hours, after building everything else.
+  const bool machine = limit_gb <= 0 && in.device == DeviceKind::kCpu;
+  const int64_t pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (machine && (pages <= 0 || page <= 0)) return;
+  if (!machine && limit_gb <= 0) return;
+  const int64_t limit = machine ? pages * page : static_cast<int64_t>(limit_gb * 1e9);
   const RankMemory r = heaviest_rank(predict_all_ranks(in));
-  const int64_t limit = static_cast<int64_t>(limit_gb * 1e9);
   const MemoryCategory largest = r.bytes.largest();
   GPT_INPUT_CHECK(r.bytes.total() <= limit,
                   "rank " << r.rank << " (pp stage " << r.coordinates.stage << ") needs "
                           << format_bytes(r.bytes.total()) << " > " << format_bytes(limit)
-                          << " (--memory-limit-gb " << limit_gb << "), "
+                          << (machine ? std::string(" (this machine's memory), ")
+                                      : GPT_MSG(" (--memory-limit-gb " << limit_gb << "), "))
                           << memory_category_name(largest) << " " << format_bytes(r.bytes[largest])
                           << ": " << remedy(largest, in.layout.recompute));
 }

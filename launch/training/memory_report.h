@@ -27,8 +27,8 @@ DeviceKind predicted_device(const ExecutionOptions& execution);
 std::string memory_report_table(const MemoryModelInput& in);
 
 // Throws a one-line input error when some rank's predicted total exceeds `limit_gb` (GB, 1e9
-// bytes; 0 = none), naming the heaviest rank, its stage, its total, its largest category and
-// what would bring it under.
+// bytes; 0 = none, except on the CPU: the machine's physical memory), naming the heaviest rank,
+// its stage, its total, its largest category and what would bring it under.
 void check_memory_limit(const MemoryModelInput& in, double limit_gb);
 
 // Start-up: logs rank 0's and the heaviest rank's predictions and writes a metrics event

@@ -285,6 +285,11 @@ class BadInputTest(Fixtures):
     def test_gpu_comm_choice(self):
         self.check("train", ["--gpu-comm", "bogus"], ["--gpu-comm", "bogus"], self.OPTION_RANKS)
 
+    def test_model_beyond_the_machines_memory(self):
+        # On the CPU the memory model is checked against the machine before anything is built
+        # (allocating failed after minutes, naming a source line).
+        self.check("train", ["--n-layer", "65536"], ["needs", "(this machine's memory)"])
+
     def test_threads_beyond_the_machine(self):
         # OpenMP cannot start tens of thousands of threads (it crashed every program).
         for program in ("train", "eval", "generate"):
