@@ -182,6 +182,20 @@ TEST_F(UntrustedInput, CheckpointDatasetsMustHoldWhatTheyDeclare) {
                 "stores 0 (never written, truncated or compressed)"});
 }
 
+// Found by tests/fuzz/fuzz_checkpoint.cpp: a format attribute holding a carriage return was
+// echoed as it is, and the error was no longer one line.
+TEST_F(UntrustedInput, CheckpointFormatIsShownOnOneLine) {
+  const std::string p = path("format.h5");
+  {
+    h5::Handle file(H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    h5::write_string_attribute(file.id(), "format", "gpt-train\rcheckpoint");
+  }
+  expect_error([&] { CheckpointReader{p}; },
+               {"checkpoint " + p +
+                ": is not a checkpoint (format attribute "
+                "'gpt-train\\x0dcheckpoint', expected 'gpt-train-checkpoint')"});
+}
+
 // Found by tests/fuzz/fuzz_token_shards.cpp: a shard declaring a billion tokens and storing none
 // was read as fill values, its scan taking as long as the shape claims.
 TEST_F(UntrustedInput, TokenShardsMustHoldWhatTheyDeclare) {
