@@ -117,7 +117,7 @@ ModelConfig model_from_hf_config(const Json& c, const std::string& what) {
   if (c.contains("activation_function")) {
     const auto activation = json_field<std::string>(c, "activation_function", what);
     GPT_INPUT_CHECK(activation == "gelu_new" || activation == "gelu_pytorch_tanh",
-                    what << ": activation_function " << activation
+                    what << ": activation_function " << quoted_excerpt(activation)
                          << " (this model has GELU's tanh form, gelu_new)");
   }
   if (c.contains("layer_norm_epsilon")) {
@@ -152,8 +152,8 @@ NamedTensors read_hf_tensors(const SafetensorsFile& file,
                              : without_prefix(name) == "wpe.weight" ? "wpe"
                                                                     : without_prefix(name);
     if (is_hf_buffer(ours) || ours == "lm_head.weight") continue;
-    GPT_INPUT_CHECK(expected.count(ours),
-                    file.path() << ": tensor " << name << " has no place in this GPT-2");
+    GPT_INPUT_CHECK(expected.count(ours), file.path() << ": tensor " << quoted_excerpt(name)
+                                                      << " has no place in this GPT-2");
     GPT_INPUT_CHECK(!stored.count(ours), file.path() << ": tensor " << ours << " stored twice");
     stored[ours] = name;
   }

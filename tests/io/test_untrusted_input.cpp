@@ -182,6 +182,16 @@ TEST_F(UntrustedInput, CheckpointDatasetsMustHoldWhatTheyDeclare) {
                 "stores 0 (never written, truncated or compressed)"});
 }
 
+// Found by tests/fuzz/fuzz_config_json.cpp: config.json's activation_function was echoed as it is,
+// a newline in it splitting the one-line error.
+TEST_F(UntrustedInput, HfConfigValuesAreQuoted) {
+  Json hf = hf_gpt2_config(ModelConfig{});
+  hf["activation_function"] = "gelu\nrelu";
+  expect_error([&] { model_from_hf_config(hf, "dir/config.json"); },
+               {"dir/config.json: activation_function \"gelu\\nrelu\" (this model has GELU's tanh "
+                "form, gelu_new)"});
+}
+
 // Found by tests/fuzz/fuzz_checkpoint.cpp: a format attribute holding a carriage return was
 // echoed as it is, and the error was no longer one line.
 TEST_F(UntrustedInput, CheckpointFormatIsShownOnOneLine) {
