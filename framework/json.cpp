@@ -62,7 +62,8 @@ std::string quoted_excerpt(const std::string& untrusted) {
 
 std::string shown_excerpt(const std::string& untrusted, size_t max_bytes) {
   std::string out;
-  for (size_t i = 0; i < untrusted.size() && i < max_bytes; ++i) {
+  size_t i = 0;
+  for (; i < untrusted.size() && out.size() < max_bytes; ++i) {
     const auto c = static_cast<unsigned char>(untrusted[i]);
     if (c >= 0x20 && c != 0x7f) {
       out += static_cast<char>(c);
@@ -71,7 +72,8 @@ std::string shown_excerpt(const std::string& untrusted, size_t max_bytes) {
       out += {'\\', 'x', hex[c >> 4], hex[c & 15]};
     }
   }
-  return untrusted.size() > max_bytes ? out + "..." : out;
+  // An escape is 4 bytes: the text shown, not the text read, is what is bounded.
+  return i < untrusted.size() ? out + "..." : out;
 }
 
 namespace {

@@ -195,6 +195,10 @@ TEST(ClusterFile, ParsesOverABaseAndReportsBadLinesInOneLine) {
   EXPECT_EQ(message("gpu\rs = 3\n"), "c.ini line 1: unknown key 'gpu\\x0ds'");
   EXPECT_EQ(message("[gpu]\nmemory_gb = " + std::string(1000, '9') + "x\n"),
             "c.ini line 2: '" + std::string(80, '9') + "...' is not a non-negative number");
+  std::string escapes;
+  for (int i = 0; i < 20; ++i) escapes += "\\x01";  // the shown text is bounded, not the read
+  EXPECT_EQ(message("gpu" + std::string(200, '\x01') + " = 3\n"),
+            "c.ini line 1: unknown key 'gpu" + escapes + "...'");
 }
 
 // A pass scale is a curve by micro-batch size, or one number for all of them.
