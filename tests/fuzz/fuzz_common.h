@@ -71,14 +71,11 @@ void expect_success_or_input_error(Read&& read) {
   }
 }
 
-// This process's folder for the files a reader is given (in /dev/shm where it exists: memory,
-// not disk), removed at exit.
+// This process's folder for the files a reader is given ($TMPDIR or /tmp), removed at exit.
 inline const std::filesystem::path& work_dir() {
   static const std::filesystem::path dir = [] {
-    const std::filesystem::path base = std::filesystem::is_directory("/dev/shm")
-                                           ? "/dev/shm"
-                                           : std::filesystem::temp_directory_path();
-    std::filesystem::path d = base / ("gpt_fuzz_" + std::to_string(getpid()));
+    std::filesystem::path d =
+        std::filesystem::temp_directory_path() / ("gpt_fuzz_" + std::to_string(getpid()));
     std::filesystem::create_directories(d);
     std::atexit([] {
       std::error_code ec;

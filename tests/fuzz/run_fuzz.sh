@@ -40,6 +40,7 @@ if [ "${1:-}" = "--suite" ]; then
   seconds=${GPT_FUZZ_SUITE_SECONDS:-4}
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
+  export TMPDIR="$work"  # the targets' files (fuzz_common.h), left behind by a finding's abort
   failed=0
   for target in "${targets[@]}"; do
     name=$(basename "$target")
@@ -81,6 +82,8 @@ for name in "${targets[@]}"; do
   mkdir -p "$work"
   log="$work_root/$name.log"
   start=$(date +%s)
+  export TMPDIR="$work_root/tmp"  # the targets' files (fuzz_common.h), removed after the run
+  mkdir -p "$TMPDIR"
   if nice -n 10 "$bin/$name" "${limits[@]}" -max_total_time="$seconds" \
       -artifact_prefix="$work_root/findings/$name-" "$work" "$corpus_root/$name" >"$log" 2>&1; then
     result="no findings"
@@ -88,6 +91,7 @@ for name in "${targets[@]}"; do
     result="FINDING: see $log and $work_root/findings/$name-*"
     status=1
   fi
+  rm -rf "$work_root/tmp"
   # Keep only inputs with new coverage in the work corpus.
   mkdir -p "$work.merged"
   nice -n 10 "$bin/$name" "${limits[@]}" -merge=1 "$work.merged" "$work" >/dev/null 2>&1 &&
