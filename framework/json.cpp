@@ -60,6 +60,22 @@ std::string quoted_excerpt(const std::string& untrusted) {
          (cut ? "..." : "");
 }
 
+std::string shown_excerpt(const std::string& untrusted, size_t max_bytes) {
+  std::string out;
+  size_t i = 0;
+  for (; i < untrusted.size() && out.size() < max_bytes; ++i) {
+    const auto c = static_cast<unsigned char>(untrusted[i]);
+    if (c >= 0x20 && c != 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      static const char hex[] = "0123456789abcdef";
+      out += {'\\', 'x', hex[c >> 4], hex[c & 15]};
+    }
+  }
+  // An escape is 4 bytes: the text shown, not the text read, is what is bounded.
+  return i < untrusted.size() ? out + "..." : out;
+}
+
 namespace {
 template <typename J>
 std::string found(const J& value) {

@@ -39,6 +39,11 @@ LargeJson parse_large_json_object(const std::string& text, const std::string& wh
 // one line) and cut to its first 40 bytes, so a hostile file cannot flood the error.
 std::string quoted_excerpt(const std::string& untrusted);
 
+// Text from a file or a library's message, shown as written (no quotes added): control
+// characters as \xNN, so the message stays one line, and cut after `max_bytes` bytes of that
+// (at most 3 more, then "...").
+std::string shown_excerpt(const std::string& untrusted, size_t max_bytes = 80);
+
 // What a message says was found instead of the expected value: a number's own short text, or
 // the kind of value ("a string", "an array", ...); never the value itself.
 std::string json_found(const Json& value);

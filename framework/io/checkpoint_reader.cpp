@@ -15,6 +15,7 @@
 #include "framework/io/checkpoint_metadata.h"
 #include "framework/io/crc32.h"
 #include "framework/io/gpt2_weights.h"
+#include "framework/json.h"
 
 namespace gpt {
 namespace {
@@ -113,10 +114,11 @@ CheckpointReader::CheckpointReader(const std::string& path) : path_(path) {
                     "cannot be opened, truncated or damaged (" << h5::last_error_message() << ")");
     const hid_t root = file_.id();
     std::optional<std::string> format = h5::read_string_attribute(root, "format");
-    GPT_INPUT_CHECK(format == kCheckpointFormat,
-                    "is not a checkpoint (format attribute "
-                        << (format ? "'" + *format + "'" : std::string("missing")) << ", expected '"
-                        << kCheckpointFormat << "')");
+    GPT_INPUT_CHECK(
+        format == kCheckpointFormat,
+        "is not a checkpoint (format attribute "
+            << (format ? GPT_MSG("'" << shown_excerpt(*format) << "'") : std::string("missing"))
+            << ", expected '" << kCheckpointFormat << "')");
     std::optional<int64_t> complete = h5::read_int64_attribute(root, "complete");
     GPT_INPUT_CHECK(complete == 1,
                     "is incomplete (no complete = 1 attribute: its write did not finish)");

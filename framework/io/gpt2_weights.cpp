@@ -117,7 +117,7 @@ ModelConfig model_from_hf_config(const Json& c, const std::string& what) {
   if (c.contains("activation_function")) {
     const auto activation = json_field<std::string>(c, "activation_function", what);
     GPT_INPUT_CHECK(activation == "gelu_new" || activation == "gelu_pytorch_tanh",
-                    what << ": activation_function " << activation
+                    what << ": activation_function " << quoted_excerpt(activation)
                          << " (this model has GELU's tanh form, gelu_new)");
   }
   if (c.contains("layer_norm_epsilon")) {
@@ -152,13 +152,15 @@ NamedTensors read_hf_tensors(const SafetensorsFile& file,
                              : without_prefix(name) == "wpe.weight" ? "wpe"
                                                                     : without_prefix(name);
     if (is_hf_buffer(ours) || ours == "lm_head.weight") continue;
-    GPT_INPUT_CHECK(expected.count(ours),
-                    file.path() << ": tensor " << name << " has no place in this GPT-2");
+    GPT_INPUT_CHECK(expected.count(ours), file.path() << ": tensor " << quoted_excerpt(name)
+                                                      << " has no place in this GPT-2");
     GPT_INPUT_CHECK(!stored.count(ours), file.path() << ": tensor " << ours << " stored twice");
     stored[ours] = name;
   }
   NamedTensors out;
-  for (const auto& [name, shape] : expected) {
+  for (const auto& entry : expected) {
+    const std::string& name = entry.first;
+    const std::vector<int64_t>& shape = entry.second;
     GPT_INPUT_CHECK(stored.count(name), file.path() << " has no tensor " << hf_name(name));
     HostTensor t = file.read(stored.at(name));
     const bool conv1d = is_conv1d_weight(name) && t.shape.size() == 2;
@@ -257,7 +259,9 @@ LlmcWeights read_llmc(const std::string& path) {
       order.push_back({"h." + std::to_string(layer) + "." + kind.name, layer_shape(kind, C)});
   order.push_back({"ln_f.weight", {C}});
   order.push_back({"ln_f.bias", {C}});
-  for (auto& [name, shape] : order) {
+  for (auto& entry : order) {
+    const std::string& name = entry.first;
+    const std::vector<int64_t>& shape = entry.second;
     HostTensor t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
     in.read(reinterpret_cast<char*>(t.values.data()),
             static_cast<std::streamsize>(4 * t.values.size()));

@@ -145,7 +145,8 @@ H5T_class_t attribute_class(hid_t obj, const std::string& name) {
 
 std::optional<int64_t> read_int64_attribute(hid_t obj, const std::string& name) {
   if (!has_attribute(obj, name)) return std::nullopt;
-  auto [attr, type] = open_single_value_attribute(obj, name);
+  const auto opened = open_single_value_attribute(obj, name);
+  const Handle &attr = opened.first, &type = opened.second;
   H5T_class_t c = GPT_H5_CHECK(H5Tget_class(type.id()));
   GPT_INPUT_CHECK(c == H5T_INTEGER,
                   "attribute '" << name << "' is " << class_name(c) << ", expected an integer");
@@ -156,7 +157,8 @@ std::optional<int64_t> read_int64_attribute(hid_t obj, const std::string& name) 
 
 std::optional<double> read_double_attribute(hid_t obj, const std::string& name) {
   if (!has_attribute(obj, name)) return std::nullopt;
-  auto [attr, type] = open_single_value_attribute(obj, name);
+  const auto opened = open_single_value_attribute(obj, name);
+  const Handle &attr = opened.first, &type = opened.second;
   H5T_class_t c = GPT_H5_CHECK(H5Tget_class(type.id()));
   GPT_INPUT_CHECK(c == H5T_FLOAT || c == H5T_INTEGER,
                   "attribute '" << name << "' is " << class_name(c) << ", expected a number");
@@ -167,7 +169,8 @@ std::optional<double> read_double_attribute(hid_t obj, const std::string& name) 
 
 std::optional<std::string> read_string_attribute(hid_t obj, const std::string& name) {
   if (!has_attribute(obj, name)) return std::nullopt;
-  auto [attr, type] = open_single_value_attribute(obj, name);
+  const auto opened = open_single_value_attribute(obj, name);
+  const Handle &attr = opened.first, &type = opened.second;
   H5T_class_t c = GPT_H5_CHECK(H5Tget_class(type.id()));
   GPT_INPUT_CHECK(c == H5T_STRING,
                   "attribute '" << name << "' is " << class_name(c) << ", expected a string");

@@ -65,7 +65,11 @@ HfWeightFiles::HfWeightFiles(const std::string& dir) {
     const Json map = json_field<Json>(index, "weight_map", source_);
     GPT_INPUT_CHECK(map.is_object(), source_ << ": 'weight_map' must be an object");
     std::set<std::string> seen;
-    for (const auto& [tensor, file] : map.items()) {
+    for (const auto& item : map.items()) {
+      // Named references, not structured bindings: GPT_MSG's lambda captures them (clang 14,
+      // the fuzz build's compiler, cannot capture a structured binding).
+      const std::string& tensor = item.key();
+      const Json& file = item.value();
       GPT_INPUT_CHECK(file.is_string() && is_plain_file_name(file.get<std::string>()),
                       source_ << ": tensor " << quoted_excerpt(tensor)
                               << " is mapped to something other than a file name of the "
@@ -88,15 +92,16 @@ HfWeightFiles::HfWeightFiles(const std::string& dir) {
     files_.push_back(std::make_unique<SafetensorsFile>(path));
     const SafetensorsFile& file = *files_.back();
     for (const std::string& name : file.names()) {
-      const auto [it, inserted] = where_.emplace(name, &file);
-      GPT_INPUT_CHECK(inserted, "tensor " << quoted_excerpt(name) << " is stored twice: in "
-                                          << it->second->path() << " and " << path);
+      const auto placed = where_.emplace(name, &file);
+      GPT_INPUT_CHECK(placed.second, "tensor " << quoted_excerpt(name) << " is stored twice: in "
+                                               << placed.first->second->path() << " and " << path);
       const std::optional<int64_t> sum = checked_add(total_values_, shape_numel(file.shape(name)));
       GPT_INPUT_CHECK(sum.has_value(), path << ": more than 2^63 values in all");
       total_values_ = *sum;
     }
   }
-  for (const auto& [tensor, shard] : weight_map) {
+  for (const auto& entry : weight_map) {
+    const std::string &tensor = entry.first, &shard = entry.second;
     const auto it = where_.find(tensor);
     GPT_INPUT_CHECK(it != where_.end() && fs::path(it->second->path()).filename() == shard,
                     source_ << " places tensor " << quoted_excerpt(tensor) << " in " << shard

@@ -229,7 +229,9 @@ void check_llama_tensors(const HfWeightFiles& files,
                          const std::map<std::string, std::vector<int64_t>>& expected,
                          const ModelConfig& model, const std::string& config_path) {
   std::set<std::string> wanted;
-  for (const auto& [name, shape] : expected) {
+  for (const auto& entry : expected) {
+    const std::string& name = entry.first;
+    const std::vector<int64_t>& shape = entry.second;
     const std::string hf = hf_llama_name(name);
     GPT_INPUT_CHECK(files.has(hf), files.source() << " has no tensor " << hf);
     GPT_INPUT_CHECK(files.shape(hf) == shape,

@@ -11,7 +11,9 @@
 #include <set>
 
 #include "framework/check.h"
+#include "framework/checked_size.h"
 #include "framework/io/hdf5_util.h"
+#include "framework/json.h"
 #include "framework/user_files.h"
 
 namespace gpt {
@@ -110,6 +112,17 @@ TokenShard open_shard(const std::string& path, h5::Handle& file, h5::Handle& tok
   GPT_INPUT_CHECK(unsigned_int && (type_size == 2 || type_size == 4),
                   "/tokens must be uint16 or uint32 (numpy: tokens.astype(np.uint16))");
   GPT_INPUT_CHECK(shape[0] > 0, "/tokens is empty");
+  // Every token must be in the file: a /tokens declared long but never written (or cut short)
+  // would read as fill values, scanned below for as long as its shape claims. Compressed data
+  // stores less than it declares, so only unfiltered data is held to this.
+  h5::Handle creation(GPT_H5_CHECK(H5Dget_create_plist(tokens.id())));
+  if (GPT_H5_CHECK(H5Pget_nfilters(creation.id())) == 0) {
+    const std::optional<int64_t> declared = checked_numel(shape, static_cast<int64_t>(type_size));
+    const auto stored = static_cast<int64_t>(H5Dget_storage_size(tokens.id()));
+    GPT_INPUT_CHECK(declared && stored >= *declared,
+                    "/tokens declares " << shape[0] << " tokens but stores " << stored
+                                        << " bytes of them (never written or truncated)");
+  }
 
   TokenShard shard;
   shard.path = path;
@@ -190,7 +203,8 @@ ShardReader::ShardReader(const std::vector<std::string>& paths) {
     };
     if (shard.vocab_size != first.vocab_size)
       differ("vocab_size", std::to_string(shard.vocab_size), std::to_string(first.vocab_size));
-    if (shard.tokenizer != first.tokenizer) differ("tokenizer", shard.tokenizer, first.tokenizer);
+    if (shard.tokenizer != first.tokenizer)
+      differ("tokenizer", shown_excerpt(shard.tokenizer), shown_excerpt(first.tokenizer));
     if (shard.eot != first.eot)
       differ("eot", shard.eot < 0 ? "(none)" : std::to_string(shard.eot),
              first.eot < 0 ? "(none)" : std::to_string(first.eot));

@@ -56,7 +56,9 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& vocab_path, const std::string& m
   token_bytes_.assign(vocab.size(), std::string());
   std::vector<bool> seen(vocab.size(), false);
   std::string bytes;
-  for (const auto& [key, value] : vocab.items()) {
+  for (const auto& item : vocab.items()) {
+    const std::string& key = item.key();
+    const auto& value = item.value();
     const std::optional<int32_t> number = json_value<int32_t>(value);
     GPT_INPUT_CHECK(number && *number >= 0 && *number < static_cast<int64_t>(vocab.size()),
                     "vocabulary " << vocab_path << ": the id of " << quoted_excerpt(key) << " ("

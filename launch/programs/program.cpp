@@ -8,26 +8,12 @@
 #include "framework/io/hdf5_util.h"
 #include "framework/logging.h"
 #include "framework/user_files.h"
+#include "launch/programs/config_file.h"
 
 namespace gpt {
 namespace {
 
 namespace po = boost::program_options;
-
-// An option given more than once takes its last value, as wrapper scripts that append overrides
-// expect (Boost would refuse the repeat).
-po::parsed_options last_of_each(po::parsed_options parsed) {
-  std::vector<po::option>& options = parsed.options;
-  std::vector<po::option> kept;
-  for (size_t i = 0; i < options.size(); ++i) {
-    const bool repeated_later = std::any_of(
-        options.begin() + static_cast<std::ptrdiff_t>(i) + 1, options.end(),
-        [&](const po::option& later) { return later.string_key == options[i].string_key; });
-    if (!repeated_later) kept.push_back(options[i]);
-  }
-  options = std::move(kept);
-  return parsed;
-}
 
 // Boost's parse of the command line and the config file; false when --help was asked for.
 bool parse_command_line(int argc, char** argv, const po::options_description& desc,
@@ -41,12 +27,7 @@ bool parse_command_line(int argc, char** argv, const po::options_description& de
       require_regular_file(path, "--config");
       std::ifstream in(path);
       GPT_INPUT_CHECK(in.good(), "--config " << path << ": cannot open the file");
-      try {
-        // The command line, stored first, wins.
-        po::store(last_of_each(po::parse_config_file(in, desc)), vm);
-      } catch (const po::error& e) {
-        fail_input("--config " + path + ": " + e.what());
-      }
+      store_config_file(in, path, desc, vm);
     }
     po::notify(vm);
   } catch (const po::error& e) {

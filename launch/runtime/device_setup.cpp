@@ -122,10 +122,6 @@ DeviceTransport choose_transport(MPI_Comm world, const ExecutionOptions& o, int 
 
 }  // namespace
 
-const char* transport_name(DeviceTransport transport) {
-  return transport == DeviceTransport::kNccl ? "nccl" : "mpi";
-}
-
 DeviceSetup set_up_device(MPI_Comm world, const ExecutionOptions& options,
                           std::optional<PrecisionRegime> precision) {
   const std::pair<int, int> node = node_position(world);

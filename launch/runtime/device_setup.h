@@ -38,7 +38,10 @@ struct DeviceSetup {
 DeviceSetup set_up_device(MPI_Comm world, const ExecutionOptions& options,
                           std::optional<PrecisionRegime> precision);
 
-// "nccl" or "mpi" (host-staged): the banner's and --gpu-comm's word for a transport.
-const char* transport_name(DeviceTransport transport);
+// "nccl" or "mpi" (host-staged): the banner's and --gpu-comm's word for a transport. Inline, so
+// that the option parsers link without the device setup (the fuzz build, tests/fuzz).
+inline const char* transport_name(DeviceTransport transport) {
+  return transport == DeviceTransport::kNccl ? "nccl" : "mpi";
+}
 
 }  // namespace gpt

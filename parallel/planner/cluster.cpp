@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "framework/check.h"
+#include "framework/json.h"
 #include "framework/user_files.h"
 
 namespace gpt {
@@ -168,7 +169,8 @@ std::vector<std::string> cluster_preset_names() {
 
 Cluster cluster_preset(const std::string& name) {
   const auto it = presets().find(name);
-  GPT_INPUT_CHECK(it != presets().end(), "--cluster '" << name << "' is neither a readable file "
+  GPT_INPUT_CHECK(it != presets().end(), "--cluster '" << shown_excerpt(name)
+                                                       << "' is neither a readable file "
                                                        << "nor a preset (" << preset_list() << ")");
   return it->second();
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "framework/check.h"
+#include "framework/json.h"
 
 namespace gpt {
 namespace {
@@ -28,15 +29,16 @@ double parse_size(const std::string& text, const std::string& where) {
   try {
     value = std::stod(text, &used);
   } catch (const std::exception&) {
-    fail_input(where + ": '" + text + "' is not a message size");
+    fail_input(where + ": '" + shown_excerpt(text) + "' is not a message size");
   }
   const std::string unit = trim(text.substr(used));
   static const std::map<std::string, double> units = {
       {"", 1},     {"B", 1},      {"KB", 1e3},      {"MB", 1e6},
       {"GB", 1e9}, {"KiB", 1024}, {"MiB", 1 << 20}, {"GiB", 1 << 30}};
   const auto it = units.find(unit);
-  GPT_INPUT_CHECK(it != units.end() && value > 0,
-                  where << ": '" << text << "' is not a message size (e.g. 16MB, 8GB)");
+  GPT_INPUT_CHECK(
+      it != units.end() && value > 0,
+      where << ": '" << shown_excerpt(text) << "' is not a message size (e.g. 16MB, 8GB)");
   return value * it->second;
 }
 
@@ -49,7 +51,7 @@ double parse_number(const std::string& text, const std::string& where) {
     used = 0;
   }
   GPT_INPUT_CHECK(used > 0 && used == text.size() && std::isfinite(value) && value >= 0,
-                  where << ": '" << text << "' is not a non-negative number");
+                  where << ": '" << shown_excerpt(text) << "' is not a non-negative number");
   return value;
 }
 
@@ -65,7 +67,7 @@ std::vector<std::pair<double, double>> parse_curve(const std::string& text,
   while (std::getline(items, item, ',')) {
     const size_t colon = item.find(':');
     GPT_INPUT_CHECK(colon != std::string::npos,
-                    where << ": curve point '" << trim(item) << "' is not " << form);
+                    where << ": curve point '" << shown_excerpt(trim(item)) << "' is not " << form);
     const double size = parse_size(trim(item.substr(0, colon)), where);
     const double bandwidth = parse_number(trim(item.substr(colon + 1)), where) * scale;
     GPT_INPUT_CHECK(bandwidth > 0, where << ": a curve value must be above 0");
@@ -143,16 +145,18 @@ void add_cpu_keys(std::map<std::string, Setter>& keys) {
       std::string item;
       while (std::getline(items, item, ',')) {
         const size_t x = item.find('x'), colon = item.find(':');
-        GPT_INPUT_CHECK(x != std::string::npos && colon != std::string::npos && x < colon,
-                        w << ": " << what << " point '" << trim(item) << "' is not " << form);
+        GPT_INPUT_CHECK(
+            x != std::string::npos && colon != std::string::npos && x < colon,
+            w << ": " << what << " point '" << shown_excerpt(trim(item)) << "' is not " << form);
         CpuModel::GridPoint p;
         p.micro_batch = parse_number(trim(item.substr(0, x)), w);
         p.at = parse_number(trim(item.substr(x + 1, colon - x - 1)), w);
         p.scale = parse_number(trim(item.substr(colon + 1)), w);
         GPT_INPUT_CHECK(
             p.micro_batch >= 1 && p.at >= least_at && (p.scale > 0 || (zero_scale && p.scale == 0)),
-            w << ": " << what << " point '" << trim(item) << "' needs a micro-batch of 1 or more, "
-              << at_rule << ", a " << (zero_scale ? "value of 0 or more" : "scale above 0"));
+            w << ": " << what << " point '" << shown_excerpt(trim(item))
+              << "' needs a micro-batch of 1 or more, " << at_rule << ", a "
+              << (zero_scale ? "value of 0 or more" : "scale above 0"));
         GPT_INPUT_CHECK(
             points.empty() || p.micro_batch > points.back().micro_batch ||
                 (p.micro_batch == points.back().micro_batch && p.at > points.back().at),
@@ -299,16 +303,18 @@ Cluster parse_cluster_file(const std::string& text, const std::string& what) {
     line = trim(line.substr(0, line.find_first_of("#;")));
     if (line.empty()) continue;
     if (line.front() == '[') {
-      GPT_INPUT_CHECK(line.back() == ']', where << ": '" << line << "' is not a [section]");
+      GPT_INPUT_CHECK(line.back() == ']',
+                      where << ": '" << shown_excerpt(line) << "' is not a [section]");
       section = trim(line.substr(1, line.size() - 2));
-      GPT_INPUT_CHECK(
-          section == "gpu" || section == "intra_node" || section == "inter_node" ||
-              section == "cpu",
-          where << ": unknown section [" << section << "] (gpu, intra_node, inter_node, cpu)");
+      GPT_INPUT_CHECK(section == "gpu" || section == "intra_node" || section == "inter_node" ||
+                          section == "cpu",
+                      where << ": unknown section [" << shown_excerpt(section)
+                            << "] (gpu, intra_node, inter_node, cpu)");
       continue;
     }
     const size_t eq = line.find('=');
-    GPT_INPUT_CHECK(eq != std::string::npos, where << ": '" << line << "' is not name = value");
+    GPT_INPUT_CHECK(eq != std::string::npos,
+                    where << ": '" << shown_excerpt(line) << "' is not name = value");
     const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
     if (section.empty() && key == "base") {
       const std::string name = c.name;
@@ -318,7 +324,8 @@ Cluster parse_cluster_file(const std::string& text, const std::string& what) {
     }
     const std::string full = section.empty() ? key : section + "." + key;
     const auto it = file_keys().find(full);
-    GPT_INPUT_CHECK(it != file_keys().end(), where << ": unknown key '" << full << "'");
+    GPT_INPUT_CHECK(it != file_keys().end(),
+                    where << ": unknown key '" << shown_excerpt(full) << "'");
     it->second(c, value, where);
   }
   if (c.name.empty()) c.name = what;

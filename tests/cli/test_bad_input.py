@@ -345,6 +345,18 @@ class BadInputTest(Fixtures):
     def test_config_bad_value(self):
         self.check("train", ["--config", self.files["config_bad_value"]], ["steps", "abc"])
 
+    def test_config_text_is_shown_on_one_line(self):
+        """Found by fuzzing (tests/fuzz/fuzz_ini_config.cpp): Boost fills the placeholders of its
+        message (%value%, %original_token%) until none is left, so a name holding one looped
+        forever; a carriage return in a name split the one-line error."""
+        path = self.path_in("placeholder.ini")
+        with open(path, "w") as f:
+            f.write("n-layer%value% = 2\n")
+        self.check("train", ["--config", path], ["--config " + path, "n-layer\\x25value\\x25"])
+        with open(path, "w") as f:
+            f.write("n-la\ryer = 2\n")
+        self.check("train", ["--config", path], ["--config " + path, "n-la\\x0dyer"])
+
     def test_fifo_or_directory_where_a_file_is_expected(self):
         """A FIFO where a file is expected would block the open or the read forever; a
         directory would read as an empty file. Each is refused at once, naming the option."""

@@ -17,6 +17,7 @@
 #include "framework/io/gpt2_weights.h"
 #include "framework/io/hdf5_util.h"
 #include "framework/io/safetensors.h"
+#include "framework/io/token_shards.h"
 #include "framework/json.h"
 #include "tests/test_util.h"
 
@@ -179,6 +180,50 @@ TEST_F(UntrustedInput, CheckpointDatasetsMustHoldWhatTheyDeclare) {
                {"checkpoint " + p +
                 ": dataset /model/wte of shape [1048576, 1048576] declares 4398046511104 bytes but "
                 "stores 0 (never written, truncated or compressed)"});
+}
+
+// Found by tests/fuzz/fuzz_config_json.cpp: config.json's activation_function was echoed as it is,
+// a newline in it splitting the one-line error.
+TEST_F(UntrustedInput, HfConfigValuesAreQuoted) {
+  Json hf = hf_gpt2_config(ModelConfig{});
+  hf["activation_function"] = "gelu\nrelu";
+  expect_error([&] { model_from_hf_config(hf, "dir/config.json"); },
+               {"dir/config.json: activation_function \"gelu\\nrelu\" (this model has GELU's tanh "
+                "form, gelu_new)"});
+}
+
+// Found by tests/fuzz/fuzz_checkpoint.cpp: a format attribute holding a carriage return was
+// echoed as it is, and the error was no longer one line.
+TEST_F(UntrustedInput, CheckpointFormatIsShownOnOneLine) {
+  const std::string p = path("format.h5");
+  {
+    h5::Handle file(H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    h5::write_string_attribute(file.id(), "format", "gpt-train\rcheckpoint");
+  }
+  expect_error([&] { CheckpointReader{p}; },
+               {"checkpoint " + p +
+                ": is not a checkpoint (format attribute "
+                "'gpt-train\\x0dcheckpoint', expected 'gpt-train-checkpoint')"});
+}
+
+// Found by tests/fuzz/fuzz_token_shards.cpp: a shard declaring a billion tokens and storing none
+// was read as fill values, its scan taking as long as the shape claims.
+TEST_F(UntrustedInput, TokenShardsMustHoldWhatTheyDeclare) {
+  const std::string p = path("sparse_tokens.h5");
+  {
+    h5::Handle file(H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    h5::write_int64_attribute(file.id(), "vocab_size", 512);
+    h5::write_string_attribute(file.id(), "tokenizer", "bytes");
+    const hsize_t dims[] = {hsize_t{1} << 30};
+    h5::Handle space(GPT_H5_CHECK(H5Screate_simple(1, dims, nullptr)));
+    h5::Handle data(GPT_H5_CHECK(H5Dcreate2(file.id(), "tokens", H5T_STD_U16LE, space.id(),
+                                            H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+  }
+  ASSERT_LT(fs::file_size(p), 1u << 20);
+  expect_error([&] { ShardReader{{p}}; },
+               {"data set " + p +
+                ": /tokens declares 1073741824 tokens but stores 0 bytes of them (never written "
+                "or truncated)"});
 }
 
 }  // namespace

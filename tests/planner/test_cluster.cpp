@@ -190,6 +190,15 @@ TEST(ClusterFile, ParsesOverABaseAndReportsBadLinesInOneLine) {
             "c.ini line 2: '-4' is not a non-negative number");
   EXPECT_EQ(message("[gpu]\nmemory_gb = lots\n"),
             "c.ini line 2: 'lots' is not a non-negative number");
+  // The file's text is shown with control characters escaped and cut short, so the error stays
+  // one line (found by tests/fuzz/fuzz_cluster_file.cpp: a carriage return split it).
+  EXPECT_EQ(message("gpu\rs = 3\n"), "c.ini line 1: unknown key 'gpu\\x0ds'");
+  EXPECT_EQ(message("[gpu]\nmemory_gb = " + std::string(1000, '9') + "x\n"),
+            "c.ini line 2: '" + std::string(80, '9') + "...' is not a non-negative number");
+  std::string escapes;
+  for (int i = 0; i < 20; ++i) escapes += "\\x01";  // the shown text is bounded, not the read
+  EXPECT_EQ(message("gpu" + std::string(200, '\x01') + " = 3\n"),
+            "c.ini line 1: unknown key 'gpu" + escapes + "...'");
 }
 
 // A pass scale is a curve by micro-batch size, or one number for all of them.

@@ -1,0 +1,23 @@
+// The --config file every program takes (INI-style name = value lines, Boost.Program_options'
+// config-file syntax), read into the options' variables: apart from program.cpp so that it is
+// fuzzed alone (tests/fuzz/fuzz_ini_config.cpp).
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <istream>
+#include <string>
+
+namespace gpt {
+
+// An option given more than once takes its last value, as wrapper scripts that append overrides
+// expect (Boost would refuse the repeat).
+boost::program_options::parsed_options last_of_each(boost::program_options::parsed_options parsed);
+
+// Stores the options of the config file `in` (named `path` in errors) into `vm`, where values
+// already stored (the command line's) win. Anything malformed, an unknown option or a value its
+// option does not take is a one-line input error "--config PATH: ...".
+void store_config_file(std::istream& in, const std::string& path,
+                       const boost::program_options::options_description& desc,
+                       boost::program_options::variables_map& vm);
+
+}  // namespace gpt
