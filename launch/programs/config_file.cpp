@@ -49,18 +49,18 @@ void escape_placeholders(po::error_with_option_name& e) {
 
 }  // namespace
 
+std::string option_error_message(po::error& e) {
+  if (auto* named = dynamic_cast<po::error_with_option_name*>(&e)) escape_placeholders(*named);
+  return shown_excerpt(e.what(), 300);
+}
+
 void store_config_file(std::istream& in, const std::string& path,
                        const po::options_description& desc, po::variables_map& vm) {
   try {
     // The command line, stored first, wins.
     po::store(last_of_each(po::parse_config_file(in, desc)), vm);
-  } catch (po::error_with_option_name& e) {
-    escape_placeholders(e);
-    fail_input("--config " + path + ": " + shown_excerpt(e.what(), 300));
-  } catch (const po::error& e) {
-    // Boost's text quotes the option and value as written: a control character or a long value
-    // in the file would break the one-line message.
-    fail_input("--config " + path + ": " + shown_excerpt(e.what(), 300));
+  } catch (po::error& e) {
+    fail_input("--config " + path + ": " + option_error_message(e));
   }
 }
 

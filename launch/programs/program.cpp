@@ -30,8 +30,8 @@ bool parse_command_line(int argc, char** argv, const po::options_description& de
       store_config_file(in, path, desc, vm);
     }
     po::notify(vm);
-  } catch (const po::error& e) {
-    fail_input(e.what());
+  } catch (po::error& e) {
+    fail_input(option_error_message(e));
   }
   if (given != nullptr) {
     for (const auto& [name, value] : vm)

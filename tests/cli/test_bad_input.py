@@ -356,6 +356,8 @@ class BadInputTest(Fixtures):
         with open(path, "w") as f:
             f.write("n-la\ryer = 2\n")
         self.check("train", ["--config", path], ["--config " + path, "n-la\\x0dyer"])
+        # The same on the command line.
+        self.check("train", ["--n-layer%value%", "2"], ["unrecognised option '--n-layer\\x25"])
 
     def test_fifo_or_directory_where_a_file_is_expected(self):
         """A FIFO where a file is expected would block the open or the read forever; a
