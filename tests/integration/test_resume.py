@@ -44,6 +44,15 @@ def corrupt_dataset(path, dataset="/model/wte"):
         f.write(bytes(b ^ 0xA5 for b in chunk))
 
 
+def has_step_line(metrics):
+    """Whether the metrics file holds a complete line of a step (its loss)."""
+    try:
+        with open(metrics) as f:
+            return any(line.endswith("\n") and '"loss"' in line for line in f)
+    except OSError:
+        return False
+
+
 class ResumeTest(h.TempDirTest):
     """Run A, the reference: 6 steps straight at 1 rank, checkpoints at 3 and 6 (made once)."""
 
@@ -520,15 +529,16 @@ class ResumeTest(h.TempDirTest):
     # ---- helpers of the stop tests
 
     def signal_after_first_step(self, cmd, metrics, send, env=None, ready=lambda: True):
-        """Starts cmd in a session of its own, waits (60 s at most) for its first metrics line
-        and for ready(), calls send(pid) and waits for the end; returns (exit code, stdout,
-        stderr). The run must still be going when signalled."""
+        """Starts cmd in a session of its own, waits (60 s at most) for its first step's metrics
+        line and for ready(), calls send(pid) and waits for the end; returns (exit code, stdout,
+        stderr). The run must still be going when signalled. (A signal before the first step,
+        after start-up's memory lines, would end the run at once without a checkpoint.)"""
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True, env=env)
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and proc.poll() is None:
-                if os.path.exists(metrics) and os.path.getsize(metrics) > 0 and ready():
+                if has_step_line(metrics) and ready():
                     break
                 time.sleep(0.005)
             self.assertIsNone(proc.poll(), "the run ended before it could be stopped")
