@@ -49,7 +49,6 @@ int eval_main(int argc, char** argv) {
                        validate_execution_options(execution);
                        GPT_INPUT_CHECK(!checkpoint.empty(), "--checkpoint is required");
                        GPT_INPUT_CHECK(windows >= 1, "--eval-windows must be at least 1");
-
                        GPT_INPUT_CHECK(seq_len >= 0, "--seq-len must be at least 0");
                        // The model's shape comes with the checkpoint: the layout's rules are
                        // checked against it when it is loaded (load_model_for_inference).

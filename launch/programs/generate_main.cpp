@@ -99,7 +99,6 @@ void check_generate_options(const GenerateOptions& o, int world_size) {
   GPT_INPUT_CHECK(prompts <= 1, "give one of --prompt, --prompt-file and --prompt-tokens");
   GPT_INPUT_CHECK(o.layout.pp >= 1 && world_size % o.layout.pp == 0,
                   "--pp " << o.layout.pp << " does not divide the " << world_size << " ranks");
-  parse_pipeline_layers(o.pipeline_layers);  // its counts are checked as the checkpoint loads
 }
 
 std::string read_prompt_file(const std::string& path) {
@@ -162,13 +161,16 @@ int generate_main(int argc, char** argv) {
   const int world_size = comm_size(world);
   GenerateOptions o;
   if (!parse_options(world, argc, argv, "generate: sample from a checkpoint", generate_options(o),
-                     nullptr, [&] { check_generate_options(o, world_size); }))
+                     nullptr, [&] {
+                       check_generate_options(o, world_size);
+                       // Checked against the checkpoint's layers as it is loaded.
+                       o.layout.pipeline_layers = parse_pipeline_layers(o.pipeline_layers);
+                     }))
     return 0;
   // Generation runs one sequence: every rank is a tp rank of one of the pp stages.
   RuntimeOptions ro;
   ro.layout = o.layout;
   ro.layout.tp = world_size / o.layout.pp;
-  ro.layout.pipeline_layers = parse_pipeline_layers(o.pipeline_layers);
   ro.execution = o.execution;
   LoadedModel model = load_model_for_inference(world, o.checkpoint, ro, o.seq_len);
   // Every rank tokenizes the prompt alike (the files are read on each, and agreed on).
