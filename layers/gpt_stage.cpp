@@ -19,7 +19,8 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
                       recompute.mode)),
       vocab_(vocab_shard(cfg, tp.rank(), tp.size())),
       scratch_(make_layer_scratch(backend_, cfg, mb_, recompute)) {
-  GPT_CHECK(spec.n_layers >= 1, "a stage needs at least one layer");
+  GPT_CHECK(spec.n_layers >= 1 || spec.has_embedding || spec.has_head,
+            "a stage without the embedding or the head needs at least one layer");
   GPT_CHECK(recompute.full_blocks >= 0 && recompute.full_blocks <= spec.n_layers,
             "recomputing " << recompute.full_blocks << " of " << spec.n_layers << " blocks");
   GPT_CHECK(num_caches >= 1 && num_grad_sets >= 1, "a stage needs a cache and a gradient set");

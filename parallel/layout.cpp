@@ -63,7 +63,11 @@ int64_t Layout::chunk_layers(const ModelConfig& model, int stage, int chunk) con
 
 int64_t Layout::fewest_layers_per_chunk(const ModelConfig& model) const {
   if (pipeline_layers.empty()) return model.n_layer / (static_cast<int64_t>(pp) * virtual_stages);
-  return *std::min_element(pipeline_layers.begin(), pipeline_layers.end());
+  // A chunk of no blocks (beside the embedding or the head) recomputes none: not counted.
+  int64_t fewest = model.n_layer;
+  for (int64_t c : pipeline_layers)
+    if (c > 0) fewest = std::min(fewest, c);
+  return fewest;
 }
 
 int64_t Layout::recomputed_layers(int64_t layers) const {
@@ -124,10 +128,14 @@ void Layout::validate(const ModelConfig& model, int world, const std::string& un
                                          << " x --virtual-stages " << virtual_stages << " is "
                                          << parts);
     int64_t total = 0;
-    for (int64_t c : pipeline_layers) {
-      GPT_INPUT_CHECK(c >= 1,
-                      "--pipeline-layers " << text() << ": every model chunk needs a layer");
-      total += c;
+    for (size_t vs = 0; vs < pipeline_layers.size(); ++vs) {
+      // A chunk that holds the embedding or the head has work without blocks; any other needs one.
+      const bool holds_end = vs == 0 || vs + 1 == pipeline_layers.size();
+      GPT_INPUT_CHECK(pipeline_layers[vs] >= (holds_end ? 0 : 1),
+                      "--pipeline-layers " << text() << ": model chunk " << vs
+                                           << " holds neither the embedding nor the head and "
+                                              "needs at least one layer");
+      total += pipeline_layers[vs];
     }
     GPT_INPUT_CHECK(total == model.n_layer, "--pipeline-layers "
                                                 << text() << " adds up to " << total

@@ -64,7 +64,7 @@ struct Layout {
   // dp x micro-batch.
   int step_microbatches(int64_t global_batch_size, int world) const;
   // Blocks of model chunk `chunk` of `stage` (pipeline_layers, or the even split), and of the
-  // smallest chunk.
+  // smallest chunk that has any (a chunk beside the embedding or the head may have none).
   int64_t chunk_layers(const ModelConfig& model, int stage, int chunk) const;
   // --pipeline-layers as train takes it: "even", or the counts ("3,5").
   std::string pipeline_layers_text() const;

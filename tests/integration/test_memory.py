@@ -3,7 +3,7 @@
 1. --recompute selective and full (and full limited by --recompute-layers) give bit-identical
    losses, gradient norms, final weights and optimizer state to --recompute none in the same
    layout: at 1 rank, tp 2 with --sequence-parallel, pp 2 with 1f1b, pp 2 with zb-h1 and pp 2
-   interleaved with uneven chunks (--pipeline-layers 1,2,2,1).
+   interleaved with uneven chunks (--pipeline-layers 0,3,2,1).
 2. Every run here (and every train run of the suite, through gpt_harness.train) proves the model
    to the byte: no rank reports a ledger that differs from its prediction, and the metrics file's
    measured memory events equal the predicted ones for rank 0 and each stage's heaviest rank.
@@ -34,9 +34,10 @@ LAYOUTS = {
     "tp2_sp": (2, ["--tp", "2", "--sequence-parallel"]),
     "pp2_1f1b": (2, ["--pp", "2", "--schedule", "1f1b"]),
     "pp2_zbh1": (2, ["--pp", "2", "--schedule", "zb-h1"]),
-    # uneven chunks: stage 0 holds 1 + 2 blocks, stage 1 2 + 1 (the last option given wins)
+    # uneven chunks: stage 0 holds the embedding without blocks + 2 blocks, stage 1 3 + 1 (the
+    # last option given wins)
     "pp2_interleaved_uneven": (2, ["--pp", "2", "--schedule", "interleaved", "--virtual-stages",
-                                   "2", "--n-layer", "6", "--pipeline-layers", "1,2,2,1"]),
+                                   "2", "--n-layer", "6", "--pipeline-layers", "0,3,2,1"]),
 }
 MODES = [["--recompute", "none"], ["--recompute", "selective"], ["--recompute", "full"]]
 

@@ -78,8 +78,11 @@ LAYOUTS = {
                         (2, 1, "interleaved", 2)),
     "pp2_zbh1": (2, 4, pipe(2, "zb-h1"), (2, 1, "zb-h1", 1)),
     "pp4_1f1b": (4, 4, pipe(4, "1f1b"), (4, 1, "1f1b", 1)),
-    "pp4_gpipe": (4, 4, pipe(4, "gpipe"), (4, 1, "gpipe", 1)),
-    "pp4_zbh1": (4, 4, pipe(4, "zb-h1"), (4, 1, "zb-h1", 1)),
+    # stages of no blocks beside the embedding and the head
+    "pp4_gpipe_0_2_2_0": (4, 4, pipe(4, "gpipe", extra=["--pipeline-layers", "0,2,2,0"]),
+                          (4, 1, "gpipe", 1)),
+    "pp4_zbh1_1_2_1_0": (4, 4, pipe(4, "zb-h1", extra=["--pipeline-layers", "1,2,1,0"]),
+                         (4, 1, "zb-h1", 1)),
     "pp4_interleaved_L8": (4, 8, pipe(4, "interleaved", v=2), (4, 1, "interleaved", 2)),
     "tp2_pp2_1f1b": (4, 4, pipe(2, "1f1b", tp=2), (2, 1, "1f1b", 1)),
     "tp2_pp2_dp2_1f1b": (8, 4, pipe(2, "1f1b", tp=2), (2, 2, "1f1b", 1)),
@@ -89,7 +92,9 @@ LAYOUTS = {
     "pp2_dp2_interleaved": (4, 4, pipe(2, "interleaved", v=2), (2, 2, "interleaved", 2)),
     "tp2_pp2_interleaved_sp": (4, 4, pipe(2, "interleaved", v=2, tp=2, extra=[SP]),
                                (2, 1, "interleaved", 2)),
-    "pp2_interleaved_v4_L8": (2, 8, pipe(2, "interleaved", v=4), (2, 1, "interleaved", 4)),
+    "pp2_interleaved_v4_L8": (2, 8, pipe(2, "interleaved", v=4,
+                                         extra=["--pipeline-layers", "0,2,1,1,1,1,2,0"]),
+                              (2, 1, "interleaved", 4)),
 }
 
 
@@ -300,7 +305,7 @@ class PipelineTest(h.EquivalenceTest):
 
     def test_e_pipeline_layers_that_do_not_fit(self):
         for counts, why in (("1,3", "names 2 model chunks but --pp 2 x --virtual-stages 2 is 4"),
-                            ("2,0,1,1", "every model chunk needs a layer"),
+                            ("2,0,1,1", "model chunk 1 holds neither the embedding nor the head"),
                             ("1,1,1,2", "adds up to 5 layers, not --n-layer 4")):
             self.expect_error(2, MODEL + pipe(2, "interleaved", v=2,
                                               extra=["--pipeline-layers", counts]), why)
