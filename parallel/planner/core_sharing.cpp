@@ -83,13 +83,21 @@ double CoreSharing::nonblocking(const LinkModel& link, Collective op, double byt
   return exchange(libnbc_seconds(link, op, bytes, ranks), link, libnbc_rounds(op, ranks));
 }
 
-CoreSharing core_sharing(const ModelConfig& m, const Cluster& cluster, const PlanLayout& l) {
+CoreSharing core_sharing(const ModelConfig& m, const Cluster& cluster, const PlanLayout& l,
+                         int stage) {
   if (!cluster.cpu.active()) return {};
   const int ranks = ranks_per_node(cluster, l.world(), l.placement);
   const double share =
       std::max(1.0, static_cast<double>(ranks) * cluster.cpu.threads / cluster.cpu.cores);
-  return {cluster.cpu, share, static_cast<double>(l.micro_batch),
-          static_cast<double>(m.n_layer) / l.pp};
+  double stage_layers = static_cast<double>(m.n_layer) / l.pp;
+  if (stage >= 0) {
+    int64_t held = 0;
+    for (int chunk = 0; chunk < l.virtual_stages; ++chunk) held += l.chunk_layers(m, stage, chunk);
+    // A stage of the embedding or head alone is priced as one of a single layer: the scale's
+    // measured range starts there.
+    stage_layers = static_cast<double>(std::max<int64_t>(held, 1));
+  }
+  return {cluster.cpu, share, static_cast<double>(l.micro_batch), stage_layers};
 }
 
 }  // namespace gpt

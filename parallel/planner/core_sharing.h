@@ -79,8 +79,10 @@ class CoreSharing {
   double turn_ = 0;          // seconds a meeting inside a node (turn_at)
 };
 
-// The sharing of `layout`'s ranks on `cluster` for `model`: the identity on a GPU cluster.
-CoreSharing core_sharing(const ModelConfig& model, const Cluster& cluster,
-                         const PlanLayout& layout);
+// The sharing of `layout`'s ranks on `cluster` for `model`: the identity on a GPU cluster. The
+// stage scale is taken at pipeline stage `stage`'s layers (all its chunks'), or at the model's
+// layers over pp when `stage` is -1 (the step's work outside the passes).
+CoreSharing core_sharing(const ModelConfig& model, const Cluster& cluster, const PlanLayout& layout,
+                         int stage = -1);
 
 }  // namespace gpt

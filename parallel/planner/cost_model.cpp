@@ -340,7 +340,8 @@ double stream_seconds(const GpuModel& gpu, double bytes) {
 }
 
 ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster, int vs) {
-  const Context c = make_context(m, l, cluster);
+  Context c = make_context(m, l, cluster);
+  c.tp.sharing = core_sharing(m, cluster, l, vs % l.pp);  // at this stage's layers
   const BlockCosts block = block_costs(c);
   const int64_t layers = l.chunk_layers(m, vs % l.pp, vs / l.pp);
   const int64_t recomputed = l.recomputed_layers(layers);
