@@ -167,6 +167,13 @@ void Watchdog::end_job(const std::vector<RankEvidence>& at_notice,
     // The reporter aborts the job; waiting lets it finish writing first.
     std::this_thread::sleep_for(grace);
   }
+  // MPI_Abort from this thread while the main one is inside MPI (a funneled library), and from
+  // several ranks at once, can hang in the library: should it not have ended the process within
+  // a grace, the process ends itself, and the launcher ends the job for that non-zero exit.
+  std::thread([grace] {
+    std::this_thread::sleep_for(4 * grace);
+    std::_Exit(kExitWatchdog);
+  }).detach();
   MPI_Abort(MPI_COMM_WORLD, kExitWatchdog);
   std::_Exit(kExitWatchdog);  // MPI_Abort does not return; should it, the job still ends
 }
