@@ -31,6 +31,7 @@ const char* regime_description(PrecisionRegime p) {
 }
 
 std::string Layout::pipeline_layers_text() const {
+  if (pipeline_layers_auto) return "auto";
   if (pipeline_layers.empty()) return "even";
   std::string text;
   for (int64_t c : pipeline_layers) {
@@ -61,13 +62,11 @@ int64_t Layout::chunk_layers(const ModelConfig& model, int stage, int chunk) con
   return virtual_stage_spec(model, pp, virtual_stages, stage, chunk, pipeline_layers).n_layers;
 }
 
-int64_t Layout::fewest_layers_per_chunk(const ModelConfig& model) const {
-  if (pipeline_layers.empty()) return model.n_layer / (static_cast<int64_t>(pp) * virtual_stages);
-  // A chunk of no blocks (beside the embedding or the head) recomputes none: not counted.
-  int64_t fewest = model.n_layer;
-  for (int64_t c : pipeline_layers)
-    if (c > 0) fewest = std::min(fewest, c);
-  return fewest;
+int64_t Layout::most_layers_per_chunk(const ModelConfig& model) const {
+  if (pipeline_layers.empty())
+    return (model.n_layer + static_cast<int64_t>(pp) * virtual_stages - 1) /
+           (static_cast<int64_t>(pp) * virtual_stages);
+  return *std::max_element(pipeline_layers.begin(), pipeline_layers.end());
 }
 
 int64_t Layout::recomputed_layers(int64_t layers) const {
@@ -141,19 +140,27 @@ void Layout::validate(const ModelConfig& model, int world, const std::string& un
                                                 << text() << " adds up to " << total
                                                 << " layers, not --n-layer " << model.n_layer);
   }
+  // auto needs a layer for every chunk but those beside the embedding and the head.
   GPT_INPUT_CHECK(
-      !pipeline_layers.empty() || model.n_layer % (static_cast<int64_t>(pp) * virtual_stages) == 0,
-      "--n-layer " << model.n_layer << " does not split evenly over --pp " << pp
-                   << " x --virtual-stages " << virtual_stages << " model chunks");
+      !pipeline_layers_auto || model.n_layer >= static_cast<int64_t>(pp) * virtual_stages - 2,
+      "--pipeline-layers auto: --n-layer " << model.n_layer << " is too few for --pp " << pp
+                                           << " x --virtual-stages " << virtual_stages
+                                           << " model chunks");
+  GPT_INPUT_CHECK(pipeline_layers_auto || !pipeline_layers.empty() ||
+                      model.n_layer % (static_cast<int64_t>(pp) * virtual_stages) == 0,
+                  "--n-layer " << model.n_layer << " does not split evenly over --pp " << pp
+                               << " x --virtual-stages " << virtual_stages << " model chunks");
   GPT_INPUT_CHECK(!sequence_parallel || model.seq_len % tp == 0,
                   "--sequence-parallel needs --seq-len " << model.seq_len
                                                          << " to be a multiple of --tp " << tp);
   GPT_INPUT_CHECK(recompute_layers == 0 || recompute == Recompute::kFull,
                   "--recompute-layers needs --recompute full");
-  const int64_t fewest = fewest_layers_per_chunk(model);
-  GPT_INPUT_CHECK(recompute_layers <= fewest, "--recompute-layers "
-                                                  << recompute_layers << " is more than the "
-                                                  << fewest << " layers of a stage");
+  // A chunk of fewer blocks recomputes all of them (recomputed_layers); a count above every
+  // chunk's is a mistake for 0 (all).
+  const int64_t most = most_layers_per_chunk(model);
+  GPT_INPUT_CHECK(recompute_layers <= most, "--recompute-layers "
+                                                << recompute_layers << " is more than the " << most
+                                                << " layers of the largest model chunk");
 }
 
 void Layout::validate_step(const ModelConfig& model, int world, int64_t global_batch_size,

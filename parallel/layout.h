@@ -44,6 +44,9 @@ struct Layout {
   // Blocks of each virtual stage in model order (--pipeline-layers): pp x virtual_stages entries,
   // virtual stage chunk * pp + stage; empty: an even split.
   std::vector<int64_t> pipeline_layers;
+  // --pipeline-layers auto: train chooses pipeline_layers before it builds the runtime
+  // (parallel/planner/balance_stages.h); a layout holding it runs nothing.
+  bool pipeline_layers_auto = false;
   int64_t micro_batch = 1;  // sequences per microbatch
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
@@ -64,13 +67,14 @@ struct Layout {
   // dp x micro-batch.
   int step_microbatches(int64_t global_batch_size, int world) const;
   // Blocks of model chunk `chunk` of `stage` (pipeline_layers, or the even split), and of the
-  // smallest chunk that has any (a chunk beside the embedding or the head may have none).
+  // largest chunk.
   int64_t chunk_layers(const ModelConfig& model, int stage, int chunk) const;
-  // --pipeline-layers as train takes it: "even", or the counts ("3,5").
+  // --pipeline-layers as train takes it: "even", "auto", or the counts ("3,5").
   std::string pipeline_layers_text() const;
-  int64_t fewest_layers_per_chunk(const ModelConfig& model) const;
+  int64_t most_layers_per_chunk(const ModelConfig& model) const;
   // Of a chunk of `layers` blocks, those whose forward a full recomputation reruns (the first
-  // recompute_layers of it, or all); 0 without full recomputation.
+  // recompute_layers of it, or all of a chunk of fewer or with recompute_layers 0); 0 without
+  // full recomputation.
   int64_t recomputed_layers(int64_t layers) const;
 
   // Every rule of the layout on `model` and `world` ranks, as one-line input errors naming the

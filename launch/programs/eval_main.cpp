@@ -54,7 +54,8 @@ int eval_main(int argc, char** argv) {
                        // checked against it when it is loaded (load_model_for_inference).
                        layout.validate(ModelConfig{}, world_size);
                        // Checked against the checkpoint's layers as it is loaded.
-                       layout.pipeline_layers = parse_pipeline_layers(pipeline_layers);
+                       set_pipeline_layers(layout, pipeline_layers);
+                       check_inference_pipeline_layers(layout);
                      }))
     return 0;
   RuntimeOptions ro;

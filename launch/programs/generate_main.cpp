@@ -164,7 +164,8 @@ int generate_main(int argc, char** argv) {
                      nullptr, [&] {
                        check_generate_options(o, world_size);
                        // Checked against the checkpoint's layers as it is loaded.
-                       o.layout.pipeline_layers = parse_pipeline_layers(o.pipeline_layers);
+                       set_pipeline_layers(o.layout, o.pipeline_layers);
+                       check_inference_pipeline_layers(o.layout);
                      }))
     return 0;
   // Generation runs one sequence: every rank is a tp rank of one of the pp stages.

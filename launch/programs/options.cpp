@@ -38,6 +38,9 @@ po::options_description layout_options(TrainOptions& o) {
   add("virtual-stages", po::value(&l.virtual_stages)->default_value(l.virtual_stages),
       "model chunks per stage (interleaved 1F1B)");
   add("pipeline-layers", po::value(&o.pipeline_layers)->default_value("even"), kPipelineLayersHelp);
+  add("cluster", po::value(&o.cluster),
+      "FILE|PRESET: the hardware --pipeline-layers auto prices the splits on, as plan's --cluster "
+      "(default on cuda: dgx-h100; on the CPU a file from plan --calibrate is needed)");
   add("ranks-per-node", po::value(&o.ranks_per_node)->default_value(o.ranks_per_node),
       "simulated node size for the tp placement rule; 0 = detect");
   add("allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
@@ -361,9 +364,11 @@ std::optional<DataOrder> data_order_from_name(const std::string& name) {
   return find_choice<DataOrder>(name);
 }
 
-std::vector<int64_t> parse_pipeline_layers(const std::string& text) {
-  std::vector<int64_t> counts;
-  if (text == "even") return counts;
+void set_pipeline_layers(Layout& layout, const std::string& text) {
+  layout.pipeline_layers_auto = text == "auto";
+  std::vector<int64_t>& counts = layout.pipeline_layers;
+  counts.clear();
+  if (text == "even" || text == "auto") return;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = std::min(text.find(',', start), text.size());
@@ -372,12 +377,18 @@ std::vector<int64_t> parse_pipeline_layers(const std::string& text) {
     GPT_INPUT_CHECK(!item.empty() && item.size() <= 9 &&
                         item.find_first_not_of("0123456789") == std::string::npos,
                     "--pipeline-layers " << text << ": '" << item
-                                         << "' is not a layer count (give even, or counts such as "
-                                            "3,5)");
+                                         << "' is not a layer count (give even, auto, or counts "
+                                            "such as 3,5)");
     counts.push_back(std::stoll(item));
     start = comma + 1;
   }
-  return counts;
+}
+
+void check_inference_pipeline_layers(const Layout& layout) {
+  GPT_INPUT_CHECK(!layout.pipeline_layers_auto,
+                  "--pipeline-layers auto balances a training step and is train's: give even, or "
+                  "the counts train logged (its checkpoints' config holds them as "
+                  "pipeline_layers)");
 }
 
 RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
@@ -394,7 +405,7 @@ RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
 
 void finish_train_options(TrainOptions& o, int world_size) {
   apply_model_preset(o.model_preset, o.given, o.model);
-  o.layout.pipeline_layers = parse_pipeline_layers(o.pipeline_layers);
+  set_pipeline_layers(o.layout, o.pipeline_layers);
   validate_train_options(o, world_size);
 }
 

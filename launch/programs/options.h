@@ -25,6 +25,7 @@ struct TrainOptions {
   // layout (validated by Layout::validate, with the job's size)
   Layout layout = layout_with_micro_batch(16);
   std::string pipeline_layers = "even";  // --pipeline-layers as given; parsed into layout
+  std::string cluster;                   // --cluster: what --pipeline-layers auto prices on
   int ranks_per_node = 0;
   bool allow_tp_across_nodes = false;
   int64_t global_batch_size = 64;
@@ -84,13 +85,18 @@ std::optional<DataOrder> data_order_from_name(const std::string& name);
 // chunk's caches) and the micro-batch size, as the Runtime takes them.
 RuntimeOptions runtime_options(const TrainOptions& options, int world_size);
 
-// --pipeline-layers (train, eval, generate): `even`, or the blocks of each model chunk in model
-// order (pp x virtual-stages counts). Parsed here; Layout::validate checks them against the model.
+// --pipeline-layers (train, eval, generate): `even`, `auto` (train), or the blocks of each model
+// chunk in model order (pp x virtual-stages counts). Parsed into `layout` here; Layout::validate
+// checks them against the model.
 inline constexpr const char* kPipelineLayersHelp =
-    "blocks per pipeline stage: even, or comma-separated counts in model order, e.g. 3,5 (with "
+    "blocks per pipeline stage: even; auto (train: the split the cost and memory models find "
+    "fastest, on --cluster); or comma-separated counts in model order, e.g. 3,5 (with "
     "--virtual-stages v, pp x v counts: stage 0's first chunk, stage 1's, ..., then each stage's "
-    "second chunk)";
-std::vector<int64_t> parse_pipeline_layers(const std::string& text);
+    "second chunk; 0 allowed beside the embedding and the head)";
+void set_pipeline_layers(Layout& layout, const std::string& text);
+// eval and generate: `auto` balances a training step, which they do not run; a one-line error
+// that says to give the counts train logged.
+void check_inference_pipeline_layers(const Layout& layout);
 
 // --device, --precision (bound to `precision`, a layout's), --deterministic, --gpu-comm,
 // --memory-limit-gb, --threads: shared by train, eval and generate; validated by

@@ -45,14 +45,16 @@ int main(int argc, char** argv) {
     // Searches of more than a few seconds say how far they are, on stderr.
     const double start = gpt::now_seconds();
     double last_report = start;
-    const auto ranked =
-        gpt::price_layouts(options.model, layouts, cluster, [&](size_t done, size_t total) {
+    const auto ranked = gpt::price_layouts(
+        options.model, layouts, cluster,
+        [&](size_t done, size_t total) {
           const double now = gpt::now_seconds();
           if (now - start < 3.0 || (now - last_report < 2.0 && done < total)) return;
           last_report = now;
           std::cerr << "plan: priced " << done << " of " << total << " layouts ("
                     << static_cast<int>(now - start) << " s)" << std::endl;
-        });
+        },
+        options.splits);
     const auto commands = [&](const gpt::PricedLayout& p) {
       return gpt::run_commands(p.layout, options.model, options.global_batch_size, cluster);
     };

@@ -47,9 +47,9 @@ po::options_description plan_options_description(PlanOptions& o) {
   add("dp", po::value(&l.dp), "data-parallel size (checked against GPUs / (tp * pp))");
   add("schedule", po::value(&l.schedule), "1f1b | gpipe | interleaved | zb-h1");
   add("virtual-stages", po::value(&l.virtual_stages), "model chunks per stage (interleaved)");
-  add("pipeline-layers", po::value(&o.pipeline_layers)->default_value(o.pipeline_layers),
-      "blocks per pipeline stage, as train takes them: even, or counts to price (pp x "
-      "virtual-stages of them, which fixes those sizes' product)");
+  add("pipeline-layers", po::value(&o.pipeline_layers),
+      "blocks per pipeline stage, as train takes them: even, auto, or counts to price (pp x "
+      "virtual-stages of them, which fixes those sizes' product); default: even and auto");
   add("micro-batch-size", po::value(&l.micro_batch), "sequences per microbatch");
   add("sequence-parallel", po::value(&l.sequence_parallel)->implicit_value(true),
       "sequence parallelism (=false fixes it off)");
@@ -90,7 +90,11 @@ void finish_plan_options(PlanOptions& o) {
   GPT_INPUT_CHECK(!o.was_given("dp") || o.layout.dp >= 1,
                   "--dp must be at least 1 (got " << o.layout.dp << ")");
   o.layout.validate_sizes();
-  o.layout.pipeline_layers = parse_pipeline_layers(o.pipeline_layers);
+  if (!o.pipeline_layers.empty()) {
+    set_pipeline_layers(o.layout, o.pipeline_layers);
+    o.splits = o.layout.pipeline_layers_auto ? PipelineSplits::kBalanced : PipelineSplits::kGiven;
+    o.layout.pipeline_layers_auto = false;  // plan's layouts are priced at even, then balanced
+  }
 }
 
 int job_ranks(const PlanOptions& o, const Cluster& cluster) {

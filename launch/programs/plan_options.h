@@ -14,6 +14,7 @@
 #include "parallel/layout.h"
 #include "parallel/planner/cluster.h"
 #include "parallel/planner/enumerate.h"
+#include "parallel/planner/ranking.h"
 
 namespace gpt {
 
@@ -30,7 +31,9 @@ struct PlanOptions {
   std::string calibrate_turns;  // --calibrate-turns FILE: add the cost of taking turns to FILE
   // Layout options, parsed by train's typed parsers; the ones not in `given` are enumerated.
   Layout layout;
-  std::string pipeline_layers = "even";  // --pipeline-layers as given; parsed into layout
+  // --pipeline-layers as given: empty (both even and auto), even, auto, or counts (into layout).
+  std::string pipeline_layers;
+  PipelineSplits splits = PipelineSplits::kEvenAndBalanced;
   bool allow_tp_across_nodes = false;
   bool json = false;
   int top = 10;

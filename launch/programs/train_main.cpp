@@ -16,6 +16,7 @@
 #include "launch/programs/program.h"
 #include "launch/training/memory_report.h"
 #include "launch/training/metrics.h"
+#include "launch/training/pipeline_split.h"
 #include "launch/training/run_config.h"
 #include "launch/training/signals.h"
 #include "launch/training/startup_deadline.h"
@@ -237,6 +238,10 @@ int train_main(int argc, char** argv) {
   StartupDeadline deadline(options.startup_timeout);
   deadline.enter("loading the checkpoint and data sets");
   TrainInputs inputs = load_inputs(world, options);
+  // --pipeline-layers auto needs the vocabulary (the head's cost): chosen once it is known.
+  agree_on_failure(world, [&] {
+    choose_pipeline_layers(options, comm_size(world), predicted_device(options.execution));
+  });
   // The memory model needs only the options and the vocabulary: report and check before
   // allocating anything (every rank decides alike).
   MemoryModelInput predicted;

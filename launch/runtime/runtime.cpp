@@ -28,6 +28,7 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
   GPT_CHECK(!schedule || (schedule->pp == grid_->shape().pp &&
                           schedule->virtual_stages == layout.virtual_stages),
             "the schedule's pp and virtual stages differ from the runtime's");
+  GPT_CHECK(!layout.pipeline_layers_auto, "--pipeline-layers auto is chosen before the runtime");
   for (int chunk = 0; chunk < layout.virtual_stages; ++chunk) {
     const StageSpec spec = virtual_stage_spec(cfg, grid_->shape().pp, layout.virtual_stages,
                                               grid_->stage(), chunk, layout.pipeline_layers);

@@ -95,14 +95,18 @@ std::string memory_report_table(const MemoryModelInput& in) {
   return os.str();
 }
 
-void check_memory_limit(const MemoryModelInput& in, double limit_gb) {
+int64_t memory_limit_bytes(double limit_gb, DeviceKind device) {
+  if (limit_gb > 0) return static_cast<int64_t>(limit_gb * 1e9);
   // On the CPU without a limit, the machine's memory is one: a run predicted above it would
   // fail allocating, or swap for hours, after building everything else.
-  const bool machine = limit_gb <= 0 && in.device == DeviceKind::kCpu;
   const int64_t pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (machine && (pages <= 0 || page <= 0)) return;
-  if (!machine && limit_gb <= 0) return;
-  const int64_t limit = machine ? pages * page : static_cast<int64_t>(limit_gb * 1e9);
+  return device == DeviceKind::kCpu && pages > 0 && page > 0 ? pages * page : 0;
+}
+
+void check_memory_limit(const MemoryModelInput& in, double limit_gb) {
+  const bool machine = limit_gb <= 0;
+  const int64_t limit = memory_limit_bytes(limit_gb, in.device);
+  if (limit <= 0) return;
   const RankMemory r = heaviest_rank(predict_all_ranks(in));
   const MemoryCategory largest = r.bytes.largest();
   GPT_INPUT_CHECK(r.bytes.total() <= limit,

@@ -26,6 +26,10 @@ DeviceKind predicted_device(const ExecutionOptions& execution);
 // total), printed by rank 0.
 std::string memory_report_table(const MemoryModelInput& in);
 
+// The bytes --memory-limit-gb allows a rank on `device`: limit_gb x 1e9; without a limit (0) the
+// machine's physical memory on the CPU, 0 (none) on cuda.
+int64_t memory_limit_bytes(double limit_gb, DeviceKind device);
+
 // Throws a one-line input error when some rank's predicted total exceeds `limit_gb` (GB, 1e9
 // bytes; 0 = none, except on the CPU: the machine's physical memory), naming the heaviest rank,
 // its stage, its total, its largest category and what would bring it under.

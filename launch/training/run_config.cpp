@@ -20,6 +20,10 @@ std::string run_config_json(const TrainOptions& o, const ModelConfig& m) {
   j["data_order"] = data_order_name(o.data_order);
   j["global_batch_size"] = o.global_batch_size;
   j["micro_batch_size"] = o.layout.micro_batch;
+  // Informational (a resume takes the layout from its command line): the split the run used,
+  // and --pipeline-layers as given (auto chose the split).
+  j["pipeline_layers"] = o.layout.pipeline_layers_text();
+  j["pipeline_layers_option"] = o.pipeline_layers;
   j["steps"] = o.steps;
   j["optimizer"] = optimizer_name(o.optimizer);
   j["lr"] = o.lr;

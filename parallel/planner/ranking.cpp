@@ -7,6 +7,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "parallel/planner/balance_stages.h"
+
 namespace gpt {
 namespace {
 
@@ -41,8 +43,9 @@ constexpr Term kTerms[] = {{"compute", &StepPrediction::compute_s},
 
 std::vector<PricedLayout> price_layouts(
     const ModelConfig& model, const std::vector<PlanLayout>& layouts, const Cluster& cluster,
-    const std::function<void(size_t done, size_t total)>& progress) {
+    const std::function<void(size_t done, size_t total)>& progress, PipelineSplits splits) {
   std::vector<PricedLayout> priced;
+  const DeviceKind device = cluster.cpu.active() ? DeviceKind::kCpu : DeviceKind::kCuda;
   // Layouts differing only in micro-batch size, memory savings or precision share a schedule;
   // making and checking one is O(pp * v * microbatches), most of a layout's price when made
   // for each.
@@ -55,17 +58,49 @@ std::vector<PricedLayout> price_layouts(
           schedules.emplace(key, make_schedule(l.schedule, l.pp, l.microbatches, l.virtual_stages))
               .first;
     const Schedule& schedule = found->second;
-    const DeviceKind device = cluster.cpu.active() ? DeviceKind::kCpu : DeviceKind::kCuda;
     PricedLayout p{l, plan_memory(model, l, schedule, device),
                    predict_step(model, l, cluster, schedule)};
     p.fits = static_cast<double>(p.memory.total()) <= cluster.gpu.memory_bytes;
     priced.push_back(p);
     if (progress) progress(priced.size(), layouts.size());
   }
-  std::stable_sort(priced.begin(), priced.end(), [](const PricedLayout& a, const PricedLayout& b) {
+  const auto ranks_before = [](const PricedLayout& a, const PricedLayout& b) {
     if (a.fits != b.fits) return a.fits;
     return a.step.step_time_s < b.step.step_time_s;
-  });
+  };
+  std::stable_sort(priced.begin(), priced.end(), ranks_before);
+  if (splits == PipelineSplits::kGiven) return priced;
+  // The balanced splits, best even layouts first: each found lowers the step the others' bounds
+  // must beat.
+  double best_step = 0;
+  for (const PricedLayout& p : priced)
+    if (p.fits && (best_step == 0 || p.step.step_time_s < best_step))
+      best_step = p.step.step_time_s;
+  std::vector<PricedLayout> balanced;
+  for (PricedLayout& p : priced) {
+    const PlanLayout& l = p.layout;
+    if (l.pp == 1 || !l.pipeline_layers.empty()) continue;
+    if (best_step > 0 && balanced_step_bound(model, l, cluster) >= best_step) continue;
+    const Schedule& schedule =
+        schedules.at(std::make_tuple(l.schedule, l.pp, l.microbatches, l.virtual_stages));
+    const StageBalance b =
+        balance_stages(model, l, {cluster, schedule, cluster.gpu.memory_bytes, device});
+    PricedLayout at = p;
+    at.layout.pipeline_layers = b.chosen.counts;
+    at.step = b.chosen.step;
+    at.memory = plan_memory(model, at.layout, schedule, device);
+    at.fits = b.chosen.fits;
+    if (splits == PipelineSplits::kBalanced) {
+      p = at;  // the layout at its balanced split, even where that is the even one
+      continue;
+    }
+    if (b.chosen.counts == b.even.counts) continue;
+    if (at.fits && (best_step == 0 || at.step.step_time_s < best_step))
+      best_step = at.step.step_time_s;
+    balanced.push_back(at);
+  }
+  priced.insert(priced.end(), balanced.begin(), balanced.end());
+  std::stable_sort(priced.begin(), priced.end(), ranks_before);
   return priced;
 }
 

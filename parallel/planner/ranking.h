@@ -23,11 +23,19 @@ struct PricedLayout {
   bool fits = false;
 };
 
+// Which pipeline splits plan prices (--pipeline-layers): each layout as enumerated (even, or the
+// counts given); each pipeline layout at its balanced split instead (auto); or both, the balanced
+// split added beside the even one where it differs. Either way a layout is balanced only where
+// that could beat the best step priced so far (its balanced_step_bound is below it; on a CPU
+// cluster always), best even layouts first; the others stay at even, which cannot rank first.
+enum class PipelineSplits { kGiven, kBalanced, kEvenAndBalanced };
+
 // Prices every layout and sorts them best first; `progress` (when set) is called after each
 // layout with the count priced and the total.
 std::vector<PricedLayout> price_layouts(
     const ModelConfig& model, const std::vector<PlanLayout>& layouts, const Cluster& cluster,
-    const std::function<void(size_t done, size_t total)>& progress = {});
+    const std::function<void(size_t done, size_t total)>& progress = {},
+    PipelineSplits splits = PipelineSplits::kGiven);
 
 // The object `plan --json` prints for one layout.
 Json layout_json(const PricedLayout& p);

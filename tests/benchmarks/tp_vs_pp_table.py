@@ -3,7 +3,9 @@ three clusters, each layout of LAYOUTS
 priced by `plan --json` with its grid and schedule fixed (micro-batch, recomputation, sequence
 parallelism and the distributed optimizer left to plan, this project's bf16 regime), printed as
 Markdown rows: fits, memory, step time, tokens/s per GPU, MFU, the exposed-tp and bubble shares
-of the step, and per model and cluster the winner and the term of the step split where it beats
+of the step at the even split of the layers, and for pipeline layouts the same layout priced at
+its balanced split (--pipeline-layers auto: the split, step time and bubble share); then per
+model and cluster the winner (over both splits) and the term of the step split where it beats
 the runner-up by most.
 
 Usage: tp_vs_pp_table.py --bin BUILD/bin [--global-batch-size 512] [--seq-len 2048]
@@ -44,7 +46,7 @@ TERMS = {"compute_s": "compute", "tp_comm_exposed_s": "exposed tp",
          "bubble_s": "bubble"}
 
 
-def price(a, model, cluster, tp, pp, extra):
+def price(a, model, cluster, tp, pp, extra, split="even"):
     options = MODELS[model]
     if "--model" not in options:  # a Llama preset brings its own vocabulary
         options = options + ["--vocab-size", str(a.vocab_size)]
@@ -53,7 +55,8 @@ def price(a, model, cluster, tp, pp, extra):
         return None, "needs more GPUs"
     cmd = [f"{a.bin}/plan", "--cluster", preset, "--nodes", str(nodes), *options,
            "--seq-len", str(a.seq_len), "--global-batch-size", str(a.global_batch_size),
-           "--tp", str(tp), "--pp", str(pp), "--precision", "bf16", "--json", *extra]
+           "--tp", str(tp), "--pp", str(pp), "--precision", "bf16", "--pipeline-layers", split,
+           "--json", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         return None, proc.stderr.strip().removeprefix("error: ")
@@ -82,8 +85,8 @@ def main():
     parser.add_argument("--models", nargs="*", default=list(MODELS), help="a subset of MODELS")
     a = parser.parse_args()
     print("| model | cluster | layout | plan's choice | fits | GiB | step s | tok/s/GPU | MFU | "
-          "exposed tp | bubble |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "exposed tp | bubble | auto split | auto step s | auto bubble |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     winners = []
     for model in a.models:
         for cluster in CLUSTERS:
@@ -91,16 +94,24 @@ def main():
             for name, tp, pp, extra in LAYOUTS:
                 row, why = price(a, model, cluster, tp, pp, extra)
                 if row is None:
-                    print(f"| {model} | {cluster} | {name} | - | n/a: {why} | | | | | | |")
+                    print(f"| {model} | {cluster} | {name} | - | n/a: {why} | | | | | | | | | |")
                     continue
                 step = row["step_time_s"]
                 priced.append((name, row))
+                balanced = "| - | - | - |"
+                if pp > 1:
+                    auto, _ = price(a, model, cluster, tp, pp, extra, "auto")
+                    if auto is not None:
+                        if auto["pipeline_layers"] != "even":
+                            priced.append((name + " auto", auto))
+                        balanced = (f"| {auto['pipeline_layers']} | {auto['step_time_s']:.3g} | "
+                                    f"{100 * auto['bubble_s'] / auto['step_time_s']:.0f}% |")
                 print(f"| {model} | {cluster} | {name} | {describe(row)} | "
                       f"{'yes' if row['fits'] else 'no'} | "
                       f"{row['memory_bytes']['total'] / 2**30:.1f} | {step:.3g} | "
                       f"{row['tokens_per_s_per_gpu']:.0f} | {row['mfu']:.3f} | "
                       f"{100 * row['tp_comm_exposed_s'] / step:.0f}% | "
-                      f"{100 * row['bubble_s'] / step:.0f}% |")
+                      f"{100 * row['bubble_s'] / step:.0f}% {balanced}")
             fitting = sorted((p for p in priced if p[1]["fits"]),
                              key=lambda p: p[1]["step_time_s"])
             if not fitting:

@@ -317,7 +317,8 @@ class BadInputTest(Fixtures):
     def test_recompute_layers_beyond_a_stage(self):
         # tiny: 2 layers, so 1 per stage at --pp 2.
         self.check("train", ["--pp", "2", "--recompute", "full", "--recompute-layers", "2"],
-                   ["--recompute-layers 2", "1 layers of a stage"], ranks=(2,))
+                   ["--recompute-layers 2", "1 layers of the largest model chunk"],
+                   ranks=(2,))
 
     def test_recompute_layers_without_full(self):
         self.check("train", ["--recompute-layers", "1"], ["--recompute-layers", "--recompute full"])

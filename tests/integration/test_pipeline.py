@@ -235,6 +235,17 @@ class PipelineTest(h.EquivalenceTest):
     def test_c_resume_tp2_pp2_at_serial(self):
         self.resume("serial", 1, [])
 
+    def test_c_resume_across_splits(self):
+        """A checkpoint written at 0,2,2,0 (pp 4) continues at pp 2's 1,3 and at the split
+        --pipeline-layers auto chooses at pp 4, both as the serial run does."""
+        _, src_dir = self.run_layout("pp4_gpipe_0_2_2_0")
+        for name, np, layout in (
+                ("pp2 1,3", 2, pipe(2, "1f1b", extra=["--pipeline-layers", "1,3"])),
+                ("pp4 auto", 4, pipe(4, "1f1b", extra=["--pipeline-layers", "auto",
+                                                       "--cluster", "dgx-h100"]))):
+            self.resume_like(h.checkpoint_file(src_dir, SAVE_AT), MODEL + layout, np,
+                             self.refs[4], f"0,2,2,0->{name}")
+
     def resume_same(self, name):
         """Resuming in the run's own layout gives its steps 4..6 and final file bit for bit."""
         np, layers, options, _ = LAYOUTS[name]
@@ -306,7 +317,8 @@ class PipelineTest(h.EquivalenceTest):
     def test_e_pipeline_layers_that_do_not_fit(self):
         for counts, why in (("1,3", "names 2 model chunks but --pp 2 x --virtual-stages 2 is 4"),
                             ("2,0,1,1", "model chunk 1 holds neither the embedding nor the head"),
-                            ("1,1,1,2", "adds up to 5 layers, not --n-layer 4")):
+                            ("1,1,1,2", "adds up to 5 layers, not --n-layer 4"),
+                            ("auto", "--pipeline-layers auto on the CPU needs --cluster FILE")):
             self.expect_error(2, MODEL + pipe(2, "interleaved", v=2,
                                               extra=["--pipeline-layers", counts]), why)
 

@@ -54,7 +54,8 @@ class PlanOutputTest(unittest.TestCase):
     def test_pipeline_layers_are_priced_as_given(self):
         """--pipeline-layers fixes the split (and pp x v): every row has it, its command carries
         it, and on GPT-2 at pp 4, where the last stage also holds the head over 50257 tokens,
-        2,4,4,2 is priced faster than the even 3,3,3,3."""
+        2,4,4,2 is priced faster than the even 3,3,3,3, and auto's split at least as fast as
+        both; left out, the layout is priced at even and at auto's split, auto first."""
         fixed = [*SMALL, "--nodes", "1", "--tp", "1", "--pp", "4", "--schedule", "1f1b",
                  "--micro-batch-size", "4", "--recompute", "none", "--precision", "bf16",
                  "--sequence-parallel=false", "--distributed-optimizer=false", "--json"]
@@ -69,6 +70,18 @@ class PlanOutputTest(unittest.TestCase):
                              split != "even")
             step[split] = rows[0]["step_time_s"]
         self.assertLess(step["2,4,4,2"], step["even"])
+        code, out, err = plan(*fixed, "--pipeline-layers", "auto")
+        self.assertEqual(code, 0, err)
+        rows = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual(len(rows), 1, out)
+        chosen = rows[0]["pipeline_layers"]
+        self.assertNotIn(chosen, ("even", "3,3,3,3"))
+        self.assertIn("--pipeline-layers " + chosen, rows[0]["commands"]["mpirun"])
+        self.assertLessEqual(rows[0]["step_time_s"], step["2,4,4,2"])
+        code, out, err = plan(*fixed)
+        self.assertEqual(code, 0, err)
+        rows = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual([r["pipeline_layers"] for r in rows], [chosen, "even"])
         code, out, err = plan(*SMALL, "--nodes", "1", "--pipeline-layers", "2,4,4,2", "--json")
         self.assertEqual(code, 0, err)
         for row in map(json.loads, out.splitlines()):
