@@ -10,6 +10,8 @@
 namespace gpt {
 namespace {
 
+constexpr size_t kEveryPairUpTo = 8;
+
 int64_t fewest_blocks(size_t vs, size_t parts) {
   return vs == 0 || vs + 1 == parts ? 0 : 1;
 }
@@ -116,12 +118,15 @@ StageBalance balance_stages(const ModelConfig& m, const PlanLayout& l, const Spl
     const SplitPrice& filled = price(water_filled(m, l, search.cluster));
     if (split_ranks_before(filled, best)) best = filled;
     const size_t parts = best.counts.size();
+    // Every pair of virtual stages while they are few; beyond, neighbours along the model (a
+    // replay costs pp x v x microbatches actions, and a chain of such moves reaches any pair).
+    const bool every_pair = parts <= kEveryPairUpTo;
     for (;;) {
       SplitPrice next = best;
       for (size_t from = 0; from < parts; ++from) {
         if (best.counts[from] <= fewest_blocks(from, parts)) continue;
         for (size_t to = 0; to < parts; ++to) {
-          if (to == from) continue;
+          if (to == from || (!every_pair && to + 1 != from && from + 1 != to)) continue;
           std::vector<int64_t> moved = best.counts;
           --moved[from];
           ++moved[to];

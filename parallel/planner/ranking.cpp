@@ -71,7 +71,7 @@ std::vector<PricedLayout> price_layouts(
   std::stable_sort(priced.begin(), priced.end(), ranks_before);
   if (splits == PipelineSplits::kGiven) return priced;
   // The balanced splits, best even layouts first: each found lowers the step the others' bounds
-  // must beat.
+  // must beat (while none fits, any step could win by fitting).
   double best_step = 0;
   for (const PricedLayout& p : priced)
     if (p.fits && (best_step == 0 || p.step.step_time_s < best_step))
@@ -81,6 +81,9 @@ std::vector<PricedLayout> price_layouts(
     const PlanLayout& l = p.layout;
     if (l.pp == 1 || !l.pipeline_layers.empty()) continue;
     if (best_step > 0 && balanced_step_bound(model, l, cluster) >= best_step) continue;
+    // Moving blocks between stages evens their memory out, but does not halve the heaviest: a
+    // layout needing twice the GPU's memory at even is not searched.
+    if (static_cast<double>(p.memory.total()) > 2 * cluster.gpu.memory_bytes) continue;
     const Schedule& schedule =
         schedules.at(std::make_tuple(l.schedule, l.pp, l.microbatches, l.virtual_stages));
     const StageBalance b =
@@ -90,13 +93,13 @@ std::vector<PricedLayout> price_layouts(
     at.step = b.chosen.step;
     at.memory = plan_memory(model, at.layout, schedule, device);
     at.fits = b.chosen.fits;
+    if (at.fits && (best_step == 0 || at.step.step_time_s < best_step))
+      best_step = at.step.step_time_s;
     if (splits == PipelineSplits::kBalanced) {
       p = at;  // the layout at its balanced split, even where that is the even one
       continue;
     }
     if (b.chosen.counts == b.even.counts) continue;
-    if (at.fits && (best_step == 0 || at.step.step_time_s < best_step))
-      best_step = at.step.step_time_s;
     balanced.push_back(at);
   }
   priced.insert(priced.end(), balanced.begin(), balanced.end());

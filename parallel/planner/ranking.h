@@ -26,8 +26,9 @@ struct PricedLayout {
 // Which pipeline splits plan prices (--pipeline-layers): each layout as enumerated (even, or the
 // counts given); each pipeline layout at its balanced split instead (auto); or both, the balanced
 // split added beside the even one where it differs. Either way a layout is balanced only where
-// that could beat the best step priced so far (its balanced_step_bound is below it; on a CPU
-// cluster always), best even layouts first; the others stay at even, which cannot rank first.
+// that could beat the best step that fits priced so far (its balanced_step_bound is below it; on
+// a CPU cluster always), best even layouts first, and not where it needs twice the GPU's memory
+// at even; the others stay at even.
 enum class PipelineSplits { kGiven, kBalanced, kEvenAndBalanced };
 
 // Prices every layout and sorts them best first; `progress` (when set) is called after each
