@@ -89,14 +89,15 @@ std::vector<PricedLayout> price_layouts(
     const StageBalance b =
         balance_stages(model, l, {cluster, schedule, cluster.gpu.memory_bytes, device});
     PricedLayout at = p;
-    at.layout.pipeline_layers = b.chosen.counts;
+    // The even split stays "even" (and train's default in the printed commands).
+    if (b.chosen.counts != b.even.counts) at.layout.pipeline_layers = b.chosen.counts;
     at.step = b.chosen.step;
     at.memory = plan_memory(model, at.layout, schedule, device);
     at.fits = b.chosen.fits;
     if (at.fits && (best_step == 0 || at.step.step_time_s < best_step))
       best_step = at.step.step_time_s;
     if (splits == PipelineSplits::kBalanced) {
-      p = at;  // the layout at its balanced split, even where that is the even one
+      p = at;  // the layout at its balanced split
       continue;
     }
     if (b.chosen.counts == b.even.counts) continue;
