@@ -11,6 +11,7 @@ namespace gpt {
 namespace {
 
 constexpr size_t kEveryPairUpTo = 8;
+constexpr double kEveryPairActions = 4e6;
 
 int64_t fewest_blocks(size_t vs, size_t parts) {
   return vs == 0 || vs + 1 == parts ? 0 : 1;
@@ -118,9 +119,11 @@ StageBalance balance_stages(const ModelConfig& m, const PlanLayout& l, const Spl
     const SplitPrice& filled = price(water_filled(m, l, search.cluster));
     if (split_ranks_before(filled, best)) best = filled;
     const size_t parts = best.counts.size();
-    // Every pair of virtual stages while they are few; beyond, neighbours along the model (a
-    // replay costs pp x v x microbatches actions, and a chain of such moves reaches any pair).
-    const bool every_pair = parts <= kEveryPairUpTo;
+    // Every pair of virtual stages while an iteration's replays (parts^2 moves of parts x
+    // microbatches actions each) stay cheap; beyond, neighbours along the model only (a chain of
+    // such moves reaches any pair, though it can stop short of a pair's gain).
+    const double actions = static_cast<double>(parts) * parts * parts * l.microbatches;
+    const bool every_pair = parts <= kEveryPairUpTo || actions <= kEveryPairActions;
     for (;;) {
       SplitPrice next = best;
       for (size_t from = 0; from < parts; ++from) {

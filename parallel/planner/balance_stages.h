@@ -55,9 +55,10 @@ struct StageBalance {
 
 // The search: from the even split and from a water-filling of the blocks over the stages by their
 // per-microbatch work (every block to the stage it lengthens least), a steepest descent moving one
-// block between any two virtual stages at a time (up to 8 of them; beyond, between neighbours
-// along the model), each move priced by replaying the schedule, until no move ranks before the
-// current split. At pp 1 the one split.
+// block between any two virtual stages at a time (up to 8 of them, or while (pp v)^3 x
+// microbatches is at most 4 million; beyond, between neighbours along the model), each move
+// priced by replaying the schedule, until no move ranks before the current split. At pp 1 the
+// one split.
 StageBalance balance_stages(const ModelConfig& model, const PlanLayout& layout,
                             const SplitSearch& search);
 
