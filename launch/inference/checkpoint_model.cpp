@@ -5,9 +5,43 @@
 #include "framework/io/checkpoint_directory.h"
 #include "framework/io/checkpoint_reader.h"
 #include "framework/json.h"
+#include "framework/logging.h"
 #include "framework/user_files.h"
+#include "launch/programs/options.h"
 
 namespace gpt {
+namespace {
+
+// --pipeline-layers auto in eval and generate: the split the checkpoint's run trained with (its
+// config's pipeline_layers, informational there) where it has this layout's pp x v counts for
+// this model, else even; logged either way.
+void take_trained_split(Layout& layout, const ModelConfig& model, const Json& cfg, int world,
+                        const std::string& what) {
+  layout.pipeline_layers_auto = false;
+  std::string trained = "even";
+  Layout candidate = layout;
+  bool usable = false;
+  try {  // the file's text, not an option: a text that is not counts is not used
+    if (cfg.contains("pipeline_layers"))
+      trained = json_field<std::string>(cfg, "pipeline_layers", what);
+    set_pipeline_layers(candidate, trained);
+    candidate.validate(model, world);
+    usable = !candidate.pipeline_layers.empty();
+  } catch (const Error&) {
+  }
+  if (usable) {
+    layout.pipeline_layers = candidate.pipeline_layers;
+    log::info0("pipeline layers: " + layout.pipeline_layers_text() +
+               " (auto: the split the checkpoint was trained with)");
+  } else {
+    log::info0("pipeline layers: even (auto: the checkpoint was trained at " +
+               shown_excerpt(trained) + ", not a split of " + std::to_string(model.n_layer) +
+               " layers over --pp " + std::to_string(layout.pp) + " x --virtual-stages " +
+               std::to_string(layout.virtual_stages) + ")");
+  }
+}
+
+}  // namespace
 
 LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoint_argument,
                                      RuntimeOptions options, int64_t seq_len) {
@@ -32,6 +66,8 @@ LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoi
       model.seq_len = seq_len;
       model.validate();
     }
+    if (options.layout.pipeline_layers_auto)
+      take_trained_split(options.layout, model, cfg, comm_size(world), what);
     options.layout.validate(model, comm_size(world));
     loaded.runtime = std::make_unique<Runtime>(world, model, options);
     load_checkpoint(reader, loaded.runtime->store(), false, model.seq_len < stored_seq_len);

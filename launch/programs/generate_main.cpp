@@ -165,7 +165,6 @@ int generate_main(int argc, char** argv) {
                        check_generate_options(o, world_size);
                        // Checked against the checkpoint's layers as it is loaded.
                        set_pipeline_layers(o.layout, o.pipeline_layers);
-                       check_inference_pipeline_layers(o.layout);
                      }))
     return 0;
   // Generation runs one sequence: every rank is a tp rank of one of the pp stages.

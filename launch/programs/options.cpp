@@ -384,13 +384,6 @@ void set_pipeline_layers(Layout& layout, const std::string& text) {
   }
 }
 
-void check_inference_pipeline_layers(const Layout& layout) {
-  GPT_INPUT_CHECK(!layout.pipeline_layers_auto,
-                  "--pipeline-layers auto balances a training step and is train's: give even, or "
-                  "the counts train logged (its checkpoints' config holds them as "
-                  "pipeline_layers)");
-}
-
 RuntimeOptions runtime_options(const TrainOptions& o, int world_size) {
   RuntimeOptions ro;
   ro.layout = o.layout;

@@ -85,18 +85,16 @@ std::optional<DataOrder> data_order_from_name(const std::string& name);
 // chunk's caches) and the micro-batch size, as the Runtime takes them.
 RuntimeOptions runtime_options(const TrainOptions& options, int world_size);
 
-// --pipeline-layers (train, eval, generate): `even`, `auto` (train), or the blocks of each model
-// chunk in model order (pp x virtual-stages counts). Parsed into `layout` here; Layout::validate
-// checks them against the model.
+// --pipeline-layers (train, eval, generate): `even`, `auto`, or the blocks of each model chunk in
+// model order (pp x virtual-stages counts). Parsed into `layout` here; Layout::validate checks
+// them against the model.
 inline constexpr const char* kPipelineLayersHelp =
     "blocks per pipeline stage: even; auto (train: the split the cost and memory models find "
-    "fastest, on --cluster); or comma-separated counts in model order, e.g. 3,5 (with "
+    "fastest, on --cluster; eval and generate: the split the checkpoint was trained with, where "
+    "it fits this layout, else even); or comma-separated counts in model order, e.g. 3,5 (with "
     "--virtual-stages v, pp x v counts: stage 0's first chunk, stage 1's, ..., then each stage's "
     "second chunk; 0 allowed beside the embedding and the head)";
 void set_pipeline_layers(Layout& layout, const std::string& text);
-// eval and generate: `auto` balances a training step, which they do not run; a one-line error
-// that says to give the counts train logged.
-void check_inference_pipeline_layers(const Layout& layout);
 
 // --device, --precision (bound to `precision`, a layout's), --deterministic, --gpu-comm,
 // --memory-limit-gb, --threads: shared by train, eval and generate; validated by

@@ -159,13 +159,17 @@ class PipelineTest(h.EquivalenceTest):
         self.assertFalse(os.path.exists(ck) and h.step_files(ck),
                          "no checkpoint after an option error")
 
-    def eval_loss(self, np, extra):
-        ck = h.checkpoint_file(self.refs[4]["ck"], STEPS)
+    def eval_loss(self, np, extra, ck=None, log=None):
+        """The eval loss of `ck` (the serial run's last checkpoint); `log` (a list) gets the
+        output."""
+        ck = ck or h.checkpoint_file(self.refs[4]["ck"], STEPS)
         result = h.run("eval", ["--checkpoint", ck, "--eval-windows", "16",
                                 "--micro-batch-size", "4", "--threads", "1"] + list(extra),
                        np=np, timeout=RUN_TIMEOUT, check=True)
         found = EVAL_LINE.findall(result.stdout + result.stderr)
         self.assertEqual(len(found), 1, "expected one loss line\n" + result.describe())
+        if log is not None:
+            log.append(result.stdout + result.stderr)
         return float(found[0])
 
     def generated(self, np, extra):
@@ -275,6 +279,21 @@ class PipelineTest(h.EquivalenceTest):
         h.assert_close(self, got, serial, EVAL_REL, "eval loss at --pp 2 vs 1 rank")
         got = self.eval_loss(2, ["--pp", "2", "--pipeline-layers", "1,3"])
         h.assert_close(self, got, serial, EVAL_REL, "eval loss at --pp 2 split 1,3 vs 1 rank")
+
+    def test_d_eval_auto_takes_the_trained_split(self):
+        """eval --pipeline-layers auto runs a checkpoint trained at 0,2,2,0 (pp 4) at that split,
+        and at even for --pp 2 (not a split of its 4 chunks); the losses are the 1-rank eval's."""
+        _, src_dir = self.run_layout("pp4_gpipe_0_2_2_0")
+        ck = h.checkpoint_file(src_dir, STEPS)
+        serial = self.eval_loss(1, [], ck)
+        for np, says in ((4, "pipeline layers: 0,2,2,0 (auto: the split the checkpoint was "
+                              "trained with)"),
+                         (2, "pipeline layers: even (auto: the checkpoint was trained at "
+                             "0,2,2,0")):
+            log = []
+            got = self.eval_loss(np, ["--pp", str(np), "--pipeline-layers", "auto"], ck, log)
+            self.assertIn(says, log[0])
+            h.assert_close(self, got, serial, EVAL_REL, f"eval loss at --pp {np} auto vs 1 rank")
 
     def test_d_eval_pp2_tp2(self):
         serial = self.eval_loss(1, [])

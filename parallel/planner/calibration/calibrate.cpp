@@ -22,6 +22,7 @@
 #include "framework/agreement.h"
 #include "framework/check.h"
 #include "framework/cpu/cpu_backend.h"
+#include "framework/logging.h"
 #include "framework/timer.h"
 #include "parallel/communicator.h"
 #include "parallel/planner/calibration/calibration_model.h"
@@ -635,6 +636,12 @@ Cluster calibrate_cpu_cluster(MPI_Comm world, const ModelConfig& model, double s
   // and the cores of the machine shared by the nodes on it.
   c.gpus_per_node = shape.nodes == 1 ? 64 : shape.ranks_on_first_node;
   const int machine_cores = online_cores();
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online > machine_cores)
+    log::warn0("plan --calibrate: this rank may run on " + std::to_string(machine_cores) +
+               " of the " + std::to_string(online) +
+               " cores online and counts those (the launcher binds it; mpiexec --bind-to none "
+               "counts the machine's)");
   c.cpu.cores = std::max(1, machine_cores / shape.nodes_on_first_machine);
   c.cpu.threads = 1;
   c.gpu.name = "cpu-core";
