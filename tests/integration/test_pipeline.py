@@ -250,6 +250,23 @@ class PipelineTest(h.EquivalenceTest):
             self.resume_like(h.checkpoint_file(src_dir, SAVE_AT), MODEL + layout, np,
                              self.refs[4], f"0,2,2,0->{name}")
 
+    def test_c_resume_across_splits_bit_for_bit(self):
+        """Without clipping (its norm sums the stages' partial norms, grouped by the split) an
+        update does not depend on where the blocks are: a checkpoint written at 0,2,2,0 (pp 4)
+        continues at pp 2's 1,3 and at pp 2's even split to the final weights and optimizer
+        state of the run that stayed at 0,2,2,0, bit for bit."""
+        options = MODEL + ["--grad-clip", "0"]
+        src = self.path("src")
+        h.train(options + pipe(4, "gpipe", extra=["--pipeline-layers", "0,2,2,0"]) +
+                ["--steps", STEPS, "--save-every", SAVE_AT, "--checkpoint-dir", src], np=4,
+                timeout=RUN_TIMEOUT)
+        for split in ("1,3", "even"):
+            _, ck = h.train_resumed(self, options + pipe(2, "gpipe", extra=[
+                "--pipeline-layers", split]), h.checkpoint_file(src, SAVE_AT), STEPS, 2,
+                RUN_TIMEOUT)
+            h.assert_checkpoints_identical(self, h.checkpoint_file(ck, STEPS),
+                                           h.checkpoint_file(src, STEPS))
+
     def resume_same(self, name):
         """Resuming in the run's own layout gives its steps 4..6 and final file bit for bit."""
         np, layers, options, _ = LAYOUTS[name]
