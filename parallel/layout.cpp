@@ -128,9 +128,7 @@ void Layout::validate(const ModelConfig& model, int world, const std::string& un
                                          << parts);
     int64_t total = 0;
     for (size_t vs = 0; vs < pipeline_layers.size(); ++vs) {
-      // A chunk that holds the embedding or the head has work without blocks; any other needs one.
-      const bool holds_end = vs == 0 || vs + 1 == pipeline_layers.size();
-      GPT_INPUT_CHECK(pipeline_layers[vs] >= (holds_end ? 0 : 1),
+      GPT_INPUT_CHECK(pipeline_layers[vs] >= fewest_chunk_layers(static_cast<int64_t>(vs), parts),
                       "--pipeline-layers " << text() << ": model chunk " << vs
                                            << " holds neither the embedding nor the head and "
                                               "needs at least one layer");

@@ -25,4 +25,10 @@ struct StageSpec {
 StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages, int stage,
                              int chunk, const std::vector<int64_t>& pipeline_layers = {});
 
+// The fewest blocks virtual stage `vs` of `parts` may hold: 0 for the first (the embedding's) and
+// the last (the head's), which have work without blocks; 1 for any other.
+inline int64_t fewest_chunk_layers(int64_t vs, int64_t parts) {
+  return vs == 0 || vs + 1 == parts ? 0 : 1;
+}
+
 }  // namespace gpt

@@ -26,21 +26,19 @@ void choose_pipeline_layers(TrainOptions& options, int world_size, DeviceKind de
                                                                 : PrecisionRegime::kBf16);
   l.placement.nodes = std::max(1, (world_size + cluster.gpus_per_node - 1) / cluster.gpus_per_node);
   const Schedule schedule = options.layout.step_schedule(options.global_batch_size, world_size);
+  // Without --memory-limit-gb, the CPU's machine memory, or the --cluster GPU's on cuda.
   const int64_t limit = memory_limit_bytes(options.execution.memory_limit_gb, device);
-  const StageBalance b = balance_stages(
-      options.model, l,
-      {cluster, schedule,
-       static_cast<double>(limit > 0 ? limit : static_cast<int64_t>(cluster.gpu.memory_bytes)),
-       device});
+  const double limit_bytes = limit > 0 ? static_cast<double>(limit) : cluster.gpu.memory_bytes;
+  const StageBalance b = balance_stages(options.model, l, {cluster, schedule, limit_bytes, device});
   options.layout.pipeline_layers = b.chosen.counts;
   options.layout.pipeline_layers_auto = false;
   options.layout.validate(options.model, world_size);
   Layout even;
   even.pipeline_layers = b.even.counts;
+  PlanLayout chosen = l;
+  chosen.pipeline_layers = b.chosen.counts;
   std::string stages;
   for (int stage = 0; stage < l.pp; ++stage) {
-    PlanLayout chosen = l;
-    chosen.pipeline_layers = b.chosen.counts;
     stages += (stage > 0 ? ", " : "") +
               format_bytes(stage_memory(options.model, chosen, schedule, stage, device).total());
   }

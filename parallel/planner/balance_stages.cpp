@@ -14,7 +14,7 @@ constexpr size_t kEveryPairUpTo = 8;
 constexpr double kEveryPairActions = 4e6;
 
 int64_t fewest_blocks(size_t vs, size_t parts) {
-  return vs == 0 || vs + 1 == parts ? 0 : 1;
+  return fewest_chunk_layers(static_cast<int64_t>(vs), static_cast<int64_t>(parts));
 }
 
 double pass_work(const ChunkCosts& c) {
@@ -90,9 +90,9 @@ SplitPrice price_split(const ModelConfig& m, const PlanLayout& layout, const Spl
   SplitPrice p;
   p.counts = counts;
   p.step = predict_step(m, l, search.cluster, search.schedule);
-  p.peak_bytes = plan_memory(m, l, search.schedule, search.device).total();
+  p.memory = plan_memory(m, l, search.schedule, search.device);
   p.fits = search.memory_limit_bytes <= 0 ||
-           static_cast<double>(p.peak_bytes) <= search.memory_limit_bytes;
+           static_cast<double>(p.memory.total()) <= search.memory_limit_bytes;
   return p;
 }
 
@@ -100,7 +100,7 @@ bool split_ranks_before(const SplitPrice& a, const SplitPrice& b) {
   if (a.fits != b.fits) return a.fits;
   const double ta = a.step.step_time_s, tb = b.step.step_time_s;
   if (std::abs(ta - tb) > 1e-9 * std::max(ta, tb)) return ta < tb;
-  if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+  if (a.memory.total() != b.memory.total()) return a.memory.total() < b.memory.total();
   return a.counts < b.counts;
 }
 

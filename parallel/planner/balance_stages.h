@@ -18,7 +18,7 @@ namespace gpt {
 struct SplitPrice {
   std::vector<int64_t> counts;  // blocks per virtual stage (chunk * pp + stage), pp x v
   StepPrediction step;
-  int64_t peak_bytes = 0;
+  PlannedMemory memory;  // the heaviest stage's
   bool fits = true;
 };
 

@@ -92,7 +92,7 @@ std::vector<PricedLayout> price_layouts(
     // The even split stays "even" (and train's default in the printed commands).
     if (b.chosen.counts != b.even.counts) at.layout.pipeline_layers = b.chosen.counts;
     at.step = b.chosen.step;
-    at.memory = plan_memory(model, at.layout, schedule, device);
+    at.memory = b.chosen.memory;
     at.fits = b.chosen.fits;
     if (at.fits && (best_step == 0 || at.step.step_time_s < best_step))
       best_step = at.step.step_time_s;

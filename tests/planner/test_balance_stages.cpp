@@ -98,7 +98,7 @@ TEST(BalanceStages, TheSearchFindsTheBruteForceBest) {
 
     // A limit below the fastest split's heaviest stage: the best of those under it.
     SplitSearch limited = search;
-    limited.memory_limit_bytes = static_cast<double>(best.peak_bytes) - 1;
+    limited.memory_limit_bytes = static_cast<double>(best.memory.total()) - 1;
     int64_t limited_splits = 0;
     const SplitPrice best_fitting = brute_force(c.model, c.layout, limited, &limited_splits);
     const StageBalance fitted = balance_stages(c.model, c.layout, limited);
