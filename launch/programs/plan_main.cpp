@@ -12,6 +12,7 @@
 #include "launch/programs/program.h"
 #include "parallel/planner/calibration/calibrate.h"
 #include "parallel/planner/calibration/calibrate_turns.h"
+#include "parallel/planner/published_runs.h"
 #include "parallel/planner/ranking.h"
 #include "parallel/planner/run_commands.h"
 
@@ -58,9 +59,15 @@ int main(int argc, char** argv) {
     const auto commands = [&](const gpt::PricedLayout& p) {
       return gpt::run_commands(p.layout, options.model, options.global_batch_size, cluster);
     };
+    // On GPU clusters every prediction carries the error band of the published-run check; a
+    // calibrated CPU cluster is checked by its own benchmark (docs/BENCHMARKS.md).
+    const bool gpu_cluster = !cluster.cpu.active();
+    const gpt::ValidationSummary validation =
+        gpu_cluster ? gpt::summarize(gpt::check_published_runs()) : gpt::ValidationSummary{};
     if (options.json) {
       for (const auto& p : ranked) {
         gpt::Json j = gpt::layout_json(p);
+        if (gpu_cluster) j["step_time_validation"] = gpt::validation_band_json(validation);
         const gpt::RunCommands run_p = commands(p);
         j["commands"] = {{"mpirun", run_p.mpirun}, {"sbatch", run_p.sbatch}};
         std::cout << j.dump() << "\n";
@@ -74,6 +81,7 @@ int main(int argc, char** argv) {
               << options.model.vocab_size << "; global batch " << options.global_batch_size << "; "
               << ranked.size() << " layouts\n";
     std::cout << gpt::ranked_table(ranked, options.top);
+    if (gpu_cluster) std::cout << gpt::validation_band_text(validation) << "\n";
     const gpt::PrecisionRegime best = ranked.front().layout.regime();
     std::cout << "precision " << gpt::regime_name(best) << ": " << gpt::regime_description(best)
               << "\n";

@@ -60,7 +60,14 @@ struct GpuModel {
   // efficiency by product size, interpolated in log(FLOPs), used instead of gemm_efficiency
   // (the CPU, whose small products run far below its best; `plan --calibrate` writes it).
   std::vector<std::pair<double, double>> gemm_curve;
+  // The fp32 peak of the CUDA cores (no tensor cores), FLOP/s, where this project's fused
+  // attention kernel runs; 0 (a cluster file without it): the TF32 tensor peak, optimistic.
+  double peak_fp32_cuda_core = 0;
   double gemm_efficiency_at(double flops) const;
+  // The peak this project's attention kernel is priced at.
+  double attention_kernel_peak() const {
+    return peak_fp32_cuda_core > 0 ? peak_fp32_cuda_core : peak_fp32;
+  }
 };
 
 // A CPU "cluster" (`plan --calibrate`, docs/PLANNER.md "Calibration"): a device is one rank's

@@ -193,6 +193,7 @@ const std::map<std::string, Setter>& file_keys() {
     };
     number("gpu.peak_bf16_tflops", kTFLOPS, &GpuModel::peak_bf16);
     number("gpu.peak_fp32_tflops", kTFLOPS, &GpuModel::peak_fp32);
+    number("gpu.peak_fp32_cuda_core_tflops", kTFLOPS, &GpuModel::peak_fp32_cuda_core);
     number("gpu.gemm_efficiency", 1, &GpuModel::gemm_efficiency);
     number("gpu.memory_gb", kGB, &GpuModel::memory_bytes);
     number("gpu.memory_bandwidth_gbs", kGB, &GpuModel::memory_bandwidth);
@@ -270,6 +271,7 @@ std::string cluster_file_text(const Cluster& c) {
   out << "name = " << c.name << "\ngpus_per_node = " << c.gpus_per_node
       << "\n[gpu]\nname = " << c.gpu.name << "\npeak_bf16_tflops = " << c.gpu.peak_bf16 / kTFLOPS
       << "\npeak_fp32_tflops = " << c.gpu.peak_fp32 / kTFLOPS
+      << "\npeak_fp32_cuda_core_tflops = " << c.gpu.peak_fp32_cuda_core / kTFLOPS
       << "\ngemm_efficiency = " << c.gpu.gemm_efficiency << "\nsms = " << c.gpu.sms
       << "\nmemory_gb = " << c.gpu.memory_bytes / kGB
       << "\nmemory_bandwidth_gbs = " << c.gpu.memory_bandwidth / kGB

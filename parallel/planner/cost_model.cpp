@@ -9,6 +9,7 @@
 #include "parallel/bucket_plan.h"
 #include "parallel/planner/core_sharing.h"
 #include "parallel/planner/link_model.h"
+#include "parallel/planner/lockstep_pipeline.h"
 #include "parallel/planner/plan_memory.h"
 
 namespace gpt {
@@ -96,7 +97,14 @@ struct Context {
   TpComm tp;
   bool cpu = false;  // the CPU backend: attention materialises its probabilities
   double gemm(double m, double n, double k, double batch = 1) const {
-    return gemm_seconds(gpu, layout.regime(), m, n, k, batch);
+    return gemm_seconds(gpu, layout.regime(), m, n, k, batch) + operand_conversion(m, n, k, batch);
+  }
+  // This project's CUDA backend keeps activations and weights in fp32 and, under bf16, rounds
+  // both operands of every product into scratch first (framework/cuda/matmul.cpp): read 4 bytes
+  // and write 2 an element, which the product then reads as its 2-byte operand.
+  double operand_conversion(double m, double n, double k, double batch) const {
+    if (cpu || megatron(layout) || layout.regime() != PrecisionRegime::kBf16) return 0;
+    return stream(6 * (m * k + k * n) * batch);
   }
   double stream(double bytes) const { return stream_seconds(gpu, bytes); }
 };
@@ -120,7 +128,8 @@ BlockLinears linears(const Shapes& sh) {
 // The attention core's forward products, (s x s) scores and their product with V, per head.
 // In Megatron and on this project's CPU backend these materialise the (s x s) scores (the CPU
 // keeps the probabilities, no dropout: the 4.5 passes overcount it by the masks); this
-// project's CUDA kernel is fused (never writes them), so only its FLOPs count.
+// project's CUDA kernel is fused (never writes them), so only its FLOPs count, at the CUDA
+// cores' fp32 rate.
 double attention_core_forward(const Context& c) {
   const Shapes& sh = c.sh;
   const double batch = sh.b * sh.heads_l;
@@ -129,8 +138,10 @@ double attention_core_forward(const Context& c) {
     return c.gemm(sh.s, sh.s, sh.hd, batch) + c.gemm(sh.s, sh.hd, sh.s, batch) +
            c.stream(probs * sh.e * 4.5);
   }
+  // This project's kernel computes in fp32 on the CUDA cores (framework/cuda/attention.cu),
+  // in every regime.
   const double flops = 4 * batch * sh.s * sh.s * sh.hd;
-  return flops / (peak_flops(c.gpu, c.layout.regime()) * c.gpu.gemm_efficiency);
+  return flops / (c.gpu.attention_kernel_peak() * c.gpu.gemm_efficiency);
 }
 
 // Backward of the core: gradients of the probabilities, V, Q and K (four products), and in
@@ -184,7 +195,8 @@ double block_tp_backward(const Context& c) {
   const bool sp = c.layout.sequence_parallel;
   const double reduce = sp ? c.tp.reduce_scatter(bytes) : c.tp.all_reduce(bytes);
   const double gather_out = sp ? 2 * c.tp.all_gather(bytes) : 0;
-  if (!megatron(c.layout)) return gather_out + 2 * reduce;
+  if (!megatron(c.layout) || !c.layout.framework.tp_backward_overlapped)
+    return gather_out + 2 * reduce;
   const BlockLinears w = linears(c.sh);
   double exposed = gather_out;
   for (const std::vector<Linear>* parts : {&w.attention_in, &w.mlp_in}) {
@@ -264,6 +276,26 @@ void add(ChunkCosts& to, const ChunkCosts& from, double times = 1) {
     t->compute += times * f->compute;
     t->tp_exposed += times * f->tp_exposed;
   }
+}
+
+// Where the framework adds each microbatch's weight gradients to the accumulated ones in a
+// separate pass (FrameworkProfile::grad_accumulation_bytes), its share per microbatch: every
+// microbatch but the first moves those bytes for each weight of the chunk on this tp rank (the
+// block's products, the embedding's table and positions, the tied head's copy of the table on
+// the last stage; norms and biases are a rounding error at these sizes).
+double grad_accumulation_seconds(const Context& c, int64_t layers, int vs) {
+  const PlanLayout& l = c.layout;
+  if (!megatron(l) || l.framework.grad_accumulation_bytes <= 0 || l.microbatches <= 1) return 0;
+  double weights = 0;
+  const BlockLinears w = linears(c.sh);
+  for (const std::vector<Linear>* group : {&w.attention_in, &w.mlp_in, &w.out})
+    for (const Linear& lin : *group) weights += lin.out * lin.in;
+  weights *= static_cast<double>(layers);
+  const double table = c.sh.V_l * c.sh.C;
+  if (vs == 0) weights += table + c.sh.s * c.sh.C;
+  if (vs == l.pp * l.virtual_stages - 1 && vs != 0 && c.model.tied_head()) weights += table;
+  const double share = static_cast<double>(l.microbatches - 1) / l.microbatches;
+  return share * c.stream(weights * l.framework.grad_accumulation_bytes);
 }
 
 Context make_context(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster) {
@@ -347,7 +379,10 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   const int64_t recomputed = l.recomputed_layers(layers);
   ChunkCosts costs;
   add(costs, block.passes, static_cast<double>(layers));
-  if (l.recompute == Recompute::kSelective)
+  // Selective recomputation rebuilds the attention's probabilities where they are kept (the
+  // CPU backend, Megatron); this project's fused CUDA kernel keeps none, so it recomputes
+  // nothing there (attention_cache_is_quadratic, parallel/layer_sizes.h).
+  if (l.recompute == Recompute::kSelective && (megatron(l) || c.cpu))
     costs.backward_input.compute += static_cast<double>(layers) * block.selective_extra.compute;
   if (recomputed > 0) {
     costs.backward_input.compute += static_cast<double>(recomputed) * block.full_extra.compute;
@@ -356,6 +391,7 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   }
   if (vs == 0) add(costs, embedding_costs(c));
   if (vs == l.pp * l.virtual_stages - 1) add(costs, head_costs(c));
+  costs.backward_weight.compute += grad_accumulation_seconds(c, layers, vs);
   return c.tp.sharing.stretch_chunk(costs, c.tp.link);
 }
 
@@ -466,12 +502,30 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   for (const PassCosts& p : passes)
     shortest_pass = std::min({shortest_pass, p.forward, p.backward_input});
   const double comm = p2p_time(m, l, cluster, sharing, shortest_pass);
+  // DeepSpeed's engine runs its own lockstep schedule (lockstep_pipeline.h), not the replay.
+  const bool lockstep = megatron(l) && l.framework.lockstep_pipeline && l.pp > 1 &&
+                        l.virtual_stages == 1 && schedule.kind == ScheduleKind::k1f1b;
+  // Where a stage's exchanges block it, each pass that sends holds its stage for the transfer.
+  if (!lockstep && megatron(l) && l.framework.blocking_p2p) {
+    const size_t last_vs = passes.size() - 1;
+    for (size_t vs = 0; vs < passes.size(); ++vs) {
+      if (vs < last_vs) passes[vs].forward += comm;
+      if (vs > 0) passes[vs].backward_input += comm;
+    }
+  }
   // Messages above the link's eager limit are sent only once their receiver takes them.
   const bool rendezvous = p2p_bytes(m, l) > p2p_link(cluster, l).eager_bytes;
   const Timeline with_comm = simulate(schedule, ActionCosts{1, 1, 1, comm, rendezvous}, passes);
   const Timeline without = simulate(schedule, ActionCosts{1, 1, 1, 0, rendezvous}, passes);
   std::vector<double> end, last;
   stage_ends(with_comm, l.pp, end, last);
+  double pp_wait = std::max(0.0, with_comm.makespan - without.makespan);
+  if (lockstep) {
+    const double steps = lockstep_pipeline_seconds(passes, l.microbatches, comm);
+    end.assign(l.pp, steps);
+    last.assign(l.pp, 0.0);
+    pp_wait = steps - lockstep_pipeline_seconds(passes, l.microbatches, 0);
+  }
   const StageWork work = stage_work(l, per_vs);
   // The tied embedding's gradient, all-reduced between the first and last stage after the step.
   // Its two members are (pp - 1) tp dp ranks apart: one node's link when both are on it.
@@ -487,9 +541,9 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
   StepPrediction p;
   for (int stage = 0; stage < l.pp; ++stage) {
     const StageExtras x = stage_extras(m, l, cluster, sharing, stage);
-    // This project posts dp buckets (train's default size) during the last backward; Megatron's
-    // 2022 runs reduced after it.
-    const double window = megatron(l) ? 0 : last[stage];
+    // This project posts dp buckets (train's default size) during the last backward, as
+    // PyTorch's DDP did in Megatron's 2021 runs; its local DDP (2022) reduced after it.
+    const double window = megatron(l) && !l.framework.dp_overlapped ? 0 : last[stage];
     const double bucket =
         std::min(x.dp_total, x.dp_total * static_cast<double>(kDefaultBucketElements) /
                                  static_cast<double>(stage_parameters(m, l, stage)));
@@ -503,7 +557,6 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
     p.tp_comm_exposed_s = work.tp[stage] + reductions.tp;
     p.dp_comm_exposed_s = dp + reductions.dp;
     const double idle = std::max(0.0, end[stage] - work.compute[stage] - work.tp[stage]);
-    const double pp_wait = std::max(0.0, with_comm.makespan - without.makespan);
     p.bubble_s = std::max(0.0, idle - pp_wait);
     p.pp_comm_exposed_s = idle - p.bubble_s + tied + reductions.pp;
   }

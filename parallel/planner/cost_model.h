@@ -5,7 +5,8 @@
 // kernels (bytes over memory bandwidth), plus the tensor-parallel collectives the executor does
 // not overlap; then the real schedule (parallel/pipeline_schedule) is replayed with those costs
 // and point-to-point transfer times, and the data-parallel reduction, tied-embedding reduction
-// and optimizer step are added where the executor puts them.
+// and optimizer step are added where the executor puts them. In Megatron's regime the layout's
+// FrameworkProfile (framework_profile.h) says where that framework's version put them instead.
 // Every figure is the hardware's, one rank a device; on a calibrated CPU cluster the core-sharing
 // adapter (core_sharing.h) stretches them where ranks share a node's cores.
 #pragma once

@@ -2,6 +2,7 @@
 #include "parallel/planner/ranking.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -156,6 +157,13 @@ std::string why_best(const std::vector<PricedLayout>& ranked, const Cluster& clu
   if (!next.fits) {
     out << "why: the runner-up needs " << next.memory.total() / kGiB << " GiB, over the "
         << cluster.gpu.memory_bytes / kGiB << " GiB of a " << cluster.gpu.name;
+    return out.str();
+  }
+  // Layouts whose options change nothing priced here (selective recomputation on GPUs, where
+  // this project's attention keeps no probabilities) tie: say so rather than name a term.
+  if (std::abs(next.step.step_time_s - best.step.step_time_s) <= 1e-12 * best.step.step_time_s) {
+    out << "why: the same predicted step as the runner-up (" << best.step.step_time_s
+        << " s): what differs between them costs nothing here; the first enumerated is shown first";
     return out.str();
   }
   const Term* decisive = &kTerms[0];

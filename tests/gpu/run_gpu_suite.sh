@@ -5,7 +5,7 @@
 #
 # Keeps going after a failure so the table always comes last; exits 1 when anything failed.
 # REPORT_DIR receives configure.log, build.log, ctest.log, LastTest.log, bench_gpu.log,
-# bench_torch_gpu.log and summary.md (7 files). Environment:
+# planner_vs_bench.log, bench_torch_gpu.log and summary.md (8 files). Environment:
 #   GPT_GPU_SUITE_BUDGET  seconds for the whole script (default 470: under 8 minutes; steps are cut to fit)
 #   GPT_GPU_SETUP         a file sourced first (e.g. to put carried MPI/HDF5/oneDNN on the paths;
 #                         default tests/gpu/unpack_deps.sh when a carried .devdeps/ is there)
@@ -99,7 +99,7 @@ run_step configure 150 360 "$REPORT/configure.log" \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DGPT_GPU_TEST_PYTHON="$TEST_PYTHON" ${GPT_GPU_CMAKE_ARGS:-}
 if ((STEP_RC == 0)); then
   row configure passed "$STEP_SECONDS" ""
-  TARGETS=(train eval generate prepare-data test_cuda_kernels test_cuda_layers bench_gpu)
+  TARGETS=(train eval generate prepare-data plan test_cuda_kernels test_cuda_layers bench_gpu)
   run_step build 330 240 "$REPORT/build.log" make -C "$BUILD" -k -j16 "${TARGETS[@]}"
   if ((STEP_RC == 0)); then
     row build passed "$STEP_SECONDS" "${TARGETS[*]}"
@@ -177,6 +177,27 @@ if [[ -x $BENCH ]]; then
 else
   echo "not run: $BENCH was not built" >"$REPORT/bench_gpu.log"
   row bench_gpu "not run" 0 "not built"
+fi
+
+# The planner's prediction of bench_gpu's step (this project's kernels on the h200 preset, the
+# same model, micro-batch and precision), beside the step bench_gpu measured.
+PLAN=$BUILD/bin/plan
+if [[ -n $OURS_TPS && -x $PLAN ]]; then
+  run_step planner_vs_bench 30 60 "$REPORT/planner_vs_bench.log" "$PLAN" --cluster h200 \
+    --nodes 1 --ranks 1 --n-layer 12 --n-head 12 --d-model 768 --seq-len 1024 \
+    --vocab-size 50304 --global-batch-size 16 --micro-batch-size 16 --tp 1 --pp 1 \
+    --precision bf16 --recompute none --json
+  PREDICTED=$(json_field "$REPORT/planner_vs_bench.log" step_time_s)
+  if ((STEP_RC == 0)) && [[ -n $PREDICTED ]]; then
+    MEASURED=$(awk -v t="$OURS_TPS" 'BEGIN { printf "%.5f", 16 * 1024 / t }')
+    row planner_vs_bench passed "$STEP_SECONDS" "$(awk -v m="$MEASURED" -v p="$PREDICTED" \
+      'BEGIN { printf "step measured %.4f s, predicted %.4f s: measured / predicted %.3f", m, p, m / p }')"
+  else
+    row planner_vs_bench failed "$STEP_SECONDS" "exit $STEP_RC: $(first_error "$REPORT/planner_vs_bench.log")"
+  fi
+else
+  echo "not run: no bench_gpu figure or no plan binary" >"$REPORT/planner_vs_bench.log"
+  row planner_vs_bench "not run" 0 "needs bench_gpu's tokens/s and the plan binary"
 fi
 
 TORCH_PY=$(python_with torch python3)

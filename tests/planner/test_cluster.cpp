@@ -93,6 +93,9 @@ TEST(ClusterPresets, EveryPresetIsCompleteAndH200MatchesTheIssueFigures) {
     const Cluster c = cluster_preset(name);
     EXPECT_EQ(c.name, name);
     EXPECT_GT(c.gpu.peak_bf16, c.gpu.peak_fp32);
+    // The CUDA cores' fp32 (this project's attention) is given, below the TF32 tensor peak.
+    EXPECT_GT(c.gpu.peak_fp32_cuda_core, 0) << name;
+    EXPECT_LT(c.gpu.peak_fp32_cuda_core, c.gpu.peak_fp32) << name;
     EXPECT_GT(c.intra_node.bus_bandwidth(1e9), c.inter_node.bus_bandwidth(1e9)) << name;
   }
   const Cluster h200 = cluster_preset("h200");
@@ -345,6 +348,8 @@ TEST(ClusterFile, WrittenTextReadsBackTheSameCluster) {
   EXPECT_NEAR(back.gpu.gemm_efficiency_at(1e5), 0.25, 1e-9);
   EXPECT_NEAR(back.gpu.gemm_efficiency_at(1e8), 1.0, 1e-9);
   EXPECT_NEAR(back.gpu.peak_bf16, c.gpu.peak_bf16, c.gpu.peak_bf16 * 1e-5);
+  EXPECT_NEAR(back.gpu.attention_kernel_peak(), 67e12, 67e12 * 1e-5);
+  EXPECT_NEAR(back.gpu.gemm_efficiency, c.gpu.gemm_efficiency, 1e-5);
   EXPECT_NEAR(back.intra_node.bus_bandwidth(1e9), c.intra_node.bus_bandwidth(1e9),
               c.intra_node.bus_bandwidth(1e9) * 1e-5);
 }

@@ -45,6 +45,12 @@ class PlanOutputTest(unittest.TestCase):
                 self.assertIn(part, row["memory_bytes"])
             self.assertEqual(row["tp"], 4)
             self.assertEqual(row["tp"] * row["pp"] * row["dp"], 16)
+            # A GPU cluster's prediction carries the published-run check's error band.
+            band = row["step_time_validation"]
+            self.assertGreaterEqual(band["published_runs"], 20)
+            self.assertLessEqual(band["mean_abs_error"], 0.10)
+            self.assertLess(band["lowest_error"], 0)
+            self.assertGreater(band["highest_error"], 0)
         times = [r["step_time_s"] for r in rows if r["fits"]]
         self.assertEqual(times, sorted(times))
         # Left out, the schedule and recomputation were enumerated.
@@ -147,6 +153,15 @@ class PlanOutputTest(unittest.TestCase):
         self.assertRegex(out, r"why: .* decided by (compute|exposed tp communication|"
                               r"exposed pp communication|exposed dp communication|"
                               r"pipeline bubble)")
+        # On GPUs selective recomputation repeats nothing (the fused attention keeps no
+        # probabilities): it ties with none, and the reason line says so.
+        code, out, err = plan(*SMALL, "--nodes", "1", "--tp", "2", "--pp", "2",
+                              "--micro-batch-size", "4", "--sequence-parallel=false",
+                              "--distributed-optimizer=false", "--precision", "bf16",
+                              "--pipeline-layers", "even", "--schedule", "1f1b")
+        self.assertEqual(code, 0, err)
+        self.assertIn("recompute none bf16; runner-up: tp 2 pp 2 dp 2 1f1b mb 4 recompute "
+                      "selective bf16\nwhy: the same predicted step as the runner-up", out)
 
     def test_megatron_regime_is_named(self):
         code, out, err = plan(*SMALL, "--tp", "4", "--precision", "megatron-mixed")
