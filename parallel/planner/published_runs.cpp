@@ -123,9 +123,19 @@ std::vector<PublishedRun> mtnlg_system_performance() {
   return runs;
 }
 
+std::vector<PublishedRun> megatron_readme_gpt3() {
+  // examples/pretrain_gpt3_175B.sh of the same code (PyTorch container 20.12): tp 8, pp 16 on
+  // 1024 GPUs, micro-batch 1, global batch 1536, fp16, every block recomputed, local DDP.
+  return {{"Megatron-LM README 2021 (held out)", "175B GPT-3 example", gpt(96, 96, 12288),
+           megatron_layout(8, 16, 1, 8, 1, 1536, Recompute::kFull, false,
+                           FrameworkProfile::megatron_2021(false)),
+           32.0}};
+}
+
 std::vector<PublishedRun> published_runs() {
   std::vector<PublishedRun> all;
-  for (const auto& table : {korthikanti_table5, narayanan_table1, mtnlg_system_performance})
+  for (const auto& table :
+       {korthikanti_table5, narayanan_table1, mtnlg_system_performance, megatron_readme_gpt3})
     for (PublishedRun& run : table()) all.push_back(std::move(run));
   return all;
 }

@@ -16,6 +16,8 @@
 //    (arXiv:2201.11990), the system-performance table: iteration times of MT-NLG 530B on 280,
 //    350 and 420 DGX A100 nodes, tp 8 pp 35, global batch 1920, in DeepSpeed's pipeline engine.
 //    The micro-batch is not published: 1 is taken, as in Megatron's own 530B runs.
+//  - Megatron-LM's README (2021), "GPT-3 Example": 175B on 1024 A100s, "each iteration takes
+//    around 32 seconds". Kept out of the model's development: priced once, after the rest.
 #pragma once
 
 #include <string>
@@ -41,6 +43,7 @@ struct PublishedRun {
 std::vector<PublishedRun> korthikanti_table5();
 std::vector<PublishedRun> narayanan_table1();
 std::vector<PublishedRun> mtnlg_system_performance();
+std::vector<PublishedRun> megatron_readme_gpt3();
 std::vector<PublishedRun> published_runs();
 
 // One run priced on the dgx-a100 preset, and its error (predicted over published, less one).
