@@ -96,6 +96,9 @@ struct Context {
   Shapes sh;
   TpComm tp;
   bool cpu = false;  // the CPU backend: attention materialises its probabilities
+  // The attention core writes and keeps its (s x s) probabilities (Megatron's unfused core, the
+  // CPU backend); this project's fused CUDA kernel keeps none.
+  bool attention_keeps_probabilities() const { return cpu || megatron(layout); }
   double gemm(double m, double n, double k, double batch = 1) const {
     return gemm_seconds(gpu, layout.regime(), m, n, k, batch) + operand_conversion(m, n, k, batch);
   }
@@ -133,7 +136,7 @@ BlockLinears linears(const Shapes& sh) {
 double attention_core_forward(const Context& c) {
   const Shapes& sh = c.sh;
   const double batch = sh.b * sh.heads_l;
-  if (megatron(c.layout) || c.cpu) {
+  if (c.attention_keeps_probabilities()) {
     const double probs = batch * sh.s * sh.s;  // softmax in and out, dropout in, out and mask
     return c.gemm(sh.s, sh.s, sh.hd, batch) + c.gemm(sh.s, sh.hd, sh.s, batch) +
            c.stream(probs * sh.e * 4.5);
@@ -150,7 +153,7 @@ double attention_core_forward(const Context& c) {
 double attention_core_backward(const Context& c) {
   const Shapes& sh = c.sh;
   const double batch = sh.b * sh.heads_l;
-  if (megatron(c.layout) || c.cpu) {
+  if (c.attention_keeps_probabilities()) {
     const double probs = batch * sh.s * sh.s;
     return c.gemm(sh.s, sh.s, sh.hd, batch) + 3 * c.gemm(sh.s, sh.hd, sh.s, batch) +
            c.stream(probs * sh.e * 5.5);
@@ -382,7 +385,7 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   // Selective recomputation rebuilds the attention's probabilities where they are kept (the
   // CPU backend, Megatron); this project's fused CUDA kernel keeps none, so it recomputes
   // nothing there (attention_cache_is_quadratic, parallel/layer_sizes.h).
-  if (l.recompute == Recompute::kSelective && (megatron(l) || c.cpu))
+  if (l.recompute == Recompute::kSelective && c.attention_keeps_probabilities())
     costs.backward_input.compute += static_cast<double>(layers) * block.selective_extra.compute;
   if (recomputed > 0) {
     costs.backward_input.compute += static_cast<double>(recomputed) * block.full_extra.compute;
@@ -513,18 +516,21 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
       if (vs > 0) passes[vs].backward_input += comm;
     }
   }
-  // Messages above the link's eager limit are sent only once their receiver takes them.
-  const bool rendezvous = p2p_bytes(m, l) > p2p_link(cluster, l).eager_bytes;
-  const Timeline with_comm = simulate(schedule, ActionCosts{1, 1, 1, comm, rendezvous}, passes);
-  const Timeline without = simulate(schedule, ActionCosts{1, 1, 1, 0, rendezvous}, passes);
+  // Per stage, when its last action ends and how long that ran; and what the transfers add.
   std::vector<double> end, last;
-  stage_ends(with_comm, l.pp, end, last);
-  double pp_wait = std::max(0.0, with_comm.makespan - without.makespan);
+  double pp_wait = 0;
   if (lockstep) {
     const double steps = lockstep_pipeline_seconds(passes, l.microbatches, comm);
     end.assign(l.pp, steps);
     last.assign(l.pp, 0.0);
     pp_wait = steps - lockstep_pipeline_seconds(passes, l.microbatches, 0);
+  } else {
+    // Messages above the link's eager limit are sent only once their receiver takes them.
+    const bool rendezvous = p2p_bytes(m, l) > p2p_link(cluster, l).eager_bytes;
+    const Timeline with_comm = simulate(schedule, ActionCosts{1, 1, 1, comm, rendezvous}, passes);
+    const Timeline without = simulate(schedule, ActionCosts{1, 1, 1, 0, rendezvous}, passes);
+    stage_ends(with_comm, l.pp, end, last);
+    pp_wait = std::max(0.0, with_comm.makespan - without.makespan);
   }
   const StageWork work = stage_work(l, per_vs);
   // The tied embedding's gradient, all-reduced between the first and last stage after the step.
