@@ -148,33 +148,32 @@ class Backend {
                        att, fused_qkv_shape(B, T, NH, HS));
   }
 
-  // ---- attention over a key/value cache (generation: one new query row per sequence). The
-  // caches k_cache and v_cache (B,NKV,T_max,HS) hold the keys and values of positions
-  // 0..T_max-1 of each (sequence, kv head), head-major so each head's rows are contiguous; the
-  // shape's T is T_max.
-  // Positions [start, start + rows) of every (b, kv head) = k and v (B,rows,kv_stride).
-  virtual void attention_kv_store(float* k_cache, float* v_cache, const float* k, const float* v,
-                                  const AttentionShape& s, int64_t rows, int64_t start) = 0;
-  void attention_kv_store(float* k_cache, float* v_cache, const float* qkv, int64_t B, int64_t rows,
-                          int64_t NH, int64_t HS, int64_t T_max, int64_t start) {
-    const int64_t C = NH * HS;
-    attention_kv_store(k_cache, v_cache, qkv + C, qkv + 2 * C, fused_qkv_shape(B, T_max, NH, HS),
-                       rows, start);
+  // ---- generation and serving: token rows of any sequences at any positions, each computed
+  // alone, so that a row's result never depends on which other rows share the call (batch
+  // invariance: a request's tokens are the same however the server batches it).
+  // out (R,OC) = inp (R,IC) . weight^T (+ bias when not null), each output element summed in one
+  // fixed order whatever R is (matmul_forward's library products choose their blocking by shape).
+  virtual void matmul_forward_rows(float* out, const float* inp, const float* weight,
+                                   const float* bias, int64_t R, int64_t IC, int64_t OC) = 0;
+  // The paged key/value cache: pools k_pool and v_pool (num_blocks, NKV, block_tokens, HS), each
+  // block holding block_tokens positions of every kv head of this rank; a sequence's position p
+  // lives in block block_table[p / block_tokens] at offset p % block_tokens. The shape's B is the
+  // number of rows R, its T is block_tokens. slots, block_tables and lengths are in backend memory.
+  // Row r's key and value (k and v: R rows of kv_stride) go to pool position slots[r] (block *
+  // block_tokens + offset).
+  virtual void paged_kv_store(float* k_pool, float* v_pool, const float* k, const float* v,
+                              const AttentionShape& s, const int32_t* slots) = 0;
+  // out (R,NH*HS) = causal attention of row r's query (q: R rows of q_stride) over positions
+  // 0..lengths[r]-1 of its sequence (its own among them), whose blocks are block_tables[r *
+  // max_blocks ...], scaled by 1/sqrt(HS): what attention_forward gives for that row. scores is
+  // scratch of paged_attention_floats() floats.
+  int64_t paged_attention_floats(int64_t R, int64_t NH, int64_t max_positions) const {
+    return R * NH * max_positions;
   }
-  // out (B,NH*HS) = causal attention of the one query row per sequence in q (B,q_stride) over
-  // the cached positions 0..length-1 (the query's own among them), scaled by 1/sqrt(HS): what
-  // attention_forward gives for row length-1. scores is scratch of attention_decode_floats(): one
-  // row of scores per (sequence, query head) on either backend.
-  int64_t attention_decode_floats(int64_t B, int64_t NH, int64_t T_max) const {
-    return B * NH * T_max;
-  }
-  virtual void attention_decode(float* out, float* scores, const float* q, const float* k_cache,
-                                const float* v_cache, const AttentionShape& s, int64_t length) = 0;
-  void attention_decode(float* out, float* scores, const float* qkv, const float* k_cache,
-                        const float* v_cache, int64_t B, int64_t NH, int64_t HS, int64_t T_max,
-                        int64_t length) {
-    attention_decode(out, scores, qkv, k_cache, v_cache, fused_qkv_shape(B, T_max, NH, HS), length);
-  }
+  virtual void paged_attention_decode(float* out, float* scores, const float* q,
+                                      const float* k_pool, const float* v_pool,
+                                      const AttentionShape& s, const int32_t* block_tables,
+                                      int64_t max_blocks, const int32_t* lengths) = 0;
 
   // ---- the Llama family's elementwise layers (elementwise.h holds the per-element formulas)
   // RMSNorm over the last dimension C: out = inp * rstd * weight, rstd (N) = 1/sqrt(mean(inp^2)

@@ -2,8 +2,8 @@
 // backward products are dnnl_sgemm calls reading q, k and v in place inside qkv (leading dimension
 // 3*NH*HS). Rows are processed in blocks so that only the block lower triangle of each T x T
 // product is computed: causal masking then saves close to half the FLOPs at T = 256.
-// Generation's decode attends one query row per (batch, head) over a key/value cache with plain
-// vectorised loops: a 1 x length product is too small for sgemm's set-up to pay.
+// Generation's decode attends one query row per (row, head) over the paged key/value cache with
+// plain vectorised loops: a 1 x length product is too small for sgemm's set-up to pay.
 #include <omp.h>
 
 #include <algorithm>
@@ -123,10 +123,18 @@ void head_backward(float* dq_all, float* dk_all, float* dv_all, float* datt, con
 
 // One (batch, head) of the decode: scores (length) = scale * q . K^T, their causal softmax (the
 // query is the last position, so every cached key counts), out (HS) = p . V.
-void head_decode(float* out, float* scores, const float* q, const float* k, const float* v,
-                 int64_t HS, int64_t length, float scale) {
+// One (row, query head) over its sequence's cached positions 0..length-1, read block by block
+// through its block table: scores, their softmax, then the weighted sum of the values, each in
+// position order (so the row's result depends on nothing but its own inputs).
+void head_decode_paged(float* out, float* scores, const float* q, const float* k_pool,
+                       const float* v_pool, const int32_t* blocks, int64_t head_offset,
+                       int64_t block_floats, int64_t block_tokens, int64_t HS, int64_t length,
+                       float scale) {
+  auto position = [&](const float* pool, int64_t t) {
+    return pool + blocks[t / block_tokens] * block_floats + head_offset + (t % block_tokens) * HS;
+  };
   for (int64_t t = 0; t < length; t++) {
-    const float* key = k + t * HS;
+    const float* key = position(k_pool, t);
     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
     for (int64_t d = 0; d < HS; d++) dot += q[d] * key[d];
@@ -136,7 +144,7 @@ void head_decode(float* out, float* scores, const float* q, const float* k, cons
   for (int64_t d = 0; d < HS; d++) out[d] = 0.0f;
   for (int64_t t = 0; t < length; t++) {
     const float p = scores[t];
-    const float* value = v + t * HS;
+    const float* value = position(v_pool, t);
 #pragma omp simd
     for (int64_t d = 0; d < HS; d++) out[d] += p * value[d];
   }
@@ -170,36 +178,41 @@ void check_shape(const AttentionShape& s, const char* what) {
 
 }  // namespace
 
-void CpuBackend::attention_kv_store(float* k_cache, float* v_cache, const float* k, const float* v,
-                                    const AttentionShape& s, int64_t rows, int64_t start) {
-  check_shape(s, "attention_kv_store");
-  GPT_CHECK(start >= 0 && rows >= 0 && start + rows <= s.T, "attention_kv_store of positions ["
-                                                                << start << ", " << start + rows
-                                                                << ") into a cache of " << s.T);
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads_)
-  for (int64_t bg = 0; bg < s.B * s.NKV; bg++)
-    for (int64_t r = 0; r < rows; r++) {
-      const int64_t b = bg / s.NKV, g = bg % s.NKV;
-      const int64_t src = (b * rows + r) * s.kv_stride + g * s.HS;
-      const int64_t dst = (bg * s.T + start + r) * s.HS;
-      std::copy(k + src, k + src + s.HS, k_cache + dst);
-      std::copy(v + src, v + src + s.HS, v_cache + dst);
+void CpuBackend::paged_kv_store(float* k_pool, float* v_pool, const float* k, const float* v,
+                                const AttentionShape& s, const int32_t* slots) {
+  check_shape(s, "paged_kv_store");
+  const int64_t block_floats = s.NKV * s.T * s.HS;
+#pragma omp parallel for schedule(static) num_threads(threads_)
+  for (int64_t r = 0; r < s.B; r++) {
+    GPT_CHECK(slots[r] >= 0, "paged_kv_store into slot " << slots[r]);
+    const int64_t block = slots[r] / s.T, offset = slots[r] % s.T;
+    for (int64_t g = 0; g < s.NKV; g++) {
+      const int64_t src = r * s.kv_stride + g * s.HS;
+      const int64_t dst = block * block_floats + (g * s.T + offset) * s.HS;
+      std::copy(k + src, k + src + s.HS, k_pool + dst);
+      std::copy(v + src, v + src + s.HS, v_pool + dst);
     }
+  }
 }
 
-void CpuBackend::attention_decode(float* out, float* scores, const float* q, const float* k_cache,
-                                  const float* v_cache, const AttentionShape& s, int64_t length) {
-  check_shape(s, "attention_decode");
-  GPT_CHECK(length >= 1 && length <= s.T,
-            "attention_decode over " << length << " positions of a cache of " << s.T);
+void CpuBackend::paged_attention_decode(float* out, float* scores, const float* q,
+                                        const float* k_pool, const float* v_pool,
+                                        const AttentionShape& s, const int32_t* block_tables,
+                                        int64_t max_blocks, const int32_t* lengths) {
+  check_shape(s, "paged_attention_decode");
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.HS));
-  const int64_t C = s.NH * s.HS, group = s.NH / s.NKV;
+  const int64_t C = s.NH * s.HS, group = s.NH / s.NKV, max_positions = max_blocks * s.T;
+  const int64_t block_floats = s.NKV * s.T * s.HS;
+  for (int64_t r = 0; r < s.B; r++)
+    GPT_CHECK(lengths[r] >= 1 && lengths[r] <= max_positions,
+              "paged_attention_decode over " << lengths[r] << " positions of a table of "
+                                             << max_positions);
 #pragma omp parallel for schedule(static) num_threads(threads_)
-  for (int64_t bh = 0; bh < s.B * s.NH; bh++) {
-    const int64_t b = bh / s.NH, h = bh % s.NH;
-    const int64_t cached = (b * s.NKV + h / group) * s.T * s.HS;
-    head_decode(out + b * C + h * s.HS, scores + bh * s.T, q + b * s.q_stride + h * s.HS,
-                k_cache + cached, v_cache + cached, s.HS, length, scale);
+  for (int64_t rh = 0; rh < s.B * s.NH; rh++) {
+    const int64_t r = rh / s.NH, h = rh % s.NH;
+    head_decode_paged(out + r * C + h * s.HS, scores + rh * max_positions,
+                      q + r * s.q_stride + h * s.HS, k_pool, v_pool, block_tables + r * max_blocks,
+                      (h / group) * s.T * s.HS, block_floats, s.T, s.HS, lengths[r], scale);
   }
 }
 
