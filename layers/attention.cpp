@@ -98,29 +98,44 @@ AttentionGrads Attention::make_grads() const {
           .c_attn = c_attn_.make_grads()};
 }
 
-void Attention::prepare_qk(float* qkv, int64_t T, int64_t start, AttentionCache& c, bool decoding) {
+AttentionShape Attention::decode_shape(int64_t rows, int64_t block_tokens) const {
+  AttentionShape s = shape(block_tokens);
+  s.B = rows;
+  return s;
+}
+
+void Attention::prepare_qk(float* qkv, AttentionCache& c) {
   if (fused_) return;
-  const int64_t rows = mb_.B * T;
-  const auto x = split(qkv, rows);
+  const auto x = split(qkv, mb_.N);
   if (q_norm_) {  // the norms read their inputs from the cache, and write q and k back
-    const int64_t q = rows * local_heads_ * head_dim_;
     backend_.copy(c.qk_pre.data(), qkv, sizeof(float) * static_cast<size_t>(c.qk_pre.size()));
-    const float* k_pre = c.qk_pre.data() + q;
-    if (decoding) {
-      q_norm_->decode(x.q, c.qk_pre.data(), c.q_norm);
-      k_norm_->decode(x.k, k_pre, c.k_norm);
-    } else {
-      q_norm_->forward(x.q, c.qk_pre.data(), c.q_norm);
-      k_norm_->forward(x.k, k_pre, c.k_norm);
-    }
+    q_norm_->forward(x.q, c.qk_pre.data(), c.q_norm);
+    k_norm_->forward(x.k, c.qk_pre.data() + mb_.N * local_heads_ * head_dim_, c.k_norm);
   }
-  backend_.rotary_forward(x.q, rotary_, mb_.B, T, local_heads_, head_dim_, start);
-  backend_.rotary_forward(x.k, rotary_, mb_.B, T, local_kv_heads_, head_dim_, start);
+  backend_.rotary_forward(x.q, rotary_, mb_.B, mb_.T, local_heads_, head_dim_, 0);
+  backend_.rotary_forward(x.k, rotary_, mb_.B, mb_.T, local_kv_heads_, head_dim_, 0);
+}
+
+void Attention::prepare_decode_qk(float* qkv, AttentionCache& c, const DecodeRows& rows) {
+  if (fused_) return;
+  const int64_t R = rows.count, q = local_heads_ * head_dim_, kv = local_kv_heads_ * head_dim_;
+  const auto x = split(qkv, R);
+  if (q_norm_) {
+    backend_.copy(c.qk_pre.data(), qkv, sizeof(float) * static_cast<size_t>(R * (q + kv)));
+    q_norm_->decode(x.q, c.qk_pre.data(), c.q_norm, R);
+    k_norm_->decode(x.k, c.qk_pre.data() + R * q, c.k_norm, R);
+  }
+  // Each row turns by its own position's angles: one sequence of one token at a time.
+  for (int64_t r = 0; r < R; ++r) {
+    backend_.rotary_forward(x.q + r * q, rotary_, 1, 1, local_heads_, head_dim_, rows.positions[r]);
+    backend_.rotary_forward(x.k + r * kv, rotary_, 1, 1, local_kv_heads_, head_dim_,
+                            rows.positions[r]);
+  }
 }
 
 void Attention::forward(float* out, const float* inp, AttentionCache& c) {
   c_attn_.forward(c.qkv.data(), inp, c.c_attn);
-  prepare_qk(c.qkv.data(), mb_.T, 0, c, false);
+  prepare_qk(c.qkv.data(), c);
   // Selective recomputation keeps no attention cache: the forward's goes to scratch.
   float* att = mb_.drop_attention_cache ? scratch_.att_rebuilt.data() : c.att.data();
   const auto x = split(c.qkv.data(), mb_.N);
@@ -128,38 +143,36 @@ void Attention::forward(float* out, const float* inp, AttentionCache& c) {
   c_proj_.forward(out, c.atty.data(), c.c_proj);
 }
 
-AttentionCache Attention::make_decode_cache() const {
-  const int64_t B = mb_.B, q = local_heads_ * head_dim_, kv = local_kv_heads_ * head_dim_;
+AttentionCache Attention::make_decode_cache(int64_t rows, int64_t max_positions) const {
+  const int64_t q = local_heads_ * head_dim_, kv = local_kv_heads_ * head_dim_;
   return {.c_attn = {},
-          .qkv = {backend_, B * (q + 2 * kv), kDecodeStep},
-          .qk_pre = {backend_, q_norm_ ? B * (q + kv) : 0, kDecodeStep},
-          .q_norm = q_norm_ ? q_norm_->make_decode_cache() : LayerNormCache{},
-          .k_norm = k_norm_ ? k_norm_->make_decode_cache() : LayerNormCache{},
+          .qkv = {backend_, rows * (q + 2 * kv), kDecodeStep},
+          .qk_pre = {backend_, q_norm_ ? rows * (q + kv) : 0, kDecodeStep},
+          .q_norm = q_norm_ ? q_norm_->make_decode_cache(rows) : LayerNormCache{},
+          .k_norm = k_norm_ ? k_norm_->make_decode_cache(rows) : LayerNormCache{},
           // No backward reads it: decode's attention scores, written and read within the step.
-          .att = {backend_, backend_.attention_decode_floats(B, local_heads_, mb_.T), kDecodeStep},
-          .atty = {backend_, B * q, kDecodeStep},
+          .att = {backend_, backend_.paged_attention_floats(rows, local_heads_, max_positions),
+                  kDecodeStep},
+          .atty = {backend_, rows * q, kDecodeStep},
           .c_proj = {}};
 }
 
-KvCache Attention::make_kv_cache() const {
-  const int64_t n = mb_.B * local_kv_heads_ * mb_.T * head_dim_;
+KvCache Attention::make_kv_cache(int64_t blocks, int64_t block_tokens) const {
+  const int64_t n = blocks * local_kv_heads_ * block_tokens * head_dim_;
   return {.k = {backend_, n, kKvCache}, .v = {backend_, n, kKvCache}};
 }
 
-void Attention::store_keys_values(KvCache& kv, const AttentionCache& c) {
-  const auto x = split(c.qkv.data(), mb_.N);
-  backend_.attention_kv_store(kv.k.data(), kv.v.data(), x.k, x.v, shape(mb_.T), mb_.T, 0);
-}
-
-void Attention::decode(float* out, const float* inp, AttentionCache& c, KvCache& kv, int64_t pos) {
-  GPT_CHECK(pos >= 0 && pos < mb_.T, "decode at position " << pos << " of " << mb_.T);
-  c_attn_.decode(c.qkv.data(), inp);
-  prepare_qk(c.qkv.data(), 1, pos, c, true);
-  const auto x = split(c.qkv.data(), mb_.B);
-  backend_.attention_kv_store(kv.k.data(), kv.v.data(), x.k, x.v, shape(mb_.T), 1, pos);
-  backend_.attention_decode(c.atty.data(), c.att.data(), x.q, kv.k.data(), kv.v.data(),
-                            shape(mb_.T), pos + 1);
-  c_proj_.decode(out, c.atty.data());
+void Attention::decode(float* out, const float* inp, AttentionCache& c, KvCache& kv,
+                       const DecodeRows& rows) {
+  const int64_t R = rows.count;
+  c_attn_.decode(c.qkv.data(), inp, R);
+  prepare_decode_qk(c.qkv.data(), c, rows);
+  const auto x = split(c.qkv.data(), R);
+  const AttentionShape s = decode_shape(R, rows.block_tokens);
+  backend_.paged_kv_store(kv.k.data(), kv.v.data(), x.k, x.v, s, rows.slots);
+  backend_.paged_attention_decode(c.atty.data(), c.att.data(), x.q, kv.k.data(), kv.v.data(), s,
+                                  rows.block_tables, rows.max_blocks, rows.lengths);
+  c_proj_.decode(out, c.atty.data(), R);
 }
 
 void Attention::backward_input(float* dinp, const float* dout, const AttentionCache& c,

@@ -13,6 +13,7 @@
 
 #include "framework/config.h"
 #include "layers/column_parallel_linear.h"
+#include "layers/decode_rows.h"
 #include "layers/layernorm.h"
 #include "layers/row_parallel_linear.h"
 
@@ -30,6 +31,8 @@ struct AttentionCache {
 
 // Generation's keys and values of one block for this rank's kv heads, (B, NKV/tp, T, HS) each:
 // every position so far of every sequence (T = seq_len).
+// The paged key/value pool of one layer on this rank: (blocks, local kv heads, block_tokens,
+// head_dim) each (Backend::paged_kv_store).
 struct KvCache {
   DeviceArray<float> k;
   DeviceArray<float> v;
@@ -58,14 +61,14 @@ class Attention : Layer {
                       AttentionGrads& grads);
   void backward_weight(const AttentionCache& cache, const AttentionGrads& grads);
 
-  // Generation. A cache for decode (qkv and atty of B rows, att the step's scores), the key/value
-  // cache, and storing the keys and values of positions 0..T-1 that forward left in `cache`.
-  AttentionCache make_decode_cache() const;
-  KvCache make_kv_cache() const;
-  void store_keys_values(KvCache& kv, const AttentionCache& cache);
-  // out (B,C) for the new row inp (B,C) of each sequence at position pos (< T): its key and value
-  // join kv, its query attends over positions 0..pos.
-  void decode(float* out, const float* inp, AttentionCache& cache, KvCache& kv, int64_t pos);
+  // Generation (decode_rows.h). A cache for decode (qkv and atty of `rows` rows, att the step's
+  // scores over at most max_positions), and this rank's paged key/value pool.
+  AttentionCache make_decode_cache(int64_t rows, int64_t max_positions) const;
+  KvCache make_kv_cache(int64_t blocks, int64_t block_tokens) const;
+  // out (R,C) for R token rows inp (R,C): each row's key and value join the pool at its slot,
+  // then its query attends over its sequence's positions 0..its own.
+  void decode(float* out, const float* inp, AttentionCache& cache, KvCache& kv,
+              const DecodeRows& rows);
 
  private:
   // q, k and v in a qkv-shaped buffer of `rows` token rows: within each row (GPT-2's fused
@@ -83,9 +86,13 @@ class Attention : Layer {
     return {qkv, qkv + rows * q, qkv + rows * (q + kv)};
   }
   AttentionShape shape(int64_t T) const;  // of B sequences of T positions
-  // The Llama family's steps between the projection and the attention core, on `rows` rows of B
-  // sequences at positions start...: Qwen3's norms, then the rotation of q and k.
-  void prepare_qk(float* qkv, int64_t T, int64_t start, AttentionCache& cache, bool decoding);
+  // Of R token rows over the paged pool (B = R, T = block_tokens).
+  AttentionShape decode_shape(int64_t rows, int64_t block_tokens) const;
+  // The Llama family's steps between the projection and the attention core: Qwen3's norms, then
+  // the rotation of q and k; on the microbatch's B sequences of T positions, or on a decode
+  // step's rows, each at its own position.
+  void prepare_qk(float* qkv, AttentionCache& cache);
+  void prepare_decode_qk(float* qkv, AttentionCache& cache, const DecodeRows& rows);
 
   bool fused_;  // GPT-2's c_attn
   int64_t local_heads_, local_kv_heads_, head_dim_;

@@ -70,8 +70,10 @@ void ColumnParallelLinear::forward(float* out, const float* inp, ColumnParallelL
   run_forward(out, c.inp, mb_.N);
 }
 
-void ColumnParallelLinear::decode(float* out, const float* inp) {
-  run_forward(out, inp, mb_.B);
+void ColumnParallelLinear::decode(float* out, const float* inp, int64_t rows) {
+  for (const Part& p : parts_)
+    backend_.matmul_forward_rows(out + rows * p.offset, inp, p.params.weight->value,
+                                 p.params.bias_value(), rows, in_, p.local_out);
 }
 
 void ColumnParallelLinear::backward_input(float* dinp, const float* dout,

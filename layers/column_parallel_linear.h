@@ -39,7 +39,8 @@ class ColumnParallelLinear : Layer {
   // out (N,OC/tp) = inp . W^T + b for inp (Nl,IC) (part after part: OC_p/tp columns of N rows).
   void forward(float* out, const float* inp, ColumnParallelLinearCache& cache);
   // Generation, one new row per sequence: out (B,OC/tp) = inp (B,IC) . W^T + b (no communication).
-  void decode(float* out, const float* inp);
+  // Generation: out (R, out) for R token rows, by the row-wise product (decode_rows.h).
+  void decode(float* out, const float* inp, int64_t rows);
   // dinp (Nl,IC) = dout (N,OC/tp) . W, summed over tp (with sequence parallelism: this rank's
   // rows of the sum).
   void backward_input(float* dinp, const float* dout, const ColumnParallelLinearCache& cache,

@@ -79,12 +79,17 @@ void Embedding::forward(float* out, const int32_t* tokens, EmbeddingCache& cache
   tp_.reduce_scatter_rows(out, full, mb_.Nl, C_);
 }
 
-void Embedding::decode(float* out, const int32_t* tokens, int64_t pos) {
-  GPT_CHECK(pos >= 0 && pos < mb_.T, "decode at position " << pos << " of " << mb_.T);
-  backend_.embedding_forward(out, tokens, wte_.value, mb_.B, C_, shard_.start, shard_.count);
-  tp_.reduce_from_tp_region(out, mb_.B * C_);
-  // Row pos of wpe added to each sequence's row: a position embedding of B sequences of one token.
-  if (wpe_) backend_.position_embedding_forward(out, wpe_->value + pos * C_, mb_.B, 1, C_);
+void Embedding::decode(float* out, const int32_t* tokens, const int32_t* positions, int64_t rows) {
+  backend_.embedding_forward(out, tokens, wte_.value, rows, C_, shard_.start, shard_.count);
+  tp_.reduce_from_tp_region(out, rows * C_);
+  if (!wpe_) return;
+  // Each row gets the wpe row of its own position: a position embedding of one sequence of one
+  // token, row by row.
+  for (int64_t r = 0; r < rows; ++r) {
+    GPT_CHECK(positions[r] >= 0 && positions[r] < mb_.T,
+              "decode at position " << positions[r] << " of " << mb_.T);
+    backend_.position_embedding_forward(out + r * C_, wpe_->value + positions[r] * C_, 1, 1, C_);
+  }
 }
 
 void Embedding::backward_weight(const EmbeddingCache& cache, const EmbeddingGrads& grads) {

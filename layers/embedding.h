@@ -50,8 +50,9 @@ class Embedding : Layer {
   // out (Nl,C) = wte[tokens] + wpe[positions] for tokens (N): all rows, or this rank's rows of
   // the sum with sequence parallelism (reduce-scattered).
   void forward(float* out, const int32_t* tokens, EmbeddingCache& cache);
-  // Generation: out (B,C) = wte[tokens] + wpe[pos] for one new token (B) per sequence.
-  void decode(float* out, const int32_t* tokens, int64_t pos);
+  // Generation: out (R,C) = wte[tokens] + wpe[positions] for R token rows: tokens in backend
+  // memory, positions in host memory (decode_rows.h).
+  void decode(float* out, const int32_t* tokens, const int32_t* positions, int64_t rows);
   // dwte, dwpe += from grads.dout.
   void backward_weight(const EmbeddingCache& cache, const EmbeddingGrads& grads);
 

@@ -11,8 +11,8 @@
 // rebuilt cache: one shared by the chunk when B runs whole (the block's weight half then runs at
 // once, before the next block reuses it), one per block in each gradient set when the schedule
 // runs B-input and W apart (ZB-H1), kept until the W. Generation adds a decode state
-// (StageDecodeState): the keys and values of every block, and the buffers of one new token per
-// sequence run through the same layers.
+// (StageDecodeState): every block's paged key/value pool, and the buffers of a step's token rows
+// (decode_rows.h) run through the same layers, row by row.
 #pragma once
 
 #include <functional>
@@ -21,6 +21,7 @@
 
 #include "framework/config.h"
 #include "framework/device_array.h"
+#include "layers/decode_rows.h"
 #include "layers/embedding.h"
 #include "layers/lm_head.h"
 #include "layers/transformer_block.h"
@@ -28,16 +29,23 @@
 
 namespace gpt {
 
-// What generation keeps on a stage between tokens: per local block the key/value cache of this
-// rank's heads (the prompt's positions and every token's since), and the buffers of one decode
-// step (B rows: one new token per sequence). acts[l] is the input of local block l,
-// acts[n_layers] the stage's output; the last stage leaves the new rows' logits in head.logits.
+// What generation keeps on a stage: per local block the paged key/value pool of this rank's
+// heads (whose blocks the caller hands to sequences), and the buffers of one step of up to
+// capacity.rows token rows. acts[l] is the input of local block l, acts[n_layers] the stage's
+// output; the last stage copies the rows whose logits are wanted into head_input and leaves
+// their logits in head.logits.
 struct StageDecodeState {
-  std::vector<KvCache> kv;               // n_layers
-  std::vector<DeviceArray<float>> acts;  // n_layers + 1 of (B,C)
-  DeviceArray<int32_t> tokens;           // (B) first stage
-  std::vector<BlockCache> blocks;        // n_layers, of B rows
-  HeadCache head;                        // last stage: logits (B,Vp/tp)
+  DecodeCapacity capacity;
+  int64_t max_blocks = 0;                             // blocks of a sequence of seq_len positions
+  std::vector<KvCache> kv;                            // n_layers
+  std::vector<DeviceArray<float>> acts;               // n_layers + 1 of (rows,C)
+  DeviceArray<int32_t> tokens;                        // (rows) first stage
+  DeviceArray<int32_t> slots, block_tables, lengths;  // the step's DecodeRows, in backend memory
+  std::vector<int32_t> positions, host_lengths;       // (rows) host copies
+  std::vector<BlockCache> blocks;                     // n_layers, of `rows` rows
+  DeviceArray<float> head_input;                      // last stage: (rows,C)
+  HeadCache head;                                     // last stage: logits (rows,Vp/tp)
+  int64_t rows = 0, logit_rows = 0;                   // of the last step
 };
 
 // Several GptStages (the model chunks of interleaved schedules) can share one ParameterStore:
@@ -99,19 +107,16 @@ class GptStage {
   std::vector<float> gather_last_logits(int slot, int64_t row);
   VocabShard vocab() const { return vocab_; }
 
-  // ---- generation (needs tp without sequence parallelism). A window of T tokens per sequence
-  // goes through forward(slot, ...) as usual; store_keys_values then keeps the keys and values of
-  // its T positions (those past the prompt are overwritten as tokens follow). decode runs the new
-  // token of each sequence at position pos (< T) through the stage: tokens (B, host) on the first
-  // stage, else the input received into decode_input(state) first.
-  StageDecodeState make_decode_state() const;
-  void store_keys_values(int slot, StageDecodeState& state);
-  void decode(StageDecodeState& state, int64_t pos, const int32_t* tokens);
+  // ---- generation (needs tp without sequence parallelism; decode_rows.h). decode runs a step's
+  // token rows through the stage: their tokens on the first stage, else the input received into
+  // decode_input(state) first (batch.rows() rows of C floats); the output is decode_output.
+  StageDecodeState make_decode_state(const DecodeCapacity& capacity) const;
+  void decode(StageDecodeState& state, const DecodeBatch& batch);
   float* decode_input(StageDecodeState& state) { return state.acts.front().data(); }
   float* decode_output(StageDecodeState& state) { return state.acts.back().data(); }
-  // Last stage: the decoded logits of sequence b (V floats), gathered over tp as
-  // gather_last_logits.
-  std::vector<float> gather_decoded_logits(const StageDecodeState& state, int64_t b);
+  // Last stage, after decode: the logits of the step's logit_rows (each V floats, padding dropped,
+  // in logit_rows' order), gathered over tp in one exchange, on every tp rank.
+  std::vector<std::vector<float>> gather_decoded_logits(const StageDecodeState& state);
 
  private:
   struct Cache {

@@ -15,7 +15,7 @@ LayerNorm::LayerNorm(const LayerContext& ctx, const NormSpec& spec)
     : Layer(ctx),
       C_(spec.C),
       rows_(spec.heads > 0 ? mb_.N * spec.heads : mb_.Nl),
-      decode_rows_(mb_.B * (spec.heads > 0 ? spec.heads : 1)),
+      heads_per_row_(spec.heads > 0 ? spec.heads : 1),
       rms_(spec.rms),
       eps_(spec.eps) {
   const bool partial = spec.heads > 0 ? tp_.size() > 1 : tp_.sequence_parallel();
@@ -51,13 +51,13 @@ void LayerNorm::forward(float* out, const float* inp, LayerNormCache& c) {
   run_forward(out, inp, c, rows_);
 }
 
-LayerNormCache LayerNorm::make_decode_cache() const {
-  return {.mean = {backend_, rms_ ? 0 : decode_rows_, kDecodeStep},
-          .rstd = {backend_, decode_rows_, kDecodeStep}};
+LayerNormCache LayerNorm::make_decode_cache(int64_t rows) const {
+  const int64_t n = rows * heads_per_row_;
+  return {.mean = {backend_, rms_ ? 0 : n, kDecodeStep}, .rstd = {backend_, n, kDecodeStep}};
 }
 
-void LayerNorm::decode(float* out, const float* inp, LayerNormCache& c) {
-  run_forward(out, inp, c, decode_rows_);
+void LayerNorm::decode(float* out, const float* inp, LayerNormCache& c, int64_t rows) {
+  run_forward(out, inp, c, rows * heads_per_row_);
 }
 
 void LayerNorm::backward_input(float* dinp, const float* dout, const LayerNormCache& c,

@@ -45,8 +45,8 @@ class LayerNorm : Layer {
   // out (rows,C) = norm(inp (rows,C))
   void forward(float* out, const float* inp, LayerNormCache& cache);
   // Generation: the rows of one new token per sequence (B, or B * heads), into a cache of them.
-  LayerNormCache make_decode_cache() const;
-  void decode(float* out, const float* inp, LayerNormCache& cache);
+  LayerNormCache make_decode_cache(int64_t rows) const;
+  void decode(float* out, const float* inp, LayerNormCache& cache, int64_t rows);
   // dinp (rows,C) += the input gradient of dout (rows,C): norm inputs are residual streams.
   void backward_input(float* dinp, const float* dout, const LayerNormCache& cache,
                       LayerNormGrads& grads);
@@ -55,7 +55,7 @@ class LayerNorm : Layer {
  private:
   void run_forward(float* out, const float* inp, LayerNormCache& cache, int64_t rows);
 
-  int64_t C_, rows_, decode_rows_;
+  int64_t C_, rows_, heads_per_row_;
   bool rms_;
   float eps_;
   Parameter* weight_;

@@ -45,22 +45,22 @@ void LmHead::forward(const float* inp, const int32_t* targets, HeadCache& c) {
                      N);
 }
 
-HeadCache LmHead::make_decode_cache() const {
+HeadCache LmHead::make_decode_cache(int64_t rows) const {
   // No loss: the statistics of the cross-entropy stay empty.
-  return {.ln_f = ln_f_.make_decode_cache(),
-          .lnf_out = {backend_, mb_.B * C_, kDecodeStep},
+  return {.ln_f = ln_f_.make_decode_cache(rows),
+          .lnf_out = {backend_, rows * C_, kDecodeStep},
           .targets = nullptr,
-          .logits = {backend_, mb_.B * shard_.count, kDecodeStep},
+          .logits = {backend_, rows * shard_.count, kDecodeStep},
           .row_max = {},
           .row_sumexp = {},
           .target_logit = {},
           .losses = {}};
 }
 
-void LmHead::decode(const float* inp, HeadCache& c) {
-  ln_f_.decode(c.lnf_out.data(), inp, c.ln_f);
-  backend_.matmul_forward(c.logits.data(), c.lnf_out.data(), wte_.value, nullptr, mb_.B, C_,
-                          shard_.count);
+void LmHead::decode(const float* inp, HeadCache& c, int64_t rows) {
+  ln_f_.decode(c.lnf_out.data(), inp, c.ln_f, rows);
+  backend_.matmul_forward_rows(c.logits.data(), c.lnf_out.data(), wte_.value, nullptr, rows, C_,
+                               shard_.count);
 }
 
 void LmHead::backward_input(float* dinp, float loss_scale, HeadCache& c, HeadGrads& g) {

@@ -42,10 +42,10 @@ class LmHead : Layer {
   void backward_input(float* dinp, float loss_scale, HeadCache& cache, HeadGrads& grads);
   void backward_weight(const HeadCache& cache, const HeadGrads& grads);
 
-  // Generation: a cache of B rows with logits (no loss statistics), and decode: ln_f and this
-  // rank's logits (B,Vp/tp) into cache.logits for the new row inp (B,C) of each sequence.
-  HeadCache make_decode_cache() const;
-  void decode(const float* inp, HeadCache& cache);
+  // Generation: a cache of `rows` rows with logits (no loss statistics), and decode: ln_f and
+  // this rank's logits (R,Vp/tp) into cache.logits for R rows inp (R,C), by the row-wise product.
+  HeadCache make_decode_cache(int64_t rows) const;
+  void decode(const float* inp, HeadCache& cache, int64_t rows);
 
  private:
   int64_t C_;

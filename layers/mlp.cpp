@@ -58,18 +58,18 @@ void Mlp::forward(float* out, const float* inp, MlpCache& c) {
   c_proj_.forward(out, c.fc_act.data(), c.c_proj);
 }
 
-MlpCache Mlp::make_decode_cache() const {
-  const int64_t n = mb_.B * local_ffn_;
+MlpCache Mlp::make_decode_cache(int64_t rows) const {
+  const int64_t n = rows * local_ffn_;
   return {.c_fc = {},
-          .fc_pre = {backend_, c_fc_.local_out() * mb_.B, kDecodeStep},
+          .fc_pre = {backend_, c_fc_.local_out() * rows, kDecodeStep},
           .fc_act = {backend_, n, kDecodeStep},
           .c_proj = {}};
 }
 
-void Mlp::decode(float* out, const float* inp, MlpCache& c) {
-  c_fc_.decode(c.fc_pre.data(), inp);
-  activate(c.fc_act.data(), c.fc_pre.data(), mb_.B);
-  c_proj_.decode(out, c.fc_act.data());
+void Mlp::decode(float* out, const float* inp, MlpCache& c, int64_t rows) {
+  c_fc_.decode(c.fc_pre.data(), inp, rows);
+  activate(c.fc_act.data(), c.fc_pre.data(), rows);
+  c_proj_.decode(out, c.fc_act.data(), rows);
 }
 
 void Mlp::backward_input(float* dinp, const float* dout, const MlpCache& c, MlpGrads& g) {

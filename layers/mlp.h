@@ -34,8 +34,8 @@ class Mlp : Layer {
   // out (Nl,C) = c_proj(act(c_fc(inp (Nl,C)))), reduced over tp.
   void forward(float* out, const float* inp, MlpCache& cache);
   // Generation: the same for one new row per sequence, inp and out (B,C), into a cache of B rows.
-  MlpCache make_decode_cache() const;
-  void decode(float* out, const float* inp, MlpCache& cache);
+  MlpCache make_decode_cache(int64_t rows) const;
+  void decode(float* out, const float* inp, MlpCache& cache, int64_t rows);
   // dinp (Nl,C) = the input gradient of dout (Nl,C), reduced over tp.
   void backward_input(float* dinp, const float* dout, const MlpCache& cache, MlpGrads& grads);
   void backward_weight(const MlpCache& cache, const MlpGrads& grads);

@@ -38,10 +38,10 @@ void RowParallelLinear::forward(float* out, const float* inp, RowParallelLinearC
   if (params_.bias) backend_.add_bias(out, params_.bias->value, mb_.Nl, out_);
 }
 
-void RowParallelLinear::decode(float* out, const float* inp) {
-  backend_.matmul_forward(out, inp, params_.weight->value, nullptr, mb_.B, local_in_, out_);
-  tp_.reduce_from_tp_region(out, mb_.B * out_);
-  if (params_.bias) backend_.add_bias(out, params_.bias->value, mb_.B, out_);
+void RowParallelLinear::decode(float* out, const float* inp, int64_t rows) {
+  backend_.matmul_forward_rows(out, inp, params_.weight->value, nullptr, rows, local_in_, out_);
+  tp_.reduce_from_tp_region(out, rows * out_);
+  if (params_.bias) backend_.add_bias(out, params_.bias->value, rows, out_);
 }
 
 void RowParallelLinear::backward_input(float* dinp, const float* dout,

@@ -32,7 +32,8 @@ class RowParallelLinear : Layer {
   // out (Nl,OC) = inp (N,IC/tp) . W^T summed over tp, + b.
   void forward(float* out, const float* inp, RowParallelLinearCache& cache);
   // Generation, one new row per sequence: out (B,OC) = inp (B,IC/tp) . W^T summed over tp, + b.
-  void decode(float* out, const float* inp);
+  // Generation: out (R,C) for R token rows, by the row-wise product, reduced over tp.
+  void decode(float* out, const float* inp, int64_t rows);
   // dinp (N,IC/tp) = dout . W for dout (Nl,OC).
   void backward_input(float* dinp, const float* dout, const RowParallelLinearCache& cache,
                       RowParallelLinearGrads& grads);

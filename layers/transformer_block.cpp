@@ -60,26 +60,27 @@ void TransformerBlock::forward(float* out, const float* inp, BlockCache& c) {
   backend_.accumulate(out, c.res_mid.data(), mb_.Nl * C_);  // residual: x1 + mlp
 }
 
-BlockCache TransformerBlock::make_decode_cache() const {
+BlockCache TransformerBlock::make_decode_cache(int64_t rows, int64_t max_positions) const {
   Backend& be = backend_;
-  const int64_t rows = mb_.B * C_;
-  return {.ln_1 = ln_1_.make_decode_cache(),
-          .ln1_out = {be, rows, kDecodeStep},
-          .attn = attn_.make_decode_cache(),
-          .res_mid = {be, rows, kDecodeStep},
-          .ln_2 = ln_2_.make_decode_cache(),
-          .ln2_out = {be, rows, kDecodeStep},
-          .mlp = mlp_.make_decode_cache()};
+  const int64_t n = rows * C_;
+  return {.ln_1 = ln_1_.make_decode_cache(rows),
+          .ln1_out = {be, n, kDecodeStep},
+          .attn = attn_.make_decode_cache(rows, max_positions),
+          .res_mid = {be, n, kDecodeStep},
+          .ln_2 = ln_2_.make_decode_cache(rows),
+          .ln2_out = {be, n, kDecodeStep},
+          .mlp = mlp_.make_decode_cache(rows)};
 }
 
 void TransformerBlock::decode(float* out, const float* inp, BlockCache& c, KvCache& kv,
-                              int64_t pos) {
-  ln_1_.decode(c.ln1_out.data(), inp, c.ln_1);
-  attn_.decode(c.res_mid.data(), c.ln1_out.data(), c.attn, kv, pos);
-  backend_.accumulate(c.res_mid.data(), inp, mb_.B * C_);  // residual: x + attn
-  ln_2_.decode(c.ln2_out.data(), c.res_mid.data(), c.ln_2);
-  mlp_.decode(out, c.ln2_out.data(), c.mlp);
-  backend_.accumulate(out, c.res_mid.data(), mb_.B * C_);  // residual: x1 + mlp
+                              const DecodeRows& rows) {
+  const int64_t R = rows.count;
+  ln_1_.decode(c.ln1_out.data(), inp, c.ln_1, R);
+  attn_.decode(c.res_mid.data(), c.ln1_out.data(), c.attn, kv, rows);
+  backend_.accumulate(c.res_mid.data(), inp, R * C_);  // residual: x + attn
+  ln_2_.decode(c.ln2_out.data(), c.res_mid.data(), c.ln_2, R);
+  mlp_.decode(out, c.ln2_out.data(), c.mlp, R);
+  backend_.accumulate(out, c.res_mid.data(), R * C_);  // residual: x1 + mlp
 }
 
 void TransformerBlock::backward_input(float* dinp, const float* dout, const BlockCache& c,

@@ -29,9 +29,10 @@ namespace gpt {
 //   gradients, recorded by backward_input, so a zero-bubble schedule can run the halves apart.
 // - Scratch that no call outlives is shared by every layer of a stage (LayerScratch) and handed
 //   over at construction; caches and grads never point into it.
-// - Generation: decode(out, inp, cache, ...) is forward for one new row per sequence (B rows,
-//   no sequence parallelism), into a cache of that size from make_decode_cache(); what must
-//   outlive the call (the attention's keys and values of earlier positions) is in a KvCache.
+// - Generation: decode(out, inp, cache, ..., rows) is forward for a step's token rows (any
+//   sequences at any positions, no sequence parallelism; decode_rows.h), into a cache of at
+//   least that many rows from make_decode_cache(); what must outlive the call (the attention's
+//   keys and values of earlier positions) is in the paged pool, a KvCache.
 
 struct BlockCache {
   LayerNormCache ln_1;         // its input is the block's
@@ -67,16 +68,15 @@ class TransformerBlock : Layer {
   // Parameter gradients += from cache and grads (filled by backward_input of the same microbatch).
   void backward_weight(const BlockCache& cache, const BlockGrads& grads);
 
-  // Generation (without sequence parallelism): a cache of B rows for decode, the block's
-  // key/value cache, and the keys and values a forward left in `cache` stored into it.
-  BlockCache make_decode_cache() const;
-  KvCache make_kv_cache() const { return attn_.make_kv_cache(); }
-  void store_keys_values(KvCache& kv, const BlockCache& cache) {
-    attn_.store_keys_values(kv, cache.attn);
+  // Generation (without sequence parallelism; decode_rows.h): a cache of `rows` rows for decode,
+  // and the block's paged key/value pool.
+  BlockCache make_decode_cache(int64_t rows, int64_t max_positions) const;
+  KvCache make_kv_cache(int64_t blocks, int64_t block_tokens) const {
+    return attn_.make_kv_cache(blocks, block_tokens);
   }
-  // out (B,C) = block(inp (B,C)) for the new row of each sequence at position pos, attending over
-  // the keys and values in kv (which gains this row's).
-  void decode(float* out, const float* inp, BlockCache& cache, KvCache& kv, int64_t pos);
+  // out (R,C) = block(inp (R,C)) for R token rows, attending over the keys and values in kv
+  // (which gains the rows').
+  void decode(float* out, const float* inp, BlockCache& cache, KvCache& kv, const DecodeRows& rows);
 
  private:
   bool sp_;

@@ -35,41 +35,52 @@ std::vector<float> WindowForward::next(const std::vector<int32_t>& sequence) {
   return rt_.stage().gather_last_logits(0, used - 1);
 }
 
-KvCacheDecoder::KvCacheDecoder(Runtime& rt)
-    : rt_(rt), window_(rt), state_(rt.stage().make_decode_state()) {
-  GPT_CHECK(rt.stage().micro_batch() == 1, "the decoder runs one sequence");
+namespace {
+
+DecodeCapacity generate_capacity(const ModelConfig& model) {
+  DecodeCapacity c;
+  c.rows = std::min(model.seq_len, KvCacheDecoder::kPrefillRows);
+  c.block_tokens = KvCacheDecoder::kBlockTokens;
+  c.kv_blocks = (model.seq_len + c.block_tokens - 1) / c.block_tokens;  // one whole window
+  return c;
 }
+
+}  // namespace
+
+KvCacheDecoder::KvCacheDecoder(Runtime& rt)
+    : rt_(rt),
+      engine_(rt, generate_capacity(rt.model())),
+      pool_(engine_.capacity().kv_blocks, engine_.capacity().block_tokens) {}
 
 std::vector<float> KvCacheDecoder::next(const std::vector<int32_t>& sequence) {
-  const size_t n = sequence.size();
-  const bool extends = n == cached_.size() + 1 && !cached_.empty() &&
+  const int64_t n = static_cast<int64_t>(sequence.size()), T = rt_.model().seq_len;
+  GPT_CHECK(n >= 1, "the next token of an empty sequence");
+  const bool extends = n == static_cast<int64_t>(cached_.size()) + 1 && n <= T &&
                        std::equal(cached_.begin(), cached_.end(), sequence.begin());
-  if (!extends || static_cast<int64_t>(n) > rt_.model().seq_len) return prefill(sequence);
-  cached_.push_back(sequence.back());
-  return decode(sequence.back(), static_cast<int64_t>(n) - 1);
-}
-
-std::vector<float> KvCacheDecoder::prefill(const std::vector<int32_t>& sequence) {
-  std::vector<float> logits = window_.next(sequence);
-  rt_.stage().store_keys_values(0, state_);
-  // Past seq_len the cache holds a window that the next token cannot extend.
-  cached_.clear();
-  if (static_cast<int64_t>(sequence.size()) <= rt_.model().seq_len) cached_ = sequence;
-  return logits;
-}
-
-std::vector<float> KvCacheDecoder::decode(int32_t token, int64_t pos) {
-  ProcessGrid& grid = rt_.grid();
-  GptStage& stage = rt_.stage();
-  const int64_t row = stage.micro_batch() * rt_.model().d_model;
-  if (!grid.is_first_stage())
-    grid.pp().recv(stage.decode_input(state_), row, grid.stage() - 1, kDecodeTag);
-  stage.decode(state_, pos, &token);
-  if (!grid.is_last_stage()) {
-    grid.pp().send(stage.decode_output(state_), row, grid.stage() + 1, kDecodeTag);
-    return {};
+  int64_t first = static_cast<int64_t>(cached_.size());  // the first row to run
+  const int32_t* window = sequence.data();
+  if (!extends) {  // prefill the window of the last min(n, T) tokens from position 0
+    pool_.release(table_);
+    cached_.clear();
+    first = 0;
+    window = sequence.data() + (n - std::min(n, T));
   }
-  return stage.gather_decoded_logits(state_, 0);
+  const int64_t end = std::min(n, T);
+  GPT_CHECK(pool_.reserve(table_, end), "the key/value pool holds a whole window");
+  std::vector<float> logits;
+  for (int64_t start = first; start < end; start += engine_.capacity().rows) {
+    const int64_t count = std::min(engine_.capacity().rows, end - start);
+    DecodeBatch batch;
+    append_sequence_rows(batch, engine_, table_, window + start, count, start,
+                         start + count == end);
+    std::vector<std::vector<float>> rows = engine_.run(batch, kDecodeTag);
+    if (!rows.empty()) logits = std::move(rows.back());
+  }
+  engine_.finish_sends();
+  cached_.assign(window, window + end);
+  // Past seq_len the cache holds a window that the next token cannot extend.
+  if (n > T) cached_.clear();
+  return logits;
 }
 
 }  // namespace gpt
