@@ -164,15 +164,24 @@ void CudaBackend::attention_backward(float* dq, float* dk, float* dv, float* dat
                            options_.precision == Precision::kBf16);
 }
 
-// ---- generation: the key/value cache and the one-row attention over it (always float32)
-void CudaBackend::attention_kv_store(float* k_cache, float* v_cache, const float* k, const float* v,
-                                     const AttentionShape& s, int64_t rows, int64_t start) {
-  cuda::attention_kv_store(stream_, k_cache, v_cache, k, v, s, rows, start);
+// ---- generation and serving: rows each computed alone (always float32). The product is the
+// fixed-order kernel of matmul_rows.cu rather than cuBLASLt, whose order depends on the shape.
+void CudaBackend::matmul_forward_rows(float* out, const float* inp, const float* weight,
+                                      const float* bias, int64_t R, int64_t IC, int64_t OC) {
+  cuda::matmul_forward_rows(stream_, out, inp, weight, bias, R, IC, OC);
 }
 
-void CudaBackend::attention_decode(float* out, float* scores, const float* q, const float* k_cache,
-                                   const float* v_cache, const AttentionShape& s, int64_t length) {
-  cuda::attention_decode(stream_, out, scores, q, k_cache, v_cache, s, length);
+void CudaBackend::paged_kv_store(float* k_pool, float* v_pool, const float* k, const float* v,
+                                 const AttentionShape& s, const int32_t* slots) {
+  cuda::paged_kv_store(stream_, k_pool, v_pool, k, v, s, slots);
+}
+
+void CudaBackend::paged_attention_decode(float* out, float* scores, const float* q,
+                                         const float* k_pool, const float* v_pool,
+                                         const AttentionShape& s, const int32_t* block_tables,
+                                         int64_t max_blocks, const int32_t* lengths) {
+  cuda::paged_attention_decode(stream_, out, scores, q, k_pool, v_pool, s, block_tables, max_blocks,
+                               lengths);
 }
 
 // ---- the Llama family's RMSNorm, rotary positions and SwiGLU

@@ -64,6 +64,8 @@ class CudaBackend final : public Backend {
                              int64_t IC, int64_t OC, bool accumulate) override;
   void matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp,
                               int64_t N, int64_t IC, int64_t OC) override;
+  void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias,
+                           int64_t R, int64_t IC, int64_t OC) override;
 
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                          const float* weight, const float* bias, int64_t N, int64_t C) override;
@@ -78,18 +80,18 @@ class CudaBackend final : public Backend {
   void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) override;
 
   using Backend::attention_backward;  // the fused-qkv forms
-  using Backend::attention_decode;
   using Backend::attention_forward;
-  using Backend::attention_kv_store;
   void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
                          const AttentionShape& s) override;
   void attention_backward(float* dq, float* dk, float* dv, float* datt, const float* dout,
                           const float* out, const float* q, const float* k, const float* v,
                           const float* att, const AttentionShape& s) override;
-  void attention_kv_store(float* k_cache, float* v_cache, const float* k, const float* v,
-                          const AttentionShape& s, int64_t rows, int64_t start) override;
-  void attention_decode(float* out, float* scores, const float* q, const float* k_cache,
-                        const float* v_cache, const AttentionShape& s, int64_t length) override;
+  void paged_kv_store(float* k_pool, float* v_pool, const float* k, const float* v,
+                      const AttentionShape& s, const int32_t* slots) override;
+  void paged_attention_decode(float* out, float* scores, const float* q, const float* k_pool,
+                              const float* v_pool, const AttentionShape& s,
+                              const int32_t* block_tables, int64_t max_blocks,
+                              const int32_t* lengths) override;
 
   void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
                        int64_t C, float eps) override;

@@ -138,14 +138,22 @@ void attention_backward(cudaStream_t stream, float* dq, float* dk, float* dv, fl
                         const float* v, const float* lse, const AttentionShape& shape,
                         bool bf16_operands);
 
-// ---- generation's attention over a key/value cache (attention_decode.cu): float32 whatever the
-// precision (a decode step reads each cached value once; it is bound by memory). Semantics of
-// Backend::attention_kv_store and attention_decode (the shape's T is T_max); scores holds
-// B*NH*T_max floats.
-void attention_kv_store(cudaStream_t stream, float* k_cache, float* v_cache, const float* k,
-                        const float* v, const AttentionShape& shape, int64_t rows, int64_t start);
-void attention_decode(cudaStream_t stream, float* out, float* scores, const float* q,
-                      const float* k_cache, const float* v_cache, const AttentionShape& shape,
-                      int64_t length);
+// ---- generation and serving: rows computed each alone, so that a row's result never depends on
+// the other rows of the call (batch invariance); float32 whatever the precision.
+// The product out (R,OC) = inp (R,IC) . weight^T (+ bias) of Backend::matmul_forward_rows
+// (matmul_rows.cu): every element one warp's dot product in a fixed order, whatever R.
+void matmul_forward_rows(cudaStream_t stream, float* out, const float* inp, const float* weight,
+                         const float* bias, int64_t R, int64_t IC, int64_t OC);
+// The paged key/value cache (paged_attention.cu): semantics of Backend::paged_kv_store and
+// paged_attention_decode (the shape's B is the rows R, its T block_tokens; slots, block_tables and
+// lengths in device memory); scores holds R*NH*max_blocks*block_tokens floats. What the CPU
+// backend rejects in those device arrays is not seen by the host here: a negative slot stores
+// nothing, and a length outside [1, max_blocks * block_tokens] gives its row NaN.
+void paged_kv_store(cudaStream_t stream, float* k_pool, float* v_pool, const float* k,
+                    const float* v, const AttentionShape& shape, const int32_t* slots);
+void paged_attention_decode(cudaStream_t stream, float* out, float* scores, const float* q,
+                            const float* k_pool, const float* v_pool, const AttentionShape& shape,
+                            const int32_t* block_tables, int64_t max_blocks,
+                            const int32_t* lengths);
 
 }  // namespace gpt::cuda

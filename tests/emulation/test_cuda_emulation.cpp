@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iomanip>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <span>
@@ -920,43 +921,228 @@ TEST_F(CudaEmulation, AttentionGroupedQuery) {
       << "NKV must divide NH";
 }
 
-// Generation: a row's keys and values stored at position length-1 of caches (B,NKV,T_max,HS)
-// whose later positions are NaN (a read past `length` shows), then the row's queries over the
-// cache. NKV = NH from GPT-2's fused row; NKV < NH from separate strided q, k and v rows.
-TEST_F(CudaEmulation, AttentionDecode) {
-  struct Shape {
-    int64_t B, NH, NKV, HS, T_max, length;
-  };
-  const Shape shapes[] = {{1, 1, 1, 1, 1, 1},      {2, 3, 3, 4, 9, 5},     {1, 2, 2, 64, 300, 300},
-                          {2, 1, 1, 17, 200, 129}, {1, 2, 2, 256, 40, 33}, {3, 2, 2, 8, 128, 128},
-                          {2, 4, 2, 8, 9, 5},      {1, 4, 1, 32, 70, 66},  {2, 6, 3, 5, 12, 12}};
-  for (const Shape& s : shapes) {
-    const AttentionLayout l(s.B, s.T_max, s.NH, s.NKV, s.HS, s.NKV == s.NH, s.NKV == s.NH ? 0 : 3);
-    SCOPED_TRACE(l.tag() + shape({{"length", s.length}}));
-    const int64_t cache = s.B * s.NKV * s.T_max * s.HS;
-    // One row per sequence: the layout's buffers of T = 1.
-    AttentionLayout row_layout = l;
-    row_layout.s.T = 1;
-    const Qkv row = attention_inputs(row_layout, 1.0f);
-    Vec k0 = normal(cache, 1.0f), v0 = normal(cache, 1.0f);
-    for (int64_t i = 0; i < cache; i++)
-      if (i / s.HS % s.T_max >= s.length) k0[i] = v0[i] = kNaN;
-    Vec k = k0, v = v0, out(static_cast<size_t>(s.B * s.NH * s.HS)),
-        scores(static_cast<size_t>(cpu.attention_decode_floats(s.B, s.NH, s.T_max)));
-    const auto x = qkv_pointers<const float>(l, row.q.data(), row.k.data(), row.v.data());
-    cpu.attention_kv_store(k.data(), v.data(), x[1], x[2], l.s, 1, s.length - 1);
-    cpu.attention_decode(out.data(), scores.data(), x[0], k.data(), v.data(), l.s, s.length);
-    Floats d_q(row.q), d_k(row.k), d_v(row.v), k_cache(k0), v_cache(v0),
-        d_out(Vec(out.size(), kNaN)), d_scores(Vec(scores.size(), kNaN));
-    const auto dx = qkv_pointers<const float>(l, d_q.get(), d_k.get(), d_v.get());
-    gc::attention_kv_store(nullptr, k_cache.get(), v_cache.get(), dx[1], dx[2], l.s, 1,
-                           s.length - 1);
-    EXPECT_TRUE(Same(k_cache.read(), k)) << "attention_kv_store keys";
-    EXPECT_TRUE(Same(v_cache.read(), v)) << "attention_kv_store values";
-    gc::attention_decode(nullptr, d_out.get(), d_scores.get(), dx[0], k_cache.get(), v_cache.get(),
-                         l.s, s.length);
-    EXPECT_TRUE(Close(d_out.read(), out, 1e-5)) << "attention_decode";
+// ---------------------------------------------------------------------------- generation, serving
+
+// A paged key/value cache: sequences of the given lengths, their blocks scattered over the pool
+// in a random order (never contiguous and ascending by construction, with two blocks no sequence
+// owns), and rows (sequence, position), each storing its key and value at the position and
+// attending over positions 0..position of its sequence. Table entries past a sequence's blocks
+// name the block one past the pool, where the pools' buffers end at an inaccessible page.
+struct PagedCache {
+  int64_t block_tokens = 0, num_blocks = 0, max_blocks = 0;
+  std::vector<std::vector<int32_t>> sequence_blocks;
+  std::vector<int32_t> tables, slots, lengths;  // per row
+};
+
+PagedCache paged_cache(const std::vector<int64_t>& sequence_lengths,
+                       const std::vector<std::pair<int, int64_t>>& rows, int64_t block_tokens) {
+  PagedCache c;
+  c.block_tokens = block_tokens;
+  for (int64_t length : sequence_lengths) {
+    const int64_t blocks = (length + block_tokens - 1) / block_tokens;
+    c.num_blocks += blocks;
+    c.max_blocks = std::max(c.max_blocks, blocks + 1);
   }
+  c.num_blocks += 2;
+  std::vector<int32_t> order(static_cast<size_t>(c.num_blocks));
+  for (size_t i = 0; i < order.size(); i++) order[i] = static_cast<int32_t>(i);
+  std::shuffle(order.begin(), order.end(), rng);
+  size_t next = 0;
+  for (int64_t length : sequence_lengths) {
+    std::vector<int32_t> blocks;
+    for (int64_t p = 0; p < length; p += block_tokens) blocks.push_back(order[next++]);
+    c.sequence_blocks.push_back(blocks);
+  }
+  for (const auto& [sequence, position] : rows) {
+    std::vector<int32_t> table = c.sequence_blocks[static_cast<size_t>(sequence)];
+    table.resize(static_cast<size_t>(c.max_blocks), static_cast<int32_t>(c.num_blocks));
+    c.tables.insert(c.tables.end(), table.begin(), table.end());
+    c.slots.push_back(
+        static_cast<int32_t>(table[static_cast<size_t>(position / block_tokens)] * block_tokens +
+                             position % block_tokens));
+    c.lengths.push_back(static_cast<int32_t>(position + 1));
+  }
+  return c;
+}
+
+// Pools (num_blocks, NKV, block_tokens, HS): random at the sequences' positions, NaN everywhere
+// else and at the rows' own slots (which the store must write).
+std::pair<Vec, Vec> paged_pools(const PagedCache& c, const gpt::AttentionShape& s,
+                                const std::vector<int64_t>& sequence_lengths) {
+  const int64_t n = c.num_blocks * s.NKV * c.block_tokens * s.HS;
+  Vec k(static_cast<size_t>(n), kNaN), v = k;
+  const Vec rk = normal(n, 1.0f), rv = normal(n, 1.0f);
+  for (size_t seq = 0; seq < sequence_lengths.size(); seq++)
+    for (int64_t p = 0; p < sequence_lengths[seq]; p++)
+      for (int64_t g = 0; g < s.NKV; g++) {
+        const int64_t block = c.sequence_blocks[seq][static_cast<size_t>(p / c.block_tokens)];
+        const int64_t at = ((block * s.NKV + g) * c.block_tokens + p % c.block_tokens) * s.HS;
+        std::copy_n(rk.begin() + at, s.HS, k.begin() + at);
+        std::copy_n(rv.begin() + at, s.HS, v.begin() + at);
+      }
+  for (int32_t slot : c.slots)
+    for (int64_t g = 0; g < s.NKV; g++) {
+      const int64_t at =
+          ((slot / c.block_tokens * s.NKV + g) * c.block_tokens + slot % c.block_tokens) * s.HS;
+      std::fill_n(k.begin() + at, s.HS, kNaN);
+      std::fill_n(v.begin() + at, s.HS, kNaN);
+    }
+  return {k, v};
+}
+
+// Rows of different sequences at different positions (two rows of one sequence in some cases),
+// blocks scattered: the store bit for bit, the attention within 1e-5 of the CPU backend's, and
+// each row decoded alone with the same bits as among the others. NKV = NH from GPT-2's fused row;
+// NKV < NH (grouped and multi-query) from separate strided q, k and v rows or a padded packed row.
+TEST_F(CudaEmulation, PagedAttention) {
+  struct Case {
+    int64_t NH, NKV, HS, block_tokens;
+    bool packed;
+    int64_t pad;
+    std::vector<int64_t> sequences;
+    std::vector<std::pair<int, int64_t>> rows;
+  };
+  const Case cases[] = {{1, 1, 1, 2, true, 0, {1}, {{0, 0}}},
+                        {3, 3, 4, 4, true, 0, {5, 9, 1}, {{0, 4}, {1, 8}, {2, 0}}},
+                        {2, 2, 64, 16, true, 0, {300, 17}, {{0, 299}, {1, 16}, {0, 150}}},
+                        {4, 2, 8, 3, false, 3, {7, 12, 2}, {{0, 6}, {1, 11}, {2, 1}, {1, 3}}},
+                        {4, 1, 32, 8, false, 0, {70, 66}, {{1, 65}, {0, 69}}},
+                        {6, 3, 5, 1, false, 1, {12, 4}, {{0, 11}, {1, 3}}},
+                        {2, 2, 256, 32, true, 0, {40}, {{0, 32}}},
+                        {1, 1, 17, 5, true, 0, {200, 3}, {{0, 128}, {1, 2}, {0, 199}}},
+                        {4, 2, 16, 16, true, 5, {33, 16}, {{0, 32}, {1, 15}}}};
+  for (const Case& k : cases) {
+    const int64_t R = static_cast<int64_t>(k.rows.size());
+    // The rows' q, k and v: the layout's buffers of B = R, T = 1; the call's T is block_tokens.
+    const AttentionLayout rows_layout(R, 1, k.NH, k.NKV, k.HS, k.packed, k.pad);
+    AttentionLayout l = rows_layout;
+    l.s.T = k.block_tokens;
+    SCOPED_TRACE(l.tag());
+    const PagedCache c = paged_cache(k.sequences, k.rows, k.block_tokens);
+    const auto [k0, v0] = paged_pools(c, l.s, k.sequences);
+    const Qkv in = attention_inputs(rows_layout, 1.0f);
+    const int64_t positions = c.max_blocks * c.block_tokens;
+    Vec kp = k0, vp = v0, out(static_cast<size_t>(R * k.NH * k.HS), kNaN),
+        scores(static_cast<size_t>(cpu.paged_attention_floats(R, k.NH, positions)), kNaN);
+    const auto x = qkv_pointers<const float>(l, in.q.data(), in.k.data(), in.v.data());
+    cpu.paged_kv_store(kp.data(), vp.data(), x[1], x[2], l.s, c.slots.data());
+    cpu.paged_attention_decode(out.data(), scores.data(), x[0], kp.data(), vp.data(), l.s,
+                               c.tables.data(), c.max_blocks, c.lengths.data());
+
+    Floats d_q(in.q), d_k(in.k), d_v(in.v), k_pool(k0), v_pool(v0), d_out(Vec(out.size(), kNaN)),
+        d_scores(Vec(scores.size(), kNaN));
+    DeviceBuffer<int32_t> d_slots(c.slots), d_tables(c.tables), d_lengths(c.lengths);
+    const auto dx = qkv_pointers<const float>(l, d_q.get(), d_k.get(), d_v.get());
+    gc::paged_kv_store(nullptr, k_pool.get(), v_pool.get(), dx[1], dx[2], l.s, d_slots.get());
+    EXPECT_TRUE(Same(k_pool.read(), kp)) << "paged_kv_store keys";
+    EXPECT_TRUE(Same(v_pool.read(), vp)) << "paged_kv_store values";
+    {
+      // One block whose grid-stride loop covers every row.
+      GridCap cap(1);
+      Floats k_once(k0), v_once(v0);
+      gc::paged_kv_store(nullptr, k_once.get(), v_once.get(), dx[1], dx[2], l.s, d_slots.get());
+      EXPECT_TRUE(Same(k_once.read(), kp)) << "paged_kv_store keys, one block";
+      EXPECT_TRUE(Same(v_once.read(), vp)) << "paged_kv_store values, one block";
+    }
+    gc::paged_attention_decode(nullptr, d_out.get(), d_scores.get(), dx[0], k_pool.get(),
+                               v_pool.get(), l.s, d_tables.get(), c.max_blocks, d_lengths.get());
+    const Vec got = d_out.read();
+    EXPECT_TRUE(Close(got, out, 1e-5)) << "paged_attention_decode";
+
+    // Each row alone (R = 1, its q, table and length), in a scratch of one row's size.
+    const int64_t C = k.NH * k.HS;
+    for (int64_t r = 0; r < R; r++) {
+      gpt::AttentionShape one = l.s;
+      one.B = 1;
+      Floats row_out(Vec(static_cast<size_t>(C), kNaN)),
+          row_scores(Vec(static_cast<size_t>(k.NH * positions), kNaN));
+      gc::paged_attention_decode(nullptr, row_out.get(), row_scores.get(), dx[0] + r * l.s.q_stride,
+                                 k_pool.get(), v_pool.get(), one, d_tables.get() + r * c.max_blocks,
+                                 c.max_blocks, d_lengths.get() + r);
+      EXPECT_TRUE(Same(row_out.read(), Vec(got.begin() + r * C, got.begin() + (r + 1) * C)))
+          << "row " << r << " decoded alone";
+    }
+  }
+}
+
+// What the CPU backend rejects in the device arrays the host cannot read: a negative slot stores
+// nothing, a length of 0 or past the table gives its row NaN, and the other rows are unaffected.
+TEST_F(CudaEmulation, PagedAttentionBadDeviceEntries) {
+  AttentionLayout l(3, 1, 2, 2, 8, false, 0);  // the rows' q, k and v (T = 1)
+  const Qkv in = attention_inputs(l, 1.0f);
+  l.s.T = 4;  // block_tokens
+  const PagedCache c = paged_cache({6, 3, 2}, {{0, 5}, {1, 2}, {2, 1}}, 4);
+  const auto [k0, v0] = paged_pools(c, l.s, {6, 3, 2});
+  std::vector<int32_t> slots = c.slots, lengths = c.lengths;
+  slots[0] = -1;
+  lengths[0] = 0;
+  lengths[2] = static_cast<int32_t>(c.max_blocks * 4 + 1);
+  const int64_t positions = c.max_blocks * 4;
+  Floats d_q(in.q), d_k(in.k), d_v(in.v), k_pool(k0), v_pool(v0), out(Vec(3 * 16, 1.0f)),
+      scores(Vec(static_cast<size_t>(cpu.paged_attention_floats(3, 2, positions)), kNaN));
+  DeviceBuffer<int32_t> d_slots(slots), d_tables(c.tables), d_lengths(lengths);
+  gc::paged_kv_store(nullptr, k_pool.get(), v_pool.get(), d_k.get(), d_v.get(), l.s, d_slots.get());
+  // The CPU stores rows 1 and 2 only.
+  Vec want_k = k0, want_v = v0;
+  gpt::AttentionShape two = l.s;
+  two.B = 2;
+  cpu.paged_kv_store(want_k.data(), want_v.data(), in.k.data() + l.s.kv_stride,
+                     in.v.data() + l.s.kv_stride, two, c.slots.data() + 1);
+  EXPECT_TRUE(Same(k_pool.read(), want_k)) << "keys after a negative slot";
+  EXPECT_TRUE(Same(v_pool.read(), want_v)) << "values after a negative slot";
+  gc::paged_attention_decode(nullptr, out.get(), scores.get(), d_q.get(), k_pool.get(),
+                             v_pool.get(), l.s, d_tables.get(), c.max_blocks, d_lengths.get());
+  const Vec got = out.read();
+  for (int i = 0; i < 16; i++) {
+    EXPECT_TRUE(std::isnan(got[i])) << "length 0, [" << i << "]";
+    EXPECT_TRUE(std::isfinite(got[16 + i]) && got[16 + i] != 1.0f) << "a valid row, [" << i << "]";
+    EXPECT_TRUE(std::isnan(got[32 + i])) << "length past the table, [" << i << "]";
+  }
+}
+
+// The rows' product against the CPU backend's (another fixed order: within 1e-5), with and without
+// bias, R across the warps' passes of 4 rows and the 64-row chunks of the grid's y, a grid shrunk
+// to one block; and each row's bits the same computed alone (R = 1, from a misaligned buffer) as
+// among the others: the kernel's own batch invariance.
+TEST_F(CudaEmulation, MatmulForwardRows) {
+  struct Shape {
+    int64_t R, IC, OC;
+  };
+  const Shape shapes[] = {{1, 1, 1},  {1, 7, 5},     {3, 17, 9},  {5, 131, 33},  {5, 320, 8},
+                          {7, 33, 3}, {64, 100, 13}, {70, 64, 9}, {2, 1000, 17}, {130, 5, 2}};
+  for (const Shape& s : shapes)
+    for (bool with_bias : {true, false})
+      for (bool one_block : {false, true}) {
+        SCOPED_TRACE(shape({{"R", s.R},
+                            {"IC", s.IC},
+                            {"OC", s.OC},
+                            {"bias", with_bias},
+                            {"one_block", one_block}}));
+        const Vec inp = uniform(s.R * s.IC, -1.0f, 1.0f), w = uniform(s.OC * s.IC, -1.0f, 1.0f),
+                  bias = uniform(s.OC, -1.0f, 1.0f);
+        Vec want(static_cast<size_t>(s.R * s.OC));
+        cpu.matmul_forward_rows(want.data(), inp.data(), w.data(),
+                                with_bias ? bias.data() : nullptr, s.R, s.IC, s.OC);
+        std::optional<GridCap> cap;
+        if (one_block) cap.emplace(1);
+        Floats d_inp(inp), d_w(w), d_bias(bias), d_out(Vec(want.size(), kNaN));
+        const float* b = with_bias ? d_bias.get() : nullptr;
+        gc::matmul_forward_rows(nullptr, d_out.get(), d_inp.get(), d_w.get(), b, s.R, s.IC, s.OC);
+        const Vec got = d_out.read();
+        EXPECT_TRUE(Close(got, want, 1e-5)) << "matmul_forward_rows";
+        for (int64_t r : {int64_t{0}, s.R / 2, s.R - 1}) {
+          Floats row(Vec(inp.begin() + r * s.IC, inp.begin() + (r + 1) * s.IC), true),
+              row_out(Vec(static_cast<size_t>(s.OC), kNaN));
+          gc::matmul_forward_rows(nullptr, row_out.get(), row.get(), d_w.get(), b, 1, s.IC, s.OC);
+          EXPECT_TRUE(
+              Same(row_out.read(), Vec(got.begin() + r * s.OC, got.begin() + (r + 1) * s.OC)))
+              << "row " << r << " alone";
+        }
+      }
+  // No rows: no launch, no access.
+  emu::clear_launches();
+  gc::matmul_forward_rows(nullptr, nullptr, nullptr, nullptr, nullptr, 0, 5, 3);
+  EXPECT_TRUE(emu::launches().empty());
 }
 
 // ------------------------------------------------------------------------- thread orders, limits
@@ -972,6 +1158,13 @@ TEST_F(CudaEmulation, ResultsIndependentOfThreadOrder) {
   const Vec dout = normal(layout.out_floats(), 1.0f);
   std::vector<int32_t> tokens(300);
   for (size_t i = 0; i < tokens.size(); i++) tokens[i] = static_cast<int32_t>(i * 7 % 13);
+  // Serving's kernels: the rows' product, and paged attention with 3 query heads per kv head.
+  const Vec rows_in = uniform(6 * 70, -1.0f, 1.0f), rows_w = uniform(37 * 70, -1.0f, 1.0f);
+  AttentionLayout paged(3, 1, 6, 2, 16, false, 0);
+  const Qkv paged_rows = attention_inputs(paged, 1.0f);
+  paged.s.T = 8;
+  const PagedCache cache = paged_cache({150, 9, 40}, {{0, 149}, {1, 8}, {2, 20}}, 8);
+  const auto [paged_k, paged_v] = paged_pools(cache, paged.s, {150, 9, 40});
   auto run = [&] {
     std::vector<Vec> r;
     Floats ln(Vec(x.size(), kNaN)), mean(Vec(9, kNaN)), rstd(Vec(9, kNaN)), dx(x), dw(w);
@@ -991,9 +1184,21 @@ TEST_F(CudaEmulation, ResultsIndependentOfThreadOrder) {
                            sort_work.get());
     const auto attention = emulated_attention(layout, qkv, dout, false);
     const auto total_bits = static_cast<float>(total.read()[0]);
-    r = {ln.read(),     mean.read(),      rstd.read(),      rmax.read(),
-         rsum.read(),   {total_bits},     dwte.read(),      attention.out,
-         attention.lse, attention.grad.q, attention.grad.k, attention.grad.v};
+    Floats d_rows(rows_in), d_rows_w(rows_w), rows_out(Vec(6 * 37, kNaN));
+    gc::matmul_forward_rows(nullptr, rows_out.get(), d_rows.get(), d_rows_w.get(), nullptr, 6, 70,
+                            37);
+    Floats pq(paged_rows.q), pk(paged_rows.k), pv(paged_rows.v), k_pool(paged_k), v_pool(paged_v),
+        paged_out(Vec(3 * 6 * 16, kNaN)),
+        paged_scores(Vec(static_cast<size_t>(3 * 6 * cache.max_blocks * 8), kNaN));
+    DeviceBuffer<int32_t> slots(cache.slots), tables(cache.tables), lengths(cache.lengths);
+    gc::paged_kv_store(nullptr, k_pool.get(), v_pool.get(), pk.get(), pv.get(), paged.s,
+                       slots.get());
+    gc::paged_attention_decode(nullptr, paged_out.get(), paged_scores.get(), pq.get(), k_pool.get(),
+                               v_pool.get(), paged.s, tables.get(), cache.max_blocks,
+                               lengths.get());
+    r = {ln.read(),        mean.read(),      rstd.read(),     rmax.read(),      rsum.read(),
+         {total_bits},     dwte.read(),      attention.out,   attention.lse,    attention.grad.q,
+         attention.grad.k, attention.grad.v, rows_out.read(), paged_out.read(), k_pool.read()};
     return r;
   };
   const auto forward = run();

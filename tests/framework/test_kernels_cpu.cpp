@@ -14,6 +14,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/cpu/cpu_backend.h"
@@ -408,6 +409,64 @@ TEST(CpuMatmul, GradientMatchesFiniteDifferences) {
                       "matmul dbias");
 }
 
+// The rows' product of generation and serving: close to matmul_forward (and the double
+// reference), and batch invariant: 64 distinct rows give each row's outputs the same bits
+// computed alone (from a buffer one float off the others' alignment), among all 64, and among 7
+// of them in a shuffled order where the row sits at another index, at 1 and 2 threads. IC off the
+// 16 lanes and long enough that a different summation order would show in the last bit.
+TEST(CpuMatmulRows, MatchesMatmulForwardAndIsBatchInvariant) {
+  std::mt19937 rng(5);
+  const MatShape shapes[] = {{64, 1, 1},     {64, 7, 5},    {64, 17, 9},
+                             {64, 100, 130}, {64, 768, 96}, {64, 1001, 33}};
+  for (const auto& s : shapes)
+    for (bool with_bias : {true, false}) {
+      const std::string tag = " IC=" + std::to_string(s.IC) + " OC=" + std::to_string(s.OC) +
+                              (with_bias ? " bias" : "");
+      const int64_t N = s.N, IC = s.IC, OC = s.OC;
+      const Vec inp = randn(N * IC, rng), w = randn(OC * IC, rng), bias_v = randn(OC, rng);
+      const float* bias = with_bias ? bias_v.data() : nullptr;
+      Vec library(N * OC);
+      CpuBackend(2).matmul_forward(library.data(), inp.data(), w.data(), bias, N, IC, OC);
+      DVec db = to_double(bias_v);
+      const DVec ref =
+          ref_matmul(to_double(inp), to_double(w), with_bias ? &db : nullptr, N, IC, OC);
+      // Seven of the rows, shuffled, so each sits at another index than among the 64.
+      std::vector<int64_t> picked(N);
+      for (int64_t i = 0; i < N; i++) picked[i] = i;
+      std::shuffle(picked.begin(), picked.end(), rng);
+      picked.resize(7);
+      Vec seven(7 * IC);
+      for (int64_t i = 0; i < 7; i++) std::copy_n(&inp[picked[i] * IC], IC, &seven[i * IC]);
+
+      Vec first_all;
+      for (int threads : {1, 2}) {
+        CpuBackend be(threads);
+        const std::string where = tag + " threads=" + std::to_string(threads);
+        Vec all(N * OC, std::numeric_limits<float>::quiet_NaN());
+        be.matmul_forward_rows(all.data(), inp.data(), w.data(), bias, N, IC, OC);
+        expect_close(all, to_double(library), 1e-5, 1e-6, "rows against matmul_forward" + where);
+        expect_close(all, ref, 1e-5, 1e-6, "rows against the reference" + where);
+        if (threads == 1) first_all = all;
+        expect_bits_equal(all, first_all, "64 rows at 1 and 2 threads" + where);
+
+        Vec out7(7 * OC, std::numeric_limits<float>::quiet_NaN());
+        be.matmul_forward_rows(out7.data(), seven.data(), w.data(), bias, 7, IC, OC);
+        for (int64_t i = 0; i < 7; i++)
+          expect_bits_equal(Vec(&out7[i * OC], &out7[(i + 1) * OC]),
+                            Vec(&all[picked[i] * OC], &all[(picked[i] + 1) * OC]),
+                            "row " + std::to_string(picked[i]) + " at index " + std::to_string(i) +
+                                " of 7 and among 64" + where);
+        for (int64_t r = 0; r < N; r += 9) {
+          Vec alone(IC + 1), one(OC, std::numeric_limits<float>::quiet_NaN());
+          std::copy_n(&inp[r * IC], IC, alone.begin() + 1);
+          be.matmul_forward_rows(one.data(), alone.data() + 1, w.data(), bias, 1, IC, OC);
+          expect_bits_equal(one, Vec(&all[r * OC], &all[(r + 1) * OC]),
+                            "row " + std::to_string(r) + " alone and among 64" + where);
+        }
+      }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // LayerNorm
 
@@ -604,40 +663,105 @@ TEST(CpuAttention, BackwardMatchesReferenceAndFiniteDifferences) {
   }
 }
 
-// Generation: rows appended to the key/value cache one position at a time (and a whole window
-// at once), each decoded row against the full forward's row on the same data. The cache starts
-// as NaN past what was stored (and T_max exceeds T), so a read of an unstored position shows.
-TEST(CpuAttention, DecodeOverCacheMatchesForward) {
+// Serving: the B sequences of a forward, every position stored into a paged cache whose blocks are
+// scattered over the pool in random order (rows of all sequences interleaved in one store), then
+// decoded as rows of different sequences at different positions in shuffled order, each row
+// against the full forward's row. Pools start as NaN, and table entries past a sequence's blocks
+// name a spare block never stored, so a read of anything not stored shows. Fused GPT-2 rows
+// (NKV = NH) and grouped-query rows in separate strided buffers, blocks of 1, 4 and 16 positions.
+struct PagedShape {
+  int64_t B, T, NH, NKV, HS, pad;  // pad: NKV < NH rows are pad floats longer than their heads
+};
+
+void check_paged_decode(CpuBackend& be, const PagedShape& p, int64_t block_tokens,
+                        std::mt19937& rng) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const bool fused = p.NKV == p.NH;
+  const gpt::AttentionShape s =
+      fused ? gpt::fused_qkv_shape(p.B, p.T, p.NH, p.HS)
+            : gpt::AttentionShape{
+                  p.B, p.T, p.NH, p.NKV, p.HS, p.NH * p.HS + p.pad, p.NKV * p.HS + p.pad};
+  const std::string tag = att_tag({p.B, p.T, p.NH, p.HS}) + " NKV=" + std::to_string(p.NKV) +
+                          " block_tokens=" + std::to_string(block_tokens);
+  const int64_t N = p.B * p.T, C = p.NH * p.HS;
+  const Vec q_all = randn(N * s.q_stride, rng);
+  const Vec k_sep = fused ? Vec() : randn(N * s.kv_stride, rng);
+  const Vec v_sep = fused ? Vec() : randn(N * s.kv_stride, rng);
+  const float* q = q_all.data();
+  const float* k = fused ? q + C : k_sep.data();
+  const float* v = fused ? q + 2 * C : v_sep.data();
+  Vec out(N * C), att(be.attention_cache_floats(p.B, p.NH, p.T));
+  be.attention_forward(out.data(), att.data(), q, k, v, s);
+
+  // Each sequence's blocks, from a shuffled pool with one spare block at the end of the order.
+  const int64_t blocks_per_sequence = (p.T + block_tokens - 1) / block_tokens;
+  const int64_t num_blocks = p.B * blocks_per_sequence + 1, max_blocks = blocks_per_sequence + 2;
+  std::vector<int32_t> order(num_blocks);
+  for (int64_t i = 0; i < num_blocks; i++) order[i] = static_cast<int32_t>(i);
+  std::shuffle(order.begin(), order.end(), rng);
+  const int32_t spare = order.back();
+  auto block_of = [&](int64_t b, int64_t t) {
+    return order[b * blocks_per_sequence + t / block_tokens];
+  };
+  auto slot_of = [&](int64_t b, int64_t t) {
+    return static_cast<int32_t>(block_of(b, t) * block_tokens + t % block_tokens);
+  };
+
+  // Every (sequence, position) in a shuffled order: the rows of both the store and the decode.
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  for (int64_t b = 0; b < p.B; b++)
+    for (int64_t t = 0; t < p.T; t++) rows.emplace_back(b, t);
+  std::shuffle(rows.begin(), rows.end(), rng);
+  const int64_t R = N;
+  gpt::AttentionShape paged = s;
+  paged.B = R;
+  paged.T = block_tokens;
+  Vec row_q(R * s.q_stride, nan), row_k(R * s.kv_stride, nan), row_v(R * s.kv_stride, nan);
+  std::vector<int32_t> slots(R), tables(R * max_blocks, spare), lengths(R);
+  for (int64_t r = 0; r < R; r++) {
+    const auto [b, t] = rows[r];
+    const int64_t n = b * p.T + t;
+    std::copy_n(q + n * s.q_stride, C, &row_q[r * s.q_stride]);
+    std::copy_n(k + n * s.kv_stride, p.NKV * p.HS, &row_k[r * s.kv_stride]);
+    std::copy_n(v + n * s.kv_stride, p.NKV * p.HS, &row_v[r * s.kv_stride]);
+    slots[r] = slot_of(b, t);
+    for (int64_t i = 0; i < blocks_per_sequence; i++)
+      tables[r * max_blocks + i] = order[b * blocks_per_sequence + i];
+    lengths[r] = static_cast<int32_t>(t + 1);
+  }
+  const int64_t pool = num_blocks * p.NKV * block_tokens * p.HS;
+  Vec k_pool(pool, nan), v_pool(pool, nan);
+  be.paged_kv_store(k_pool.data(), v_pool.data(), row_k.data(), row_v.data(), paged, slots.data());
+  // Every key and value where its block and offset say, bit for bit.
+  for (int64_t b = 0; b < p.B; b++)
+    for (int64_t t = 0; t < p.T; t++)
+      for (int64_t g = 0; g < p.NKV; g++) {
+        const int64_t at = ((block_of(b, t) * p.NKV + g) * block_tokens + t % block_tokens) * p.HS;
+        const int64_t from = (b * p.T + t) * s.kv_stride + g * p.HS;
+        ASSERT_EQ(0, std::memcmp(&k_pool[at], k + from, p.HS * sizeof(float))) << "key" << tag;
+        ASSERT_EQ(0, std::memcmp(&v_pool[at], v + from, p.HS * sizeof(float))) << "value" << tag;
+      }
+
+  Vec got(R * C, nan), scores(be.paged_attention_floats(R, p.NH, max_blocks * block_tokens), nan);
+  be.paged_attention_decode(got.data(), scores.data(), row_q.data(), k_pool.data(), v_pool.data(),
+                            paged, tables.data(), max_blocks, lengths.data());
+  Vec want(R * C);
+  for (int64_t r = 0; r < R; r++)
+    std::copy_n(&out[(rows[r].first * p.T + rows[r].second) * C], C, &want[r * C]);
+  expect_close(got, to_double(want), 1e-5, 1e-6, "paged decode" + tag);
+}
+
+TEST(CpuAttention, PagedDecodeMatchesForward) {
+  std::vector<PagedShape> shapes;
+  for (const auto& a : kAttShapes) shapes.push_back({a.B, a.T, a.NH, a.NH, a.HS, 0});
+  shapes.push_back({2, 37, 4, 2, 8, 3});
+  shapes.push_back({3, 20, 3, 1, 5, 1});
+  shapes.push_back({1, 70, 6, 3, 16, 0});
   for (int threads : {1, 2}) {
     CpuBackend be(threads);
     std::mt19937 rng(12);
-    for (const auto& s : kAttShapes) {
-      const int64_t C = s.NH * s.HS, T_max = s.T + 3;
-      const float nan = std::numeric_limits<float>::quiet_NaN();
-      Vec qkv = randn(s.B * s.T * 3 * C, rng);
-      Vec out(s.B * s.T * C), att(be.attention_cache_floats(s.B, s.NH, s.T));
-      be.attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.NH, s.HS);
-      Vec k(s.B * s.NH * T_max * s.HS, nan), v = k, window_k = k, window_v = k;
-      Vec scores(be.attention_decode_floats(s.B, s.NH, T_max), nan);
-      be.attention_kv_store(window_k.data(), window_v.data(), qkv.data(), s.B, s.T, s.NH, s.HS,
-                            T_max, 0);
-      for (int64_t t = 0; t < s.T; t++) {
-        Vec row(s.B * 3 * C), got(s.B * C, nan), want(s.B * C);
-        for (int64_t b = 0; b < s.B; b++) {
-          std::copy_n(&qkv[(b * s.T + t) * 3 * C], 3 * C, &row[b * 3 * C]);
-          std::copy_n(&out[(b * s.T + t) * C], C, &want[b * C]);
-        }
-        be.attention_kv_store(k.data(), v.data(), row.data(), s.B, 1, s.NH, s.HS, T_max, t);
-        be.attention_decode(got.data(), scores.data(), row.data(), k.data(), v.data(), s.B, s.NH,
-                            s.HS, T_max, t + 1);
-        expect_close(got, to_double(want), 1e-5, 1e-6,
-                     "decode at " + std::to_string(t) + att_tag(s));
-        if (t == s.T - 1) {  // the window stored at once holds the same keys and values
-          ASSERT_EQ(0, std::memcmp(k.data(), window_k.data(), k.size() * sizeof(float)));
-          ASSERT_EQ(0, std::memcmp(v.data(), window_v.data(), v.size() * sizeof(float)));
-        }
-      }
-    }
+    for (const auto& p : shapes)
+      for (int64_t block_tokens : {1, 4, 16}) check_paged_decode(be, p, block_tokens, rng);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/backend.h"
@@ -327,6 +328,76 @@ TEST(CudaMatmul, Bf16WithinBf16Rounding) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// generation's and serving's row product: float32 in either precision, close to the CPU's (each
+// sums in its own fixed order), and batch invariant on the GPU
+
+Outputs matmul_rows_all(Backend& be, const MatShape& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t N = s.N, IC = s.IC, OC = s.OC;
+  auto inp = put(be, randn(N * IC, rng)), w = put(be, randn(OC * IC, rng)),
+       bias = put(be, randn(OC, rng));
+  auto out_b = filled(be, N * OC, kNaN), out = filled(be, N * OC, kNaN);
+  be.matmul_forward_rows(out_b.data(), inp.data(), w.data(), bias.data(), N, IC, OC);
+  be.matmul_forward_rows(out.data(), inp.data(), w.data(), nullptr, N, IC, OC);
+  return {out_b.download(), out.download()};
+}
+
+const MatShape kRowsShapes[] = {{1, 1, 1},       {1, 7, 5},        {5, 17, 9},      {64, 100, 130},
+                                {64, 768, 2304}, {130, 1024, 513}, {3, 4096, 1000}, {257, 768, 96}};
+
+TEST(CudaMatmulRows, Fp32MatchesCpuInEitherPrecision) {
+  uint32_t seed = 25;
+  for (const auto& s : kRowsShapes) {
+    const std::string tag = shape_tag({{"R", s.N}, {"IC", s.IC}, {"OC", s.OC}});
+    compare([&](Backend& be) { return matmul_rows_all(be, s, seed); }, cuda(), kFp32Rel,
+            {"rows+bias", "rows"}, tag);
+    const Outputs fp32 = matmul_rows_all(cuda(), s, seed),
+                  bf16 = matmul_rows_all(cuda_bf16(), s, seed);
+    for (size_t i = 0; i < fp32.size(); i++)
+      expect_bits_equal(bf16[i], fp32[i], "rows on the bf16 backend" + tag);
+    seed++;
+  }
+}
+
+// 64 rows at once, 7 of them in a shuffled order (each at another index), and every ninth alone
+// from a buffer one float off: each row's outputs the same bits every way.
+TEST(CudaMatmulRows, BatchInvariant) {
+  std::mt19937 rng(26);
+  for (const auto& [IC, OC] :
+       {std::pair<int64_t, int64_t>{100, 130}, {768, 2304}, {1001, 33}, {4096, 1000}}) {
+    const int64_t N = 64;
+    const std::string tag = shape_tag({{"IC", IC}, {"OC", OC}});
+    const Vec inp = randn(N * IC, rng);
+    Backend& be = cuda();
+    auto d_inp = put(be, inp), w = put(be, randn(OC * IC, rng)), bias = put(be, randn(OC, rng));
+    auto all = filled(be, N * OC, kNaN);
+    be.matmul_forward_rows(all.data(), d_inp.data(), w.data(), bias.data(), N, IC, OC);
+    const Vec want = all.download();
+    auto row = [&](int64_t r) { return Vec(want.begin() + r * OC, want.begin() + (r + 1) * OC); };
+    std::vector<int64_t> picked(N);
+    for (int64_t i = 0; i < N; i++) picked[i] = i;
+    std::shuffle(picked.begin(), picked.end(), rng);
+    picked.resize(7);
+    Vec seven(7 * IC);
+    for (int64_t i = 0; i < 7; i++) std::copy_n(&inp[picked[i] * IC], IC, &seven[i * IC]);
+    auto d_seven = put(be, seven), out7 = filled(be, 7 * OC, kNaN);
+    be.matmul_forward_rows(out7.data(), d_seven.data(), w.data(), bias.data(), 7, IC, OC);
+    const Vec got7 = out7.download();
+    for (int64_t i = 0; i < 7; i++)
+      expect_bits_equal(
+          Vec(got7.begin() + i * OC, got7.begin() + (i + 1) * OC), row(picked[i]),
+          "row " + std::to_string(picked[i]) + " at index " + std::to_string(i) + " of 7" + tag);
+    for (int64_t r = 0; r < N; r += 9) {
+      Vec shifted(IC + 1, 0.0f);
+      std::copy_n(&inp[r * IC], IC, shifted.begin() + 1);
+      auto d_row = put(be, shifted), one = filled(be, OC, kNaN);
+      be.matmul_forward_rows(one.data(), d_row.data() + 1, w.data(), bias.data(), 1, IC, OC);
+      expect_bits_equal(one.download(), row(r), "row " + std::to_string(r) + " alone" + tag);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // LayerNorm, GELU
 
 TEST(CudaLayerNorm, Fp32MatchesCpu) {
@@ -425,31 +496,87 @@ TEST(CudaAttention, Bf16WithinBf16Rounding) {
   }
 }
 
-// Generation: a window of T-1 rows stored at once, the next row stored at T-1, that row's query
-// over the cache (of T+2 positions). Compared on the caches and the output; that nothing past the
-// row is read, test_cuda_emulation shows with NaN there.
-Outputs attention_decode_all(Backend& be, const AttShape& s, uint32_t seed) {
+// Serving: B sequences of T positions whose blocks (block_tokens positions each) are scattered
+// over a pool in random order, one block no sequence owns naming the tables' unused entries; every
+// position stored by one paged_kv_store whose rows take the sequences in shuffled order, then the
+// same rows (different sequences at different positions) decoded in one call. Compared on the
+// pools and the output; with `alone`, those rows are also decoded one per call, appended as a
+// fourth output (the batch invariance of the decode). That nothing past a row's length is read,
+// test_cuda_emulation shows with NaN there.
+Outputs paged_decode_all(Backend& be, const AttentionShape& s, int64_t block_tokens, float q_std,
+                         uint32_t seed, const std::vector<int64_t>& alone = {}) {
   std::mt19937 rng(seed);
-  const int64_t B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS, T_max = T + 2;
-  const Vec window = randn(B * (T - 1) * 3 * C, rng, s.qkv_std), row = randn(B * 3 * C, rng);
-  auto d_window = put(be, window), d_row = put(be, row);
-  auto k = filled(be, B * NH * T_max * HS, 0.0f), v = filled(be, B * NH * T_max * HS, 0.0f);
-  auto scores = filled(be, be.attention_decode_floats(B, NH, T_max), kNaN);
-  auto out = filled(be, B * C, kNaN);
-  be.attention_kv_store(k.data(), v.data(), d_window.data(), B, T - 1, NH, HS, T_max, 0);
-  be.attention_kv_store(k.data(), v.data(), d_row.data(), B, 1, NH, HS, T_max, T - 1);
-  be.attention_decode(out.data(), scores.data(), d_row.data(), k.data(), v.data(), B, NH, HS, T_max,
-                      T);
-  return {k.download(), v.download(), out.download()};
+  const bool fused = s.NKV == s.NH && s.q_stride == 3 * s.NH * s.HS && s.kv_stride == s.q_stride;
+  const int64_t R = s.B * s.T, C = s.NH * s.HS;
+  const int64_t blocks_per_sequence = (s.T + block_tokens - 1) / block_tokens;
+  const int64_t num_blocks = s.B * blocks_per_sequence + 1, max_blocks = blocks_per_sequence + 1;
+  Tokens order(num_blocks);
+  for (int64_t i = 0; i < num_blocks; i++) order[i] = static_cast<int32_t>(i);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  for (int64_t b = 0; b < s.B; b++)
+    for (int64_t t = 0; t < s.T; t++) rows.emplace_back(b, t);
+  std::shuffle(rows.begin(), rows.end(), rng);
+  Tokens slots(R), tables(R * max_blocks, order.back()), lengths(R);
+  for (int64_t r = 0; r < R; r++) {
+    const auto [b, t] = rows[r];
+    for (int64_t i = 0; i < blocks_per_sequence; i++)
+      tables[r * max_blocks + i] = order[b * blocks_per_sequence + i];
+    slots[r] = static_cast<int32_t>(tables[r * max_blocks + t / block_tokens] * block_tokens +
+                                    t % block_tokens);
+    lengths[r] = static_cast<int32_t>(t + 1);
+  }
+  // The rows' q, k and v: GPT-2's fused rows in one buffer, else three strided buffers.
+  const Vec q_host = randn(R * s.q_stride, rng, q_std);
+  const Vec k_host = fused ? Vec() : randn(R * s.kv_stride, rng);
+  const Vec v_host = fused ? Vec() : randn(R * s.kv_stride, rng);
+  auto d_q = put(be, q_host), d_k = put(be, k_host), d_v = put(be, v_host);
+  const float* q = d_q.data();
+  const float* k = fused ? q + C : d_k.data();
+  const float* v = fused ? q + 2 * C : d_v.data();
+  auto d_slots = put(be, slots), d_tables = put(be, tables), d_lengths = put(be, lengths);
+  const int64_t pool = num_blocks * s.NKV * block_tokens * s.HS;
+  auto k_pool = filled(be, pool, 0.0f), v_pool = filled(be, pool, 0.0f);
+  AttentionShape paged = s;
+  paged.B = R;
+  paged.T = block_tokens;
+  be.paged_kv_store(k_pool.data(), v_pool.data(), k, v, paged, d_slots.data());
+  const int64_t positions = max_blocks * block_tokens;
+  auto scores = filled(be, be.paged_attention_floats(R, s.NH, positions), kNaN);
+  auto out = filled(be, R * C, kNaN);
+  be.paged_attention_decode(out.data(), scores.data(), q, k_pool.data(), v_pool.data(), paged,
+                            d_tables.data(), max_blocks, d_lengths.data());
+  Outputs result = {k_pool.download(), v_pool.download(), out.download()};
+  if (alone.empty()) return result;
+  AttentionShape one = paged;
+  one.B = 1;
+  Vec rows_alone;
+  for (int64_t r : alone) {
+    auto row_out = filled(be, C, kNaN);
+    auto row_scores = filled(be, be.paged_attention_floats(1, s.NH, positions), kNaN);
+    be.paged_attention_decode(row_out.data(), row_scores.data(), q + r * s.q_stride, k_pool.data(),
+                              v_pool.data(), one, d_tables.data() + r * max_blocks, max_blocks,
+                              d_lengths.data() + r);
+    const Vec got = row_out.download();
+    rows_alone.insert(rows_alone.end(), got.begin(), got.end());
+  }
+  result.push_back(rows_alone);
+  return result;
 }
 
-TEST(CudaAttention, DecodeOverCacheMatchesCpu) {
+TEST(CudaAttention, PagedDecodeMatchesCpu) {
   uint32_t seed = 65;
-  for (const auto& s : kAttShapes) {
-    compare([&](Backend& be) { return attention_decode_all(be, s, seed); }, cuda(), kFp32Rel,
-            {"cached keys", "cached values", "decode out"}, att_tag(s));
-    seed++;
-  }
+  for (const auto& a : kAttShapes)
+    for (int64_t block_tokens : {1, 16}) {
+      compare(
+          [&](Backend& be) {
+            return paged_decode_all(be, fused_qkv_shape(a.B, a.T, a.NH, a.HS), block_tokens,
+                                    a.qkv_std, seed);
+          },
+          cuda(), kFp32Rel, {"key pool", "value pool", "paged decode out"},
+          att_tag(a) + shape_tag({{"block_tokens", block_tokens}}));
+      seed++;
+    }
 }
 
 // Grouped-query attention over separate q, k, v whose rows are 3 floats longer than their heads:
@@ -500,33 +627,32 @@ TEST(CudaAttention, GroupedQueryMatchesCpu) {
   }
 }
 
-// Generation with NKV < NH: a window stored, then one row, then that row's queries over the cache.
-Outputs gqa_decode_all(Backend& be, const GqaShape& g, uint32_t seed) {
-  std::mt19937 rng(seed);
-  AttentionShape s = gqa_shape(g);
-  s.T = g.T + 2;  // T_max
-  const Vec window_k = randn(g.B * (g.T - 1) * s.kv_stride, rng),
-            window_v = randn(g.B * (g.T - 1) * s.kv_stride, rng);
-  const Vec row_q = randn(g.B * s.q_stride, rng), row_k = randn(g.B * s.kv_stride, rng),
-            row_v = randn(g.B * s.kv_stride, rng);
-  auto wk = put(be, window_k), wv = put(be, window_v), q = put(be, row_q), rk = put(be, row_k),
-       rv = put(be, row_v);
-  auto k = filled(be, g.B * g.NKV * s.T * g.HS, 0.0f),
-       v = filled(be, g.B * g.NKV * s.T * g.HS, 0.0f);
-  auto scores = filled(be, be.attention_decode_floats(g.B, g.NH, s.T), kNaN);
-  auto out = filled(be, g.B * g.NH * g.HS, kNaN);
-  be.attention_kv_store(k.data(), v.data(), wk.data(), wv.data(), s, g.T - 1, 0);
-  be.attention_kv_store(k.data(), v.data(), rk.data(), rv.data(), s, 1, g.T - 1);
-  be.attention_decode(out.data(), scores.data(), q.data(), k.data(), v.data(), s, g.T);
-  return {k.download(), v.download(), out.download()};
+// Paged decode with NKV < NH over separate strided q, k and v rows, blocks of 5 and 16 positions;
+// then each of a few rows decoded alone on the GPU gives its bits among all the others.
+TEST(CudaAttention, GroupedQueryPagedDecodeMatchesCpu) {
+  uint32_t seed = 67;
+  for (const auto& g : kGqaShapes)
+    for (int64_t block_tokens : {5, 16}) {
+      compare(
+          [&](Backend& be) { return paged_decode_all(be, gqa_shape(g), block_tokens, 1.0f, seed); },
+          cuda(), kFp32Rel, {"gqa key pool", "gqa value pool", "gqa paged decode out"},
+          gqa_tag(g) + shape_tag({{"block_tokens", block_tokens}}));
+      seed++;
+    }
 }
 
-TEST(CudaAttention, GroupedQueryDecodeMatchesCpu) {
-  uint32_t seed = 67;
-  for (const auto& g : kGqaShapes) {
-    compare([&](Backend& be) { return gqa_decode_all(be, g, seed); }, cuda(), kFp32Rel,
-            {"gqa cached keys", "gqa cached values", "gqa decode out"}, gqa_tag(g));
-    seed++;
+TEST(CudaAttention, PagedDecodeIsBatchInvariant) {
+  for (const AttentionShape& s :
+       {fused_qkv_shape(2, 129, 4, 64), gqa_shape(GqaShape{2, 70, 4, 2, 64}),
+        gqa_shape(GqaShape{1, 129, 8, 1, 128})}) {
+    const int64_t R = s.B * s.T, C = s.NH * s.HS;
+    const std::vector<int64_t> alone = {0, R / 3, R - 1};
+    const Outputs o = paged_decode_all(cuda(), s, 16, 1.0f, 68, alone);
+    for (size_t i = 0; i < alone.size(); i++)
+      expect_bits_equal(Vec(o[3].begin() + i * C, o[3].begin() + (i + 1) * C),
+                        Vec(o[2].begin() + alone[i] * C, o[2].begin() + (alone[i] + 1) * C),
+                        "row " + std::to_string(alone[i]) + " of " + std::to_string(R) +
+                            " decoded alone" + shape_tag({{"NH", s.NH}, {"NKV", s.NKV}}));
   }
 }
 
