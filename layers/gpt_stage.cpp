@@ -188,10 +188,9 @@ StageDecodeState GptStage::make_decode_state(const DecodeCapacity& capacity) con
   s.capacity = capacity;
   s.max_blocks = (cfg_.seq_len + capacity.block_tokens - 1) / capacity.block_tokens;
   const int64_t max_positions = s.max_blocks * capacity.block_tokens;
-  for (auto& block : blocks_) {
+  for (auto& block : blocks_)
     s.kv.push_back(block->make_kv_cache(capacity.kv_blocks, capacity.block_tokens));
-    s.blocks.push_back(block->make_decode_cache(R, max_positions));
-  }
+  if (!blocks_.empty()) s.block = blocks_.front()->make_decode_cache(R, max_positions);
   for (int64_t l = 0; l <= spec_.n_layers; ++l) s.acts.emplace_back(backend_, R * C, kDecodeStep);
   if (embedding_) s.tokens = DeviceArray<int32_t>(backend_, R, kDecodeStep);
   s.slots = DeviceArray<int32_t>(backend_, R, kDecodeStep);
@@ -247,7 +246,7 @@ void GptStage::decode(StageDecodeState& s, const DecodeBatch& batch) {
     embedding_->decode(s.acts[0].data(), s.tokens.data(), s.positions.data(), R);
   }
   for (size_t l = 0; l < blocks_.size(); ++l)
-    blocks_[l]->decode(s.acts[l + 1].data(), s.acts[l].data(), s.blocks[l], s.kv[l], rows);
+    blocks_[l]->decode(s.acts[l + 1].data(), s.acts[l].data(), s.block, s.kv[l], rows);
   if (!head_) return;
   // Only the rows whose next token is wanted go through the head (a prompt's last row, each
   // decoding sequence's row): the vocabulary product is the largest of a small model's step.

@@ -42,10 +42,10 @@ struct StageDecodeState {
   DeviceArray<int32_t> tokens;                        // (rows) first stage
   DeviceArray<int32_t> slots, block_tables, lengths;  // the step's DecodeRows, in backend memory
   std::vector<int32_t> positions, host_lengths;       // (rows) host copies
-  std::vector<BlockCache> blocks;                     // n_layers, of `rows` rows
-  DeviceArray<float> head_input;                      // last stage: (rows,C)
-  HeadCache head;                                     // last stage: logits (rows,Vp/tp)
-  int64_t rows = 0, logit_rows = 0;                   // of the last step
+  BlockCache block;  // of `rows` rows, shared by the blocks: a decode step keeps nothing after one
+  DeviceArray<float> head_input;     // last stage: (rows,C)
+  HeadCache head;                    // last stage: logits (rows,Vp/tp)
+  int64_t rows = 0, logit_rows = 0;  // of the last step
 };
 
 // Several GptStages (the model chunks of interleaved schedules) can share one ParameterStore:

@@ -121,8 +121,6 @@ void head_backward(float* dq_all, float* dk_all, float* dv_all, float* datt, con
   }
 }
 
-// One (batch, head) of the decode: scores (length) = scale * q . K^T, their causal softmax (the
-// query is the last position, so every cached key counts), out (HS) = p . V.
 // One (row, query head) over its sequence's cached positions 0..length-1, read block by block
 // through its block table: scores, their softmax, then the weighted sum of the values, each in
 // position order (so the row's result depends on nothing but its own inputs).

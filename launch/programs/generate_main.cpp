@@ -18,6 +18,7 @@
 #include "framework/user_files.h"
 #include "launch/inference/checkpoint_model.h"
 #include "launch/inference/next_token.h"
+#include "launch/inference/prompt_text.h"
 #include "launch/inference/sampling.h"
 #include "launch/programs/options.h"
 #include "launch/programs/program.h"
@@ -178,55 +179,22 @@ int generate_main(int argc, char** argv) {
   std::vector<int32_t> prompt;
   std::string prompt_text = o.prompt;
   agree_on_failure(world, [&] {
-    std::string spec = model.tokenizer;
-    if (spec.rfind("hf-sha256:", 0) == 0) {
-      spec = find_tokenizer_copy(model.tokenizer, o.tokenizer, tokenizer_folder_of(o.checkpoint),
-                                 "the checkpoint " + o.checkpoint);
-    } else {
-      GPT_INPUT_CHECK(spec == "bytes" || spec == "gpt2",
-                      "generate knows the tokenizers bytes, gpt2 and Hugging Face tokenizer.json "
-                      "files (the checkpoint "
-                          << o.checkpoint << " uses " << model.tokenizer << ")");
-    }
-    tokenizer = std::make_unique<TextTokenizer>(spec, Gpt2Files{o.vocab, o.merges});
-    GPT_INPUT_CHECK(tokenizer->name() == "bytes" ||
-                        tokenizer->vocab_size() <= model.runtime->model().vocab_size,
-                    "the tokenizer " << spec << " has " << tokenizer->vocab_size()
-                                     << " tokens, more than the "
-                                     << model.runtime->model().vocab_size << " of the checkpoint "
-                                     << o.checkpoint);
+    tokenizer = open_checkpoint_tokenizer(model.tokenizer, o.checkpoint, o.tokenizer,
+                                          Gpt2Files{o.vocab, o.merges},
+                                          model.runtime->model().vocab_size);
     if (!o.prompt_file.empty()) prompt_text = read_prompt_file(o.prompt_file);
-    if (!o.prompt_tokens.empty()) {
+    if (!o.prompt_tokens.empty())
       prompt = parse_token_ids(o.prompt_tokens, model.runtime->model().vocab_size);
-    } else {
-      tokenizer->encode(0, prompt_text, prompt, 0, false, o.allow_special_tokens);
-      // A BOS-first tokenizer's prompt starts with its BOS, as its documents did in training.
-      if (tokenizer->document_token_first() && tokenizer->document_token() >= 0)
-        prompt.insert(prompt.begin(), static_cast<int32_t>(tokenizer->document_token()));
-    }
-    // No prompt: start after a document boundary, as GPT-2's own unconditional samples do;
-    // bytes: the corpus' separator starts a fresh line.
-    if (prompt.empty() && tokenizer->name() == "bytes") prompt.push_back('\n');
-    if (prompt.empty() && tokenizer->document_token() >= 0)
-      prompt.push_back(static_cast<int32_t>(tokenizer->document_token()));
-    GPT_INPUT_CHECK(!prompt.empty(), "an empty prompt needs a document token, and the tokenizer "
-                                         << spec << " names none: give --prompt");
+    else
+      prompt = prompt_token_ids(*tokenizer, prompt_text, o.allow_special_tokens);
   });
   std::vector<int32_t> newline_ids;
   tokenizer->encode(0, "\n", newline_ids);
   const int32_t newline = newline_ids.empty() ? -1 : newline_ids.back();
   // A token outside the tokenizer's vocabulary (a model trained with a larger one) is an error
-  // of the decode, named there. The new tokens' text is what decoding the whole sequence adds to
-  // the prompt's (SentencePiece decoders drop a leading space of the text they are given).
-  auto decode = [&](const std::vector<int32_t>& ids) { return tokenizer->decode(ids); };
-  auto continuation = [&](const std::vector<int32_t>& generated) {
-    std::vector<int32_t> all = prompt;
-    all.insert(all.end(), generated.begin(), generated.end());
-    const std::string before = decode(prompt), whole = decode(all);
-    return whole.compare(0, before.size(), before) == 0 ? whole.substr(before.size())
-                                                        : decode(generated);
-  };
-  const std::string shown_prompt = o.prompt_tokens.empty() ? prompt_text : decode(prompt);
+  // of the decode, named there.
+  const std::string shown_prompt =
+      o.prompt_tokens.empty() ? prompt_text : tokenizer->decode(prompt);
   std::unique_ptr<NextTokenLogits> logits;
   if (o.no_kv_cache)
     logits = std::make_unique<WindowForward>(*model.runtime);
@@ -236,7 +204,7 @@ int generate_main(int argc, char** argv) {
     const std::vector<int32_t> generated =
         generate_tokens(*model.runtime, *logits, prompt, o, newline, sample);
     if (comm_rank(world) != 0) continue;
-    const std::string text = continuation(generated);
+    const std::string text = continuation_text(*tokenizer, prompt, generated);
     if (o.num_samples > 1) std::cout << "--- sample " << sample + 1 << " ---\n";
     std::cout << shown_prompt << text;
     if (text.empty() || text.back() != '\n') std::cout << "\n";

@@ -50,9 +50,9 @@ void block_stop_signals(int, char**, char**) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-void install_stop_handlers() {
+void install_stop_handlers(const char* on_stop) {
   // A request that arrived during start-up is pending and is taken at once.
-  std::thread([] {
+  std::thread([on_stop] {
     const sigset_t set = stop_signals();
     int interrupts = 0;
     while (true) {
@@ -69,8 +69,7 @@ void install_stop_handlers() {
       // grace period and then SIGKILL (docs/OPERATIONS.md), and the log should show that the
       // request was taken even when the grace was too short for the step and the write.
       if (first)
-        log::info0(std::string(signal_name(signal_number)) +
-                   ": stopping after this step with a checkpoint" +
+        log::info0(std::string(signal_name(signal_number)) + ": " + on_stop +
                    (signal_number == SIGINT ? " (Ctrl-C again: quit at once without one)" : ""));
       if (signal_number != SIGINT) continue;
       // Ctrl-C: the first one is a stop request like the others; someone who presses it again

@@ -19,7 +19,8 @@ inline constexpr int kExitInterrupted = 130;
 // inherits the block. The signature is that of an ELF pre-initialiser (the arguments are unused).
 void block_stop_signals(int argc = 0, char** argv = nullptr, char** envp = nullptr);
 // Starts the thread that waits for the signals, in start-up mode (a request ends the process).
-void install_stop_handlers();
+// `on_stop` is what the log says a request does once running (train: a checkpoint, then exit).
+void install_stop_handlers(const char* on_stop = "stopping after this step with a checkpoint");
 // Start-up is over: from now on a request is taken at the next step boundary.
 void take_stop_requests_at_steps();
 bool stop_requested();  // this rank saw a signal

@@ -1,0 +1,266 @@
+// Reading completion requests and writing OpenAI's response objects (see completion_api.h).
+#include "launch/serving/completion_api.h"
+
+#include <cmath>
+#include <set>
+
+#include "framework/json.h"
+
+namespace gpt {
+
+namespace {
+
+constexpr size_t kMaxStops = 4;  // OpenAI's limit
+constexpr size_t kMaxStopBytes = 256;
+
+ApiError bad(const std::string& message, const std::string& param = "") {
+  return ApiError(400, "invalid_request_error", message, param);
+}
+
+template <typename T>
+T field(const Json& body, const std::string& key) {
+  std::optional<T> value = json_value<T>(body.at(key));
+  if (!value)
+    throw bad(
+        "'" + key + "' must be " + json_expected<T>() + " (found " + json_found(body.at(key)) + ")",
+        key);
+  return *value;
+}
+
+double number_field(const Json& body, const std::string& key) {
+  const Json& v = body.at(key);
+  if (!v.is_number())
+    throw bad("'" + key + "' must be a number (found " + json_found(v) + ")", key);
+  return v.get<double>();
+}
+
+// A field of OpenAI's API that serve does not implement: only its neutral value passes.
+void neutral_only(const Json& body, const std::string& key) {
+  const Json& v = body.at(key);
+  const bool neutral = v.is_null() || (key == "n" && v == 1) || (key == "best_of" && v == 1) ||
+                       (key == "echo" && v == false) ||
+                       ((key == "presence_penalty" || key == "frequency_penalty") &&
+                        v.is_number() && v.get<double>() == 0.0) ||
+                       (key == "logit_bias" && v.is_object() && v.empty()) ||
+                       (key == "suffix" && v.is_string() && v.get<std::string>().empty()) ||
+                       key == "user";
+  if (!neutral) throw bad("'" + key + "' is not supported by this server (leave it out)", key);
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(
+    const std::string& body_text, const ApiModel& model,
+    const std::function<std::vector<int32_t>(const std::string&)>& tokenize,
+    uint64_t default_seed) {
+  Json body;
+  try {
+    body = parse_json_object(body_text, "the request body");
+  } catch (const Error& e) {
+    throw bad(e.what());
+  }
+  static const std::set<std::string> implemented = {
+      "model", "prompt", "max_tokens", "temperature", "top_p",
+      "top_k", "seed",   "stop",       "stream",      "stream_options"};
+  static const std::set<std::string> neutral = {
+      "n",          "best_of", "echo", "logprobs", "presence_penalty", "frequency_penalty",
+      "logit_bias", "suffix",  "user"};
+  for (const auto& item : body.items()) {
+    const std::string& key = item.key();
+    if (neutral.contains(key)) {
+      neutral_only(body, key);
+    } else if (!implemented.contains(key)) {
+      throw bad("unknown field " + quoted_excerpt(key) + " (see docs/SERVING.md for the fields)",
+                shown_excerpt(key, 40));
+    }
+  }
+  if (body.contains("model")) {
+    const std::string name = field<std::string>(body, "model");
+    if (name != model.name)
+      throw ApiError(404, "not_found_error",
+                     "the model " + quoted_excerpt(name) + " does not exist (this server has '" +
+                         model.name + "')",
+                     "model");
+  }
+  CompletionRequest r;
+  if (!body.contains("prompt")) throw bad("'prompt' is required", "prompt");
+  const Json& prompt = body.at("prompt");
+  if (prompt.is_string()) {
+    try {
+      r.prompt = tokenize(prompt.get<std::string>());
+    } catch (const Error& e) {
+      throw bad(std::string("prompt: ") + e.what(), "prompt");
+    }
+  } else if (prompt.is_array() && !prompt.empty() && prompt.front().is_number()) {
+    const std::optional<std::vector<int32_t>> ids = json_value<std::vector<int32_t>>(prompt);
+    if (!ids) throw bad("'prompt' as token ids must be an array of integers", "prompt");
+    for (int32_t id : *ids)
+      if (id < 0 || id >= model.vocab_size)
+        throw bad("prompt token " + std::to_string(id) + " is not in [0, " +
+                      std::to_string(model.vocab_size) + ")",
+                  "prompt");
+    r.prompt = *ids;
+  } else if (prompt.is_array()) {
+    throw bad("'prompt' must be a string or an array of token ids (one prompt per request)",
+              "prompt");
+  } else {
+    throw bad(
+        "'prompt' must be a string or an array of token ids (found " + json_found(prompt) + ")",
+        "prompt");
+  }
+  if (r.prompt.empty()) throw bad("'prompt' has no tokens", "prompt");
+  if (body.contains("max_tokens") && !body.at("max_tokens").is_null()) {
+    r.max_tokens = field<int64_t>(body, "max_tokens");
+    if (r.max_tokens < 1) throw bad("'max_tokens' must be at least 1", "max_tokens");
+  }
+  const int64_t prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  if (prompt_tokens + r.max_tokens > model.seq_len)
+    throw bad("the prompt's " + std::to_string(prompt_tokens) + " tokens and max_tokens " +
+                  std::to_string(r.max_tokens) + " exceed the model's context of " +
+                  std::to_string(model.seq_len) + " tokens",
+              prompt_tokens > model.seq_len ? "prompt" : "max_tokens");
+  if (body.contains("temperature") && !body.at("temperature").is_null()) {
+    r.sampling.temperature = number_field(body, "temperature");
+    if (!(r.sampling.temperature >= 0.0 && r.sampling.temperature <= 2.0))
+      throw bad("'temperature' must be in [0, 2]", "temperature");
+  }
+  if (body.contains("top_p") && !body.at("top_p").is_null()) {
+    r.sampling.top_p = number_field(body, "top_p");
+    if (!(r.sampling.top_p > 0.0 && r.sampling.top_p <= 1.0))
+      throw bad("'top_p' must be in (0, 1]", "top_p");
+  }
+  if (body.contains("top_k") && !body.at("top_k").is_null()) {
+    r.sampling.top_k = field<int64_t>(body, "top_k");
+    if (r.sampling.top_k == -1) r.sampling.top_k = 0;  // vLLM's "all"
+    if (r.sampling.top_k < 0) throw bad("'top_k' must be at least 0 (0 or -1: all)", "top_k");
+  }
+  r.seed = default_seed;
+  if (body.contains("seed") && !body.at("seed").is_null()) r.seed = field<uint64_t>(body, "seed");
+  if (body.contains("stop") && !body.at("stop").is_null()) {
+    const Json& stop = body.at("stop");
+    if (stop.is_string()) {
+      r.stop = {stop.get<std::string>()};
+    } else {
+      const std::optional<std::vector<std::string>> list =
+          json_value<std::vector<std::string>>(stop);
+      if (!list) throw bad("'stop' must be a string or an array of strings", "stop");
+      r.stop = *list;
+    }
+    if (r.stop.size() > kMaxStops) throw bad("'stop' takes at most 4 strings", "stop");
+    for (const std::string& s : r.stop)
+      if (s.empty() || s.size() > kMaxStopBytes)
+        throw bad("each 'stop' string must have 1 to 256 bytes", "stop");
+  }
+  if (body.contains("stream") && !body.at("stream").is_null())
+    r.stream = field<bool>(body, "stream");
+  if (body.contains("stream_options") && !body.at("stream_options").is_null()) {
+    const Json& options = body.at("stream_options");
+    if (!options.is_object()) throw bad("'stream_options' must be an object", "stream_options");
+    for (const auto& item : options.items()) {
+      if (item.key() != "include_usage")
+        throw bad("unknown field stream_options." + shown_excerpt(item.key(), 40),
+                  "stream_options");
+      if (!item.value().is_boolean())
+        throw bad("'stream_options.include_usage' must be a boolean", "stream_options");
+      r.include_usage = item.value().get<bool>();
+    }
+  }
+  return r;
+}
+
+namespace {
+
+// Generated text may hold bytes that are not UTF-8 (a model of bytes can emit any): JSON output
+// replaces them rather than failing.
+std::string dump(const Json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+Json usage(int64_t prompt_tokens, int64_t completion_tokens) {
+  return Json{{"prompt_tokens", prompt_tokens},
+              {"completion_tokens", completion_tokens},
+              {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+}  // namespace
+
+std::string error_json(const ApiError& error) {
+  Json e{{"message", error.what()},
+         {"type", error.type},
+         {"param", error.param.empty() ? Json(nullptr) : Json(error.param)},
+         {"code", error.status}};
+  return dump(Json{{"error", e}});
+}
+
+std::string completion_json(const std::string& id, int64_t created, const ApiModel& model,
+                            const std::string& text, const std::string& finish_reason,
+                            int64_t prompt_tokens, int64_t completion_tokens) {
+  Json choice{
+      {"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  return dump(Json{{"id", id},
+                   {"object", "text_completion"},
+                   {"created", created},
+                   {"model", model.name},
+                   {"choices", Json::array({choice})},
+                   {"usage", usage(prompt_tokens, completion_tokens)}});
+}
+
+std::string chunk_event(const std::string& id, int64_t created, const ApiModel& model,
+                        const std::string& text, const std::string& finish_reason) {
+  Json choice{{"index", 0},
+              {"text", text},
+              {"logprobs", nullptr},
+              {"finish_reason", finish_reason.empty() ? Json(nullptr) : Json(finish_reason)}};
+  return "data: " +
+         dump(Json{{"id", id},
+                   {"object", "text_completion"},
+                   {"created", created},
+                   {"model", model.name},
+                   {"choices", Json::array({choice})}}) +
+         "\n\n";
+}
+
+std::string usage_event(const std::string& id, int64_t created, const ApiModel& model,
+                        int64_t prompt_tokens, int64_t completion_tokens) {
+  return "data: " +
+         dump(Json{{"id", id},
+                   {"object", "text_completion"},
+                   {"created", created},
+                   {"model", model.name},
+                   {"choices", Json::array()},
+                   {"usage", usage(prompt_tokens, completion_tokens)}}) +
+         "\n\n";
+}
+
+std::string models_json(const ApiModel& model, int64_t created) {
+  Json m{{"id", model.name},
+         {"object", "model"},
+         {"created", created},
+         {"owned_by", "gpt-framework"},
+         {"max_model_len", model.seq_len}};
+  return dump(Json{{"object", "list"}, {"data", Json::array({m})}});
+}
+
+size_t complete_utf8_prefix(const std::string& text) {
+  // Walk back over at most 3 continuation bytes to the last lead byte; keep it only when all of
+  // its character's bytes are there.
+  size_t n = text.size(), i = n, back = 0;
+  while (i > 0 && back < 4 && (static_cast<unsigned char>(text[i - 1]) & 0xC0) == 0x80) {
+    --i;
+    ++back;
+  }
+  if (i == 0) return n;
+  const unsigned char lead = static_cast<unsigned char>(text[i - 1]);
+  size_t length = 1;
+  if ((lead & 0xE0) == 0xC0)
+    length = 2;
+  else if ((lead & 0xF0) == 0xE0)
+    length = 3;
+  else if ((lead & 0xF8) == 0xF0)
+    length = 4;
+  else
+    return n;  // ASCII or not a lead byte: nothing to hold back
+  return back + 1 >= length ? n : i - 1;
+}
+
+}  // namespace gpt

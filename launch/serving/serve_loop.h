@@ -1,0 +1,34 @@
+// serve's step loop, on every rank: rank 0 plans each step (batch_scheduler.h) and broadcasts it
+// (step_plan.h); each stage runs the plan that entered the pipeline `stage` steps ago through the
+// decode engine; the last stage's first tp rank samples the rows whose logits were asked for and
+// sends the tokens to rank 0, which has them when that group's next turn comes (pp steps later).
+// Rank 0 turns tokens into text for the HTTP side (stop strings, the end-of-text token, max_tokens)
+// and, on a stop request (SIGTERM), stops taking requests, lets the running ones finish for up to
+// the shutdown timeout, aborts the rest, drains the pipeline and has every rank return.
+#pragma once
+
+#include <functional>
+#include <mutex>
+
+#include "framework/text/text_tokenizer.h"
+#include "launch/inference/decode_engine.h"
+#include "launch/serving/batch_scheduler.h"
+#include "launch/serving/served_request.h"
+#include "launch/serving/serving_metrics.h"
+
+namespace gpt {
+
+// What only rank 0 holds.
+struct ServeFront {
+  RequestInbox& inbox;
+  ServingMetrics& metrics;
+  BatchScheduler& scheduler;
+  TextTokenizer& tokenizer;
+  std::mutex& tokenizer_mutex;  // the HTTP threads tokenize prompts
+  double shutdown_timeout_s = 30.0;
+};
+
+// Runs until rank 0 sends the stop plan. front: rank 0's, null elsewhere.
+void run_serve_loop(Runtime& rt, DecodeEngine& engine, ServeFront* front);
+
+}  // namespace gpt

@@ -1,0 +1,317 @@
+"""serve end to end (docs/SERVING.md), with a real HTTP client (urllib) against the running server
+on loopback, every call with a timeout:
+
+- batch invariance: in every layout (1 rank, tp 2, pp 2, tp 2 x pp 2) and for both model
+  families (GPT-2, Llama with grouped-query attention), six concurrent requests of different
+  prompt lengths, greedy and seeded sampling, with chunked prefill (--max-batch-tokens 8) and a
+  queue (--max-num-seqs 3), each give exactly generate's text for the same prompt, seed and
+  layout; streamed text equals the whole response's;
+- bad input: malformed JSON, wrong types, unknown fields, deep nesting, unknown endpoints and
+  models, a body over the limit, a prompt beyond the context, a client too slow to send, a client
+  that disconnects mid-stream (its sequence is freed), a full queue (503 with Retry-After), each
+  answered with a JSON error while the server keeps serving;
+- SIGTERM finishes the running request and exits 0; a rank that dies ends the job with a non-zero
+  exit naming it.
+
+Run: /usr/bin/python3 test_serve.py --bin BUILD/bin [--mpiexec PATH --mpiexec-flags "..."]
+"""
+
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+import gpt_harness as h  # noqa: E402
+
+GPT2 = ["--model", "tiny", "--n-layer", "4", "--seq-len", "64", "--steps", "30",
+        "--eval-every", "0", "--threads", "1"]
+LLAMA = GPT2 + ["--arch", "llama", "--n-kv-head", "2", "--ffn-hidden-size", "48"]
+LAYOUTS = {"1": (1, []), "tp2": (2, ["--tp", "2"]), "pp2": (2, ["--pp", "2"]),
+           "tp2_pp2": (4, ["--tp", "2", "--pp", "2"])}
+# (prompt, max_tokens, temperature, seed): prompts of 1 to 30 tokens (the bytes tokenizer), so
+# that prefill runs in chunks of 8 rows beside other requests' decodes.
+REQUESTS = [("1", 12, 0.0, 1), ("123+456=", 20, 0.0, 1), ("7+8=15\n9+9=", 9, 1.0, 7),
+            ("555+555=1110\n1+2=3\n400+2=", 16, 0.8, 3), ("99", 30, 1.0, 11),
+            ("12+34=46\n", 5, 0.0, 1)]
+HTTP_TIMEOUT = 60
+
+
+class Server:
+    """serve on a free loopback port; stopped (SIGTERM, then killed) by stop()."""
+
+    def __init__(self, checkpoint, np=1, options=(), startup_timeout=60, shutdown_timeout=10):
+        self.np = np
+        cmd = h.command("serve", ["--checkpoint", checkpoint, "--port", "0", "--threads", "1",
+                                  "--shutdown-timeout", shutdown_timeout] + list(options), np)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True, text=True, errors="replace")
+        deadline = time.monotonic() + startup_timeout
+        self.port = None
+        while time.monotonic() < deadline and self.port is None:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if found:
+                self.port = int(found.group(1))
+        if self.port is None:
+            h.kill_group(self.proc)
+            out, err = self.proc.communicate()
+            raise AssertionError(f"serve did not start\n{out}\n{err}")
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def request(self, path, body=None, raw=None, timeout=HTTP_TIMEOUT):
+        """(status, headers, body text) of a GET, or a POST of `body` (JSON) or `raw` bytes."""
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None
+                                            else None)
+        req = urllib.request.Request(self.url(path), data=data,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, dict(r.headers), r.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read().decode("utf-8", "replace")
+
+    def complete(self, prompt, max_tokens, temperature, seed, stream=False):
+        body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": temperature,
+                "seed": seed, "stream": stream}
+        status, _, text = self.request("/v1/completions", body)
+        assert status == 200, (status, text)
+        if not stream:
+            return json.loads(text)["choices"][0]["text"]
+        events = [line[len("data: "):] for line in text.split("\n") if line.startswith("data: ")]
+        assert events[-1] == "[DONE]", events[-3:]
+        return "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
+
+    def metric(self, name):
+        _, _, text = self.request("/metrics")
+        found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+        return float(found.group(1)) if found else None
+
+    def ranks(self):
+        """The pids of serve's ranks: mpiexec's children, or the singleton itself."""
+        if self.np == 1:
+            return [self.proc.pid]
+        children = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True,
+                                  text=True).stdout.split()
+        return [int(p) for p in children] or [self.proc.pid]
+
+    def stop(self, timeout=30):
+        """SIGTERM to every rank, as Slurm's scancel sends it to every task (mpiexec itself would
+        answer SIGTERM with SIGKILL after a grace period, docs/OPERATIONS.md); returns (exit code,
+        stdout, stderr)."""
+        for pid in self.ranks():
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            h.kill_group(self.proc)
+            out, err = self.proc.communicate()
+            raise AssertionError(f"serve did not stop within {timeout} s\n{out}\n{err}")
+        return self.proc.returncode, out, err
+
+
+class ServeTest(h.TempDirTest):
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"serve-test-{os.getpid()}")
+        os.makedirs(cls.folder, exist_ok=True)
+        cls.checkpoints = {}
+        for family, options in (("gpt2", GPT2), ("llama", LLAMA)):
+            out = os.path.join(cls.folder, family)
+            h.train(options + ["--checkpoint-dir", out], tiny=False, timeout=120)
+            cls.checkpoints[family] = h.checkpoint_file(out, 30)
+
+    @classmethod
+    def tearDownClass(cls):
+        import shutil
+        shutil.rmtree(cls.folder, ignore_errors=True)
+
+    def generate(self, family, np, layout, prompt, max_tokens, temperature, seed):
+        # generate's layout: --pp, and the ranks / pp are tp ranks.
+        pp = layout[layout.index("--pp") + 1] if "--pp" in layout else "1"
+        out = h.run("generate", ["--checkpoint", self.checkpoints[family], "--prompt", prompt,
+                                 "--max-new-tokens", max_tokens, "--temperature", temperature,
+                                 "--seed", seed, "--threads", "1", "--pp", pp], np=np,
+                    check=True).stdout
+        self.assertTrue(out.startswith(prompt), out)
+        text = out[len(prompt):]
+        return text[:-1] if text.endswith("\n") and len(text) > 0 else text
+
+    def check_invariance(self, family, layout_name):
+        np, layout = LAYOUTS[layout_name]
+        server = Server(self.checkpoints[family], np,
+                        layout + ["--max-batch-tokens", "8", "--max-num-seqs", "3"])
+        try:
+            with concurrent.futures.ThreadPoolExecutor(len(REQUESTS) + 1) as pool:
+                texts = list(pool.map(lambda r: server.complete(*r), REQUESTS))
+                streamed = server.complete(*REQUESTS[2], stream=True)
+            self.assertEqual(server.metric("serve_kv_cache_usage"), 0.0)
+        finally:
+            code, out, err = server.stop()
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual(streamed, texts[2], "stream vs whole response")
+        for (prompt, max_tokens, temperature, seed), text in zip(REQUESTS, texts):
+            want = self.generate(family, np, layout, prompt, max_tokens, temperature, seed)
+            # generate ends its output with a newline unless the text does.
+            self.assertEqual(text.rstrip("\n"), want.rstrip("\n"),
+                             f"{family} {layout_name}: {prompt!r}")
+
+    def test_a_gpt2_one_rank(self):
+        self.check_invariance("gpt2", "1")
+
+    def test_a_gpt2_tp2(self):
+        self.check_invariance("gpt2", "tp2")
+
+    def test_a_gpt2_pp2(self):
+        self.check_invariance("gpt2", "pp2")
+
+    def test_a_gpt2_tp2_pp2(self):
+        self.check_invariance("gpt2", "tp2_pp2")
+
+    def test_a_llama_tp2(self):
+        self.check_invariance("llama", "tp2")
+
+    def test_a_llama_pp2(self):
+        self.check_invariance("llama", "pp2")
+
+    def test_b_bad_input_keeps_serving(self):
+        server = Server(self.checkpoints["gpt2"], 1,
+                        ["--max-body-bytes", "2048", "--http-timeout", "1"])
+        try:
+            cases = [
+                (b"{not json", 400, "not valid JSON"),
+                (b"[1, 2]", 400, "JSON object"),
+                (b'{"prompt": 12}', 400, "'prompt' must be"),
+                (b'{"prompt": "1", "max_tokens": "8"}', 400, "'max_tokens' must be"),
+                (b'{"prompt": "1", "max_tokns": 8}', 400, "unknown field"),
+                (b'{"prompt": "1", "n": 2}', 400, "'n' is not supported"),
+                (b'{"prompt": "1", "temperature": 9}', 400, "'temperature' must be in"),
+                (b'{"prompt": "1", "model": "other"}', 404, "does not exist"),
+                (b'{"prompt": "' + b"1" * 60 + b'", "max_tokens": 8}', 400, "context of 64"),
+                (b'{"prompt": [70000]}', 400, "is not in [0"),
+                (b'{"prompt": ' + b"[" * 100 + b"]" * 100 + b"}", 400, "nested"),
+                (b'{"prompt": "' + b"1" * 4000 + b'"}', 413, "over the limit"),
+            ]
+            for raw, status, message in cases:
+                got, _, text = server.request("/v1/completions", raw=raw)
+                self.assertEqual(got, status, (raw[:40], text))
+                self.assertIn(message, json.loads(text)["error"]["message"], raw[:40])
+            got, _, text = server.request("/v1/nothing")
+            self.assertEqual(got, 404)
+            self.assertIn("no endpoint", json.loads(text)["error"]["message"])
+            # A client that sends half a request and waits: closed after --http-timeout.
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+                s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                          b"\r\n{")
+                start = time.monotonic()
+                s.recv(4096)  # returns when the server closes (or answers)
+                self.assertLess(time.monotonic() - start, 8)
+            # A client that leaves mid-stream: its sequence is cancelled and its blocks freed.
+            body = json.dumps({"prompt": "1", "max_tokens": 60, "stream": True}).encode()
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+                s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                          b"application/json\r\nContent-Length: " + str(len(body)).encode() +
+                          b"\r\n\r\n" + body)
+                received = b""
+                while b"data: " not in received:
+                    chunk = s.recv(4096)
+                    self.assertTrue(chunk, "the stream ended early")
+                    received += chunk
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and server.metric(
+                    'serve_requests_total{outcome="abort"}') is None:
+                time.sleep(0.1)
+            self.assertEqual(server.metric('serve_requests_total{outcome="abort"}'), 1.0)
+            self.assertEqual(server.metric("serve_kv_cache_usage"), 0.0)
+            # Still serving, and the health and model endpoints answer.
+            self.assertEqual(server.complete("1+1=", 4, 0.0, 1),
+                             self.generate("gpt2", 1, [], "1+1=", 4, 0.0, 1))
+            self.assertEqual(server.request("/health")[0], 200)
+            models = json.loads(server.request("/v1/models")[2])
+            self.assertEqual(models["data"][0]["max_model_len"], 64)
+        finally:
+            code, out, err = server.stop()
+        self.assertEqual(code, 0, out + err)
+
+    def test_c_full_queue_answers_503(self):
+        # Requests long enough (the Llama model at a long context) to overlap one another.
+        server = Server(self.checkpoints["llama"], 1,
+                        ["--max-num-seqs", "1", "--max-queue", "1", "--seq-len", "1024"])
+        try:
+            body = {"prompt": "1", "max_tokens": 500, "temperature": 0}
+            with concurrent.futures.ThreadPoolExecutor(6) as pool:
+                answers = list(pool.map(lambda _: server.request("/v1/completions", body),
+                                        range(6)))
+            statuses = sorted(a[0] for a in answers)
+            self.assertIn(503, statuses)
+            self.assertIn(200, statuses)
+            for status, headers, text in answers:
+                if status == 503:
+                    self.assertEqual(headers.get("Retry-After"), "1")
+                    self.assertIn("queue is full", json.loads(text)["error"]["message"])
+        finally:
+            code, out, err = server.stop()
+        self.assertEqual(code, 0, out + err)
+
+    def sigterm_while_running(self, shutdown_timeout, max_tokens):
+        """SIGTERM once a long request has generated tokens; its response and serve's exit."""
+        # The Llama model takes any context: a request long enough to be running at the signal.
+        server = Server(self.checkpoints["llama"], 2, ["--pp", "2", "--seq-len", "2048"],
+                        shutdown_timeout=shutdown_timeout)
+        body = {"prompt": "1", "max_tokens": max_tokens, "temperature": 0}
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            running = pool.submit(server.request, "/v1/completions", body)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not server.metric(
+                    "serve_generation_tokens_total"):
+                time.sleep(0.02)
+            self.assertIsNone(server.metric('serve_requests_total{outcome="length"}'),
+                              "the request ended before the signal: make it longer")
+            start = time.monotonic()
+            code, out, err = server.stop(timeout=shutdown_timeout + 30)
+            status, _, text = running.result(timeout=30)
+        self.assertEqual(code, 0, out + err)
+        self.assertIn("serve: stopped", out)
+        self.assertLess(time.monotonic() - start, shutdown_timeout + 20)
+        self.assertEqual(status, 200, text)
+        return json.loads(text)["choices"][0]
+
+    def test_d_sigterm_finishes_running_requests(self):
+        choice = self.sigterm_while_running(60, 400)
+        self.assertEqual((choice["finish_reason"], len(choice["text"])), ("length", 400))
+
+    def test_d_sigterm_aborts_after_the_shutdown_timeout(self):
+        choice = self.sigterm_while_running(0.2, 2000)
+        self.assertEqual(choice["finish_reason"], "abort")
+        self.assertLess(len(choice["text"]), 2000)
+
+    def test_e_dead_rank_ends_the_job(self):
+        server = Server(self.checkpoints["gpt2"], 2, ["--pp", "2"])
+        ranks = server.ranks()
+        self.assertEqual(len(ranks), 2, ranks)
+        os.kill(max(ranks), signal.SIGKILL)
+        try:
+            out, err = server.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            h.kill_group(server.proc)
+            self.fail("the job did not end after a rank died")
+        self.assertNotEqual(server.proc.returncode, 0)
+        self.assertRegex(out + err, r"(?i)rank|process")
+
+
+if __name__ == "__main__":
+    h.main()
