@@ -123,7 +123,7 @@ void check_serving_options(PlanOptions& o) {
   for (const char* name :
        {"global-batch-size", "dp", "schedule", "virtual-stages", "pipeline-layers",
         "micro-batch-size", "sequence-parallel", "recompute", "recompute-layers",
-        "distributed-optimizer", "precision", "calibrate", "calibrate-turns", "top"})
+        "distributed-optimizer", "precision", "calibrate", "calibrate-turns", "top", "map-by"})
     GPT_INPUT_CHECK(
         !o.was_given(name),
         "--" << name << " prices training; --serve takes --tp, --pp and its own options");
