@@ -3,8 +3,10 @@
 // One process, no GPU: `plan --cluster dgx-h100 --nodes 4 --tp 4 --pp 4 --model gpt2`;
 // `mpiexec -n 2 plan --calibrate FILE [model options]` measures this machine instead, and
 // `mpiexec -n 16 plan --calibrate-turns FILE [model options]` adds what ranks taking turns on
-// its cores pay each time two of them meet. Bad input (an unknown preset, a malformed cluster file,
-// a layout that cannot divide the model) is one "error: ..." line and exit code 1.
+// its cores pay each time two of them meet; `plan --serve --model gpt2 --cluster dgx-h100` prices
+// serving instead: TTFT, TPOT and throughput of each tp x pp layout. Bad input (an unknown preset,
+// a malformed cluster file, a layout that cannot divide the model) is one "error: ..." line and
+// exit code 1.
 #include <iostream>
 
 #include "framework/timer.h"
@@ -15,6 +17,33 @@
 #include "parallel/planner/published_runs.h"
 #include "parallel/planner/ranking.h"
 #include "parallel/planner/run_commands.h"
+#include "parallel/planner/serving_report.h"
+
+namespace {
+
+// plan --serve: every served layout's prediction, as a table or one JSON object a line.
+void print_serving(const gpt::PlanOptions& options, const gpt::Cluster& cluster,
+                   const std::vector<gpt::PlanLayout>& layouts) {
+  const gpt::ServingSetup base{options.model, {}, cluster, options.bytes_per_weight};
+  const gpt::ServingRequest request{options.prompt_tokens, options.output_tokens};
+  const auto served = gpt::price_serving(base, layouts, request, options.concurrency);
+  if (options.json) {
+    for (const auto& s : served) std::cout << gpt::serving_json(s).dump() << "\n";
+    return;
+  }
+  std::cout << "serving on cluster " << cluster.name << ": " << options.nodes << " x "
+            << cluster.gpus_per_node << " " << cluster.gpu.name << "; model "
+            << options.model.n_layer << " layers, d_model " << options.model.d_model << ", "
+            << options.model.n_head << " heads; " << options.bytes_per_weight
+            << " bytes a weight; prompt " << options.prompt_tokens << ", output "
+            << options.output_tokens << " tokens\n";
+  std::cout << gpt::serving_table(served);
+  std::cout << "TPOT: one request alone; tok/s@N: output tokens/s with N requests at once (* the "
+               "cache holds fewer: at max seq)\n";
+  std::cout << gpt::serving_best(served);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   return gpt::run_program(argc, argv, [](int argc, char** argv) {
@@ -25,11 +54,17 @@ int main(int argc, char** argv) {
     const bool run = gpt::parse_options(
         MPI_COMM_WORLD, argc, argv,
         "plan: the predicted memory and step time of every layout on a cluster\n"
-        "usage: plan --cluster FILE|PRESET --nodes N [model options] [layout options]",
+        "usage: plan --cluster FILE|PRESET --nodes N [model options] [layout options]\n"
+        "       plan --serve --cluster FILE|PRESET [model options] [--tp N] [--pp N] [serving "
+        "options]",
         description, &options.given, [&] {
           gpt::finish_plan_options(options);
           if (!options.calibrate.empty() || !options.calibrate_turns.empty()) return;
           cluster = gpt::load_cluster(options.cluster);
+          if (options.serve) {
+            layouts = gpt::serving_layout_search(options, cluster);
+            return;
+          }
           layouts = gpt::enumerate_layouts(gpt::layout_search(options, cluster), cluster);
         });
     if (run && !options.calibrate.empty()) {
@@ -43,6 +78,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!run || gpt::comm_rank(MPI_COMM_WORLD) != 0) return 0;
+    if (options.serve) {
+      print_serving(options, cluster, layouts);
+      return 0;
+    }
     // Searches of more than a few seconds say how far they are, on stderr.
     const double start = gpt::now_seconds();
     double last_report = start;

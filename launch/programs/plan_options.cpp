@@ -1,7 +1,10 @@
 // plan's options (see plan_options.h).
 #include "launch/programs/plan_options.h"
 
+#include <algorithm>
+
 #include "framework/check.h"
+#include "framework/json.h"
 #include "launch/programs/options.h"
 #include "launch/programs/typed_options.h"
 
@@ -63,13 +66,80 @@ po::options_description plan_options_description(PlanOptions& o) {
       "Megatron-LM runs; priced only when named)");
   add("allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
       "let a tp group span nodes");
+  po::options_description serving("Serving (--serve)");
+  add = serving.add_options();
+  add("serve", po::bool_switch(&o.serve),
+      "price serving with continuous batching instead of training: TTFT, TPOT and throughput "
+      "of each tp x pp layout (docs/PLANNER.md, \"Serving\")");
+  add("prompt-tokens", po::value(&o.prompt_tokens)->default_value(o.prompt_tokens),
+      "with --serve: tokens of each request's prompt");
+  add("output-tokens", po::value(&o.output_tokens)->default_value(o.output_tokens),
+      "with --serve: tokens each request generates");
+  add("concurrency", po::value(&o.concurrency_text)->default_value(o.concurrency_text),
+      "with --serve: comma-separated counts of requests served at once, a throughput column each");
+  add("bytes-per-weight", po::value(&o.bytes_per_weight)->default_value(o.bytes_per_weight),
+      "with --serve: 4 (this project's fp32 serving, on the CUDA cores) | 2 (an fp16/bf16 "
+      "server on the tensor cores); also the bytes of a cached key or value and an activation");
   po::options_description output("Output");
   add = output.add_options();
   add("json", po::bool_switch(&o.json), "one JSON object per layout, best first");
   add("top", po::value(&o.top)->default_value(o.top), "rows of the table");
-  all.add(model).add(cluster).add(layout).add(output);
+  all.add(model).add(cluster).add(layout).add(serving).add(output);
   return all;
 }
+
+namespace {
+
+// --concurrency's list: positive counts separated by commas.
+std::vector<int64_t> parse_concurrency(const std::string& text) {
+  const auto fail = [&] {
+    fail_input("--concurrency must be positive counts separated by commas (got " +
+               quoted_excerpt(text) + ")");
+  };
+  std::vector<int64_t> counts;
+  size_t start = 0;
+  while (true) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, end - start);
+    if (item.empty() || item.size() > 9 ||
+        item.find_first_not_of("0123456789") != std::string::npos)
+      fail();
+    counts.push_back(std::stoll(item));
+    if (counts.back() < 1) fail();
+    if (end == text.size()) return counts;
+    start = end + 1;
+  }
+}
+
+// --serve's own options and the training ones it does not take.
+void check_serving_options(PlanOptions& o) {
+  const char* serving_only[] = {"prompt-tokens", "output-tokens", "concurrency",
+                                "bytes-per-weight"};
+  if (!o.serve) {
+    for (const char* name : serving_only)
+      GPT_INPUT_CHECK(!o.was_given(name), "--" << name << " prices serving: add --serve");
+    return;
+  }
+  for (const char* name :
+       {"global-batch-size", "dp", "schedule", "virtual-stages", "pipeline-layers",
+        "micro-batch-size", "sequence-parallel", "recompute", "recompute-layers",
+        "distributed-optimizer", "precision", "calibrate", "calibrate-turns", "top", "map-by"})
+    GPT_INPUT_CHECK(
+        !o.was_given(name),
+        "--" << name << " prices training; --serve takes --tp, --pp and its own options");
+  GPT_INPUT_CHECK(o.prompt_tokens >= 1,
+                  "--prompt-tokens must be at least 1 (got " << o.prompt_tokens << ")");
+  GPT_INPUT_CHECK(o.output_tokens >= 1,
+                  "--output-tokens must be at least 1 (got " << o.output_tokens << ")");
+  GPT_INPUT_CHECK(o.prompt_tokens <= o.model.seq_len - o.output_tokens,
+                  "--prompt-tokens " << o.prompt_tokens << " + --output-tokens " << o.output_tokens
+                                     << " exceed the model's --seq-len " << o.model.seq_len);
+  GPT_INPUT_CHECK(o.bytes_per_weight == 4 || o.bytes_per_weight == 2,
+                  "--bytes-per-weight must be 4 or 2 (got " << o.bytes_per_weight << ")");
+  o.concurrency = parse_concurrency(o.concurrency_text);
+}
+
+}  // namespace
 
 void finish_plan_options(PlanOptions& o) {
   apply_model_preset(o.model_preset, o.given, o.model);
@@ -86,6 +156,7 @@ void finish_plan_options(PlanOptions& o) {
   GPT_INPUT_CHECK(o.map_by == "slot" || o.map_by == "node",
                   "--map-by must be one of slot | node (got '" << o.map_by << "')");
   GPT_INPUT_CHECK(o.top >= 1, "--top must be at least 1");
+  check_serving_options(o);
   // The layout's other rules need the job's size (enumerate_layouts).
   GPT_INPUT_CHECK(!o.was_given("dp") || o.layout.dp >= 1,
                   "--dp must be at least 1 (got " << o.layout.dp << ")");
@@ -103,6 +174,14 @@ int job_ranks(const PlanOptions& o, const Cluster& cluster) {
   GPT_INPUT_CHECK(o.ranks <= gpus, "--ranks " << o.ranks << " exceeds the " << gpus
                                               << " GPUs of --nodes " << o.nodes);
   return o.ranks;
+}
+
+std::vector<PlanLayout> serving_layout_search(const PlanOptions& o, const Cluster& cluster) {
+  GPT_INPUT_CHECK(!cluster.cpu.active(),
+                  "--serve prices GPU clusters; a CPU machine's serving is measured by "
+                  "tests/benchmarks/bench_serve.py");
+  return serving_layouts(o.model, cluster, job_ranks(o, cluster), o.nodes, o.allow_tp_across_nodes,
+                         o.was_given("tp") ? o.layout.tp : 0, o.was_given("pp") ? o.layout.pp : 0);
 }
 
 LayoutSearch layout_search(const PlanOptions& o, const Cluster& cluster) {

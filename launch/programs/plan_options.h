@@ -15,6 +15,7 @@
 #include "parallel/planner/cluster.h"
 #include "parallel/planner/enumerate.h"
 #include "parallel/planner/ranking.h"
+#include "parallel/planner/serving_model.h"
 
 namespace gpt {
 
@@ -35,6 +36,12 @@ struct PlanOptions {
   std::string pipeline_layers;
   PipelineSplits splits = PipelineSplits::kEvenAndBalanced;
   bool allow_tp_across_nodes = false;
+  // --serve: price serving instead of training (parallel/planner/serving_model.h).
+  bool serve = false;
+  int64_t prompt_tokens = 512, output_tokens = 128;
+  std::string concurrency_text = "1,4,16,64";
+  std::vector<int64_t> concurrency;  // concurrency_text parsed
+  double bytes_per_weight = 4;
   bool json = false;
   int top = 10;
 
@@ -50,6 +57,9 @@ void finish_plan_options(PlanOptions& options);
 
 // The job's ranks: --ranks, or every GPU of --nodes; an input error when --ranks exceeds them.
 int job_ranks(const PlanOptions& options, const Cluster& cluster);
+
+// The layouts plan --serve prices for these options on `cluster` (serving_layouts).
+std::vector<PlanLayout> serving_layout_search(const PlanOptions& options, const Cluster& cluster);
 
 // What the planner enumerates for these options on `cluster` (parallel/planner/enumerate.h).
 LayoutSearch layout_search(const PlanOptions& options, const Cluster& cluster);

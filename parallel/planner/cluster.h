@@ -14,6 +14,8 @@ namespace gpt {
 
 // The units presets and cluster files give their figures in.
 inline constexpr double kGB = 1e9, kTFLOPS = 1e12, kUs = 1e-6;
+// The unit plan prints memory in.
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct LinkModel {
   double bandwidth = 0;  // bytes/s: peak bus bandwidth one GPU gets (NCCL's busbw)

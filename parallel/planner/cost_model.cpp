@@ -143,8 +143,7 @@ double attention_core_forward(const Context& c) {
   }
   // This project's kernel computes in fp32 on the CUDA cores (framework/cuda/attention.cu),
   // in every regime.
-  const double flops = 4 * batch * sh.s * sh.s * sh.hd;
-  return flops / (c.gpu.attention_kernel_peak() * c.gpu.gemm_efficiency);
+  return kernel_flop_seconds(c.gpu, c.gpu.attention_kernel_peak(), 4 * batch * sh.s * sh.s * sh.hd);
 }
 
 // Backward of the core: gradients of the probabilities, V, Q and K (four products), and in
@@ -372,6 +371,10 @@ double gemm_seconds(const GpuModel& gpu, PrecisionRegime regime, double m, doubl
 
 double stream_seconds(const GpuModel& gpu, double bytes) {
   return bytes / (gpu.memory_bandwidth * gpu.memory_efficiency);
+}
+
+double kernel_flop_seconds(const GpuModel& gpu, double peak, double flops) {
+  return flops / (peak * gpu.gemm_efficiency);
 }
 
 ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster& cluster, int vs) {

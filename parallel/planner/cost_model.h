@@ -25,6 +25,10 @@ double gemm_seconds(const GpuModel& gpu, PrecisionRegime regime, double m, doubl
                     double batch = 1);
 // Seconds of a streaming kernel that reads and writes `bytes` in all.
 double stream_seconds(const GpuModel& gpu, double bytes);
+// Seconds of `flops` in a kernel that runs at `peak` FLOP/s and the GPU's GEMM efficiency: this
+// project's fused attention and serving's row-wise product on the CUDA cores (no tiles, so no
+// wave quantization).
+double kernel_flop_seconds(const GpuModel& gpu, double peak, double flops);
 
 // One pass of one microbatch through one virtual stage: compute (products and streaming
 // kernels, recomputation included) and the tensor-parallel communication left exposed.

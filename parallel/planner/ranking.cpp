@@ -13,8 +13,6 @@
 namespace gpt {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
 // The schedule, its virtual stages and an uneven split: "interleaved v2 [1,3,3,1]".
 std::string schedule_text(const PlanLayout& l) {
   std::string text = schedule_name(l.schedule);

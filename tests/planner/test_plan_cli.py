@@ -1,5 +1,5 @@
 """plan's command line (docs/PLANNER.md): the JSON fields of every layout, fixed options staying
-fixed, the line saying why the best won, and bad input (a layout that cannot divide the model, an
+fixed, the line saying why the best won, plan --serve's table and JSON, and bad input (a layout that cannot divide the model, an
 unknown preset, a malformed cluster file, a bad option value) ending with exactly one
 "error: ..." line naming the option or file, exit code 1, and no crash.
 
@@ -169,6 +169,45 @@ class PlanOutputTest(unittest.TestCase):
         self.assertIn("precision megatron-mixed: Megatron-LM's mixed precision", out)
 
 
+SERVE = ["--serve", "--model", "gpt2", "--cluster", "dgx-h100"]
+SERVE_FIELDS = ("tp pp gpus weight_bytes_per_gpu max_sequences fits ttft_s tpot_s "
+                "throughput").split()
+
+
+class PlanServeTest(unittest.TestCase):
+    def test_json_has_every_field_and_every_concurrency(self):
+        code, out, err = plan(*SERVE, "--concurrency", "1,8,4096", "--json")
+        self.assertEqual(code, 0, err)
+        rows = [json.loads(line) for line in out.splitlines()]
+        # GPT-2's 12 heads and 12 layers: tp and pp in {1, 2, 4}, tp x pp at most 8.
+        self.assertEqual(sorted((r["tp"], r["pp"]) for r in rows),
+                         [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (2, 4), (4, 1), (4, 2)])
+        for row in rows:
+            for field in SERVE_FIELDS:
+                self.assertIn(field, row)
+            self.assertEqual([t["concurrency"] for t in row["throughput"]], [1, 8, 4096])
+            self.assertTrue(row["fits"])
+            self.assertGreater(row["ttft_s"], row["tpot_s"])
+            # More requests at once never lower the throughput.
+            rates = [t["tokens_per_s"] for t in row["throughput"]]
+            self.assertEqual(rates, sorted(rates))
+
+    def test_fixed_sizes_and_nodes(self):
+        code, out, err = plan(*SERVE, "--tp", "2", "--nodes", "2", "--json")
+        self.assertEqual(code, 0, err)
+        rows = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual([(r["tp"], r["pp"]) for r in rows], [(2, 1), (2, 2), (2, 4)])
+
+    def test_table_names_the_best_of_each(self):
+        code, out, err = plan(*SERVE, "--prompt-tokens", "256", "--output-tokens", "64",
+                              "--concurrency", "1,64")
+        self.assertEqual(code, 0, err)
+        self.assertIn("prompt 256, output 64 tokens", out)
+        self.assertIn("tok/s@64", out)
+        self.assertIn("lowest TTFT: tp", out)
+        self.assertIn("highest throughput at concurrency 64: tp", out)
+
+
 class PlanBadInputTest(unittest.TestCase):
     def check(self, args, expected):
         code, out, err = plan(*args)
@@ -225,6 +264,21 @@ class PlanBadInputTest(unittest.TestCase):
         self.check(SMALL + ["--map-by", "diagonal"], "--map-by must be one of slot | node")
         self.check(SMALL + ["--nodes", "2", "--map-by", "node", "--tp", "2"],
                    "--tp 2 with --map-by node puts each tp group across nodes")
+
+    def test_bad_serving_values(self):
+        self.check(SMALL + ["--prompt-tokens", "64"], "--prompt-tokens prices serving: add --serve")
+        self.check(SERVE + ["--schedule", "1f1b"], "--schedule prices training")
+        self.check(SERVE + ["--prompt-tokens", "0"], "--prompt-tokens must be at least 1")
+        self.check(SERVE + ["--output-tokens", "-3"], "--output-tokens must be at least 1")
+        self.check(SERVE + ["--prompt-tokens", "1000", "--output-tokens", "100"],
+                   "exceed the model's --seq-len 1024")
+        for bad in ("", "4,,8", "0", "x", "1;2", "99999999999"):
+            self.check(SERVE + ["--concurrency", bad], "--concurrency must be positive counts")
+        self.check(SERVE + ["--bytes-per-weight", "3"], "--bytes-per-weight must be 4 or 2")
+        self.check(SERVE + ["--tp", "8"], "--tp 8 does not divide --n-head 12")
+        self.check(SERVE + ["--n-head", "16", "--tp", "16", "--nodes", "2"],
+                   "--tp 16 spans nodes of 8 GPUs")
+        self.check(SERVE + ["--tp", "4", "--pp", "4"], "no layout of --tp x --pp fits the 8 GPUs")
 
 
 if __name__ == "__main__":
