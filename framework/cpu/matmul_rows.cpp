@@ -23,30 +23,38 @@ constexpr int64_t kRowBlock = 32;
 // (one AVX-512 register, two AVX2 ones), so the lanes are vectorised whatever the optimiser does.
 typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
 
-// Two accumulators of 16 lanes (two independent chains of multiply-adds keep the units busy):
-// accumulator c, lane j sums the products k = 16 c + j, 16 c + j + 32, ... in order; the tail
-// (n mod 32) goes to the first accumulator's lanes, then the 32 partial sums are added pairwise.
-float fixed_order_dot(const float* a, const float* w, int64_t n) {
-  Lanes first = {}, second = {};
+// out[i] = the dot products of NR input rows a[i] with one weight row w, each in the same fixed
+// order: two accumulators of 16 lanes (two independent chains of multiply-adds keep the units
+// busy), accumulator c, lane j summing the products k = 16 c + j, 16 c + j + 32, ... in order;
+// the tail (n mod 32) goes to the first accumulator's lanes; then the 32 partial sums are added
+// pairwise. NR rows share each load of the weights; every row's own operations are those it
+// would get alone, so grouping rows changes no bit. No function takes or returns a Lanes: that
+// would change the calling convention with the register width (GCC's -Wpsabi), and memcpy into
+// locals compiles to plain vector loads.
+template <int NR>
+void fixed_order_dots(float* out, const float* const* a, const float* w, int64_t n) {
+  Lanes first[NR] = {}, second[NR] = {};
+  Lanes w0, w1, x0, x1;
   int64_t k = 0;
-  // No function takes or returns a Lanes: that would change the calling convention with the
-  // register width (GCC's -Wpsabi), and memcpy into locals compiles to plain vector loads.
-  Lanes a0, a1, w0, w1;
   for (; k + 2 * kLanes <= n; k += 2 * kLanes) {
-    std::memcpy(&a0, a + k, sizeof(Lanes));
     std::memcpy(&w0, w + k, sizeof(Lanes));
-    std::memcpy(&a1, a + k + kLanes, sizeof(Lanes));
     std::memcpy(&w1, w + k + kLanes, sizeof(Lanes));
-    first += a0 * w0;
-    second += a1 * w1;
+    for (int i = 0; i < NR; i++) {
+      std::memcpy(&x0, a[i] + k, sizeof(Lanes));
+      std::memcpy(&x1, a[i] + k + kLanes, sizeof(Lanes));
+      first[i] += x0 * w0;
+      second[i] += x1 * w1;
+    }
   }
-  float lane[2 * kLanes];
-  std::memcpy(lane, &first, sizeof(first));
-  std::memcpy(lane + kLanes, &second, sizeof(second));
-  for (int j = 0; k + j < n; j++) lane[j % kLanes] += a[k + j] * w[k + j];
-  for (int width = kLanes; width >= 1; width /= 2)
-    for (int j = 0; j < width; j++) lane[j] += lane[j + width];
-  return lane[0];
+  for (int i = 0; i < NR; i++) {
+    float lane[2 * kLanes];
+    std::memcpy(lane, &first[i], sizeof(Lanes));
+    std::memcpy(lane + kLanes, &second[i], sizeof(Lanes));
+    for (int j = 0; k + j < n; j++) lane[j % kLanes] += a[i][k + j] * w[k + j];
+    for (int width = kLanes; width >= 1; width /= 2)
+      for (int j = 0; j < width; j++) lane[j] += lane[j + width];
+    out[i] = lane[0];
+  }
 }
 
 }  // namespace
@@ -62,11 +70,25 @@ void CpuBackend::matmul_forward_rows(float* out, const float* inp, const float* 
     for (int64_t rb = 0; rb < row_blocks; rb++) {
       const int64_t o1 = std::min(OC, (ob + 1) * kOutputBlock);
       const int64_t r1 = std::min(R, (rb + 1) * kRowBlock);
-      for (int64_t r = rb * kRowBlock; r < r1; r++)
-        for (int64_t o = ob * kOutputBlock; o < o1; o++) {
-          const float dot = fixed_order_dot(inp + r * IC, weight + o * IC, IC);
-          out[r * OC + o] = bias != nullptr ? dot + bias[o] : dot;
+      for (int64_t o = ob * kOutputBlock; o < o1; o++) {
+        const float* w = weight + o * IC;
+        const float add = bias != nullptr ? bias[o] : 0.0f;
+        // Four rows at a time share the weights' loads; the rest one by one.
+        int64_t r = rb * kRowBlock;
+        for (; r + 4 <= r1; r += 4) {
+          const float* rows[4] = {inp + r * IC, inp + (r + 1) * IC, inp + (r + 2) * IC,
+                                  inp + (r + 3) * IC};
+          float dots[4];
+          fixed_order_dots<4>(dots, rows, w, IC);
+          for (int i = 0; i < 4; i++) out[(r + i) * OC + o] = dots[i] + add;
         }
+        for (; r < r1; r++) {
+          const float* row = inp + r * IC;
+          float dot = 0.0f;
+          fixed_order_dots<1>(&dot, &row, w, IC);
+          out[r * OC + o] = dot + add;
+        }
+      }
     }
 }
 

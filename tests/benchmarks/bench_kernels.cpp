@@ -1,7 +1,9 @@
 // Benchmark of the CPU backend's hot kernels: dnnl_sgemm GFLOP/s on the GPT-2 linear shapes
 // (forward, input-gradient and weight-gradient layouts) and the causal attention forward and
-// backward at B=8, T=256, NH=8, HS=64, each at 1 and 2 threads. Prints one line per measurement.
-// Usage: bench_kernels [max_threads [sgemm|attention]]   (default: 2, both)
+// backward at B=8, T=256, NH=8, HS=64, and generation's batch-invariant row product
+// (matmul_forward_rows) beside oneDNN's matmul_forward on the same rows, each at 1 and 2 threads.
+// Prints one line per measurement.
+// Usage: bench_kernels [max_threads [sgemm|attention|rows]]   (default: 2, all)
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -102,15 +104,40 @@ void bench_attention(int threads, std::mt19937& rng) {
       6.0 * gemm_flop / (tf + tb) * 1e-9);
 }
 
+// The row product of generate and serve against oneDNN's, side by side: GPT-2's c_fc shape
+// (768 -> 3072) at the step sizes of a decode (1 row), a batch of decodes and prefill chunks.
+void bench_rows(int threads, std::mt19937& rng) {
+  gpt::cpu::CpuBackend be(threads);
+  const int64_t IC = 768, OC = 3072;
+  const std::vector<float> W = random_vector(IC * OC, rng), bias = random_vector(OC, rng);
+  for (int64_t R : {1, 4, 16, 64, 256}) {
+    const std::vector<float> x = random_vector(R * IC, rng);
+    std::vector<float> out(R * OC);
+    const int reps = R <= 16 ? 200 : 20;
+    const double rows = best_time(reps, [&] {
+      be.matmul_forward_rows(out.data(), x.data(), W.data(), bias.data(), R, IC, OC);
+    });
+    const double dnnl = best_time(
+        reps, [&] { be.matmul_forward(out.data(), x.data(), W.data(), bias.data(), R, IC, OC); });
+    std::printf(
+        "rows %d thr  R=%3ld IC=%ld OC=%ld  rows %8.3f ms (%6.1f GFLOP/s)  oneDNN %8.3f ms "
+        "(%6.1f GFLOP/s)  rows/oneDNN time %.2f\n",
+        threads, static_cast<long>(R), static_cast<long>(IC), static_cast<long>(OC), rows * 1e3,
+        2.0 * R * IC * OC / rows * 1e-9, dnnl * 1e3, 2.0 * R * IC * OC / dnnl * 1e-9, rows / dnnl);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int max_threads = argc > 1 ? std::atoi(argv[1]) : 2;
   std::mt19937 rng(1);
-  const std::string only = argc > 2 ? argv[2] : "";  // "sgemm" or "attention" runs one part
-  if (only != "attention")
+  const std::string only = argc > 2 ? argv[2] : "";  // "sgemm", "attention" or "rows": one part
+  if (only.empty() || only == "sgemm")
     for (int threads = 1; threads <= max_threads; threads *= 2) bench_sgemm(threads, rng);
-  if (only != "sgemm")
+  if (only.empty() || only == "attention")
     for (int threads = 1; threads <= max_threads; threads *= 2) bench_attention(threads, rng);
+  if (only.empty() || only == "rows")
+    for (int threads = 1; threads <= max_threads; threads *= 2) bench_rows(threads, rng);
   return 0;
 }

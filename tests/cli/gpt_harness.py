@@ -136,7 +136,7 @@ class Timeout(AssertionError):
 
 # Programs with --device: a run that does not name one is a CPU run, also on a machine with a
 # GPU, where --device auto would take it (the gpu tests name their device).
-DEVICE_PROGRAMS = ("train", "eval", "generate")
+DEVICE_PROGRAMS = ("train", "eval", "generate", "serve")
 
 
 def on_cpu_unless_named(program, args):

@@ -312,6 +312,23 @@ class ServeTest(h.TempDirTest):
         self.assertNotEqual(server.proc.returncode, 0)
         self.assertRegex(out + err, r"(?i)rank|process")
 
+    def test_f_bad_options_one_line_each(self):
+        ck = ["--checkpoint", self.checkpoints["gpt2"]]
+        cases = [([], 1, "--checkpoint is required"),
+                 (ck + ["--tp", "2"], 1, "--tp 2 x --pp 1 must equal the 1 ranks"),
+                 (ck + ["--port", "70000"], 1, "--port must be in"),
+                 (ck + ["--block-size", "0"], 1, "--block-size must be in"),
+                 (ck + ["--kv-cache-gb", "0.000001"], 1, "--kv-cache-gb"),
+                 (ck + ["--seq-len", "65"], 1, "longer than the 64 positions"),
+                 (["--checkpoint", os.path.join(self.folder, "missing.h5")], 1, "missing.h5"),
+                 (ck + ["--pp", "3"], 2, "--tp 1 x --pp 3 must equal the 2 ranks")]
+        for args, np, message in cases:
+            result = h.run("serve", args + ["--port", "0"] if "--port" not in args else args,
+                           np=np, timeout=60)
+            self.assertEqual(result.returncode, 1, result.describe())
+            errors = [line for line in result.stderr.splitlines() if "error" in line]
+            self.assertTrue(errors and message in errors[0], result.describe())
+
 
 if __name__ == "__main__":
     h.main()
