@@ -99,7 +99,7 @@ run_step configure 150 360 "$REPORT/configure.log" \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DGPT_GPU_TEST_PYTHON="$TEST_PYTHON" ${GPT_GPU_CMAKE_ARGS:-}
 if ((STEP_RC == 0)); then
   row configure passed "$STEP_SECONDS" ""
-  TARGETS=(train eval generate prepare-data plan test_cuda_kernels test_cuda_layers bench_gpu)
+  TARGETS=(train eval generate serve prepare-data plan test_cuda_kernels test_cuda_layers bench_gpu)
   run_step build 330 240 "$REPORT/build.log" make -C "$BUILD" -k -j16 "${TARGETS[@]}"
   if ((STEP_RC == 0)); then
     row build passed "$STEP_SECONDS" "${TARGETS[*]}"

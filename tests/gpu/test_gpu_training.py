@@ -1,7 +1,8 @@
 """Training on the GPU, end to end (docs/DESIGN.md "Backends", "Testing"): CUDA fp32 follows the CPU run
 (losses 1e-5 relative, final weights and optimizer state 1e-4 by tensor norm); bf16 follows fp32 to
 bf16 rounding (losses 2e-2 relative, decreasing alike); tp 2, pp 2 (1f1b and zb-h1), dp 2 and
-tp 2 x pp 2 sharing the one GPU over --gpu-comm mpi follow the serial CUDA fp32 run; NCCL at one
+tp 2 x pp 2 sharing the one GPU over --gpu-comm mpi follow the serial CUDA fp32 run; serve on CUDA
+answers concurrent requests with generate's CUDA text; NCCL at one
 rank equals MPI at one rank, NCCL refuses two ranks on one GPU and auto picks MPI there;
 --deterministic bf16 repeats bit for bit, and resumes bit for bit; checkpoints move between cuda
 bf16 and cpu fp32 both ways (same datasets, shapes and dtypes).
@@ -12,12 +13,14 @@ backend or no CUDA device is visible.
 Run: python3 test_gpu_training.py --bin BUILD/bin [--mpiexec PATH --mpiexec-flags "..."]
 """
 
+import concurrent.futures
 import os
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import gpt_harness as h  # noqa: E402
+from serve_harness import Server  # noqa: E402
 
 STEPS = 8
 STOP_AT = 4
@@ -276,6 +279,28 @@ class GpuTrainingTest(h.TempDirTest, h.WorstDifferences):
         for s in range(STOP_AT + 1, STEPS + 1):
             h.assert_close(self, loss[s], want[s], BF16_LOSS_REL, f"cpu ck -> bf16 loss {s}")
         self.assert_same_schema(h.checkpoint_file(bf16_ck, STEPS), h.checkpoint_file(ref_ck, STEPS))
+
+    # ---- serving on the GPU
+
+    def test_f_serve_on_cuda_gives_generates_text(self):
+        """serve on CUDA answers three concurrent requests (greedy and sampled) with generate's
+        text on CUDA: the same fp32 row kernels in both, whatever the batch."""
+        _, ref_ck = self.cpu_ref()
+        checkpoint = h.checkpoint_file(ref_ck, STEPS)
+        requests = [("1", 12, 0.0, 1), ("12+34=", 10, 1.0, 5), ("7+8=15\n", 8, 0.0, 1)]
+        server = Server(checkpoint, 1, ["--device", "cuda"] + GPU_MEMORY)
+        try:
+            with concurrent.futures.ThreadPoolExecutor(len(requests)) as pool:
+                texts = list(pool.map(lambda r: server.complete(*r), requests))
+        finally:
+            code, out, err = server.stop()
+        self.assertEqual(code, 0, out + err)
+        for (prompt, max_tokens, temperature, seed), text in zip(requests, texts):
+            out = h.run("generate", ["--checkpoint", checkpoint, "--prompt", prompt,
+                                     "--max-new-tokens", max_tokens, "--temperature",
+                                     temperature, "--seed", seed, "--device", "cuda"] +
+                        GPU_MEMORY, check=True).stdout
+            self.assertEqual(text.rstrip("\n"), out[len(prompt):].rstrip("\n"), prompt)
 
 
 if __name__ == "__main__":

@@ -19,17 +19,15 @@ Run: /usr/bin/python3 test_serve.py --bin BUILD/bin [--mpiexec PATH --mpiexec-fl
 import concurrent.futures
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import gpt_harness as h  # noqa: E402
+from serve_harness import Server  # noqa: E402
 
 GPT2 = ["--model", "tiny", "--n-layer", "4", "--seq-len", "64", "--steps", "30",
         "--eval-every", "0", "--threads", "1"]
@@ -41,89 +39,6 @@ LAYOUTS = {"1": (1, []), "tp2": (2, ["--tp", "2"]), "pp2": (2, ["--pp", "2"]),
 REQUESTS = [("1", 12, 0.0, 1), ("123+456=", 20, 0.0, 1), ("7+8=15\n9+9=", 9, 1.0, 7),
             ("555+555=1110\n1+2=3\n400+2=", 16, 0.8, 3), ("99", 30, 1.0, 11),
             ("12+34=46\n", 5, 0.0, 1)]
-HTTP_TIMEOUT = 60
-
-
-class Server:
-    """serve on a free loopback port; stopped (SIGTERM, then killed) by stop()."""
-
-    def __init__(self, checkpoint, np=1, options=(), startup_timeout=60, shutdown_timeout=10):
-        self.np = np
-        cmd = h.command("serve", ["--checkpoint", checkpoint, "--port", "0", "--threads", "1",
-                                  "--shutdown-timeout", shutdown_timeout] + list(options), np)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=True, text=True, errors="replace")
-        deadline = time.monotonic() + startup_timeout
-        self.port = None
-        while time.monotonic() < deadline and self.port is None:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if found:
-                self.port = int(found.group(1))
-        if self.port is None:
-            h.kill_group(self.proc)
-            out, err = self.proc.communicate()
-            raise AssertionError(f"serve did not start\n{out}\n{err}")
-
-    def url(self, path):
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def request(self, path, body=None, raw=None, timeout=HTTP_TIMEOUT):
-        """(status, headers, body text) of a GET, or a POST of `body` (JSON) or `raw` bytes."""
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None
-                                            else None)
-        req = urllib.request.Request(self.url(path), data=data,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                return r.status, dict(r.headers), r.read().decode("utf-8", "replace")
-        except urllib.error.HTTPError as e:
-            return e.code, dict(e.headers), e.read().decode("utf-8", "replace")
-
-    def complete(self, prompt, max_tokens, temperature, seed, stream=False):
-        body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": temperature,
-                "seed": seed, "stream": stream}
-        status, _, text = self.request("/v1/completions", body)
-        assert status == 200, (status, text)
-        if not stream:
-            return json.loads(text)["choices"][0]["text"]
-        events = [line[len("data: "):] for line in text.split("\n") if line.startswith("data: ")]
-        assert events[-1] == "[DONE]", events[-3:]
-        return "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
-
-    def metric(self, name):
-        _, _, text = self.request("/metrics")
-        found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
-        return float(found.group(1)) if found else None
-
-    def ranks(self):
-        """The pids of serve's ranks: mpiexec's children, or the singleton itself."""
-        if self.np == 1:
-            return [self.proc.pid]
-        children = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True,
-                                  text=True).stdout.split()
-        return [int(p) for p in children] or [self.proc.pid]
-
-    def stop(self, timeout=30):
-        """SIGTERM to every rank, as Slurm's scancel sends it to every task (mpiexec itself would
-        answer SIGTERM with SIGKILL after a grace period, docs/OPERATIONS.md); returns (exit code,
-        stdout, stderr)."""
-        for pid in self.ranks():
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        try:
-            out, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            h.kill_group(self.proc)
-            out, err = self.proc.communicate()
-            raise AssertionError(f"serve did not stop within {timeout} s\n{out}\n{err}")
-        return self.proc.returncode, out, err
-
-
 class ServeTest(h.TempDirTest):
     @classmethod
     def setUpClass(cls):
