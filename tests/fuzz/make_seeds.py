@@ -308,3 +308,22 @@ for name in ["netns-1gbit.ini", "netns-100mbit.ini"]:
 with open(os.path.join(HERE, "..", "..", "docs", "clusters", "h100x4.ini")) as f:
     put("fuzz_cluster_file", "h100x4", f.read())
 put("fuzz_cluster_file", "bad-key", "name = x\ngpus_per_node = 8\n[gpu]\nname = g\npeak = 1\n")
+
+# ---- serve's completion request bodies (fuzz_completion_request: a model "tiny" of 64 positions
+# and 300 token ids, one token per byte)
+put("fuzz_completion_request", "minimal", json.dumps({"prompt": "Hello"}))
+put("fuzz_completion_request", "every-field", json.dumps(
+    {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0.7, "top_p": 0.9,
+     "top_k": -1, "seed": 42, "stop": ["\n", "The end"], "stream": True,
+     "stream_options": {"include_usage": True}}))
+put("fuzz_completion_request", "token-ids", json.dumps({"prompt": [1, 2, 299], "max_tokens": 4,
+                                                        "stop": "x", "stream": False}))
+put("fuzz_completion_request", "neutral", json.dumps(
+    {"prompt": "a", "n": 1, "best_of": 1, "echo": False, "logprobs": None, "presence_penalty": 0,
+     "frequency_penalty": 0.0, "logit_bias": {}, "suffix": "", "user": "u"}))
+put("fuzz_completion_request", "unsupported", json.dumps({"prompt": "a", "n": 2, "logit_bias": {"5": 1}}))
+put("fuzz_completion_request", "context", json.dumps({"prompt": "x" * 60, "max_tokens": 5}))
+put("fuzz_completion_request", "unknown-model", json.dumps({"model": "gpt-4", "prompt": "é€😀"},
+                                                           ensure_ascii=False))
+put("fuzz_completion_request", "unknown-field", json.dumps({"prompt": "a", "max_token": 5,
+                                                            "stream_options": {"x": 1}}))
