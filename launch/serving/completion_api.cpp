@@ -74,7 +74,7 @@ CompletionRequest parse_completion_request(
                 shown_excerpt(key, 40));
     }
   }
-  if (body.contains("model")) {
+  if (body.contains("model") && !body.at("model").is_null()) {
     const std::string name = field<std::string>(body, "model");
     if (name != model.name)
       throw ApiError(404, "not_found_error",
@@ -158,7 +158,7 @@ CompletionRequest parse_completion_request(
     if (!options.is_object()) throw bad("'stream_options' must be an object", "stream_options");
     for (const auto& item : options.items()) {
       if (item.key() != "include_usage")
-        throw bad("unknown field stream_options." + shown_excerpt(item.key(), 40),
+        throw bad("unknown field stream_options." + quoted_excerpt(item.key()),
                   "stream_options");
       if (!item.value().is_boolean())
         throw bad("'stream_options.include_usage' must be a boolean", "stream_options");
