@@ -67,9 +67,12 @@ class Rank0 {
 
  private:
   void take_tokens(int64_t step, std::map<int64_t, std::vector<int32_t>>& local_tokens);
-  // Appends the token, updates the request's text; true when the sequence is finished.
-  bool apply_token(ScheduledSequence& s, int32_t token);
+  // Appends the token, updates the request's text; the finish reason, empty while it runs.
+  std::string apply_token(ScheduledSequence& s, int32_t token);
   void end_request(ServedRequest& r, const std::string& reason);
+  // Queue, running and cache gauges. Published before a request is answered, so a client that
+  // reads /metrics after its answer sees the state without its sequence.
+  void publish_state();
 
   ServeFront& f_;
   int pp_, sampler_;
@@ -79,6 +82,9 @@ class Rank0 {
 };
 
 void Rank0::end_request(ServedRequest& r, const std::string& reason) {
+  // Counted before the answer is released, so /metrics read after it includes this request.
+  f_.metrics.request_finished(reason);
+  f_.metrics.latency(seconds_between(r.arrived, ServeClock::now()));
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     r.done = true;
@@ -86,11 +92,14 @@ void Rank0::end_request(ServedRequest& r, const std::string& reason) {
     r.releasable = r.text.size();
   }
   r.changed.notify_all();
-  f_.metrics.request_finished(reason);
-  f_.metrics.latency(seconds_between(r.arrived, ServeClock::now()));
 }
 
-bool Rank0::apply_token(ScheduledSequence& s, int32_t token) {
+void Rank0::publish_state() {
+  f_.metrics.state(static_cast<int64_t>(f_.scheduler.waiting()),
+                   static_cast<int64_t>(f_.scheduler.running()), f_.scheduler.kv_usage());
+}
+
+std::string Rank0::apply_token(ScheduledSequence& s, int32_t token) {
   ServedRequest& r = *s.request;
   const CompletionRequest& q = r.request;
   const auto now = ServeClock::now();
@@ -130,12 +139,10 @@ bool Rank0::apply_token(ScheduledSequence& s, int32_t token) {
     }
   }
   r.changed.notify_all();
-  if (reason.empty()) return false;
-  if (generated > 1)
+  if (!reason.empty() && generated > 1)
     f_.metrics.per_output_token(seconds_between(s.first_token, s.last_token) /
                                 static_cast<double>(generated - 1));
-  end_request(r, reason);
-  return true;
+  return reason;
 }
 
 void Rank0::take_tokens(int64_t step, std::map<int64_t, std::vector<int32_t>>& local_tokens) {
@@ -153,19 +160,23 @@ void Rank0::take_tokens(int64_t step, std::map<int64_t, std::vector<int32_t>>& l
     GPT_MPI_CHECK(MPI_Recv(tokens.data(), static_cast<int>(tokens.size()), MPI_INT32_T, sampler_,
                            kServeTokenTag, world_, MPI_STATUS_IGNORE));
   }
-  for (size_t i = 0; i < sequences.size(); ++i)
-    if (apply_token(*sequences[i], tokens[i])) f_.scheduler.finish(sequences[i]);
+  std::vector<std::pair<std::shared_ptr<ServedRequest>, std::string>> finished;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    std::string reason = apply_token(*sequences[i], tokens[i]);
+    if (reason.empty()) continue;
+    finished.emplace_back(sequences[i]->request, std::move(reason));
+    f_.scheduler.finish(sequences[i]);  // frees the sequence: its blocks go back first
+  }
+  if (finished.empty()) return;
+  publish_state();
+  for (const auto& [request, reason] : finished) end_request(*request, reason);
 }
 
 StepPlan Rank0::next_plan(int64_t step, std::map<int64_t, std::vector<int32_t>>& local_tokens) {
   take_tokens(step, local_tokens);
-  for (const std::shared_ptr<ServedRequest>& r : f_.scheduler.drop_cancelled(step))
-    end_request(*r, "abort");
-  const auto publish = [&] {
-    f_.metrics.state(static_cast<int64_t>(f_.scheduler.waiting()),
-                     static_cast<int64_t>(f_.scheduler.running()), f_.scheduler.kv_usage());
-  };
-  publish();
+  const std::vector<std::shared_ptr<ServedRequest>> dropped = f_.scheduler.drop_cancelled(step);
+  publish_state();
+  for (const std::shared_ptr<ServedRequest>& r : dropped) end_request(*r, "abort");
   if (!stopping_ && stop_requested()) {
     stopping_ = true;
     f_.inbox.close();
@@ -195,7 +206,7 @@ StepPlan Rank0::next_plan(int64_t step, std::map<int64_t, std::vector<int32_t>>&
   StepPlan plan = f_.scheduler.plan(step);
   f_.inbox.set_held(f_.scheduler.waiting());
   f_.metrics.step(plan.batch.rows());
-  publish();
+  publish_state();
   return plan;
 }
 
