@@ -16,11 +16,15 @@ namespace gpt {
 
 enum class ReduceOp { kSum, kMax };
 
-// A pending non-blocking operation; wait() completes it (idempotent).
+// A pending non-blocking operation; wait() completes it (idempotent). progress() lets it advance
+// without blocking: MPI moves a non-blocking operation's data only inside MPI calls, so a rank
+// that computes between posting and waiting calls it to overlap for real. A no-op where the
+// transfer runs on its own (NCCL's stream).
 class Request {
  public:
   virtual ~Request() = default;
   virtual void wait() = 0;
+  virtual void progress() {}
 };
 
 class Communicator {

@@ -24,6 +24,9 @@ class StagedRequest final : public Request {
   float* host() { return host_.data(); }
   float* result() { return result_.empty() ? host_.data() : result_.data(); }
   void attach(std::unique_ptr<Request> inner) { inner_ = std::move(inner); }
+  void progress() override {
+    if (inner_ != nullptr) inner_->progress();
+  }
   void wait() override {
     if (inner_ == nullptr) return;
     inner_->wait();

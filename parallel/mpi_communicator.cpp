@@ -4,6 +4,7 @@
 #include "parallel/mpi_communicator.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <utility>
 
@@ -78,6 +79,20 @@ class MpiRequest final : public Request {
   void add(MPI_Request request, int expected_count) {
     requests_.push_back(request);
     expected_.push_back(expected_count);
+    statuses_.emplace_back();
+    completed_.push_back(false);
+  }
+
+  // Tests the chunks not yet complete; a chunk found complete keeps its status for wait(). An
+  // error is left for wait() to report.
+  void progress() override {
+    if (done_) return;
+    for (size_t i = 0; i < requests_.size(); ++i) {
+      if (completed_[i]) continue;
+      int flag = 0;
+      if (MPI_Test(&requests_[i], &flag, &statuses_[i]) != MPI_SUCCESS) return;
+      completed_[i] = flag != 0;
+    }
   }
 
   void wait() override {
@@ -86,8 +101,8 @@ class MpiRequest final : public Request {
     int first_error = MPI_SUCCESS;
     std::string mismatch;
     for (size_t i = 0; i < requests_.size(); ++i) {
-      MPI_Status status;
-      int rc = MPI_Wait(&requests_[i], &status);
+      MPI_Status& status = statuses_[i];
+      const int rc = completed_[i] ? MPI_SUCCESS : MPI_Wait(&requests_[i], &status);
       if (rc != MPI_SUCCESS) {
         if (first_error == MPI_SUCCESS) first_error = rc;
         continue;
@@ -107,6 +122,8 @@ class MpiRequest final : public Request {
   std::string what_;
   std::vector<MPI_Request> requests_;
   std::vector<int> expected_;
+  std::vector<MPI_Status> statuses_;
+  std::vector<bool> completed_;  // found complete by progress()
   bool done_ = false;
 };
 
@@ -140,7 +157,14 @@ class MpiCommunicator final : public Communicator {
   }
 
   void reduce_scatter(const float* send, float* recv, int64_t count, ReduceOp op) override {
-    ireduce_scatter(send, recv, count, op)->wait();
+    check_count(count);
+    if (count > max_chunk_) {
+      ireduce_scatter(send, recv, count, op)->wait();
+      return;
+    }
+    count_bytes(count * size_ * static_cast<int64_t>(sizeof(float)));
+    GPT_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, static_cast<int>(count), MPI_FLOAT,
+                                           to_mpi(op), comm_.get()));
   }
 
   std::unique_ptr<Request> iall_gather(const float* send, float* recv, int64_t count) override {
@@ -185,14 +209,12 @@ class MpiCommunicator final : public Communicator {
     count_bytes(count * size_ * static_cast<int64_t>(sizeof(float)));
     auto request = std::make_unique<MpiRequest>("reduce_scatter on '" + name_ + "'");
     MPI_Request r;
-    if (count <= max_chunk_) {
-      GPT_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(count), MPI_FLOAT,
-                                              to_mpi(op), comm_.get(), &r));
-      request->add(r, -1);
-      return request;
-    }
-    // Predefined reductions are only guaranteed on predefined types, so no strided datatype
-    // here: each block is reduced to its owner, one chunk at a time.
+    // Each block is reduced to its owner (an MPI_Ireduce per rank and chunk) rather than one
+    // MPI_Ireduce_scatter_block. Behind compute, advanced only by the Request::progress calls
+    // between layers (the distributed optimizer's buckets), Open MPI 4.1's reduce-scatter took
+    // several times the reductions' time at 2 ranks (docs/BENCHMARKS.md, "The distributed
+    // optimizer"); waited at once, it is faster, hence the blocking form above. Predefined
+    // reductions are only guaranteed on predefined types, so no strided datatype for chunks.
     for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
       for (int root = 0; root < size_; ++root) {
         const float* block = send + root * count + span.offset;
@@ -338,6 +360,10 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, const std::st
 
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, const std::string& name) {
   return make_mpi_communicator(comm, name, kMpiMaxChunk);
+}
+
+void configure_mpi_collectives_before_init() {
+  setenv("OMPI_MCA_coll_libnbc_ireduce_algorithm", "2", 0);
 }
 
 }  // namespace gpt

@@ -22,6 +22,7 @@ class TrackedRequest final : public Request {
     OperationLog::Wait waiting(log_, ticket_);
     inner_->wait();
   }
+  void progress() override { inner_->progress(); }
 
  private:
   std::unique_ptr<Request> inner_;

@@ -9,6 +9,7 @@
 #include "framework/logging.h"
 #include "framework/user_files.h"
 #include "launch/programs/config_file.h"
+#include "parallel/mpi_communicator.h"
 
 namespace gpt {
 namespace {
@@ -61,6 +62,7 @@ bool parse_options(MPI_Comm world, int argc, char** argv, const std::string& cap
 
 int run_program(int argc, char** argv, const std::function<int(int, char**)>& body) {
   h5::configure_mpi_io_before_init();
+  configure_mpi_collectives_before_init();
   // A failed MPI_Init ends the process under MPI's default handler: there is nothing to agree on.
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);

@@ -190,6 +190,35 @@ TEST_P(CommunicatorTest, NonBlockingRing) {
   for (int64_t i = 0; i < count; ++i) EXPECT_EQ(in[i], left * 1000 + i) << i;
 }
 
+// progress() advances a request without blocking; the data is there once wait() returns, and a
+// receive found complete by progress() still has its length checked by wait().
+TEST_P(CommunicatorTest, ProgressThenWait) {
+  const int64_t count = 7;
+  const int left = (rank_ + n_ - 1) % n_, right = (rank_ + 1) % n_;
+  std::vector<float> out(count, static_cast<float>(rank_)), in(count, -1.0f);
+  std::vector<float> block(count * n_, -1.0f);
+  for (int64_t i = 0; i < count; ++i) block[rank_ * count + i] = static_cast<float>(rank_ + i);
+  auto received = comm_->irecv(in.data(), count, left);
+  auto sent = comm_->isend(out.data(), count, right);
+  auto gathered = comm_->iall_gather(block.data() + rank_ * count, block.data(), count);
+  for (int i = 0; i < 100; ++i)
+    for (Request* r : {received.get(), sent.get(), gathered.get()}) r->progress();
+  received->wait();
+  sent->wait();
+  gathered->wait();
+  gathered->progress();  // after completion: nothing to do
+  EXPECT_EQ(in, std::vector<float>(count, static_cast<float>(left)));
+  for (int r = 0; r < n_; ++r)
+    for (int64_t i = 0; i < count; ++i) EXPECT_EQ(block[r * count + i], r + i) << r << " " << i;
+  if (GetParam() != kMpiMaxChunk) return;
+  std::vector<float> two(2, 1.0f), four(4, 0.0f);
+  auto short_send = comm_->isend(two.data(), 2, rank_);
+  auto long_receive = comm_->irecv(four.data(), 4, rank_);
+  for (int i = 0; i < 100; ++i) long_receive->progress();
+  EXPECT_ERROR_CONTAINS(long_receive->wait(), "expected 4 floats, got 2");
+  short_send->wait();
+}
+
 TEST_P(CommunicatorTest, UnwaitedRequestsCompleteOnDestruction) {
   const int64_t count = 6;
   const int left = (rank_ + n_ - 1) % n_, right = (rank_ + 1) % n_;
