@@ -3,9 +3,11 @@
 
 namespace gpt {
 
-void GptChunk::begin(const MicrobatchData* data, GptStage::WeightReadyHook on_final_weights) {
+void GptChunk::begin(const MicrobatchData* data, GptStage::WeightReadyHook on_final_weights,
+                     GptStage::WeightReadyHook on_weights_needed) {
   data_ = data;
   on_final_weights_ = std::move(on_final_weights);
+  stage_.set_weight_needed_hook(std::move(on_weights_needed));
   weight_passes_ = 0;
   loss_sum_ = 0.0;
 }

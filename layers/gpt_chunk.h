@@ -25,8 +25,10 @@ class GptChunk : public PipelineChunk {
  public:
   explicit GptChunk(GptStage& stage) : stage_(stage) {}
 
-  // Before each run: the data, and what to call with each layer's finished parameters.
-  void begin(const MicrobatchData* data, GptStage::WeightReadyHook on_final_weights);
+  // Before each run: the data, what to call with each layer's finished parameters, and what to
+  // call before each layer's forward reads its weights (GptStage's hooks).
+  void begin(const MicrobatchData* data, GptStage::WeightReadyHook on_final_weights,
+             GptStage::WeightReadyHook on_weights_needed = nullptr);
   double loss_sum() const { return loss_sum_; }
   bool has_head() const { return stage_.spec().has_head; }
 

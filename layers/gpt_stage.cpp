@@ -83,14 +83,18 @@ void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) 
   if (embedding_) {
     GPT_CHECK(tokens != nullptr, "the first stage needs input tokens");
     backend_.copy_from_host(c.tokens.data(), tokens, token_bytes);
+    needed(embedding_params_);
     embedding_->forward(c.acts[0].data(), c.tokens.data(), c.embedding);
   }
-  for (size_t l = 0; l < blocks_.size(); ++l)
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    needed(block_params_[l]);
     blocks_[l]->forward(c.acts[l + 1].data(), c.acts[l].data(),
                         recomputes(l) ? shared_rebuilt_ : c.blocks[l]);
+  }
   if (head_) {
     GPT_CHECK(targets != nullptr, "the last stage needs targets");
     backend_.copy_from_host(c.targets.data(), targets, token_bytes);
+    needed(head_params_);  // with pp = 1 and a tied head, wte came with the embedding
     head_->forward(c.acts.back().data(), c.targets.data(), c.head);
   }
 }
@@ -119,6 +123,10 @@ void GptStage::block_weight_pass(const Cache& c, const GradSet& g, size_t l) {
       !recomputes(l) ? c.blocks[l] : (recompute_.split_backward ? g.rebuilt[l] : shared_rebuilt_);
   blocks_[l]->backward_weight(cache, g.blocks[l]);
   ready(block_params_[l]);
+}
+
+void GptStage::needed(const ParamRange& params) {
+  if (weight_needed_ && params.end > params.first) weight_needed_(params.first, params.end);
 }
 
 void GptStage::ready(const ParamRange& params) {

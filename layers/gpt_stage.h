@@ -92,6 +92,9 @@ class GptStage {
   // trigger); empty to stop.
   using WeightReadyHook = std::function<void(size_t first, size_t end)>;
   void set_weight_ready_hook(WeightReadyHook hook) { weight_ready_ = std::move(hook); }
+  // Called from forward with each layer's range just before the layer reads its weights (the
+  // distributed optimizer's parameter gather waits there, bucket by bucket); empty to stop.
+  void set_weight_needed_hook(WeightReadyHook hook) { weight_needed_ = std::move(hook); }
 
   // After the step's last backward: sums over tp the gradients that sequence parallelism left
   // partial (the norms'), and Qwen3's q/k norms' at tp > 1; and over each group of tp ranks that
@@ -145,7 +148,8 @@ class GptStage {
   const BlockCache& backward_cache(Cache& c, GradSet& g, size_t l);
   void block_weight_pass(const Cache& c, const GradSet& g, size_t l);
   struct ParamRange;
-  void ready(const ParamRange& params);  // the weight-ready hook, for a non-empty range
+  void ready(const ParamRange& params);   // the weight-ready hook, for a non-empty range
+  void needed(const ParamRange& params);  // the weight-needed hook, likewise
 
   Backend& backend_;
   TensorParallel& tp_;
@@ -169,6 +173,7 @@ class GptStage {
   ParamRange embedding_params_, head_params_;
   std::vector<ParamRange> block_params_;
   WeightReadyHook weight_ready_;
+  WeightReadyHook weight_needed_;
 };
 
 }  // namespace gpt

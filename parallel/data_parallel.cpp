@@ -1,6 +1,8 @@
 // Bucketed dp gradient reduction (see data_parallel.h).
 #include "parallel/data_parallel.h"
 
+#include <algorithm>
+
 #include "framework/check.h"
 
 namespace gpt {
@@ -35,7 +37,7 @@ GradientBuckets::GradientBuckets(ParameterStore& store, Communicator& dp, const 
               "bucket at " << span.offset << " does not match the store's layout");
     for (size_t i = span.first_param; i < span.end_param; ++i)
       bucket_of_param_[i] = static_cast<int>(buckets_.size());
-    buckets_.push_back({span, 0, nullptr});
+    buckets_.push_back({span, 0, nullptr, nullptr});
   }
 }
 
@@ -68,9 +70,16 @@ void GradientBuckets::mark_ready(size_t first, size_t end) {
     GPT_CHECK(b.pending > 0, "parameter " << store_.params()[i].name << " marked ready twice");
     if (--b.pending == 0) post(b);
   }
+  progress_reductions();
+}
+
+void GradientBuckets::progress_reductions() {
+  for (Bucket& b : buckets_)
+    if (b.request != nullptr) b.request->progress();
 }
 
 void GradientBuckets::finish() {
+  wait_all_gathered();  // parameters the forward never asked for
   for (Bucket& b : buckets_) {
     if (b.pending > 0) {  // parameters the backward never marked (none on a full stage)
       b.pending = 0;
@@ -83,17 +92,40 @@ void GradientBuckets::finish() {
   }
 }
 
-void GradientBuckets::gather_values() {
-  GPT_CHECK(sharded_, "gather_values without sharded optimizer state");
-  for (Bucket& b : buckets_) {
+void GradientBuckets::post_gather() {
+  GPT_CHECK(sharded_, "post_gather without sharded optimizer state");
+  GPT_CHECK(gathers_in_flight_ == 0, "a parameter gather is still in flight from the last step");
+  if (dp_.size() == 1) return;
+  for (size_t k = buckets_.size(); k-- > 0;) {  // the forward's order
+    Bucket& b = buckets_[k];
     float* bucket = store_.values() + b.span.offset;
-    b.request = dp_.iall_gather(bucket + dp_.rank() * b.span.shard_numel, bucket,
-                                b.span.shard_numel);  // in place
+    b.gather = dp_.iall_gather(bucket + dp_.rank() * b.span.shard_numel, bucket,
+                               b.span.shard_numel);  // in place
+    ++gathers_in_flight_;
   }
-  for (Bucket& b : buckets_) {
-    b.request->wait();
-    b.request.reset();
-  }
+}
+
+void GradientBuckets::wait_gather(Bucket& b) {
+  if (b.gather == nullptr) return;
+  b.gather->wait();
+  b.gather.reset();
+  --gathers_in_flight_;
+}
+
+void GradientBuckets::wait_gathered(size_t first, size_t end) {
+  if (gathers_in_flight_ == 0 || first >= end) return;
+  GPT_CHECK(end <= bucket_of_param_.size(),
+            "parameters up to " << end << " of " << bucket_of_param_.size());
+  // A layer's parameters lie in consecutive buckets (registration order is memory order).
+  const int low = std::min(bucket_of_param_[first], bucket_of_param_[end - 1]);
+  const int high = std::max(bucket_of_param_[first], bucket_of_param_[end - 1]);
+  for (int k = high; k >= low; --k) wait_gather(buckets_[static_cast<size_t>(k)]);
+  for (Bucket& b : buckets_)
+    if (b.gather != nullptr) b.gather->progress();
+}
+
+void GradientBuckets::wait_all_gathered() {
+  for (size_t k = buckets_.size(); k-- > 0;) wait_gather(buckets_[k]);
 }
 
 }  // namespace gpt

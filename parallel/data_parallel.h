@@ -7,8 +7,12 @@
 //  - Replicated optimizer: an all-reduce (sum over dp) of each bucket, in place.
 //  - Distributed optimizer (ZeRO-1, the store's state sharded by shard_segments): a
 //    reduce-scatter of each padded bucket into this rank's shard of update_grads(); after the
-//    optimizer has updated the shards, gather_values() all-gathers them back into every
-//    replica's value buffer, in place.
+//    optimizer has updated the shards, post_gather() all-gathers them back into every replica's
+//    value buffer, in place, bucket by bucket in the order the next forward reads them, and
+//    returns (Megatron's overlapped parameter gather). The forward waits for the buckets of each
+//    layer just before it runs (wait_gathered), driving the others on; whatever reads the
+//    weights otherwise (evaluation, a checkpoint) waits for all of them first (wait_all_gathered).
+//    The values are the same bits whenever the gather completes: only its timing changes.
 #pragma once
 
 #include <cstdint>
@@ -41,24 +45,35 @@ class GradientBuckets {
     BucketSpan span;
     size_t pending = 0;  // parameters not yet final this step
     std::unique_ptr<Request> request;
+    std::unique_ptr<Request> gather;  // the updated values' all-gather, until waited
   };
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
   void begin_step();
-  // Parameters [first, end) (registration indices) hold their final gradient for the step.
+  // Parameters [first, end) (registration indices) hold their final gradient for the step: their
+  // buckets' reductions are posted once complete, and those in flight driven on.
   void mark_ready(size_t first, size_t end);
-  // Posts what is left and waits for every bucket's reduction.
+  // Posts what is left and waits for every bucket's reduction (and any gather still in flight).
   void finish();
-  // Sharded only, after the optimizer step: every bucket's updated shards all-gathered (posted
-  // together, then waited).
-  void gather_values();
+  // Sharded only, after the optimizer step: posts every bucket's all-gather of the updated
+  // shards, the last bucket (the first layers' parameters) first.
+  void post_gather();
+  // The gathers of the buckets that hold parameters [first, end) complete; the others are driven
+  // on (Request::progress). Nothing to wait for when none is in flight.
+  void wait_gathered(size_t first, size_t end);
+  void wait_all_gathered();
+  bool gathering() const { return gathers_in_flight_ > 0; }
 
  private:
   void post(Bucket& b);
+  void progress_reductions();  // Request::progress on each reduction in flight
+
+  void wait_gather(Bucket& b);
 
   ParameterStore& store_;
   Communicator& dp_;
   bool sharded_ = false;
+  int gathers_in_flight_ = 0;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_param_;
 };

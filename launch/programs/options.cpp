@@ -50,6 +50,10 @@ po::options_description layout_options(TrainOptions& o) {
   add("distributed-optimizer", po::bool_switch(&l.distributed_optimizer),
       "ZeRO-1: shard the optimizer state over dp (gradients reduce-scattered per bucket, each dp "
       "rank updates its shard, the weights all-gathered); no effect at dp 1");
+  add("no-overlap-param-gather",
+      po::bool_switch()->notifier([&o](bool off) { o.overlap_param_gather = !off; }),
+      "with --distributed-optimizer: wait for the updated weights' all-gather right after the "
+      "optimizer step, instead of bucket by bucket behind the next forward (same results)");
   add("sequence-parallel", po::bool_switch(&l.sequence_parallel),
       "split LayerNorm and residual regions along the sequence over the tp ranks (the sequence "
       "length must be a multiple of tp)");

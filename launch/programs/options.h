@@ -30,6 +30,8 @@ struct TrainOptions {
   bool allow_tp_across_nodes = false;
   int64_t global_batch_size = 64;
   int64_t dp_bucket_elements = kDefaultBucketElements;
+  // Distributed optimizer: the updated weights' all-gather runs behind the next forward.
+  bool overlap_param_gather = true;
   bool memory_report = false;  // print the memory model's prediction per rank and exit
   // model
   std::string model_preset;

@@ -95,8 +95,17 @@ double Trainer::forward_backward(const StepBatch& batch, StepStats& stats) {
   dp_buckets_.begin_step();
   // Each chunk's final weight passes hand its finished parameters to the dp buckets.
   auto ready = [this](size_t first, size_t end) { dp_buckets_.mark_ready(first, end); };
-  for (GptChunk& chunk : chunks_) chunk.begin(&data, ready);
+  // Each layer's forward first waits for its parameters' gather, if the last update's is still
+  // in flight. Host time: with NCCL the wait is an event the compute stream waits on.
+  param_gather_wait_s_ = 0.0;
+  auto needed = [this](size_t first, size_t end) {
+    if (!dp_buckets_.gathering()) return;
+    ScopedTimer timer(param_gather_wait_s_);
+    dp_buckets_.wait_gathered(first, end);
+  };
+  for (GptChunk& chunk : chunks_) chunk.begin(&data, ready, needed);
   const PipelineStats pipeline = executor_.run(schedule_, chunk_pointers_);
+  stats.dp_comm_s += param_gather_wait_s_;
   stats.pp_wait_s = pipeline.wait_s;
   stats.peak_caches = pipeline.peak_caches;
   double loss_sum = 0.0;
@@ -148,7 +157,8 @@ void Trainer::apply_update(StepStats& stats) {
   optimizer_.step(store, stats.lr);
   if (dp_buckets_.sharded()) {  // every replica takes the shards the others updated
     ScopedTimer timer(stats.dp_comm_s, &rt_.backend());
-    dp_buckets_.gather_values();
+    dp_buckets_.post_gather();
+    if (!options_.overlap_param_gather) dp_buckets_.wait_all_gathered();
   }
 }
 
@@ -247,6 +257,7 @@ void Trainer::log_step(const StepStats& s) {
 
 void Trainer::run_validation() {
   if (validation_ == nullptr) return;
+  wait_for_weights();
   const EvalResult r = evaluate(rt_, *validation_, options_.eval_windows);
   char text[160];
   std::snprintf(text, sizeof text, "step %5lld | val loss %.4f | val ppl %.3f (%lld windows)",
@@ -261,6 +272,7 @@ std::string Trainer::save_checkpoint() {
   // A reduction over each of this rank's weights (not the padding between them) and one
   // collective: cheap beside the write.
   ParameterStore& store = rt_.store();
+  wait_for_weights();
   double sum_squares = 0.0;
   for (const Parameter& p : store.params())
     sum_squares += rt_.backend().sum_squares(p.value, p.local_numel);
@@ -386,6 +398,7 @@ int Trainer::run() {
   }
   if (options_.eval_every > 0 && state_.step % options_.eval_every != 0) run_validation();
   if (!saved_last) save_checkpoint();
+  wait_for_weights();
   write_trace_if_asked();
   return 0;
 }

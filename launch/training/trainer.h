@@ -4,7 +4,9 @@
 // over the embedding group), clipped, applied by the optimizer; then logging,
 // metrics, validation, checkpoints and stop requests at the step boundary. Under
 // --distributed-optimizer the dp reduction is a reduce-scatter into this rank's shards, the
-// optimizer updates the shards, and the updated shards are all-gathered after it.
+// optimizer updates the shards, and the updated shards are all-gathered after it: bucket by
+// bucket behind the next step's forward (each layer waits for its own buckets), or at once with
+// --no-overlap-param-gather. Either way the weights are the same bits.
 #pragma once
 
 #include <cstdint>
@@ -49,8 +51,10 @@ class Trainer {
           std::string config_json, MetricsWriter& metrics);
   // Runs to --steps; returns the exit code (0, or kExitStopped after a stop request).
   int run();
-  // One optimizer step (exposed for tests).
+  // One optimizer step (exposed for tests). Under the distributed optimizer the updated weights
+  // may still be arriving when it returns: wait_for_weights() before reading them.
   StepStats train_step();
+  void wait_for_weights() { dp_buckets_.wait_all_gathered(); }
   const TrainState& state() const { return state_; }
   // Collective; returns the path. Refuses (an AgreedError on every rank, no file written) when
   // the last step's loss or gradient norm or any weight is not finite: a diverged run must not
@@ -82,6 +86,8 @@ class Trainer {
   LrSchedule lr_schedule_;
   MetricsWriter& metrics_;
   GradientBuckets dp_buckets_;
+  // Seconds the step's forward waited for (and drove) the parameter gather: part of dp_comm_s.
+  double param_gather_wait_s_ = 0.0;
   const Schedule& schedule_;   // the runtime's
   double theoretical_bubble_;  // the schedule's bubble share with F = B = W
   PipelineExecutor executor_;

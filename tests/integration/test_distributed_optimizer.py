@@ -6,7 +6,9 @@ tolerances (test_layouts.py says why by norm). Its checkpoints have the schema o
 dp 4 run's step-3 file resumed at dp 2 without the option, and a dp 2 run's without it resumed at
 dp 4 with it, each continue the 1-rank run's steps 4..6 within the same tolerances. At dp 1 the
 option trains as without it and says it has no effect. A small --dp-bucket-size gives several
-buckets, so padding, the tied wte's own bucket and shards that split parameters all occur.
+buckets, so padding, the tied wte's own bucket and shards that split parameters all occur. The
+layouts run with the parameter gather behind the next forward (the default); at dp 2 the run
+that waits for it after the step (--no-overlap-param-gather) is the same run bit for bit.
 
 Run: /usr/bin/python3 test_distributed_optimizer.py --bin BUILD/bin [--mpiexec PATH ...]
 """
@@ -38,6 +40,7 @@ class DistributedOptimizerTest(h.EquivalenceTest):
     """The 1-rank reference (6 steps, checkpoints at 3 and 6) is made once for all tests."""
 
     worst = {}
+    metrics_of = {}
     RUN_TIMEOUT = RUN_TIMEOUT
     PREFIX = "gpt-zero"
 
@@ -50,6 +53,7 @@ class DistributedOptimizerTest(h.EquivalenceTest):
         """Trains to STEPS; returns (metrics, checkpoint dir, result)."""
         metrics, ck, result = self.train_layout(label, MODEL + options, np)
         type(self).runs[label] = ck
+        type(self).metrics_of[label] = metrics
         return metrics, ck, result
 
     def check_layout(self, name):
@@ -91,6 +95,13 @@ class DistributedOptimizerTest(h.EquivalenceTest):
         h.assert_state_close(self, h.checkpoint_file(ck, STEPS),
                              h.load_checkpoint(h.checkpoint_file(plain_ck, STEPS)), h.STATE_REL,
                              "dp3+zero vs dp3", self.note)
+
+    def test_d_gather_overlap_changes_no_bit(self):
+        if "dp2" not in self.runs:
+            self.run_layout("dp2", 2, LAYOUTS["dp2"][1] + ZERO)
+        got, ck, _ = self.run_layout("dp2_waited", 2,
+                                     LAYOUTS["dp2"][1] + ZERO + ["--no-overlap-param-gather"])
+        self.assert_same_run(got, ck, {"metrics": self.metrics_of["dp2"], "ck": self.runs["dp2"]})
 
     def test_c_dp1_says_no_effect(self):
         got, ck, result = self.run_layout("dp1", 1, ZERO)

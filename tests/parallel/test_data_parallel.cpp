@@ -124,7 +124,9 @@ TEST(BucketPlan, PadsToMultiplesOfDpAndGivesWteItsOwnBucket) {
 }
 
 // Sharded: each rank's shard of every bucket holds the dp sum after finish(); values updated in
-// the shards are everywhere after gather_values(). At 1 rank the plan is not sharded.
+// the shards are everywhere once gathered: a layer's parameters as soon as wait_gathered returns
+// for them (the other buckets may still be in flight), all after wait_all_gathered. At 1 rank the
+// plan is not sharded.
 TEST(GradientBuckets, ReduceScatterIntoShardsThenGatherValues) {
   std::unique_ptr<Backend> backend = make_cpu_backend(1);
   std::unique_ptr<Communicator> dp = make_mpi_communicator(MPI_COMM_WORLD, "dp");
@@ -163,9 +165,18 @@ TEST(GradientBuckets, ReduceScatterIntoShardsThenGatherValues) {
   for (const StateSegment& s : store.state_segments())
     for (int64_t i = 0; i < s.numel; ++i)
       store.values()[s.offset + i] = static_cast<float>(s.offset + i);
-  buckets.gather_values();
+  buckets.post_gather();
+  EXPECT_TRUE(buckets.gathering());
+  const Parameter& p2 = store.params()[2];
+  buckets.wait_gathered(2, 3);
+  for (int64_t i = 0; i < p2.numel(); ++i)
+    ASSERT_EQ(p2.value[i], static_cast<float>(p2.offset + i)) << p2.name << " element " << i;
+  EXPECT_TRUE(buckets.gathering()) << "p2's bucket alone was waited";
+  buckets.wait_all_gathered();
+  EXPECT_FALSE(buckets.gathering());
   for (int64_t i = 0; i < store.total_numel(); ++i)
     ASSERT_EQ(store.values()[i], static_cast<float>(i)) << i;
+  buckets.wait_gathered(0, 7);  // nothing in flight: returns at once
 }
 
 // Every storage range of a 3-D slab maps onto blocks whose logical elements are the range's, in
