@@ -39,11 +39,10 @@ std::vector<std::vector<float>> DecodeEngine::run(const DecodeBatch& batch, int 
   return stage.gather_decoded_logits(state_);
 }
 
-void append_sequence_rows(DecodeBatch& batch, const DecodeEngine& engine,
+void append_sequence_rows(DecodeBatch& batch, int64_t max_blocks, int64_t block_tokens,
                           const std::vector<int32_t>& table, const int32_t* tokens, int64_t count,
                           int64_t first_position, bool wants_logits) {
-  const int64_t width = engine.max_blocks(), block_tokens = engine.capacity().block_tokens;
-  GPT_CHECK(static_cast<int64_t>(table.size()) <= width &&
+  GPT_CHECK(static_cast<int64_t>(table.size()) <= max_blocks &&
                 (first_position + count + block_tokens - 1) / block_tokens <=
                     static_cast<int64_t>(table.size()),
             "a block table of " << table.size() << " blocks for positions up to "
@@ -55,7 +54,7 @@ void append_sequence_rows(DecodeBatch& batch, const DecodeEngine& engine,
     batch.slots.push_back(
         static_cast<int32_t>(table[pos / block_tokens] * block_tokens + pos % block_tokens));
     batch.block_tables.insert(batch.block_tables.end(), table.begin(), table.end());
-    batch.block_tables.insert(batch.block_tables.end(), width - table.size(), -1);
+    batch.block_tables.insert(batch.block_tables.end(), max_blocks - table.size(), -1);
   }
   if (wants_logits && count > 0) batch.logit_rows.push_back(static_cast<int32_t>(batch.rows() - 1));
 }

@@ -37,9 +37,10 @@ class DecodeEngine {
 };
 
 // Appends `count` rows of one sequence to `batch`: tokens[i] at position first_position + i,
-// addressed through the sequence's block table (which must cover them); with wants_logits, the
-// last row's next-token logits are asked for.
-void append_sequence_rows(DecodeBatch& batch, const DecodeEngine& engine,
+// addressed through the sequence's block table (which must cover them; blocks of block_tokens
+// positions, each row's table padded with -1 to max_blocks); with wants_logits, the last row's
+// next-token logits are asked for. generate's prefill and serve's scheduler both build rows here.
+void append_sequence_rows(DecodeBatch& batch, int64_t max_blocks, int64_t block_tokens,
                           const std::vector<int32_t>& table, const int32_t* tokens, int64_t count,
                           int64_t first_position, bool wants_logits);
 

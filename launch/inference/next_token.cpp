@@ -71,8 +71,8 @@ std::vector<float> KvCacheDecoder::next(const std::vector<int32_t>& sequence) {
   for (int64_t start = first; start < end; start += engine_.capacity().rows) {
     const int64_t count = std::min(engine_.capacity().rows, end - start);
     DecodeBatch batch;
-    append_sequence_rows(batch, engine_, table_, window + start, count, start,
-                         start + count == end);
+    append_sequence_rows(batch, engine_.max_blocks(), engine_.capacity().block_tokens, table_,
+                         window + start, count, start, start + count == end);
     std::vector<std::vector<float>> rows = engine_.run(batch, kDecodeTag);
     if (!rows.empty()) logits = std::move(rows.back());
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "framework/check.h"
+#include "launch/inference/decode_engine.h"
 
 namespace gpt {
 
@@ -28,19 +29,10 @@ void plan_rows(StepPlan& plan, ScheduledSequence& s, int64_t budget, int64_t max
   const int64_t count = std::min(budget, total - s.cached);
   if (count <= 0) return;
   const bool last = s.cached + count == total;
-  DecodeBatch& b = plan.batch;
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t pos = s.cached + i;
-    b.tokens.push_back(s.tokens[pos]);
-    b.positions.push_back(static_cast<int32_t>(pos));
-    b.slots.push_back(
-        static_cast<int32_t>(s.table[pos / block_tokens] * block_tokens + pos % block_tokens));
-    b.block_tables.insert(b.block_tables.end(), s.table.begin(), s.table.end());
-    b.block_tables.insert(b.block_tables.end(), max_blocks - s.table.size(), -1);
-  }
+  append_sequence_rows(plan.batch, max_blocks, block_tokens, s.table, s.tokens.data() + s.cached,
+                       count, s.cached, last);
   s.cached += count;
   if (!last) return;
-  b.logit_rows.push_back(static_cast<int32_t>(b.rows() - 1));
   const CompletionRequest& r = s.request->request;
   plan.sampling.push_back(RowSampling{.temperature = r.sampling.temperature,
                                       .top_k = r.sampling.top_k,
