@@ -321,7 +321,8 @@ Context make_context(const ModelConfig& m, const PlanLayout& l, const Cluster& c
 
 // The parts of a step around the pipeline, per stage.
 struct StageExtras {
-  double dp_total = 0, dp_fixed = 0;  // the reduction's seconds, and those nothing overlaps
+  double dp_total = 0;  // the gradient reduction's seconds
+  double gather = 0;    // the distributed optimizer's parameter all-gather's seconds
   double optimizer = 0;
 };
 
@@ -337,8 +338,7 @@ StageExtras stage_extras(const ModelConfig& m, const PlanLayout& l, const Cluste
   };
   if (l.distributed_optimizer) {
     x.dp_total = seconds(Collective::kReduceScatter, grad_bytes);
-    // The updated parameters' all-gather follows the optimizer step.
-    x.dp_fixed = seconds(Collective::kAllGather, params * (megatron(l) ? 2 : 4));
+    x.gather = seconds(Collective::kAllGather, params * (megatron(l) ? 2 : 4));
   } else {
     x.dp_total = seconds(Collective::kAllReduce, grad_bytes);
   }
@@ -553,10 +553,20 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
     // This project posts dp buckets (train's default size) during the last backward, as
     // PyTorch's DDP did in Megatron's 2021 runs; its local DDP (2022) reduced after it.
     const double window = megatron(l) && !l.framework.dp_overlapped ? 0 : last[stage];
-    const double bucket =
-        std::min(x.dp_total, x.dp_total * static_cast<double>(kDefaultBucketElements) /
+    // What one bucket (train's default size) of a collective takes: the part nothing hides.
+    const auto one_bucket = [&](double total) {
+      return std::min(total, total * static_cast<double>(kDefaultBucketElements) /
                                  static_cast<double>(stage_parameters(m, l, stage)));
-    const double dp = std::max(bucket, x.dp_total - window) + x.dp_fixed;
+    };
+    // The updated parameters' all-gather: this project posts it bucket by bucket after the
+    // optimizer step and each layer of the next step's first forward waits for its own, so it
+    // hides behind that forward (the stage's first chunk, one microbatch) but for its first
+    // bucket. Megatron's published runs waited for it after the step.
+    const double gather_window =
+        megatron(l) ? 0 : per_vs[static_cast<size_t>(stage)].forward.total();
+    const double gather =
+        megatron(l) ? x.gather : std::max(one_bucket(x.gather), x.gather - gather_window);
+    const double dp = std::max(one_bucket(x.dp_total), x.dp_total - window) + gather;
     const double total =
         end[stage] + dp + tied + reductions.tp + reductions.pp + reductions.dp + x.optimizer;
     if (total <= p.step_time_s) continue;
