@@ -209,12 +209,19 @@ class MpiCommunicator final : public Communicator {
     count_bytes(count * size_ * static_cast<int64_t>(sizeof(float)));
     auto request = std::make_unique<MpiRequest>("reduce_scatter on '" + name_ + "'");
     MPI_Request r;
-    // Each block is reduced to its owner (an MPI_Ireduce per rank and chunk) rather than one
-    // MPI_Ireduce_scatter_block. Behind compute, advanced only by the Request::progress calls
-    // between layers (the distributed optimizer's buckets), Open MPI 4.1's reduce-scatter took
-    // several times the reductions' time at 2 ranks (docs/BENCHMARKS.md, "The distributed
-    // optimizer"); waited at once, it is faster, hence the blocking form above. Predefined
-    // reductions are only guaranteed on predefined types, so no strided datatype for chunks.
+    // At 2 ranks each block is reduced to its owner, one MPI_Ireduce each (a message each way):
+    // behind compute, advanced only by the Request::progress calls between layers (the
+    // distributed optimizer's buckets), Open MPI 4.1's MPI_Ireduce_scatter_block took several
+    // times as long. From 3 ranks up, per-owner reductions send far more messages than its
+    // reduce-scatter, and measured slower (docs/BENCHMARKS.md, "The distributed optimizer").
+    if (count <= max_chunk_ && size_ != 2) {
+      GPT_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(count), MPI_FLOAT,
+                                              to_mpi(op), comm_.get(), &r));
+      request->add(r, -1);
+      return request;
+    }
+    // Predefined reductions are only guaranteed on predefined types, so no strided datatype
+    // for chunks: each chunk of each block is reduced to its owner.
     for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
       for (int root = 0; root < size_; ++root) {
         const float* block = send + root * count + span.offset;

@@ -62,10 +62,11 @@ std::vector<ChunkSpan> split_into_chunks(int64_t count, int64_t max_chunk);
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, const std::string& name,
                                                     int64_t max_chunk);
 
-// Before MPI_Init: Open MPI's non-blocking reductions (the ireduce_scatter above) use the binomial
-// tree (coll_libnbc_ireduce_algorithm 2) unless the user set the parameter. Behind compute, with
-// the progress the caller drives between layers, its default left about 5 ms of 8 buckets of 1 MB
-// at 2 ranks still to run when they were waited for; the binomial tree had finished them.
+// Before MPI_Init: Open MPI's non-blocking reductions (ireduce_scatter's at 2 ranks) use the
+// binomial tree (coll_libnbc_ireduce_algorithm 2) unless the user set the parameter. Behind
+// compute, with the progress the caller drives between layers, its default left about 5 ms of 8
+// buckets of 1 MB at 2 ranks still to run when they were waited for; the binomial tree had finished
+// them.
 void configure_mpi_collectives_before_init();
 
 }  // namespace gpt
