@@ -70,12 +70,18 @@ void GradientBuckets::mark_ready(size_t first, size_t end) {
     GPT_CHECK(b.pending > 0, "parameter " << store_.params()[i].name << " marked ready twice");
     if (--b.pending == 0) post(b);
   }
-  progress_reductions();
+  progress_in_flight();
 }
 
-void GradientBuckets::progress_reductions() {
+void GradientBuckets::progress_in_flight() {
   for (Bucket& b : buckets_)
-    if (b.request != nullptr) b.request->progress();
+    for (const std::unique_ptr<Request>* r : {&b.request, &b.gather})
+      if (*r != nullptr) (*r)->progress();
+}
+
+bool GradientBuckets::gathering() const {
+  return std::any_of(buckets_.begin(), buckets_.end(),
+                     [](const Bucket& b) { return b.gather != nullptr; });
 }
 
 void GradientBuckets::finish() {
@@ -94,14 +100,13 @@ void GradientBuckets::finish() {
 
 void GradientBuckets::post_gather() {
   GPT_CHECK(sharded_, "post_gather without sharded optimizer state");
-  GPT_CHECK(gathers_in_flight_ == 0, "a parameter gather is still in flight from the last step");
+  GPT_CHECK(!gathering(), "a parameter gather is still in flight from the last step");
   if (dp_.size() == 1) return;
   for (size_t k = buckets_.size(); k-- > 0;) {  // the forward's order
     Bucket& b = buckets_[k];
     float* bucket = store_.values() + b.span.offset;
     b.gather = dp_.iall_gather(bucket + dp_.rank() * b.span.shard_numel, bucket,
                                b.span.shard_numel);  // in place
-    ++gathers_in_flight_;
   }
 }
 
@@ -109,19 +114,17 @@ void GradientBuckets::wait_gather(Bucket& b) {
   if (b.gather == nullptr) return;
   b.gather->wait();
   b.gather.reset();
-  --gathers_in_flight_;
 }
 
 void GradientBuckets::wait_gathered(size_t first, size_t end) {
-  if (gathers_in_flight_ == 0 || first >= end) return;
+  if (first >= end || !gathering()) return;
   GPT_CHECK(end <= bucket_of_param_.size(),
             "parameters up to " << end << " of " << bucket_of_param_.size());
   // A layer's parameters lie in consecutive buckets (registration order is memory order).
   const int low = std::min(bucket_of_param_[first], bucket_of_param_[end - 1]);
   const int high = std::max(bucket_of_param_[first], bucket_of_param_[end - 1]);
   for (int k = high; k >= low; --k) wait_gather(buckets_[static_cast<size_t>(k)]);
-  for (Bucket& b : buckets_)
-    if (b.gather != nullptr) b.gather->progress();
+  progress_in_flight();
 }
 
 void GradientBuckets::wait_all_gathered() {

@@ -62,18 +62,16 @@ class GradientBuckets {
   // on (Request::progress). Nothing to wait for when none is in flight.
   void wait_gathered(size_t first, size_t end);
   void wait_all_gathered();
-  bool gathering() const { return gathers_in_flight_ > 0; }
+  bool gathering() const;  // some bucket's gather is in flight
 
  private:
   void post(Bucket& b);
-  void progress_reductions();  // Request::progress on each reduction in flight
-
+  void progress_in_flight();  // Request::progress on each reduction and gather in flight
   void wait_gather(Bucket& b);
 
   ParameterStore& store_;
   Communicator& dp_;
   bool sharded_ = false;
-  int gathers_in_flight_ = 0;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_param_;
 };

@@ -65,8 +65,7 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, const std::st
 // Before MPI_Init: Open MPI's non-blocking reductions (ireduce_scatter's at 2 ranks) use the
 // binomial tree (coll_libnbc_ireduce_algorithm 2) unless the user set the parameter. Behind
 // compute, with the progress the caller drives between layers, its default left about 5 ms of 8
-// buckets of 1 MB at 2 ranks still to run when they were waited for; the binomial tree had finished
-// them.
+// buckets of 1 MB at 2 ranks to run when they were waited for; the binomial tree had finished.
 void configure_mpi_collectives_before_init();
 
 }  // namespace gpt

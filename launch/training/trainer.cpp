@@ -397,8 +397,8 @@ int Trainer::run() {
     }
   }
   if (options_.eval_every > 0 && state_.step % options_.eval_every != 0) run_validation();
+  // Every save waits for the last parameter gather first, so none is left in flight here.
   if (!saved_last) save_checkpoint();
-  wait_for_weights();
   write_trace_if_asked();
   return 0;
 }

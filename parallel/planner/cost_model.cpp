@@ -562,10 +562,10 @@ StepPrediction predict_step(const ModelConfig& m, const PlanLayout& l, const Clu
     // optimizer step and each layer of the next step's first forward waits for its own, so it
     // hides behind that forward (the stage's first chunk, one microbatch) but for its first
     // bucket. Megatron's published runs waited for it after the step.
-    const double gather_window =
-        megatron(l) ? 0 : per_vs[static_cast<size_t>(stage)].forward.total();
     const double gather =
-        megatron(l) ? x.gather : std::max(one_bucket(x.gather), x.gather - gather_window);
+        megatron(l) ? x.gather
+                    : std::max(one_bucket(x.gather),
+                               x.gather - per_vs[static_cast<size_t>(stage)].forward.total());
     const double dp = std::max(one_bucket(x.dp_total), x.dp_total - window) + gather;
     const double total =
         end[stage] + dp + tied + reductions.tp + reductions.pp + reductions.dp + x.optimizer;
