@@ -21,9 +21,9 @@ namespace gpt {
 
 enum class DeviceKind { kCpu, kCuda };
 
-// What the matrix products and attention compute in. kBf16 (CUDA only) rounds their operands to
-// bfloat16 and accumulates in float32; activations, gradients, master weights and optimizer state
-// stay float32 in memory either way.
+// What the matrix products and attention compute in. kBf16 rounds their operands to bfloat16 and
+// accumulates in float32 (on both backends); activations, gradients, master weights and optimizer
+// state stay float32 in memory either way.
 enum class Precision { kFp32, kBf16 };
 
 // Consecutive parameters with the same weight decay flag: elements [offset, offset + numel) of
@@ -264,7 +264,7 @@ class Backend {
 };
 
 // The CPU backend with `threads` OpenMP threads (0 = leave OpenMP's default).
-std::unique_ptr<Backend> make_cpu_backend(int threads);
+std::unique_ptr<Backend> make_cpu_backend(int threads, Precision precision = Precision::kFp32);
 
 // The CUDA backend (framework/cuda/), for builds with GPT_WITH_CUDA; elsewhere these report that
 // the build has no CUDA. One rank drives one device.

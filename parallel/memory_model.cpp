@@ -210,6 +210,10 @@ MemoryBytes predict_memory(const MemoryModelInput& in, int rank, const Schedule&
                                          reserved_bytes(in.device, scratch.operand_a, 1) +
                                          reserved_bytes(in.device, scratch.operand_b, 1) +
                                          reserved_bytes(in.device, scratch.update_table, 1);
+  } else {  // the bf16 operand copies (none in float32)
+    const DeviceScratch scratch = device_scratch(in, rank);
+    bytes[MemoryCategory::kWorkspace] += reserved_bytes(in.device, scratch.operand_a, 1) +
+                                         reserved_bytes(in.device, scratch.operand_b, 1);
   }
   return bytes;
 }
@@ -256,16 +260,56 @@ int64_t update_table_blocks(const std::vector<BucketParameter>& params, const Bu
   return blocks;
 }
 
+// The CPU backend's bf16 operand buffers (framework/cpu/bf16_operands.cpp): float32 copies of
+// the rounded operands. Each product copies its first operand (the input, or the output's
+// gradient) into A and its second (the weight, or the input for the weight gradient) into B;
+// attention copies q, k and v into A and the output's gradient into B.
+DeviceScratch cpu_bf16_operands(const MemoryModelInput& in, int rank) {
+  DeviceScratch out;
+  const int stage = in.grid().coordinates_of(rank).stage;
+  const int64_t tp = in.layout.tp, C = in.model.d_model, F = in.model.ffn_dim() / tp;
+  const int64_t N = in.layout.micro_batch * in.model.seq_len;
+  const auto fit = [&](int64_t a_floats, int64_t b_floats) {
+    out.operand_a = std::max(out.operand_a, 4 * a_floats);
+    out.operand_b = std::max(out.operand_b, 4 * b_floats);
+  };
+  for (int chunk = 0; chunk < in.layout.virtual_stages; ++chunk) {
+    const StageSpec spec = virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages,
+                                              stage, chunk, in.layout.pipeline_layers);
+    std::vector<std::pair<int64_t, int64_t>> linears;  // (IC, OC) of the chunk's products
+    if (spec.n_layers > 0) {
+      const int64_t Q = in.model.llama() ? in.model.q_channels() / tp : C / tp;
+      const int64_t KV = in.model.llama() ? in.model.kv_channels_per_rank(tp) : C / tp;
+      fit(N * (Q + 2 * KV), N * Q);  // attention's q, k, v; its output's gradient
+      if (in.model.llama())
+        linears.insert(linears.end(), {{C, Q}, {C, KV}, {Q, C}, {C, F}, {F, C}});
+      else
+        linears.insert(linears.end(), {{C, 3 * C / tp}, {C / tp, C}, {C, F}, {F, C}});
+    }
+    if (spec.has_head) linears.push_back({C, in.model.padded_vocab(tp) / tp});
+    for (const auto& [IC, OC] : linears) {
+      fit(N * IC, OC * IC);  // forward: input, weight
+      fit(N * OC, OC * IC);  // input gradient: output gradient, weight
+      fit(N * OC, N * IC);   // weight gradient: output gradient, input
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
   DeviceScratch out;
-  if (in.device != DeviceKind::kCuda) return out;
+  const bool cuda = in.device == DeviceKind::kCuda;
+  // The regime's auto (nullopt) is bf16 on CUDA and float32 on the CPU.
+  const bool bf16_products = cuda ? in.layout.precision != PrecisionRegime::kFp32
+                                  : in.layout.precision == PrecisionRegime::kBf16;
+  if (!cuda && !bf16_products) return out;
+  if (!cuda) return cpu_bf16_operands(in, rank);
   const int stage = in.grid().coordinates_of(rank).stage;
   const int64_t tp = in.layout.tp, C = in.model.d_model, F = in.model.ffn_dim() / tp;
   const int64_t N = in.layout.micro_batch * in.model.seq_len;  // rows of every product
-  const bool bf16_products = in.layout.precision != PrecisionRegime::kFp32;
-  out.scratch = cuda_full_sum_scratch_bytes();  // the loss and the gradient norm
+  out.scratch = cuda_full_sum_scratch_bytes();                 // the loss and the gradient norm
   std::vector<BucketParameter> params;
   for (int chunk = 0; chunk < in.layout.virtual_stages; ++chunk) {
     const StageSpec spec = virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages,

@@ -4,11 +4,16 @@
 // product is computed: causal masking then saves close to half the FLOPs at T = 256.
 // Generation's decode attends one query row per (row, head) over the paged key/value cache with
 // plain vectorised loops: a 1 x length product is too small for sgemm's set-up to pay.
+// In bf16 precision every product reads bf16 operands, as CUDA's fused kernel does: q, k, v and
+// dout are read from rounded copies in the operand buffers, the probabilities are rounded in the
+// cache before they multiply V (so the backward also reads them rounded), and the scores'
+// gradient is rounded in place before it multiplies K and Q. Decode stays float32, as on CUDA.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "framework/bf16.h"
 #include "framework/check.h"
 #include "framework/cpu/cpu_backend.h"
 #include "framework/cpu/sgemm.h"
@@ -60,8 +65,13 @@ void causal_softmax_row(float* row, int64_t t, int64_t T) {
   for (int64_t j = t + 1; j < T; j++) row[j] = 0.0f;
 }
 
+void round_to_bf16_in_place(float* x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++) x[i] = round_to_bf16(x[i]);
+}
+
 void head_forward(float* out, float* att, const float* q_all, const float* k_all,
-                  const float* v_all, const HeadView& v, float scale) {
+                  const float* v_all, const HeadView& v, float scale, bool bf16) {
   const float* q = q_all + v.q_offset;
   const float* k = k_all + v.kv_offset;
   const float* val = v_all + v.kv_offset;
@@ -72,23 +82,29 @@ void head_forward(float* out, float* att, const float* q_all, const float* k_all
     // Scores of rows r0..r1 against keys 0..r1 only: later keys are masked.
     sgemm('N', 'T', rows, r1, v.HS, scale, q + r0 * v.q_stride, v.q_stride, k, v.kv_stride, 0.0f,
           a + r0 * v.T, v.T);
-    for (int64_t t = r0; t < r1; t++) causal_softmax_row(a + t * v.T, t, v.T);
+    for (int64_t t = r0; t < r1; t++) {
+      causal_softmax_row(a + t * v.T, t, v.T);
+      if (bf16) round_to_bf16_in_place(a + t * v.T, t + 1);
+    }
     sgemm('N', 'N', rows, v.HS, r1, 1.0f, a + r0 * v.T, v.T, val, v.kv_stride, 0.0f,
           o + r0 * v.o_stride, v.o_stride);
   }
 }
 
 // The gradients of one query head; dk and dv of its kv head are written (first head of the group)
-// or added to (accumulate_kv: the group's later heads, run after it on the same thread).
+// or added to (accumulate_kv: the group's later heads, run after it on the same thread). q, k and
+// v are read where `v` says, dq, dk and dv written where `g` says (the same view in float32; in
+// bf16 the operands are rounded copies laid out without the gradients' strides).
 void head_backward(float* dq_all, float* dk_all, float* dv_all, float* datt, const float* dout,
                    const float* q_all, const float* k_all, const float* v_all, const float* att,
-                   const HeadView& v, float scale, bool accumulate_kv) {
+                   const HeadView& v, const HeadView& g, float scale, bool accumulate_kv,
+                   bool bf16) {
   const float* q = q_all + v.q_offset;
   const float* k = k_all + v.kv_offset;
   const float* val = v_all + v.kv_offset;
-  float* dq = dq_all + v.q_offset;
-  float* dk = dk_all + v.kv_offset;
-  float* dv = dv_all + v.kv_offset;
+  float* dq = dq_all + g.q_offset;
+  float* dk = dk_all + g.kv_offset;
+  float* dv = dv_all + g.kv_offset;
   const float kv_beta = accumulate_kv ? 1.0f : 0.0f;
   const float* a = att + v.a_offset;
   float* da = datt + v.a_offset;
@@ -104,20 +120,21 @@ void head_backward(float* dq_all, float* dk_all, float* dv_all, float* datt, con
       float dot = 0.0f;
       for (int64_t j = 0; j <= t; j++) dot += arow[j] * drow[j];
       for (int64_t j = 0; j <= t; j++) drow[j] = arow[j] * (drow[j] - dot);
+      if (bf16) round_to_bf16_in_place(drow, t + 1);
       for (int64_t j = t + 1; j < v.T; j++) drow[j] = 0.0f;  // read by the dK product below
     }
     // dQ = scale * dscores . K over the causal keys.
     sgemm('N', 'N', rows, v.HS, r1, scale, da + r0 * v.T, v.T, k, v.kv_stride, 0.0f,
-          dq + r0 * v.q_stride, v.q_stride);
+          dq + r0 * g.q_stride, g.q_stride);
   }
   // Key/value rows c0..c1 receive gradient only from queries c0..T-1.
   for (int64_t c0 = 0; c0 < v.T; c0 += kRowBlock) {
     const int64_t c1 = std::min(c0 + kRowBlock, v.T), cols = c1 - c0, span = v.T - c0;
     const int64_t corner = c0 * v.T + c0;
     sgemm('T', 'N', cols, v.HS, span, 1.0f, a + corner, v.T, dO + c0 * v.o_stride, v.o_stride,
-          kv_beta, dv + c0 * v.kv_stride, v.kv_stride);
+          kv_beta, dv + c0 * g.kv_stride, g.kv_stride);
     sgemm('T', 'N', cols, v.HS, span, scale, da + corner, v.T, q + c0 * v.q_stride, v.q_stride,
-          kv_beta, dk + c0 * v.kv_stride, v.kv_stride);
+          kv_beta, dk + c0 * g.kv_stride, g.kv_stride);
   }
 }
 
@@ -214,12 +231,30 @@ void CpuBackend::paged_attention_decode(float* out, float* scores, const float* 
   }
 }
 
+AttentionOperands CpuBackend::bf16_attention_operands(const float* q, const float* k,
+                                                      const float* v, const AttentionShape& s) {
+  AttentionOperands r{q, k, v, s};
+  if (precision_ != Precision::kBf16) return r;
+  const int64_t N = s.B * s.T, QC = s.NH * s.HS, KC = s.NKV * s.HS;
+  float* copies = static_cast<float*>(
+      operand_a_.get(*this, sizeof(float) * static_cast<size_t>(N * (QC + 2 * KC))));
+  r.q = round_rows_to_bf16(copies, q, N, QC, s.q_stride);
+  r.k = round_rows_to_bf16(copies + N * QC, k, N, KC, s.kv_stride);
+  r.v = round_rows_to_bf16(copies + N * (QC + KC), v, N, KC, s.kv_stride);
+  r.shape.q_stride = QC;
+  r.shape.kv_stride = KC;
+  return r;
+}
+
 void CpuBackend::attention_forward(float* out, float* att, const float* q, const float* k,
                                    const float* v, const AttentionShape& s) {
   check_shape(s, "attention_forward");
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.HS));
-  for_each_head(s.B * s.NH, threads_,
-                [&](int64_t bh) { head_forward(out, att, q, k, v, head_view(bh, s), scale); });
+  const AttentionOperands in = bf16_attention_operands(q, k, v, s);
+  const bool bf16 = precision_ == Precision::kBf16;
+  for_each_head(s.B * s.NH, threads_, [&](int64_t bh) {
+    head_forward(out, att, in.q, in.k, in.v, head_view(bh, in.shape), scale, bf16);
+  });
 }
 
 void CpuBackend::attention_backward(float* dq, float* dk, float* dv, float* datt, const float* dout,
@@ -228,13 +263,22 @@ void CpuBackend::attention_backward(float* dq, float* dk, float* dv, float* datt
   check_shape(s, "attention_backward");
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.HS));
   const int64_t group = s.NH / s.NKV;
+  const AttentionOperands in = bf16_attention_operands(q, k, v, s);
+  const bool bf16 = precision_ == Precision::kBf16;
+  if (bf16) {
+    const int64_t N = s.B * s.T, QC = s.NH * s.HS;
+    float* copy =
+        static_cast<float*>(operand_b_.get(*this, sizeof(float) * static_cast<size_t>(N * QC)));
+    dout = round_rows_to_bf16(copy, dout, N, QC, QC);
+  }
   // One task per (batch, kv head): its query heads run in order on one thread, the first writing
   // dk and dv and the others adding to them, so no two threads write one kv head.
   for_each_head(s.B * s.NKV, threads_, [&](int64_t bg) {
     const int64_t b = bg / s.NKV, g = bg % s.NKV;
     for (int64_t i = 0; i < group; i++) {
       const int64_t bh = b * s.NH + g * group + i;
-      head_backward(dq, dk, dv, datt, dout, q, k, v, att, head_view(bh, s), scale, i > 0);
+      head_backward(dq, dk, dv, datt, dout, in.q, in.k, in.v, att, head_view(bh, in.shape),
+                    head_view(bh, s), scale, i > 0, bf16);
     }
   });
 }

@@ -12,7 +12,8 @@
 
 namespace gpt::cpu {
 
-CpuBackend::CpuBackend(int threads) : threads_(threads) {
+CpuBackend::CpuBackend(int threads, Precision precision)
+    : threads_(threads), precision_(precision) {
   GPT_CHECK(threads >= 0, "CPU backend thread count must be >= 0, got " << threads);
   // oneDNN is built on the OpenMP runtime here, so this one setting governs its sgemm too.
   if (threads > 0) omp_set_num_threads(threads);
@@ -20,7 +21,8 @@ CpuBackend::CpuBackend(int threads) : threads_(threads) {
 }
 
 std::string CpuBackend::name() const {
-  return GPT_MSG("cpu (" << threads_ << (threads_ == 1 ? " thread)" : " threads)"));
+  return GPT_MSG("cpu (" << threads_ << (threads_ == 1 ? " thread" : " threads")
+                         << (precision_ == Precision::kBf16 ? ", bf16)" : ")"));
 }
 
 void* CpuBackend::raw_allocate(size_t bytes) {
@@ -60,8 +62,8 @@ void CpuBackend::fill_zero(float* x, int64_t n) {
 
 namespace gpt {
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) {
-  return std::make_unique<cpu::CpuBackend>(threads);
+std::unique_ptr<Backend> make_cpu_backend(int threads, Precision precision) {
+  return std::make_unique<cpu::CpuBackend>(threads, precision);
 }
 
 }  // namespace gpt

@@ -1,6 +1,8 @@
 // Linear layers on the CPU: forward, input gradient and weight gradient, all three through
 // oneDNN's row-major dnnl_sgemm with the weight in nn.Linear layout (OC, IC). The bias column
-// sums reuse bias_backward, which is deterministic whatever the thread count.
+// sums reuse bias_backward, which is deterministic whatever the thread count. In bf16 precision
+// each product reads rounded copies of its two operands (bf16_operands.cpp): operand_a_ holds
+// the first (the input, or the output's gradient), operand_b_ the second.
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -34,6 +36,8 @@ void CpuBackend::matmul_forward(float* out, const float* inp, const float* weigh
     for (int64_t n = 0; n < N; n++) std::memcpy(out + n * OC, bias, row_bytes);
     beta = 1.0f;
   }
+  inp = bf16_operand(operand_a_, inp, N * IC);
+  weight = bf16_operand(operand_b_, weight, OC * IC);
   omp_set_num_threads(threads_);  // sgemm threads by the calling thread's OpenMP setting
   sgemm('N', 'T', N, OC, IC, 1.0f, inp, IC, weight, IC, beta, out, OC);
 }
@@ -43,6 +47,8 @@ void CpuBackend::matmul_backward_input(float* dinp, const float* dout, const flo
   GPT_CHECK(N >= 0 && IC > 0 && OC > 0,
             "matmul_backward_input with N=" << N << " IC=" << IC << " OC=" << OC);
   if (N == 0) return;
+  dout = bf16_operand(operand_a_, dout, N * OC);
+  weight = bf16_operand(operand_b_, weight, OC * IC);
   omp_set_num_threads(threads_);
   sgemm('N', 'N', N, IC, OC, 1.0f, dout, OC, weight, IC, accumulate ? 1.0f : 0.0f, dinp, IC);
 }
@@ -52,9 +58,12 @@ void CpuBackend::matmul_backward_weight(float* dweight, float* dbias, const floa
   GPT_CHECK(N >= 0 && IC > 0 && OC > 0,
             "matmul_backward_weight with N=" << N << " IC=" << IC << " OC=" << OC);
   if (N == 0) return;
+  // The bias gradient sums the float32 gradient, as the CUDA backend's column sums do.
+  if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
+  dout = bf16_operand(operand_a_, dout, N * OC);
+  inp = bf16_operand(operand_b_, inp, N * IC);
   omp_set_num_threads(threads_);
   sgemm('T', 'N', OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
-  if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
 }
 
 }  // namespace gpt::cpu

@@ -26,14 +26,6 @@ std::string cublas_status_string(cublasStatus_t status) {
   return std::string(cublasLtGetStatusName(status)) + ": " + cublasLtGetStatusString(status);
 }
 
-void* GrowingBuffer::get(Backend& backend, size_t bytes) {
-  if (bytes <= bytes_) return ptr_;
-  backend.deallocate(ptr_);  // synchronizes first: kernels may still read the old buffer
-  ptr_ = backend.allocate(bytes, MemoryCategory::kWorkspace);
-  bytes_ = bytes;
-  return ptr_;
-}
-
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : options_(options), arena_(on_device(options.device, options.arena_bytes)) {
   GPT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

@@ -17,21 +17,9 @@
 #include "framework/cuda/device_arena.h"
 #include "framework/cuda/kernels.h"
 #include "framework/gemm_layout.h"
+#include "framework/growing_buffer.h"
 
 namespace gpt::cuda {
-
-// A device buffer of the arena that only ever grows, for per-call scratch: it is reallocated
-// (after a device synchronization) only when a larger size is first asked for, i.e. in the first
-// step, never in the steady state.
-class GrowingBuffer {
- public:
-  void* get(Backend& backend, size_t bytes);  // counted as workspace
-  void* data() const { return ptr_; }         // what the last get() returned
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
 
 class CudaBackend final : public Backend {
  public:

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "framework/bf16.h"
 #include "framework/check.h"
 #include "framework/checked_size.h"
 #include "framework/io/whole_file.h"
@@ -138,8 +139,7 @@ HostTensor SafetensorsFile::read(const std::string& name) const {
       if (e.dtype == "F16") {
         t.values[i] = half_to_float(half);
       } else {  // BF16: the top half of a float32
-        const uint32_t bits = static_cast<uint32_t>(half) << 16;
-        std::memcpy(&t.values[i], &bits, 4);
+        t.values[i] = bf16_to_float(half);
       }
     }
   }
@@ -158,16 +158,6 @@ const char* safetensors_dtype_name(StoredDtype dtype) {
 
 int64_t stored_dtype_bytes(StoredDtype dtype) {
   return dtype == StoredDtype::kBF16 ? 2 : 4;
-}
-
-uint16_t float_to_bf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)  // NaN: keep it one (rounding could make it inf)
-    return static_cast<uint16_t>((bits >> 16) | 0x40u);
-  // Adding 0x7fff plus the lowest kept bit rounds half-way cases to the even neighbour.
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
 }
 
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,

@@ -54,8 +54,6 @@ enum class StoredDtype { kF32, kBF16 };
 StoredDtype parse_stored_dtype(const std::string& name, const std::string& what);
 const char* safetensors_dtype_name(StoredDtype dtype);  // "F32", "BF16"
 int64_t stored_dtype_bytes(StoredDtype dtype);
-// float32 to bfloat16 bits, rounded to nearest even (NaN stays a NaN).
-uint16_t float_to_bf16(float value);
 
 // A tensor to write: its name and shape. Its values are asked for when its turn comes, so a
 // model is written one tensor at a time rather than held whole a second time.

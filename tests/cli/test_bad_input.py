@@ -278,9 +278,8 @@ class BadInputTest(Fixtures):
     def test_schedule(self):
         self.check("train", ["--schedule", "bogus"], ["--schedule", "bogus"], self.OPTION_RANKS)
 
-    def test_bf16_on_cpu(self):
-        self.check("train", ["--device", "cpu", "--precision", "bf16"], ["--precision bf16"],
-                   self.OPTION_RANKS)
+    def test_precision_choice(self):
+        self.check("train", ["--precision", "fp8"], ["--precision", "fp8"], self.OPTION_RANKS)
 
     def test_gpu_comm_choice(self):
         self.check("train", ["--gpu-comm", "bogus"], ["--gpu-comm", "bogus"], self.OPTION_RANKS)

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "framework/bf16.h"
 #include "framework/cpu/cpu_backend.h"
 #include "framework/device_array.h"
 
@@ -407,6 +408,51 @@ TEST(CpuMatmul, GradientMatchesFiniteDifferences) {
                       1e-4, "matmul dweight");
   expect_grad_matches(db, finite_diff(loss_b, dbv, 1e-3, {}), sample_indices(OC, 1000, rng), 1e-4,
                       "matmul dbias");
+}
+
+// bf16 precision: each product is, bit for bit, the float32 backend's product of the operands
+// rounded to bf16 (to nearest even; float32 products of bf16 values are exact, so only the
+// rounding differs from float32), the bias gradient sums the unrounded gradient, and the
+// operands themselves are left untouched.
+TEST(CpuMatmul, Bf16RoundsBothOperandsOfEachProduct) {
+  CpuBackend bf16(2, gpt::Precision::kBf16), fp32(2);
+  EXPECT_EQ(bf16.precision(), gpt::Precision::kBf16);
+  std::mt19937 rng(5);
+  const auto rounded = [](Vec v) {
+    for (float& x : v) x = gpt::round_to_bf16(x);
+    return v;
+  };
+  for (const auto& s : kMatShapes) {
+    const Vec inp = randn(s.N * s.IC, rng), w = randn(s.OC * s.IC, rng), b = randn(s.OC, rng),
+              dout = randn(s.N * s.OC, rng);
+    const Vec inp0 = inp, w0 = w, dout0 = dout;
+    const std::string at = " N=" + std::to_string(s.N);
+    Vec got(s.N * s.OC), want(s.N * s.OC);
+    bf16.matmul_forward(got.data(), inp.data(), w.data(), b.data(), s.N, s.IC, s.OC);
+    fp32.matmul_forward(want.data(), rounded(inp).data(), rounded(w).data(), b.data(), s.N, s.IC,
+                        s.OC);
+    EXPECT_EQ(got, want) << "matmul_forward" << at;
+    Vec dinp(s.N * s.IC), dinp_want(s.N * s.IC);
+    bf16.matmul_backward_input(dinp.data(), dout.data(), w.data(), s.N, s.IC, s.OC, false);
+    fp32.matmul_backward_input(dinp_want.data(), rounded(dout).data(), rounded(w).data(), s.N, s.IC,
+                               s.OC, false);
+    EXPECT_EQ(dinp, dinp_want) << "matmul_backward_input" << at;
+    Vec dw(s.OC * s.IC, 0.5f), dw_want = dw, db(s.OC, 0.25f), db_want = db;
+    bf16.matmul_backward_weight(dw.data(), db.data(), dout.data(), inp.data(), s.N, s.IC, s.OC);
+    fp32.matmul_backward_weight(dw_want.data(), nullptr, rounded(dout).data(), rounded(inp).data(),
+                                s.N, s.IC, s.OC);
+    fp32.bias_backward(db_want.data(), dout.data(), s.N, s.OC);
+    EXPECT_EQ(dw, dw_want) << "matmul_backward_weight" << at;
+    EXPECT_EQ(db, db_want) << "matmul_backward_weight's bias" << at;
+    EXPECT_EQ(inp, inp0);
+    EXPECT_EQ(w, w0);
+    EXPECT_EQ(dout, dout0);
+  }
+  // Round to nearest even, as the GPU's conversion: ties go to the even neighbour.
+  EXPECT_EQ(gpt::round_to_bf16(1.00390625f), 1.0f);        // 1 + 2^-8: a tie, down to even
+  EXPECT_EQ(gpt::round_to_bf16(1.01171875f), 1.015625f);   // 1 + 3 * 2^-8: a tie, up to even
+  EXPECT_EQ(gpt::round_to_bf16(1.00390637f), 1.0078125f);  // just past the tie
+  EXPECT_TRUE(std::isnan(gpt::round_to_bf16(std::numeric_limits<float>::quiet_NaN())));
 }
 
 // The rows' product of generation and serving: close to matmul_forward (and the double

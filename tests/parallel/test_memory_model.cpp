@@ -162,6 +162,26 @@ TEST(MemoryModel, CudaScratchIsTheLargestRequest) {
   EXPECT_EQ(bf16_workspace - predict_memory(in, 0)[MemoryCategory::kWorkspace], 2 * 65536);
 }
 
+// The CPU backend's bf16 operand copies (float32 values rounded to bf16), same model as above:
+// the largest first operand is a (N, 4C) input or gradient (the fc output's gradient, the
+// projection's input, the logits' gradient: 128 x 256 floats), the largest second the projection's
+// input for its weight gradient (128 x 256); attention's q, k, v (128 x 192) fit. Auto precision
+// on the CPU is float32 and takes none.
+TEST(MemoryModel, CpuBf16OperandCopies) {
+  MemoryModelInput in;
+  in.layout.dp = 1;
+  in.model = {.n_layer = 2, .n_head = 4, .d_model = 64, .seq_len = 32, .vocab_size = 256};
+  in.layout.micro_batch = 4;
+  const int64_t fp32_workspace = predict_memory(in, 0)[MemoryCategory::kWorkspace];
+  EXPECT_EQ(device_scratch(in, 0).operand_a, 0);
+  in.layout.precision = PrecisionRegime::kBf16;
+  const DeviceScratch bf16 = device_scratch(in, 0);
+  EXPECT_EQ(bf16.operand_a, 4 * 128 * 256);
+  EXPECT_EQ(bf16.operand_b, 4 * 128 * 256);
+  EXPECT_EQ(bf16.scratch + bf16.update_table, 0);  // the CUDA kernels' buffers: none on the CPU
+  EXPECT_EQ(predict_memory(in, 0)[MemoryCategory::kWorkspace] - fp32_workspace, 2 * 131072);
+}
+
 TEST(MemoryModel, HeaviestRanks) {
   MemoryModelInput in = small_input();
   set_grid(in, GridShape{.tp = 2, .dp = 2, .pp = 2});
