@@ -176,7 +176,7 @@ void Attention::decode(float* out, const float* inp, AttentionCache& c, KvCache&
 }
 
 void Attention::backward_input(float* dinp, const float* dout, const AttentionCache& c,
-                               AttentionGrads& g) {
+                               AttentionGrads& g, bool column_weights) {
   float* datty = scratch_.d_atty.data();
   const float* att = c.att.data();
   const auto x = split(c.qkv.data(), mb_.N);
@@ -201,16 +201,17 @@ void Attention::backward_input(float* dinp, const float* dout, const AttentionCa
     q_norm_->backward_input(dx.q, g.dqk_normed.data(), c.q_norm, g.q_norm);
     k_norm_->backward_input(dx.k, g.dqk_normed.data() + q, c.k_norm, g.k_norm);
   }
-  c_attn_.backward_input(dinp, g.dqkv.data(), c.c_attn, g.c_attn);
+  c_attn_.backward_input(dinp, g.dqkv.data(), c.c_attn, g.c_attn, column_weights);
 }
 
-void Attention::backward_weight(const AttentionCache& c, const AttentionGrads& g) {
+void Attention::backward_weight(const AttentionCache& c, const AttentionGrads& g,
+                                bool column_weights_done) {
   c_proj_.backward_weight(c.c_proj, g.c_proj);
   if (q_norm_) {
     q_norm_->backward_weight(c.q_norm, g.q_norm);
     k_norm_->backward_weight(c.k_norm, g.k_norm);
   }
-  c_attn_.backward_weight(c.c_attn, g.c_attn);
+  if (!column_weights_done) c_attn_.backward_weight(c.c_attn, g.c_attn);
 }
 
 }  // namespace gpt

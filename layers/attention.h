@@ -56,10 +56,12 @@ class Attention : Layer {
 
   // out (Nl,C) = c_proj(attention(c_attn(inp (Nl,C)))), reduced over tp.
   void forward(float* out, const float* inp, AttentionCache& cache);
-  // dinp (Nl,C) = the input gradient of dout (Nl,C), reduced over tp.
+  // dinp (Nl,C) = the input gradient of dout (Nl,C), reduced over tp. column_weights: c_attn's
+  // weight half too, behind its tp reduction (then backward_weight skips it: column_weights_done).
   void backward_input(float* dinp, const float* dout, const AttentionCache& cache,
-                      AttentionGrads& grads);
-  void backward_weight(const AttentionCache& cache, const AttentionGrads& grads);
+                      AttentionGrads& grads, bool column_weights = false);
+  void backward_weight(const AttentionCache& cache, const AttentionGrads& grads,
+                       bool column_weights_done = false);
 
   // Generation (decode_rows.h). A cache for decode (qkv and atty of `rows` rows, att the step's
   // scores over at most max_positions), and this rank's paged key/value pool.

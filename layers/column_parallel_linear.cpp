@@ -77,8 +77,8 @@ void ColumnParallelLinear::decode(float* out, const float* inp, int64_t rows) {
 }
 
 void ColumnParallelLinear::backward_input(float* dinp, const float* dout,
-                                          const ColumnParallelLinearCache& /*cache*/,
-                                          ColumnParallelLinearGrads& g) {
+                                          const ColumnParallelLinearCache& cache,
+                                          ColumnParallelLinearGrads& g, bool with_weight) {
   g.dout = dout;
   // Partial gradients of all rows (sequence parallel: into scratch, then reduce-scattered).
   float* target = tp_.sequence_parallel() ? scratch_.partial.data() : dinp;
@@ -87,10 +87,10 @@ void ColumnParallelLinear::backward_input(float* dinp, const float* dout,
     backend_.matmul_backward_input(target, dout + mb_.N * p.offset, p.params.weight->value, mb_.N,
                                    in_, p.local_out, i > 0);
   }
-  if (tp_.sequence_parallel())
-    tp_.reduce_scatter_rows(dinp, target, mb_.Nl, in_);
-  else
-    tp_.copy_to_tp_region_backward(dinp, mb_.N * in_);
+  // The weight gradient reads neither dinp nor the partial sums: it runs while they travel.
+  std::function<void()> weight_half;
+  if (with_weight) weight_half = [&] { backward_weight(cache, g); };
+  tp_.reduce_input_grad(dinp, target, mb_.Nl, in_, weight_half);
 }
 
 void ColumnParallelLinear::backward_weight(const ColumnParallelLinearCache& c,

@@ -9,6 +9,7 @@
 // all-gathered once for every part, and its gradient is reduce-scattered.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "framework/device_array.h"
@@ -42,9 +43,10 @@ class ColumnParallelLinear : Layer {
   // Generation: out (R, out) for R token rows, by the row-wise product (decode_rows.h).
   void decode(float* out, const float* inp, int64_t rows);
   // dinp (Nl,IC) = dout (N,OC/tp) . W, summed over tp (with sequence parallelism: this rank's
-  // rows of the sum).
+  // rows of the sum). with_weight: also the weight half (backward_weight), computed while the
+  // sum is in flight, as Megatron overlaps it; the caller then skips backward_weight.
   void backward_input(float* dinp, const float* dout, const ColumnParallelLinearCache& cache,
-                      ColumnParallelLinearGrads& grads);
+                      ColumnParallelLinearGrads& grads, bool with_weight = false);
   // dW += dout^T . inp, db += column sums of dout, over all N rows.
   void backward_weight(const ColumnParallelLinearCache& cache,
                        const ColumnParallelLinearGrads& grads);

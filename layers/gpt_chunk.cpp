@@ -21,8 +21,8 @@ void GptChunk::forward(int slot, int microbatch) {
   if (valid != 0) loss_sum_ += stage_.loss_sum(slot, valid);
 }
 
-void GptChunk::backward_input(int slot, int grad_set, int /*microbatch*/) {
-  stage_.backward_input(slot, grad_set, data_->loss_scale);
+void GptChunk::backward_input(int slot, int grad_set, int /*microbatch*/, bool weight_follows) {
+  stage_.backward_input(slot, grad_set, data_->loss_scale, weight_follows);
 }
 
 void GptChunk::backward_weight(int slot, int grad_set, int /*microbatch*/) {

@@ -42,7 +42,7 @@ class GptChunk : public PipelineChunk {
   float* output_grad(int grad_set) override { return stage_.output_grad(grad_set); }
   float* input_grad(int grad_set) override { return stage_.input_grad(grad_set); }
   void forward(int slot, int microbatch) override;
-  void backward_input(int slot, int grad_set, int microbatch) override;
+  void backward_input(int slot, int grad_set, int microbatch, bool weight_follows) override;
   void backward_weight(int slot, int grad_set, int microbatch) override;
 
  private:

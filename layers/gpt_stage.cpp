@@ -99,13 +99,14 @@ void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) 
   }
 }
 
-void GptStage::backward_input(int slot, int grad_set, float loss_scale) {
+void GptStage::backward_input(int slot, int grad_set, float loss_scale, bool weight_follows) {
   Cache& c = caches_[slot];
   GradSet& g = grad_sets_[grad_set];
+  g.column_weights_done = weight_follows && tp_.overlaps_comm();
   if (head_) head_->backward_input(g.d_acts.back().data(), loss_scale, c.head, g.head);
   for (size_t l = blocks_.size(); l-- > 0;) {
     blocks_[l]->backward_input(g.d_acts[l].data(), g.d_acts[l + 1].data(), backward_cache(c, g, l),
-                               g.blocks[l]);
+                               g.blocks[l], g.column_weights_done);
     // A whole B reuses one rebuilt cache for every block, so its weight half runs now.
     if (recomputes(l) && !recompute_.split_backward) block_weight_pass(c, g, l);
   }
@@ -121,7 +122,7 @@ const BlockCache& GptStage::backward_cache(Cache& c, GradSet& g, size_t l) {
 void GptStage::block_weight_pass(const Cache& c, const GradSet& g, size_t l) {
   const BlockCache& cache =
       !recomputes(l) ? c.blocks[l] : (recompute_.split_backward ? g.rebuilt[l] : shared_rebuilt_);
-  blocks_[l]->backward_weight(cache, g.blocks[l]);
+  blocks_[l]->backward_weight(cache, g.blocks[l], g.column_weights_done);
   ready(block_params_[l]);
 }
 

@@ -73,11 +73,14 @@ class GptStage {
   void forward(int slot, const int32_t* tokens, const int32_t* targets);
   // Input-gradient half for cache `slot` into gradient set `grad_set`; the last stage starts from
   // loss_scale * sum of token losses, the others from output_grad(grad_set), received first.
-  void backward_input(int slot, int grad_set, float loss_scale);
+  // weight_follows: backward_weight comes right after (a whole backward, not a zero-bubble
+  // schedule's split one), so with tp communication overlap on, the blocks' column-parallel
+  // weight gradients run here, behind their input gradients' tp reductions.
+  void backward_input(int slot, int grad_set, float loss_scale, bool weight_follows = false);
   // Weight-gradient half, reading what backward_input left in `grad_set`.
   void backward_weight(int slot, int grad_set);
   void backward(int slot, int grad_set, float loss_scale) {
-    backward_input(slot, grad_set, loss_scale);
+    backward_input(slot, grad_set, loss_scale, true);
     backward_weight(slot, grad_set);
   }
 
@@ -134,7 +137,8 @@ class GptStage {
     std::vector<DeviceArray<float>> d_acts;  // n_layers + 1 of (Nl,C): the gradients of acts
     std::vector<BlockGrads> blocks;
     HeadGrads head;
-    std::vector<BlockCache> rebuilt;  // split backward: the full-recompute blocks' caches until W
+    std::vector<BlockCache> rebuilt;   // split backward: the full-recompute blocks' caches until W
+    bool column_weights_done = false;  // backward_input computed the column-parallel weight halves
   };
   Cache make_cache() const;
   GradSet make_grad_set() const;

@@ -72,7 +72,8 @@ void Mlp::decode(float* out, const float* inp, MlpCache& c, int64_t rows) {
   c_proj_.decode(out, c.fc_act.data(), rows);
 }
 
-void Mlp::backward_input(float* dinp, const float* dout, const MlpCache& c, MlpGrads& g) {
+void Mlp::backward_input(float* dinp, const float* dout, const MlpCache& c, MlpGrads& g,
+                         bool column_weights) {
   float* dfc_act = scratch_.d_fc_act.data();
   c_proj_.backward_input(dfc_act, dout, c.c_proj, g.c_proj);
   const int64_t n = mb_.N * local_ffn_;
@@ -81,12 +82,12 @@ void Mlp::backward_input(float* dinp, const float* dout, const MlpCache& c, MlpG
     backend_.swiglu_backward(g.dfc_pre.data(), g.dfc_pre.data() + n, dfc_act, pre, pre + n, n);
   else
     backend_.gelu_backward(g.dfc_pre.data(), dfc_act, pre, n);
-  c_fc_.backward_input(dinp, g.dfc_pre.data(), c.c_fc, g.c_fc);
+  c_fc_.backward_input(dinp, g.dfc_pre.data(), c.c_fc, g.c_fc, column_weights);
 }
 
-void Mlp::backward_weight(const MlpCache& c, const MlpGrads& g) {
+void Mlp::backward_weight(const MlpCache& c, const MlpGrads& g, bool column_weights_done) {
   c_proj_.backward_weight(c.c_proj, g.c_proj);
-  c_fc_.backward_weight(c.c_fc, g.c_fc);
+  if (!column_weights_done) c_fc_.backward_weight(c.c_fc, g.c_fc);
 }
 
 }  // namespace gpt

@@ -36,9 +36,12 @@ class Mlp : Layer {
   // Generation: the same for one new row per sequence, inp and out (B,C), into a cache of B rows.
   MlpCache make_decode_cache(int64_t rows) const;
   void decode(float* out, const float* inp, MlpCache& cache, int64_t rows);
-  // dinp (Nl,C) = the input gradient of dout (Nl,C), reduced over tp.
-  void backward_input(float* dinp, const float* dout, const MlpCache& cache, MlpGrads& grads);
-  void backward_weight(const MlpCache& cache, const MlpGrads& grads);
+  // dinp (Nl,C) = the input gradient of dout (Nl,C), reduced over tp. column_weights: c_fc's
+  // weight half too, behind its tp reduction (then backward_weight skips it: column_weights_done).
+  void backward_input(float* dinp, const float* dout, const MlpCache& cache, MlpGrads& grads,
+                      bool column_weights = false);
+  void backward_weight(const MlpCache& cache, const MlpGrads& grads,
+                       bool column_weights_done = false);
 
  private:
   // fc_act (rows, F/tp) from fc_pre.

@@ -84,22 +84,23 @@ void TransformerBlock::decode(float* out, const float* inp, BlockCache& c, KvCac
 }
 
 void TransformerBlock::backward_input(float* dinp, const float* dout, const BlockCache& c,
-                                      BlockGrads& g) {
+                                      BlockGrads& g, bool column_weights) {
   const size_t residual_bytes = sizeof(float) * static_cast<size_t>(mb_.Nl * C_);
   // MLP branch: dout flows into the MLP and, unchanged, along the residual.
-  mlp_.backward_input(g.d_ln2_out.data(), dout, c.mlp, g.mlp);
+  mlp_.backward_input(g.d_ln2_out.data(), dout, c.mlp, g.mlp, column_weights);
   backend_.copy(g.d_res_mid.data(), dout, residual_bytes);
   ln_2_.backward_input(g.d_res_mid.data(), g.d_ln2_out.data(), c.ln_2, g.ln_2);
   // Attention branch, likewise.
-  attn_.backward_input(g.d_ln1_out.data(), g.d_res_mid.data(), c.attn, g.attn);
+  attn_.backward_input(g.d_ln1_out.data(), g.d_res_mid.data(), c.attn, g.attn, column_weights);
   backend_.copy(dinp, g.d_res_mid.data(), residual_bytes);
   ln_1_.backward_input(dinp, g.d_ln1_out.data(), c.ln_1, g.ln_1);
 }
 
-void TransformerBlock::backward_weight(const BlockCache& c, const BlockGrads& g) {
-  mlp_.backward_weight(c.mlp, g.mlp);
+void TransformerBlock::backward_weight(const BlockCache& c, const BlockGrads& g,
+                                       bool column_weights_done) {
+  mlp_.backward_weight(c.mlp, g.mlp, column_weights_done);
   ln_2_.backward_weight(c.ln_2, g.ln_2);
-  attn_.backward_weight(c.attn, g.attn);
+  attn_.backward_weight(c.attn, g.attn, column_weights_done);
   ln_1_.backward_weight(c.ln_1, g.ln_1);
 }
 

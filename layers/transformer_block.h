@@ -64,9 +64,14 @@ class TransformerBlock : Layer {
   // out (Nl,C) = block(inp (Nl,C)).
   void forward(float* out, const float* inp, BlockCache& cache);
   // dinp (Nl,C) = the input gradient of dout (Nl,C); fills grads for the weight half.
-  void backward_input(float* dinp, const float* dout, const BlockCache& cache, BlockGrads& grads);
+  // column_weights: the column-parallel linears' (c_attn, c_fc) weight gradients too, each
+  // computed while its input gradient's tp reduction is in flight (a whole backward, when the
+  // weight half follows at once); backward_weight is then told column_weights_done.
+  void backward_input(float* dinp, const float* dout, const BlockCache& cache, BlockGrads& grads,
+                      bool column_weights = false);
   // Parameter gradients += from cache and grads (filled by backward_input of the same microbatch).
-  void backward_weight(const BlockCache& cache, const BlockGrads& grads);
+  void backward_weight(const BlockCache& cache, const BlockGrads& grads,
+                       bool column_weights_done = false);
 
   // Generation (without sequence parallelism; decode_rows.h): a cache of `rows` rows for decode,
   // and the block's paged key/value pool.

@@ -170,7 +170,7 @@ void PipelineExecutor::run_backward_input(RunState& run, const Action& a) {
   if (vs < pp_size_ * virtual_stages_ - 1) {
     receive(run, chunk.output_grad(gs), n, vs + 1, tag(a.microbatch, vs, true));
   }
-  chunk.backward_input(slot, gs, a.microbatch);
+  chunk.backward_input(slot, gs, a.microbatch, a.kind == ActionKind::kBackward);
   if (vs > 0) {
     grad_sets.attach_send(
         gs, pp_.isend(chunk.input_grad(gs), n, stage_of(vs - 1), tag(a.microbatch, vs - 1, true)));

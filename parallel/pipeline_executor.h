@@ -31,7 +31,9 @@ class PipelineChunk {
   virtual float* output_grad(int grad_set) = 0;
   virtual float* input_grad(int grad_set) = 0;
   virtual void forward(int slot, int microbatch) = 0;
-  virtual void backward_input(int slot, int grad_set, int microbatch) = 0;
+  // weight_follows: backward_weight of the same microbatch comes next (a whole backward), so
+  // the chunk may compute part of the weight half here.
+  virtual void backward_input(int slot, int grad_set, int microbatch, bool weight_follows) = 0;
   virtual void backward_weight(int slot, int grad_set, int microbatch) = 0;
 };
 

@@ -20,6 +20,27 @@ void TensorParallel::copy_to_tp_region_backward(float* dbuf, int64_t n) {
   all_reduce(dbuf, n, ReduceOp::kSum);
 }
 
+void TensorParallel::reduce_input_grad(float* dinp, float* partial, int64_t local_rows, int64_t C,
+                                       const std::function<void()>& overlap) {
+  if (tp_.size() == 1) {
+    if (overlap) overlap();
+    return;
+  }
+  std::unique_ptr<Request> request;
+  {
+    ScopedTimer timer(seconds_, &backend_);  // posting: on the host-staged path a device copy
+    request = sequence_parallel_
+                  ? tp_.ireduce_scatter(partial, dinp, local_rows * C, ReduceOp::kSum)
+                  : tp_.iall_reduce(dinp, local_rows * C, ReduceOp::kSum);
+  }
+  if (overlap) {
+    if (!progress_) progress_ = std::make_unique<BackgroundProgress>();
+    progress_->overlap(*request, overlap);
+  }
+  ScopedTimer timer(seconds_, &backend_);
+  request->wait();
+}
+
 void TensorParallel::gather_rows(float* full, const float* local, int64_t local_rows, int64_t C) {
   ScopedTimer timer(seconds_, &backend_);
   tp_.all_gather(local, full, local_rows * C);

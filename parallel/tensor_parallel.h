@@ -2,12 +2,16 @@
 // region operators: reduce_from_tp_region all-reduces in the forward (row-parallel outputs, the
 // vocabulary-parallel embedding) and is the identity backward; copy_to_tp_region is the identity
 // forward and all-reduces the input gradient backward (column-parallel inputs, the head). Layers
-// call only these. At tp = 1 they do nothing. Time and bytes spent are counted for the step log.
+// call only these. At tp = 1 they do nothing. Time and bytes spent are counted for the step log:
+// the time is what the caller waited, so communication hidden behind compute is not counted.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 
 #include "framework/backend.h"
+#include "parallel/background_progress.h"
 #include "parallel/communicator.h"
 
 namespace gpt {
@@ -35,6 +39,17 @@ class TensorParallel {
   void reduce_from_tp_region(float* buf, int64_t n);
   // Backward of a column-parallel input: dbuf (n) = sum over tp ranks of the partial gradients.
   void copy_to_tp_region_backward(float* dbuf, int64_t n);
+  // A column-parallel linear's input gradient, reduced non-blocking while `overlap` (its weight
+  // gradient, or nothing) computes, the request progressed meanwhile (background_progress.h):
+  // dinp (Nl, C) = this rank's rows of the sum over ranks of partial (N, C) with sequence
+  // parallelism (a reduce-scatter), else the sum in place (partial == dinp, an all-reduce). Both
+  // forms take the same non-blocking collective, so overlapping changes no bit.
+  void reduce_input_grad(float* dinp, float* partial, int64_t local_rows, int64_t C,
+                         const std::function<void()>& overlap);
+  // Whether column-parallel linears overlap that reduction with their weight gradient
+  // (--no-overlap-tp-comm turns it off; the bits are the same either way).
+  bool overlaps_comm() const { return overlap_comm_ && tp_.size() > 1; }
+  void set_overlap_comm(bool on) { overlap_comm_ = on; }
   // The cross-entropy's row statistics: max or sum over the vocabulary shards.
   void all_reduce(float* buf, int64_t n, ReduceOp op);
 
@@ -45,7 +60,9 @@ class TensorParallel {
   Communicator& tp_;
   Backend& backend_;
   bool sequence_parallel_;
+  bool overlap_comm_ = true;
   double seconds_ = 0.0;
+  std::unique_ptr<BackgroundProgress> progress_;  // made on the first overlap
 };
 
 // The contiguous block [start, start + count) of `total` items that tp rank `rank` of `size` owns;

@@ -54,6 +54,10 @@ po::options_description layout_options(TrainOptions& o) {
       po::bool_switch()->notifier([&o](bool off) { o.overlap_param_gather = !off; }),
       "with --distributed-optimizer: wait for the updated weights' all-gather right after the "
       "optimizer step, instead of bucket by bucket behind the next forward (same results)");
+  add("no-overlap-tp-comm",
+      po::bool_switch()->notifier([&o](bool off) { o.overlap_tp_comm = !off; }),
+      "wait for each column-parallel linear's input-gradient tp reduction before computing its "
+      "weight gradient, instead of computing it while the reduction is in flight (same results)");
   add("sequence-parallel", po::bool_switch(&l.sequence_parallel),
       "split LayerNorm and residual regions along the sequence over the tp ranks (the sequence "
       "length must be a multiple of tp)");

@@ -32,6 +32,9 @@ struct TrainOptions {
   int64_t dp_bucket_elements = kDefaultBucketElements;
   // Distributed optimizer: the updated weights' all-gather runs behind the next forward.
   bool overlap_param_gather = true;
+  // Column-parallel linears compute their weight gradient while their input gradient's tp
+  // reduction is in flight.
+  bool overlap_tp_comm = true;
   bool memory_report = false;  // print the memory model's prediction per rank and exit
   // model
   std::string model_preset;

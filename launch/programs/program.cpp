@@ -65,7 +65,9 @@ int run_program(int argc, char** argv, const std::function<int(int, char**)>& bo
   configure_mpi_collectives_before_init();
   // A failed MPI_Init ends the process under MPI's default handler: there is nothing to agree on.
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  // SERIALIZED: a helper thread tests a tp reduction's request while the main thread computes
+  // (parallel/background_progress.h); the two never call MPI at once.
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   const int rank = comm_rank(MPI_COMM_WORLD), world = comm_size(MPI_COMM_WORLD);
   log::set_rank(rank, world);
   int code = 0;

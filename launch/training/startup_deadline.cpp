@@ -1,6 +1,6 @@
 // The start-up deadline's timer thread (startup_deadline.h). Ending the job from a thread while
 // the main thread may be blocked inside MPI or a file system is the watchdog's way too: MPI_Abort,
-// the one MPI call this thread makes (MPI is initialised FUNNELED).
+// the one MPI call this thread makes (MPI is initialised SERIALIZED).
 #include "launch/training/startup_deadline.h"
 
 #include <mpi.h>

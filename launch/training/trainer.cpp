@@ -57,6 +57,7 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
       executor_(rt.grid().pp(), options.layout.virtual_stages),
       chunks_(rt.pipeline_chunks()) {
   for (GptChunk& chunk : chunks_) chunk_pointers_.push_back(&chunk);
+  rt_.tp().set_overlap_comm(options.overlap_tp_comm);
 }
 
 // This dp rank's share [r G/dp, (r+1) G/dp) of the step's samples (docs/DESIGN.md "Data").

@@ -6,7 +6,7 @@
 // timed out, gives the others a grace period to publish theirs, and reads every rank's file:
 // the lowest timed-out rank writes the report (stall_report.h) to stderr and to
 // <dir>/.watchdog/report.txt, and every timed-out rank ends the job with MPI_Abort, exit code 4.
-// The thread makes no MPI or HDF5 call but that abort (MPI is initialised FUNNELED).
+// The thread makes no MPI or HDF5 call but that abort (MPI is initialised SERIALIZED).
 #pragma once
 
 #include <chrono>

@@ -4,6 +4,7 @@
 #include "parallel/planner/cost_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "parallel/bucket_plan.h"
@@ -188,15 +189,42 @@ double block_tp_forward(const Context& c) {
   return 2 * c.tp.all_reduce(bytes);
 }
 
-// The input-gradient pass's tp collectives, exposed. This project runs each where it happens.
-// Megatron overlaps the column-parallel input gradient's reduction with that linear's weight
-// gradient, and under sequence parallelism re-gathers the column-parallel inputs it did not keep
-// while computing the input gradient; the row-parallel output gradients' all-gather is exposed.
+// Whether this project's runtime computes the column-parallel linears' weight gradients in the
+// input-gradient pass, behind their input gradients' tp reductions: in a whole backward (every
+// schedule but zb-h1, whose weight pass runs apart), at tp > 1 (layers/column_parallel_linear.h).
+bool column_weights_in_input_pass(const PlanLayout& l) {
+  return !megatron(l) && l.tp > 1 && l.schedule != ScheduleKind::kZbH1;
+}
+
+// The weight-gradient products of the column-parallel linears of one block (their parts
+// together): attention's input projection, then the MLP's.
+std::array<double, 2> column_weight_gradients(const Context& c) {
+  const BlockLinears w = linears(c.sh);
+  std::array<double, 2> out{};
+  for (size_t i = 0; i < 2; ++i)
+    for (const Linear& col : i == 0 ? w.attention_in : w.mlp_in)
+      out[i] += c.gemm(col.out, col.in, c.sh.N);
+  return out;
+}
+
+// The input-gradient pass's tp collectives, exposed. The column-parallel input gradient's
+// reduction overlaps that linear's weight gradient, in this project's whole backwards
+// (column_weights_in_input_pass) on GPUs and in Megatron, which under sequence parallelism also
+// re-gathers the column-parallel inputs it did not keep while computing the input gradient (this
+// project keeps them); the row-parallel output gradients' all-gather is exposed.
 double block_tp_backward(const Context& c) {
   const double bytes = c.sh.N * c.sh.C * c.sh.e;
   const bool sp = c.layout.sequence_parallel;
   const double reduce = sp ? c.tp.reduce_scatter(bytes) : c.tp.all_reduce(bytes);
   const double gather_out = sp ? 2 * c.tp.all_gather(bytes) : 0;
+  // On the CPU backend the rank's one core does both the product and the reduction's copies and
+  // sums, so the overlap hides nothing measurable there (docs/BENCHMARKS.md, "Hidden tp
+  // communication"); on a GPU the collective runs beside the product.
+  if (column_weights_in_input_pass(c.layout) && !c.cpu) {
+    double exposed = gather_out;
+    for (const double wgrad : column_weight_gradients(c)) exposed += std::max(0.0, reduce - wgrad);
+    return exposed;
+  }
   if (!megatron(c.layout) || !c.layout.framework.tp_backward_overlapped)
     return gather_out + 2 * reduce;
   const BlockLinears w = linears(c.sh);
@@ -231,6 +259,9 @@ BlockCosts block_costs(const Context& c) {
       dgrad += c.gemm(N, lin.in, lin.out);
       wgrad += c.gemm(lin.out, lin.in, N);
     }
+  if (column_weights_in_input_pass(c.layout)) {
+    for (const double column : column_weight_gradients(c)) dgrad += column, wgrad -= column;
+  }
   b.passes.forward = {fwd, block_tp_forward(c)};
   b.passes.backward_input = {dgrad, block_tp_backward(c)};
   b.passes.backward_weight = {wgrad, 0};

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);  // as the programs
   gpt::log::set_rank(0, 1);
   gpt::log::set_quiet(true);
   ::testing::InitGoogleTest(&argc, argv);

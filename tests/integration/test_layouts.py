@@ -8,8 +8,9 @@ elements are not compared one by one). Resuming across layouts: the step-3 check
 tp 4 run continued at tp 2 and at tp 1 x dp 2, and the tp 1 x dp 2 run's continued at tp 4,
 each give the straight 1-rank 6-step run's steps 4..6 within the same tolerances. Also two
 --sequence-parallel rules: --seq-len not a multiple of --tp is a one-line error naming
---seq-len, and at tp 1 the option trains normally and says it has no effect. The worst
-relative differences seen are printed at the end.
+--seq-len, and at tp 1 the option trains normally and says it has no effect. And
+--no-overlap-tp-comm is the overlapped tp 2 run bit for bit, with and without sequence
+parallelism. The worst relative differences seen are printed at the end.
 
 The norm matters: the key third of c_attn.bias has a gradient that is exactly zero in exact
 arithmetic (a constant added to every key shifts each query's scores alike, and softmax ignores
@@ -113,6 +114,26 @@ class LayoutTest(h.EquivalenceTest):
 
     def test_resume_dp2_at_tp4(self):
         self.resume("dp2", "tp4", 4, ["--tp", "4"])
+
+    # ---- tp communication overlap
+
+    def test_tp_overlap_changes_no_bit(self):
+        """--no-overlap-tp-comm (each column-parallel weight gradient after its input gradient's
+        tp reduction) is the overlapped run bit for bit, at tp 2 with and without SP."""
+        for label, extra in (("tp2", []), ("tp2+sp", [SP])):
+            if extra and not self.has_sp:
+                continue
+            if label not in self.runs:
+                self.check_layout("tp2", bool(extra))
+            got, ck, _ = self.train_layout(label + "_waited",
+                                           MODEL + LAYOUTS["tp2"][1] + extra +
+                                           ["--no-overlap-tp-comm"], 2)
+            straight = self.runs[label]  # its checkpoint folder, beside its metrics file
+            metrics = h.read_metrics(os.path.join(os.path.dirname(straight), "m.jsonl"))
+            for key in ("loss", "grad_norm"):
+                self.assertEqual(h.by_step(got, key), h.by_step(metrics, key), f"{label}: {key}")
+            h.assert_checkpoints_identical(self, h.checkpoint_file(ck, STEPS),
+                                           h.checkpoint_file(straight, STEPS))
 
     # ---- --sequence-parallel rules
 

@@ -114,7 +114,7 @@ class FakeChunk : public PipelineChunk {
     fill(output_activation_.at(slot), microbatch, false);
     if (forward_only_) slots_.release(slot);
   }
-  void backward_input(int slot, int grad_set, int microbatch) override {
+  void backward_input(int slot, int grad_set, int microbatch, bool /*weight_follows*/) override {
     log_.push_back({Call::kBackwardInput, chunk_, microbatch});
     slots_.expect_held(slot, microbatch);
     sets_.take(grad_set, microbatch);

@@ -170,6 +170,31 @@ TEST(CostModel, ParameterGatherHidesBehindTheNextForwardButItsFirstBucket) {
   EXPECT_GT(megatron_zero, 20 * zero);
 }
 
+// This project's whole backward computes each column-parallel linear's weight gradient in the
+// input pass, behind that linear's input-gradient reduction (tp 2, 1f1b); zb-h1 keeps the weight
+// pass apart and waits for both reductions. The compute only moves between the passes; the tp
+// time exposed falls, by at most the two reductions.
+TEST(CostModel, ColumnWeightGradientsHideTheirInputGradientReductions) {
+  const Cluster cluster = cluster_preset("dgx-h100");
+  PlanLayout whole = layout(2, 1, 4);
+  whole.precision = PrecisionRegime::kBf16;
+  PlanLayout split = whole;
+  split.schedule = ScheduleKind::kZbH1;
+  const ChunkCosts a = chunk_costs(kModel, whole, cluster, 0);
+  const ChunkCosts b = chunk_costs(kModel, split, cluster, 0);
+  EXPECT_GT(a.backward_input.compute, b.backward_input.compute);
+  EXPECT_LT(a.backward_weight.compute, b.backward_weight.compute);
+  EXPECT_NEAR(a.backward_input.compute + a.backward_weight.compute,
+              b.backward_input.compute + b.backward_weight.compute,
+              1e-9 * b.backward_weight.compute);
+  EXPECT_LT(a.backward_input.tp_exposed, b.backward_input.tp_exposed);
+  EXPECT_GE(a.backward_input.tp_exposed, 0.0);
+  // Megatron's regime is priced as before either way (its own overlap).
+  whole.precision = split.precision = PrecisionRegime::kMegatronMixed;
+  EXPECT_EQ(chunk_costs(kModel, whole, cluster, 0).backward_weight.compute,
+            chunk_costs(kModel, split, cluster, 0).backward_weight.compute);
+}
+
 // Two CPU nodes of 2 ranks on a slow shared link, tp 2 across them: dealt round robin
 // (--map-by node), each node holds one rank of each of 2 stages, whose tp traffic then shares the
 // node's link. The step is the link carrying all of it: the tp time of the same model on one
