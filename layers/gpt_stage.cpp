@@ -102,11 +102,13 @@ void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) 
 void GptStage::backward_input(int slot, int grad_set, float loss_scale, bool weight_follows) {
   Cache& c = caches_[slot];
   GradSet& g = grad_sets_[grad_set];
-  g.column_weights_done = weight_follows && tp_.overlaps_comm();
-  if (head_) head_->backward_input(g.d_acts.back().data(), loss_scale, c.head, g.head);
+  g.overlapped_weights_done = weight_follows && tp_.overlaps_comm();
+  if (head_)
+    head_->backward_input(g.d_acts.back().data(), loss_scale, c.head, g.head,
+                          g.overlapped_weights_done);
   for (size_t l = blocks_.size(); l-- > 0;) {
     blocks_[l]->backward_input(g.d_acts[l].data(), g.d_acts[l + 1].data(), backward_cache(c, g, l),
-                               g.blocks[l], g.column_weights_done);
+                               g.blocks[l], g.overlapped_weights_done);
     // A whole B reuses one rebuilt cache for every block, so its weight half runs now.
     if (recomputes(l) && !recompute_.split_backward) block_weight_pass(c, g, l);
   }
@@ -122,7 +124,7 @@ const BlockCache& GptStage::backward_cache(Cache& c, GradSet& g, size_t l) {
 void GptStage::block_weight_pass(const Cache& c, const GradSet& g, size_t l) {
   const BlockCache& cache =
       !recomputes(l) ? c.blocks[l] : (recompute_.split_backward ? g.rebuilt[l] : shared_rebuilt_);
-  blocks_[l]->backward_weight(cache, g.blocks[l], g.column_weights_done);
+  blocks_[l]->backward_weight(cache, g.blocks[l], g.overlapped_weights_done);
   ready(block_params_[l]);
 }
 
@@ -138,7 +140,7 @@ void GptStage::backward_weight(int slot, int grad_set) {
   const Cache& c = caches_[slot];
   const GradSet& g = grad_sets_[grad_set];
   if (head_) {
-    head_->backward_weight(c.head, g.head);
+    head_->backward_weight(c.head, g.head, g.overlapped_weights_done);
     ready(head_params_);  // with pp = 1 wte is the embedding's: final only after it
   }
   for (size_t l = blocks_.size(); l-- > 0;)

@@ -75,7 +75,8 @@ class GptStage {
   // loss_scale * sum of token losses, the others from output_grad(grad_set), received first.
   // weight_follows: backward_weight comes right after (a whole backward, not a zero-bubble
   // schedule's split one), so with tp communication overlap on, the blocks' column-parallel
-  // weight gradients run here, behind their input gradients' tp reductions.
+  // weight gradients and the head's logits weight gradient run here, behind their input
+  // gradients' tp reductions.
   void backward_input(int slot, int grad_set, float loss_scale, bool weight_follows = false);
   // Weight-gradient half, reading what backward_input left in `grad_set`.
   void backward_weight(int slot, int grad_set);
@@ -137,8 +138,10 @@ class GptStage {
     std::vector<DeviceArray<float>> d_acts;  // n_layers + 1 of (Nl,C): the gradients of acts
     std::vector<BlockGrads> blocks;
     HeadGrads head;
-    std::vector<BlockCache> rebuilt;   // split backward: the full-recompute blocks' caches until W
-    bool column_weights_done = false;  // backward_input computed the column-parallel weight halves
+    std::vector<BlockCache> rebuilt;  // split backward: the full-recompute blocks' caches until W
+    // backward_input computed the weight halves that hide tp reductions (the column-parallel
+    // linears', the head's logits product)
+    bool overlapped_weights_done = false;
   };
   Cache make_cache() const;
   GradSet make_grad_set() const;

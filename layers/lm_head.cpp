@@ -63,28 +63,30 @@ void LmHead::decode(const float* inp, HeadCache& c, int64_t rows) {
                                shard_.count);
 }
 
-void LmHead::backward_input(float* dinp, float loss_scale, HeadCache& c, HeadGrads& g) {
+void LmHead::backward_input(float* dinp, float loss_scale, HeadCache& c, HeadGrads& g,
+                            bool with_weight) {
   const int64_t N = mb_.N, V_local = shard_.count;
   backend_.xent_backward(c.logits.data(), c.row_max.data(), c.row_sumexp.data(), c.targets, N,
                          V_local, shard_.valid, shard_.start, loss_scale);
   // ln_f's output gradient is partial over the vocabulary shards: summed over tp (and, with
-  // sequence parallelism, scattered back to this rank's rows).
-  if (sp_) {
-    float* partial = scratch_.partial.data();
-    backend_.matmul_backward_input(partial, c.logits.data(), wte_.value, N, C_, V_local, false);
-    tp_.reduce_scatter_rows(g.d_lnf_out.data(), partial, mb_.Nl, C_);
-  } else {
-    backend_.matmul_backward_input(g.d_lnf_out.data(), c.logits.data(), wte_.value, N, C_, V_local,
-                                   false);
-    tp_.copy_to_tp_region_backward(g.d_lnf_out.data(), N * C_);
-  }
+  // sequence parallelism, scattered back to this rank's rows), while the weight gradient, which
+  // reads only the logits' gradient and ln_f's output, computes.
+  float* partial = sp_ ? scratch_.partial.data() : g.d_lnf_out.data();
+  backend_.matmul_backward_input(partial, c.logits.data(), wte_.value, N, C_, V_local, false);
+  std::function<void()> weight_half;
+  if (with_weight) weight_half = [&] { logits_weight_gradient(c); };
+  tp_.reduce_input_grad(g.d_lnf_out.data(), partial, mb_.Nl, C_, weight_half);
   backend_.fill_zero(dinp, mb_.Nl * C_);
   ln_f_.backward_input(dinp, g.d_lnf_out.data(), c.ln_f, g.ln_f);
 }
 
-void LmHead::backward_weight(const HeadCache& c, const HeadGrads& g) {
+void LmHead::logits_weight_gradient(const HeadCache& c) {
   backend_.matmul_backward_weight(wte_.grad, nullptr, c.logits.data(), c.lnf_out.data(), mb_.N, C_,
                                   shard_.count);
+}
+
+void LmHead::backward_weight(const HeadCache& c, const HeadGrads& g, bool logits_weight_done) {
+  if (!logits_weight_done) logits_weight_gradient(c);
   ln_f_.backward_weight(c.ln_f, g.ln_f);
 }
 

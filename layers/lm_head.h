@@ -6,6 +6,8 @@
 // turns the cached logits into their gradient in place. Caches and grads as transformer_block.h.
 #pragma once
 
+#include <functional>
+
 #include "framework/config.h"
 #include "framework/device_array.h"
 #include "layers/embedding.h"
@@ -38,9 +40,13 @@ class LmHead : Layer {
 
   // Per-token losses into cache.losses (N) for inp (Nl,C) and targets (N) in backend memory.
   void forward(const float* inp, const int32_t* targets, HeadCache& cache);
-  // dinp (Nl,C) = the gradient of loss_scale * (sum of the token losses).
-  void backward_input(float* dinp, float loss_scale, HeadCache& cache, HeadGrads& grads);
-  void backward_weight(const HeadCache& cache, const HeadGrads& grads);
+  // dinp (Nl,C) = the gradient of loss_scale * (sum of the token losses). with_weight: also the
+  // logits product's weight gradient, computed while ln_f's output gradient is reduced over tp
+  // (then backward_weight is told logits_weight_done).
+  void backward_input(float* dinp, float loss_scale, HeadCache& cache, HeadGrads& grads,
+                      bool with_weight = false);
+  void backward_weight(const HeadCache& cache, const HeadGrads& grads,
+                       bool logits_weight_done = false);
 
   // Generation: a cache of `rows` rows with logits (no loss statistics), and decode: ln_f and
   // this rank's logits (R,Vp/tp) into cache.logits for R rows inp (R,C), by the row-wise product.
@@ -48,6 +54,8 @@ class LmHead : Layer {
   void decode(const float* inp, HeadCache& cache, int64_t rows);
 
  private:
+  void logits_weight_gradient(const HeadCache& cache);  // wte's gradient += dlogits^T . ln_f out
+
   int64_t C_;
   VocabShard shard_;
   LayerNorm ln_f_;

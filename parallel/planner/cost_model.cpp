@@ -189,9 +189,10 @@ double block_tp_forward(const Context& c) {
   return 2 * c.tp.all_reduce(bytes);
 }
 
-// Whether this project's runtime computes the column-parallel linears' weight gradients in the
-// input-gradient pass, behind their input gradients' tp reductions: in a whole backward (every
-// schedule but zb-h1, whose weight pass runs apart), at tp > 1 (layers/column_parallel_linear.h).
+// Whether this project's runtime computes the column-parallel linears' (and the head's logits)
+// weight gradients in the input-gradient pass, behind their input gradients' tp reductions: in
+// a whole backward (every schedule but zb-h1, whose weight pass runs apart), at tp > 1
+// (layers/column_parallel_linear.h, layers/lm_head.h).
 bool column_weights_in_input_pass(const PlanLayout& l) {
   return !megatron(l) && l.tp > 1 && l.schedule != ScheduleKind::kZbH1;
 }
@@ -295,10 +296,19 @@ ChunkCosts head_costs(const Context& c) {
   h.forward = {
       c.stream(2 * sh.Nl * sh.C * sh.e) + c.gemm(sh.N, sh.V_l, sh.C) + c.stream(3 * logits),
       (sp ? c.tp.all_gather(bytes) : 0) + 3 * c.tp.all_reduce(sh.N * 4)};
+  const double reduce = sp ? c.tp.reduce_scatter(bytes) : c.tp.all_reduce(bytes);
+  const double wgrad = c.gemm(sh.V_l, sh.C, sh.N);
   h.backward_input = {
       c.stream(2 * logits) + c.gemm(sh.N, sh.C, sh.V_l) + c.stream(3 * sh.Nl * sh.C * sh.e),
-      sp ? c.tp.reduce_scatter(bytes) : c.tp.all_reduce(bytes)};
-  h.backward_weight = {c.gemm(sh.V_l, sh.C, sh.N), 0};
+      reduce};
+  h.backward_weight = {wgrad, 0};
+  // This project's whole backward computes the logits' weight gradient while ln_f's output
+  // gradient is reduced, as the column-parallel linears do (block_tp_backward).
+  if (column_weights_in_input_pass(c.layout)) {
+    h.backward_input.compute += wgrad;
+    h.backward_weight.compute = 0;
+    if (!c.cpu) h.backward_input.tp_exposed = std::max(0.0, reduce - wgrad);
+  }
   return h;
 }
 
