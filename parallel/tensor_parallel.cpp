@@ -16,10 +16,6 @@ void TensorParallel::reduce_from_tp_region(float* buf, int64_t n) {
   all_reduce(buf, n, ReduceOp::kSum);
 }
 
-void TensorParallel::copy_to_tp_region_backward(float* dbuf, int64_t n) {
-  all_reduce(dbuf, n, ReduceOp::kSum);
-}
-
 void TensorParallel::reduce_input_grad(float* dinp, float* partial, int64_t local_rows, int64_t C,
                                        const std::function<void()>& overlap) {
   if (tp_.size() == 1) {

@@ -1,7 +1,8 @@
 // Tensor parallelism's communication (Megatron-LM, Shoeybi et al. 2019), drawn as its conjugate
 // region operators: reduce_from_tp_region all-reduces in the forward (row-parallel outputs, the
 // vocabulary-parallel embedding) and is the identity backward; copy_to_tp_region is the identity
-// forward and all-reduces the input gradient backward (column-parallel inputs, the head). Layers
+// forward and all-reduces the input gradient backward (column-parallel inputs, the head: its
+// backward is reduce_input_grad, which hides the reduction behind the weight gradient). Layers
 // call only these. At tp = 1 they do nothing. Time and bytes spent are counted for the step log:
 // the time is what the caller waited, so communication hidden behind compute is not counted.
 #pragma once
@@ -37,13 +38,12 @@ class TensorParallel {
 
   // Forward of a row-parallel output or the embedding: buf (n) = sum over tp ranks.
   void reduce_from_tp_region(float* buf, int64_t n);
-  // Backward of a column-parallel input: dbuf (n) = sum over tp ranks of the partial gradients.
-  void copy_to_tp_region_backward(float* dbuf, int64_t n);
-  // A column-parallel linear's input gradient, reduced non-blocking while `overlap` (its weight
-  // gradient, or nothing) computes, the request progressed meanwhile (background_progress.h):
-  // dinp (Nl, C) = this rank's rows of the sum over ranks of partial (N, C) with sequence
-  // parallelism (a reduce-scatter), else the sum in place (partial == dinp, an all-reduce). Both
-  // forms take the same non-blocking collective, so overlapping changes no bit.
+  // Backward of a column-parallel input (copy_to_tp_region's): a column-parallel linear's input
+  // gradient, reduced non-blocking while `overlap` (its weight gradient, or nothing) computes, the
+  // request progressed meanwhile (background_progress.h): dinp (Nl, C) = this rank's rows of the
+  // sum over ranks of partial (N, C) with sequence parallelism (a reduce-scatter), else the sum in
+  // place (partial == dinp, an all-reduce). Both forms take the same non-blocking collective, so
+  // overlapping changes no bit.
   void reduce_input_grad(float* dinp, float* partial, int64_t local_rows, int64_t C,
                          const std::function<void()>& overlap);
   // Whether column-parallel linears overlap that reduction with their weight gradient

@@ -265,12 +265,7 @@ void CpuBackend::attention_backward(float* dq, float* dk, float* dv, float* datt
   const int64_t group = s.NH / s.NKV;
   const AttentionOperands in = bf16_attention_operands(q, k, v, s);
   const bool bf16 = precision_ == Precision::kBf16;
-  if (bf16) {
-    const int64_t N = s.B * s.T, QC = s.NH * s.HS;
-    float* copy =
-        static_cast<float*>(operand_b_.get(*this, sizeof(float) * static_cast<size_t>(N * QC)));
-    dout = round_rows_to_bf16(copy, dout, N, QC, QC);
-  }
+  dout = bf16_operand(operand_b_, dout, s.B * s.T * s.NH * s.HS);  // packed (B, T, NH * HS)
   // One task per (batch, kv head): its query heads run in order on one thread, the first writing
   // dk and dv and the others adding to them, so no two threads write one kv head.
   for_each_head(s.B * s.NKV, threads_, [&](int64_t bg) {
