@@ -200,6 +200,13 @@ class Backend {
   virtual void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
                                const float* up, int64_t n) = 0;
 
+  // ---- bf16 storage (Precision::kBf16): the residual stream and its gradient hold bf16 values,
+  // so a pipeline message carries them as their 16-bit bits (framework/bf16.h's rounding, to
+  // nearest even). round_to_bf16: x becomes the bf16 value nearest it, in place.
+  virtual void round_to_bf16(float* x, int64_t n) = 0;
+  virtual void pack_bf16(uint16_t* out, const float* inp, int64_t n) = 0;    // float -> bf16 bits
+  virtual void unpack_bf16(float* out, const uint16_t* inp, int64_t n) = 0;  // bits -> float
+
   // ---- residual stream and biases
   virtual void accumulate(float* y, const float* x, int64_t n) = 0;  // y += x
   virtual void scale(float* x, float factor, int64_t n) = 0;         // x *= factor

@@ -1,7 +1,8 @@
-// The CPU backend's bf16 precision: float32 copies of product operands rounded to bfloat16 (to
-// nearest even, as the GPU's conversion). A float32 product of two bf16 values is exact, so sgemm
-// over the copies is a bf16 product accumulated in float32, the CUDA backend's bf16 regime. The
-// copies live in two growing operand buffers that the trainer reserves at the memory model's
+// The CPU backend's bf16 precision: bf16 storage of the residual stream (round_to_bf16, and the
+// 16-bit pipeline messages' packing), and float32 copies of product operands rounded to bfloat16
+// (to nearest even, as the GPU's conversion). A float32 product of two bf16 values is exact, so
+// sgemm over the copies is a bf16 product accumulated in float32, the CUDA backend's bf16 regime.
+// The copies live in two growing operand buffers that the trainer reserves at the memory model's
 // size (parallel/memory_model.cpp: device_scratch).
 #include "framework/bf16.h"
 #include "framework/cpu/cpu_backend.h"
@@ -30,6 +31,21 @@ const float* CpuBackend::bf16_operand(GrowingBuffer& buffer, const float* x, int
   if (precision_ != Precision::kBf16) return x;
   float* copy = static_cast<float*>(buffer.get(*this, sizeof(float) * static_cast<size_t>(n)));
   return round_rows_to_bf16(copy, x, 1, n, n);
+}
+
+void CpuBackend::round_to_bf16(float* x, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; i++) x[i] = gpt::round_to_bf16(x[i]);
+}
+
+void CpuBackend::pack_bf16(uint16_t* out, const float* inp, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; i++) out[i] = float_to_bf16(inp[i]);
+}
+
+void CpuBackend::unpack_bf16(float* out, const uint16_t* inp, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; i++) out[i] = bf16_to_float(inp[i]);
 }
 
 void CpuBackend::reserve_scratch(const DeviceScratch& scratch) {

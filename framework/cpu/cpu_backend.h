@@ -91,6 +91,9 @@ class CpuBackend : public Backend {
   void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
                        const float* up, int64_t n) override;
 
+  void round_to_bf16(float* x, int64_t n) override;
+  void pack_bf16(uint16_t* out, const float* inp, int64_t n) override;
+  void unpack_bf16(float* out, const uint16_t* inp, int64_t n) override;
   void accumulate(float* y, const float* x, int64_t n) override;
   void scale(float* x, float factor, int64_t n) override;
   void add_bias(float* out, const float* bias, int64_t N, int64_t C) override;

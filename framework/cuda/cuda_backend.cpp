@@ -125,6 +125,18 @@ void CudaBackend::gelu_backward(float* dinp, const float* dout, const float* inp
   cuda::gelu_backward(stream_, dinp, dout, inp, n);
 }
 
+void CudaBackend::round_to_bf16(float* x, int64_t n) {
+  cuda::round_to_bf16(stream_, x, n);
+}
+
+void CudaBackend::pack_bf16(uint16_t* out, const float* inp, int64_t n) {
+  cuda::convert_to_bf16(stream_, reinterpret_cast<__nv_bfloat16*>(out), inp, n);
+}
+
+void CudaBackend::unpack_bf16(float* out, const uint16_t* inp, int64_t n) {
+  cuda::convert_from_bf16(stream_, out, reinterpret_cast<const __nv_bfloat16*>(inp), n);
+}
+
 void CudaBackend::accumulate(float* y, const float* x, int64_t n) {
   cuda::accumulate(stream_, y, x, n);
 }

@@ -1,6 +1,6 @@
-// Flat elementwise kernels of the CUDA backend: bf16 conversion, GELU and SwiGLU forward and
-// backward, accumulate, scale, add_bias. float4 accesses when the size and pointers allow, else
-// scalar.
+// Flat elementwise kernels of the CUDA backend: bf16 conversion both ways and rounding, GELU and
+// SwiGLU forward and backward, accumulate, scale, add_bias. float4 accesses when the size and
+// pointers allow, else scalar.
 #include <algorithm>
 #include <cstdint>
 
@@ -26,6 +26,9 @@ struct GeluBackward {  // (dout, inp), the CPU's product order
 };
 struct Add {
   __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct RoundToBf16 {
+  __device__ float operator()(float x) const { return __bfloat162float(__float2bfloat16_rn(x)); }
 };
 struct SwiGluForward {  // (gate, up)
   __device__ float operator()(float gate, float up) const { return swiglu_output(gate, up); }
@@ -122,6 +125,10 @@ __global__ void convert_to_bf16_kernel4(__nv_bfloat162* out, const float4* inp, 
   }
 }
 
+__global__ void convert_from_bf16_kernel(float* out, const __nv_bfloat16* inp, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = __bfloat162float(inp[i]);
+}
+
 // out (N,C) += bias (C), flat over the n = N*C elements: floats, or float4 groups (then n and C
 // count groups).
 template <typename T>
@@ -144,6 +151,16 @@ void convert_to_bf16(cudaStream_t stream, __nv_bfloat16* out, const float* inp, 
     convert_to_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, inp, n);
   }
   GPT_CUDA_CHECK_LAUNCH();
+}
+
+void convert_from_bf16(cudaStream_t stream, float* out, const __nv_bfloat16* inp, int64_t n) {
+  if (n <= 0) return;
+  convert_from_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, inp, n);
+  GPT_CUDA_CHECK_LAUNCH();
+}
+
+void round_to_bf16(cudaStream_t stream, float* x, int64_t n) {
+  launch_unary(stream, x, x, n, RoundToBf16{});
 }
 
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n) {

@@ -20,6 +20,9 @@ namespace gpt::cuda {
 
 // ---- precision conversion (round to nearest even)
 void convert_to_bf16(cudaStream_t stream, __nv_bfloat16* out, const float* inp, int64_t n);
+// out = the float of each bf16; round_to_bf16: x = the bf16 value nearest it, in place.
+void convert_from_bf16(cudaStream_t stream, float* out, const __nv_bfloat16* inp, int64_t n);
+void round_to_bf16(cudaStream_t stream, float* x, int64_t n);
 
 // ---- elementwise (elementwise.cu)
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t n);

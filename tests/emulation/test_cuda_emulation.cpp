@@ -275,6 +275,18 @@ void CudaEmulation::check_elementwise() {
           bad += !nan_ok && got[i].bits != rounded;
         }
         EXPECT_EQ(bad, 0u) << "convert_to_bf16: elements not rounded to nearest even";
+        // Back to float, and the in-place rounding of bf16 storage: both as the CPU backend's.
+        Floats back(a, mis_in);
+        gc::convert_from_bf16(nullptr, back.get(), out.get(), n);
+        std::vector<uint16_t> bits(got.size());
+        for (size_t i = 0; i < got.size(); i++) bits[i] = got[i].bits;
+        Vec want_back(src.size()), want_round = src;
+        cpu.unpack_bf16(want_back.data(), bits.data(), n);
+        cpu.round_to_bf16(want_round.data(), n);
+        EXPECT_TRUE(Same(back.read(), want_back)) << "convert_from_bf16";
+        Floats rounded(src, mis_out);
+        gc::round_to_bf16(nullptr, rounded.get(), n);
+        EXPECT_TRUE(Same(rounded.read(), want_round)) << "round_to_bf16 against the CPU";
       }
     }
   for (int64_t N : {0, 1, 3, 64})
