@@ -68,6 +68,7 @@ void Embedding::forward(float* out, const int32_t* tokens, EmbeddingCache& cache
     backend_.embedding_forward(out, tokens, wte_.value, N, C_, shard_.start, shard_.count);
     tp_.reduce_from_tp_region(out, N * C_);
     if (wpe_) backend_.position_embedding_forward(out, wpe_->value, mb_.B, mb_.T, C_);
+    store_residual(out, N * C_);
     return;
   }
   // Each token's row is nonzero on exactly one rank, so tp rank 0 adding wpe before the
@@ -77,11 +78,12 @@ void Embedding::forward(float* out, const int32_t* tokens, EmbeddingCache& cache
   if (wpe_ && tp_.rank() == 0)
     backend_.position_embedding_forward(full, wpe_->value, mb_.B, mb_.T, C_);
   tp_.reduce_scatter_rows(out, full, mb_.Nl, C_);
+  store_residual(out, mb_.Nl * C_);
 }
 
 void Embedding::decode(float* out, const int32_t* tokens, const int32_t* positions, int64_t rows) {
   backend_.embedding_forward(out, tokens, wte_.value, rows, C_, shard_.start, shard_.count);
-  tp_.reduce_from_tp_region(out, rows * C_);
+  tp_.reduce_decode_rows(out, rows * C_);
   if (!wpe_) return;
   // Each row gets the wpe row of its own position: a position embedding of one sequence of one
   // token, row by row.

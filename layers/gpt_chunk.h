@@ -41,6 +41,13 @@ class GptChunk : public PipelineChunk {
   float* output_activation(int slot) override { return stage_.output_activation(slot); }
   float* output_grad(int grad_set) override { return stage_.output_grad(grad_set); }
   float* input_grad(int grad_set) override { return stage_.input_grad(grad_set); }
+  uint16_t* activation_wire(int slot) override { return stage_.activation_wire(slot); }
+  uint16_t* gradient_wire(int grad_set) override { return stage_.gradient_wire(grad_set); }
+  uint16_t* receive_wire() override { return stage_.receive_wire(); }
+  void pack(uint16_t* wire, const float* values) override { stage_.pack_boundary(wire, values); }
+  void unpack(float* values, const uint16_t* wire) override {
+    stage_.unpack_boundary(values, wire);
+  }
   void forward(int slot, int microbatch) override;
   void backward_input(int slot, int grad_set, int microbatch, bool weight_follows) override;
   void backward_weight(int slot, int grad_set, int microbatch) override;

@@ -49,6 +49,8 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
     head_params_.end = registered();
   }
 
+  if (bf16_messages() && !(spec.has_embedding && spec.has_head))
+    receive_wire_ = DeviceArray<uint16_t>(backend_, wire_elements(), MemoryCategory::kComm);
   for (int i = 0; i < num_caches; ++i) caches_.push_back(make_cache());
   for (int i = 0; i < num_grad_sets; ++i) grad_sets_.push_back(make_grad_set());
   if (recompute.full_blocks > 0) shared_rebuilt_ = blocks_.front()->make_cache();
@@ -63,6 +65,8 @@ GptStage::Cache GptStage::make_cache() const {
   for (size_t l = 0; l < blocks_.size(); ++l)
     c.blocks.push_back(recomputes(l) ? BlockCache{} : blocks_[l]->make_cache());
   if (head_) c.head = head_->make_cache();
+  if (bf16_messages() && !spec_.has_head)
+    c.wire = DeviceArray<uint16_t>(backend_, wire_elements(), MemoryCategory::kComm);
   return c;
 }
 
@@ -74,7 +78,17 @@ GptStage::GradSet GptStage::make_grad_set() const {
   if (head_) g.head = head_->make_grads();
   if (recompute_.split_backward)
     for (size_t l = 0; recomputes(l); ++l) g.rebuilt.push_back(blocks_[l]->make_cache());
+  if (bf16_messages() && !spec_.has_embedding)
+    g.wire = DeviceArray<uint16_t>(backend_, wire_elements(), MemoryCategory::kComm);
   return g;
+}
+
+void GptStage::pack_boundary(uint16_t* wire, const float* values) {
+  backend_.pack_bf16(wire, values, mb_.residual());
+}
+
+void GptStage::unpack_boundary(float* values, const uint16_t* wire) {
+  backend_.unpack_bf16(values, wire, mb_.residual());
 }
 
 void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) {

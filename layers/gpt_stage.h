@@ -90,6 +90,13 @@ class GptStage {
   float* output_activation(int slot) { return caches_[slot].acts.back().data(); }
   float* output_grad(int grad_set) { return grad_sets_[grad_set].d_acts.back().data(); }
   float* input_grad(int grad_set) { return grad_sets_[grad_set].d_acts.front().data(); }
+  // bf16 precision's 16-bit pipeline messages (PipelineChunk's wires): null in float32, and where
+  // the stage sends or receives no such message.
+  uint16_t* activation_wire(int slot) { return caches_[slot].wire.data(); }
+  uint16_t* gradient_wire(int grad_set) { return grad_sets_[grad_set].wire.data(); }
+  uint16_t* receive_wire() { return receive_wire_.data(); }
+  void pack_boundary(uint16_t* wire, const float* values);
+  void unpack_boundary(float* values, const uint16_t* wire);
 
   // Called from backward_weight with the registration-index range [first, end) of each layer's
   // parameters as soon as their gradients are final for this backward (the dp buckets'
@@ -128,6 +135,7 @@ class GptStage {
  private:
   struct Cache {
     std::vector<DeviceArray<float>> acts;  // n_layers + 1 of (Nl,C)
+    DeviceArray<uint16_t> wire;            // bf16, not the last stage: the output's message
     DeviceArray<int32_t> tokens;           // (N)
     DeviceArray<int32_t> targets;          // (N)
     EmbeddingCache embedding;
@@ -136,6 +144,7 @@ class GptStage {
   };
   struct GradSet {
     std::vector<DeviceArray<float>> d_acts;  // n_layers + 1 of (Nl,C): the gradients of acts
+    DeviceArray<uint16_t> wire;  // bf16, not the first stage: the input gradient's message
     std::vector<BlockGrads> blocks;
     HeadGrads head;
     std::vector<BlockCache> rebuilt;  // split backward: the full-recompute blocks' caches until W
@@ -147,6 +156,8 @@ class GptStage {
   GradSet make_grad_set() const;
   // This rank's logits of one row (Vp/tp floats in backend memory), gathered over tp.
   std::vector<float> gather_logits(const float* local_row);
+  bool bf16_messages() const { return backend_.precision() == Precision::kBf16; }
+  int64_t wire_elements() const { return mb_.residual_wire(); }
   bool recomputes(size_t block) const {
     return static_cast<int64_t>(block) < recompute_.full_blocks;
   }
@@ -170,6 +181,7 @@ class GptStage {
   std::unique_ptr<Embedding> embedding_;
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;
   std::unique_ptr<LmHead> head_;
+  DeviceArray<uint16_t> receive_wire_;  // bf16, a stage that receives: the messages in
   std::vector<Cache> caches_;
   std::vector<GradSet> grad_sets_;
   BlockCache shared_rebuilt_;  // full recompute: forwards write here; so does a whole B's rebuild

@@ -30,6 +30,13 @@ class Layer {
   explicit Layer(const LayerContext& ctx)
       : backend_(ctx.store.backend()), tp_(ctx.tp), mb_(ctx.mb), scratch_(ctx.scratch) {}
 
+  // The residual stream and its gradient are stored in bf16 under bf16 precision (Megatron's
+  // regime): their values are rounded where each is written, in every layout alike, so the
+  // pipeline can carry them as 16-bit messages that lose nothing.
+  void store_residual(float* x, int64_t n) {
+    if (backend_.precision() == Precision::kBf16) backend_.round_to_bf16(x, n);
+  }
+
   Backend& backend_;
   TensorParallel& tp_;
   LayerSizes mb_;

@@ -78,6 +78,7 @@ void LmHead::backward_input(float* dinp, float loss_scale, HeadCache& c, HeadGra
   tp_.reduce_input_grad(g.d_lnf_out.data(), partial, mb_.Nl, C_, weight_half);
   backend_.fill_zero(dinp, mb_.Nl * C_);
   ln_f_.backward_input(dinp, g.d_lnf_out.data(), c.ln_f, g.ln_f);
+  store_residual(dinp, mb_.Nl * C_);
 }
 
 void LmHead::logits_weight_gradient(const HeadCache& c) {

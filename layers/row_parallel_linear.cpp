@@ -40,7 +40,7 @@ void RowParallelLinear::forward(float* out, const float* inp, RowParallelLinearC
 
 void RowParallelLinear::decode(float* out, const float* inp, int64_t rows) {
   backend_.matmul_forward_rows(out, inp, params_.weight->value, nullptr, rows, local_in_, out_);
-  tp_.reduce_from_tp_region(out, rows * out_);
+  tp_.reduce_decode_rows(out, rows * out_);
   if (params_.bias) backend_.add_bias(out, params_.bias->value, rows, out_);
 }
 

@@ -55,9 +55,11 @@ void TransformerBlock::forward(float* out, const float* inp, BlockCache& c) {
   ln_1_.forward(ln1, inp, c.ln_1);
   attn_.forward(c.res_mid.data(), ln1, c.attn);
   backend_.accumulate(c.res_mid.data(), inp, mb_.Nl * C_);  // residual: x + attn
+  store_residual(c.res_mid.data(), mb_.Nl * C_);
   ln_2_.forward(ln2, c.res_mid.data(), c.ln_2);
   mlp_.forward(out, ln2, c.mlp);
   backend_.accumulate(out, c.res_mid.data(), mb_.Nl * C_);  // residual: x1 + mlp
+  store_residual(out, mb_.Nl * C_);
 }
 
 BlockCache TransformerBlock::make_decode_cache(int64_t rows, int64_t max_positions) const {
@@ -90,10 +92,12 @@ void TransformerBlock::backward_input(float* dinp, const float* dout, const Bloc
   mlp_.backward_input(g.d_ln2_out.data(), dout, c.mlp, g.mlp, column_weights);
   backend_.copy(g.d_res_mid.data(), dout, residual_bytes);
   ln_2_.backward_input(g.d_res_mid.data(), g.d_ln2_out.data(), c.ln_2, g.ln_2);
+  store_residual(g.d_res_mid.data(), mb_.Nl * C_);
   // Attention branch, likewise.
   attn_.backward_input(g.d_ln1_out.data(), g.d_res_mid.data(), c.attn, g.attn, column_weights);
   backend_.copy(dinp, g.d_res_mid.data(), residual_bytes);
   ln_1_.backward_input(dinp, g.d_ln1_out.data(), c.ln_1, g.ln_1);
+  store_residual(dinp, mb_.Nl * C_);
 }
 
 void TransformerBlock::backward_weight(const BlockCache& c, const BlockGrads& g,

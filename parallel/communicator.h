@@ -57,6 +57,14 @@ class Communicator {
   virtual std::unique_ptr<Request> iall_gather(const float* send, float* recv, int64_t count) = 0;
   virtual std::unique_ptr<Request> ireduce_scatter(const float* send, float* recv, int64_t count,
                                                    ReduceOp op) = 0;
+  // bf16 collectives (bf16 precision's tp messages): buffers of bfloat16 bits, the same shapes and
+  // in-place rules as the float forms, half the bytes. The sum adds bf16 values in float32 and
+  // rounds each partial result to bf16 (NCCL's bf16 sum; MPI through a user-defined operation).
+  virtual std::unique_ptr<Request> iall_reduce_bf16(uint16_t* buf, int64_t count) = 0;
+  virtual std::unique_ptr<Request> iall_gather_bf16(const uint16_t* send, uint16_t* recv,
+                                                    int64_t count) = 0;
+  virtual std::unique_ptr<Request> ireduce_scatter_bf16(const uint16_t* send, uint16_t* recv,
+                                                        int64_t count) = 0;
   virtual void barrier() = 0;
   // Whether point-to-point messages match by tag (MPI). Without tags (NCCL) the k-th send to a
   // peer matches the peer's k-th receive from this rank, whatever the tags say.

@@ -24,7 +24,8 @@ std::vector<BucketParameter> bucket_parameters(const ParameterStore& store) {
   return out;
 }
 
-GradientBuckets::GradientBuckets(ParameterStore& store, Communicator& dp, const BucketPlan& plan)
+GradientBuckets::GradientBuckets(ParameterStore& store, Communicator& dp, const BucketPlan& plan,
+                                 GradReduceDtype dtype)
     : store_(store), dp_(dp), sharded_(plan.shards > 1) {
   const auto& params = store.params();
   GPT_CHECK(plan.padding_after.size() == params.size() && plan.padded_total == store.total_numel(),
@@ -38,6 +39,11 @@ GradientBuckets::GradientBuckets(ParameterStore& store, Communicator& dp, const 
     for (size_t i = span.first_param; i < span.end_param; ++i)
       bucket_of_param_[i] = static_cast<int>(buckets_.size());
     buckets_.push_back({span, 0, nullptr, nullptr});
+  }
+  if (dtype == GradReduceDtype::kBf16 && dp.size() > 1) {
+    wire_ = DeviceArray<uint16_t>(store.backend(), plan.padded_total, MemoryCategory::kComm);
+    if (sharded_)
+      shard_wire_ = DeviceArray<uint16_t>(store.backend(), plan.shard_total, MemoryCategory::kComm);
   }
 }
 
@@ -55,6 +61,14 @@ void GradientBuckets::begin_step() {
 void GradientBuckets::post(Bucket& b) {
   if (dp_.size() == 1) return;
   float* grads = store_.grads() + b.span.offset;
+  if (wire_.size() > 0) {
+    uint16_t* wire = wire_.data() + b.span.offset;
+    store_.backend().pack_bf16(wire, grads, b.span.numel);
+    b.request = sharded_ ? dp_.ireduce_scatter_bf16(wire, shard_wire_.data() + b.span.shard_offset,
+                                                    b.span.shard_numel)
+                         : dp_.iall_reduce_bf16(wire, b.span.numel);
+    return;
+  }
   if (sharded_) {
     // This rank's shard of the dp sum lands where the optimizer reads it (update_grads).
     b.request = dp_.ireduce_scatter(grads, store_.update_grads() + b.span.shard_offset,
@@ -92,9 +106,20 @@ void GradientBuckets::finish() {
       post(b);
     }
   }
-  for (Bucket& b : buckets_) {
-    if (b.request) b.request->wait();
-    b.request.reset();
+  for (Bucket& b : buckets_) complete(b);
+}
+
+void GradientBuckets::complete(Bucket& b) {
+  if (!b.request) return;
+  b.request->wait();
+  b.request.reset();
+  if (wire_.size() == 0) return;
+  Backend& backend = store_.backend();
+  if (sharded_) {
+    backend.unpack_bf16(store_.update_grads() + b.span.shard_offset,
+                        shard_wire_.data() + b.span.shard_offset, b.span.shard_numel);
+  } else {
+    backend.unpack_bf16(store_.grads() + b.span.offset, wire_.data() + b.span.offset, b.span.numel);
   }
 }
 

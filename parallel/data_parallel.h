@@ -13,12 +13,18 @@
 //    layer just before it runs (wait_gathered), driving the others on; whatever reads the
 //    weights otherwise (evaluation, a checkpoint) waits for all of them first (wait_all_gathered).
 //    The values are the same bits whenever the gather completes: only its timing changes.
+// --grad-reduce-dtype bf16 reduces the buckets in bf16 instead (half the bytes): each bucket's
+// gradients are packed to bf16 bits in a wire buffer, summed there (float32 additions rounded to
+// bf16), and unpacked into the float32 gradients (or update_grads' shard) when waited for. Weight
+// gradients accumulate in float32 either way; float32 is the default, as Megatron's
+// --accumulate-allreduce-grads-in-fp32.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "framework/device_array.h"
 #include "framework/parameter.h"
 #include "parallel/bucket_plan.h"
 #include "parallel/communicator.h"
@@ -31,11 +37,22 @@ std::vector<StateSegment> shard_segments(const BucketPlan& plan, int dp_rank);
 // The plan's input from a store's registered parameters.
 std::vector<BucketParameter> bucket_parameters(const ParameterStore& store);
 
+// What the dp gradient reduction moves (--grad-reduce-dtype).
+enum class GradReduceDtype { kFp32, kBf16 };
+inline constexpr GradReduceDtype kGradReduceDtypes[] = {GradReduceDtype::kFp32,
+                                                        GradReduceDtype::kBf16};
+inline const char* grad_reduce_dtype_name(GradReduceDtype d) {
+  return d == GradReduceDtype::kBf16 ? "bf16" : "fp32";
+}
+
 class GradientBuckets {
  public:
   // `plan` is the one the store was allocated with (its padding); sharded when plan.shards > 1,
-  // which must then equal dp's size and the store's state must be sharded by shard_segments.
-  GradientBuckets(ParameterStore& store, Communicator& dp, const BucketPlan& plan);
+  // which must then equal dp's size and the store's state must be sharded by shard_segments. In
+  // bf16 at dp > 1 the wires (the padded gradients' size, and the shard's when sharded) are
+  // allocated here, as comm memory.
+  GradientBuckets(ParameterStore& store, Communicator& dp, const BucketPlan& plan,
+                  GradReduceDtype dtype = GradReduceDtype::kFp32);
   // Replicated optimizer, buckets of at least bucket_elements (an unpadded store).
   GradientBuckets(ParameterStore& store, Communicator& dp, int64_t bucket_elements);
 
@@ -66,6 +83,7 @@ class GradientBuckets {
 
  private:
   void post(Bucket& b);
+  void complete(Bucket& b);   // waits for its reduction and, in bf16, unpacks the result
   void progress_in_flight();  // Request::progress on each reduction and gather in flight
   void wait_gather(Bucket& b);
 
@@ -74,6 +92,7 @@ class GradientBuckets {
   bool sharded_ = false;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_param_;
+  DeviceArray<uint16_t> wire_, shard_wire_;  // bf16 reduction: the gradients, this rank's shard
 };
 
 }  // namespace gpt

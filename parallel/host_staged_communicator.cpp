@@ -47,6 +47,12 @@ class StagedRequest final : public Request {
   std::unique_ptr<Request> inner_;
 };
 
+// An operation completed when it was posted.
+class DoneRequest final : public Request {
+ public:
+  void wait() override {}
+};
+
 class HostStagedCommunicator final : public Communicator {
  public:
   HostStagedCommunicator(std::unique_ptr<Communicator> mpi, Backend& backend)
@@ -124,6 +130,33 @@ class HostStagedCommunicator final : public Communicator {
     request->attach(mpi_->ireduce_scatter(request->host(), request->result(), count, op));
     return request;
   }
+  // bf16 messages staged whole and moved when posted: this fallback transport (no NCCL) gives
+  // up their overlap, not their bits.
+  std::unique_ptr<Request> iall_reduce_bf16(uint16_t* buf, int64_t count) override {
+    if (!on_device(buf)) return mpi_->iall_reduce_bf16(buf, count);
+    std::vector<uint16_t> host = copy_out_bf16(buf, count);
+    mpi_->iall_reduce_bf16(host.data(), count)->wait();
+    backend_.copy_from_host(buf, host.data(), bf16_bytes(count));
+    return std::make_unique<DoneRequest>();
+  }
+  std::unique_ptr<Request> iall_gather_bf16(const uint16_t* send, uint16_t* recv,
+                                            int64_t count) override {
+    if (!on_device(send) && !on_device(recv)) return mpi_->iall_gather_bf16(send, recv, count);
+    std::vector<uint16_t> host_send = copy_out_bf16(send, count);
+    std::vector<uint16_t> host_recv(static_cast<size_t>(count * size()));
+    mpi_->iall_gather_bf16(host_send.data(), host_recv.data(), count)->wait();
+    copy_in_bf16(recv, host_recv);
+    return std::make_unique<DoneRequest>();
+  }
+  std::unique_ptr<Request> ireduce_scatter_bf16(const uint16_t* send, uint16_t* recv,
+                                                int64_t count) override {
+    if (!on_device(send) && !on_device(recv)) return mpi_->ireduce_scatter_bf16(send, recv, count);
+    std::vector<uint16_t> host_send = copy_out_bf16(send, count * size());
+    std::vector<uint16_t> host_recv(static_cast<size_t>(count));
+    mpi_->ireduce_scatter_bf16(host_send.data(), host_recv.data(), count)->wait();
+    copy_in_bf16(recv, host_recv);
+    return std::make_unique<DoneRequest>();
+  }
   void barrier() override { mpi_->barrier(); }
 
  private:
@@ -177,6 +210,24 @@ class HostStagedCommunicator final : public Communicator {
       backend_.copy_to_host(host, src, bytes(count));
     } else {
       std::copy(src, src + count, host);
+    }
+  }
+  static size_t bf16_bytes(int64_t count) { return sizeof(uint16_t) * static_cast<size_t>(count); }
+  std::vector<uint16_t> copy_out_bf16(const uint16_t* src, int64_t count) {
+    std::vector<uint16_t> host(static_cast<size_t>(count));
+    if (count == 0) return host;
+    if (on_device(src)) {
+      backend_.copy_to_host(host.data(), src, bf16_bytes(count));
+    } else {
+      std::copy(src, src + count, host.begin());
+    }
+    return host;
+  }
+  void copy_in_bf16(uint16_t* dst, const std::vector<uint16_t>& host) {
+    if (on_device(dst)) {
+      backend_.copy_from_host(dst, host.data(), bf16_bytes(static_cast<int64_t>(host.size())));
+    } else {
+      std::copy(host.begin(), host.end(), dst);
     }
   }
   StagedRequest::CopyBack copy_back() {

@@ -49,7 +49,9 @@ struct LayerSizes {
   bool drop_attention_cache = false;  // selective recomputation of a quadratic attention cache
 
   int64_t residual() const { return Nl * C; }  // block inputs and outputs, x1, their gradients
-  int64_t ln_stats() const { return Nl; }      // a norm's rstd
+  // bf16 values of a 16-bit pipeline message of a residual: even, as it travels in 4-byte words
+  int64_t residual_wire() const { return (residual() + 1) / 2 * 2; }
+  int64_t ln_stats() const { return Nl; }                // a norm's rstd
   int64_t ln_mean() const { return rms_norm ? 0 : Nl; }  // a LayerNorm's mean
   // A LayerNorm's output as the next linear reads it (all N rows); with sequence parallelism the
   // linear's all-gathered copy is kept instead (gathered_rows), and this is empty.

@@ -58,7 +58,15 @@ int64_t scratch_bytes(const LayerSizes& s, const ChunkRecompute& rc) {
          r(s.rotary_table());
 }
 
-// One chunk's activations (its caches, gradient sets and rebuilt caches) and workspace.
+// Whether the run computes in bf16: the regime's auto (nullopt) is bf16 on CUDA and float32 on
+// the CPU.
+bool runs_bf16(const MemoryModelInput& in) {
+  return in.device == DeviceKind::kCuda ? in.layout.precision != PrecisionRegime::kFp32
+                                        : in.layout.precision == PrecisionRegime::kBf16;
+}
+
+// One chunk's activations (its caches, gradient sets and rebuilt caches), workspace, and the
+// wires of its 16-bit pipeline messages.
 void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, int chunk,
                MemoryBytes& bytes) {
   const StageSpec spec = virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages, stage,
@@ -81,6 +89,12 @@ void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, 
     rebuilt = block_cache_bytes(s) * (1 + (rc.split_backward ? grad_sets * rc.full_blocks : 0));
   bytes[MemoryCategory::kActivations] += slots * cache + grad_sets * grad_set + rebuilt;
   bytes[MemoryCategory::kWorkspace] += scratch_bytes(s, rc);
+  if (runs_bf16(in)) {  // the 16-bit pipeline messages' wires (layers/gpt_stage.h)
+    const int64_t wire = reserved_bytes(in.device, s.residual_wire(), 2);
+    if (!spec.has_head) bytes[MemoryCategory::kComm] += slots * wire;
+    if (!spec.has_embedding) bytes[MemoryCategory::kComm] += grad_sets * wire;
+    if (!(spec.has_embedding && spec.has_head)) bytes[MemoryCategory::kComm] += wire;
+  }
 }
 
 }  // namespace
@@ -173,6 +187,11 @@ void add_parameter_buffers(const MemoryModelInput& in, const std::vector<BucketP
   bytes[MemoryCategory::kOptimizer] =
       in.optimizer_states * reserved_bytes(in.device, plan.shard_total);
   if (plan.shards > 1) bytes[MemoryCategory::kComm] += reserved_bytes(in.device, plan.shard_total);
+  if (in.bf16_grad_reduce && in.layout.dp > 1) {  // data_parallel.h's bf16 wires
+    bytes[MemoryCategory::kComm] += reserved_bytes(in.device, plan.padded_total, 2);
+    if (plan.shards > 1)
+      bytes[MemoryCategory::kComm] += reserved_bytes(in.device, plan.shard_total, 2);
+  }
 }
 
 }  // namespace
@@ -202,6 +221,12 @@ MemoryBytes predict_memory(const MemoryModelInput& in, int rank, const Schedule&
     add_chunk(in, schedule, stage, chunk, bytes);
   }
   add_parameter_buffers(in, params, bytes);
+  if (runs_bf16(in) && in.layout.tp > 1) {  // the 16-bit tp messages' wires (tensor_parallel.h)
+    const int64_t full = in.layout.micro_batch * in.model.seq_len * in.model.d_model;
+    bytes[MemoryCategory::kComm] += reserved_bytes(in.device, full, 2);
+    if (in.layout.sequence_parallel)
+      bytes[MemoryCategory::kComm] += reserved_bytes(in.device, full / in.layout.tp, 2);
+  }
   if (in.device == DeviceKind::kCuda) {
     const DeviceScratch scratch = device_scratch(in, rank);
     bytes[MemoryCategory::kWorkspace] += reserved_bytes(in.device, kCudaGemmWorkspaceBytes, 1) +
@@ -301,9 +326,7 @@ DeviceScratch cpu_bf16_operands(const MemoryModelInput& in, int rank) {
 DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
   DeviceScratch out;
   const bool cuda = in.device == DeviceKind::kCuda;
-  // The regime's auto (nullopt) is bf16 on CUDA and float32 on the CPU.
-  const bool bf16_products = cuda ? in.layout.precision != PrecisionRegime::kFp32
-                                  : in.layout.precision == PrecisionRegime::kBf16;
+  const bool bf16_products = runs_bf16(in);
   if (!cuda && !bf16_products) return out;
   if (!cuda) return cpu_bf16_operands(in, rank);
   const int stage = in.grid().coordinates_of(rank).stage;

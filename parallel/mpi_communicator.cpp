@@ -8,6 +8,7 @@
 #include <exception>
 #include <utility>
 
+#include "framework/bf16.h"
 #include "framework/check.h"
 #include "framework/logging.h"
 
@@ -29,6 +30,14 @@ MPI_Op to_mpi(ReduceOp op) {
       return MPI_MAX;
   }
   fail("to_mpi(op)", __FILE__, __LINE__, GPT_MSG("unknown ReduceOp " << static_cast<int>(op)));
+}
+
+// The MPI reduction of bf16 buffers: inout = in + inout per element, added in float32 and rounded
+// to bf16 (commutative, so every rank of an all-reduce gets the same bits).
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
 }
 
 template <typename T>
@@ -138,7 +147,13 @@ class MpiCommunicator final : public Communicator {
     GPT_MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN));
     GPT_MPI_CHECK(MPI_Comm_rank(comm_.get(), &rank_));
     GPT_MPI_CHECK(MPI_Comm_size(comm_.get(), &size_));
+    GPT_MPI_CHECK(MPI_Op_create(&bf16_sum, 1, &bf16_sum_));
   }
+  ~MpiCommunicator() override {
+    if (!mpi_finalized()) MPI_Op_free(&bf16_sum_);
+  }
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -168,70 +183,12 @@ class MpiCommunicator final : public Communicator {
   }
 
   std::unique_ptr<Request> iall_gather(const float* send, float* recv, int64_t count) override {
-    check_count(count);
-    count_bytes(count * static_cast<int64_t>(sizeof(float)));
-    // MPI forbids aliased send and receive buffers; this rank's block of recv is the in-place form.
-    const bool in_place = send == recv + rank_ * count;
-    auto request = std::make_unique<MpiRequest>("all_gather on '" + name_ + "'");
-    MPI_Request r;
-    if (count <= max_chunk_) {
-      GPT_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, static_cast<int>(count),
-                                   MPI_FLOAT, recv, static_cast<int>(count), MPI_FLOAT, comm_.get(),
-                                   &r));
-      request->add(r, -1);
-      return request;
-    }
-    // Chunk k of every rank's block lands at recv + r * count + offset: one element of a type
-    // whose extent is a whole block places each rank's piece at its stride. (A datatype may be
-    // freed while an operation using it is pending.)
-    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
-      OwnedDatatype piece, strided;
-      GPT_MPI_CHECK(MPI_Type_contiguous(span.count, MPI_FLOAT, piece.out()));
-      GPT_MPI_CHECK(MPI_Type_create_resized(
-          piece.get(), 0, static_cast<MPI_Aint>(count * static_cast<int64_t>(sizeof(float))),
-          strided.out()));
-      GPT_MPI_CHECK(MPI_Type_commit(strided.out()));
-      if (in_place) {
-        GPT_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv + span.offset, 1,
-                                     strided.get(), comm_.get(), &r));
-      } else {
-        GPT_MPI_CHECK(MPI_Iallgather(send + span.offset, span.count, MPI_FLOAT, recv + span.offset,
-                                     1, strided.get(), comm_.get(), &r));
-      }
-      request->add(r, -1);
-    }
-    return request;
+    return all_gather_impl(send, recv, count, MPI_FLOAT, "all_gather");
   }
 
   std::unique_ptr<Request> ireduce_scatter(const float* send, float* recv, int64_t count,
                                            ReduceOp op) override {
-    check_count(count);
-    count_bytes(count * size_ * static_cast<int64_t>(sizeof(float)));
-    auto request = std::make_unique<MpiRequest>("reduce_scatter on '" + name_ + "'");
-    MPI_Request r;
-    // At 2 ranks each block is reduced to its owner, one MPI_Ireduce each (a message each way):
-    // behind compute, advanced only by the Request::progress calls between layers (the
-    // distributed optimizer's buckets), Open MPI 4.1's MPI_Ireduce_scatter_block took several
-    // times as long. From 3 ranks up, per-owner reductions send far more messages than its
-    // reduce-scatter, and measured slower (docs/BENCHMARKS.md, "The distributed optimizer").
-    if (count <= max_chunk_ && size_ != 2) {
-      GPT_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(count), MPI_FLOAT,
-                                              to_mpi(op), comm_.get(), &r));
-      request->add(r, -1);
-      return request;
-    }
-    // Predefined reductions are only guaranteed on predefined types, so no strided datatype
-    // for chunks: each chunk of each block is reduced to its owner.
-    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
-      for (int root = 0; root < size_; ++root) {
-        const float* block = send + root * count + span.offset;
-        float* out = root == rank_ ? recv + span.offset : nullptr;
-        GPT_MPI_CHECK(
-            MPI_Ireduce(block, out, span.count, MPI_FLOAT, to_mpi(op), root, comm_.get(), &r));
-        request->add(r, -1);
-      }
-    }
-    return request;
+    return reduce_scatter_impl(send, recv, count, MPI_FLOAT, to_mpi(op), "reduce_scatter");
   }
 
   void broadcast(float* buf, int64_t count, int root) override {
@@ -297,9 +254,102 @@ class MpiCommunicator final : public Communicator {
                    });
   }
 
+  std::unique_ptr<Request> iall_reduce_bf16(uint16_t* buf, int64_t count) override {
+    check_count(count);
+    count_bytes(count * kBf16);
+    auto request = std::make_unique<MpiRequest>("bf16 all_reduce on '" + name_ + "'");
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
+      MPI_Request r;
+      GPT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + span.offset, span.count, MPI_UINT16_T,
+                                   bf16_sum_, comm_.get(), &r));
+      request->add(r, -1);
+    }
+    return request;
+  }
+
+  std::unique_ptr<Request> iall_gather_bf16(const uint16_t* send, uint16_t* recv,
+                                            int64_t count) override {
+    return all_gather_impl(send, recv, count, MPI_UINT16_T, "bf16 all_gather");
+  }
+
+  std::unique_ptr<Request> ireduce_scatter_bf16(const uint16_t* send, uint16_t* recv,
+                                                int64_t count) override {
+    return reduce_scatter_impl(send, recv, count, MPI_UINT16_T, bf16_sum_, "bf16 reduce_scatter");
+  }
+
   void barrier() override { GPT_MPI_CHECK(MPI_Barrier(comm_.get())); }
 
  private:
+  // The all-gathers of T (MPI type `type`): see iall_gather.
+  template <typename T>
+  std::unique_ptr<Request> all_gather_impl(const T* send, T* recv, int64_t count, MPI_Datatype type,
+                                           const char* what) {
+    check_count(count);
+    count_bytes(count * static_cast<int64_t>(sizeof(T)));
+    // MPI forbids aliased send and receive buffers; this rank's block of recv is the in-place form.
+    const bool in_place = send == recv + rank_ * count;
+    auto request = std::make_unique<MpiRequest>(std::string(what) + " on '" + name_ + "'");
+    MPI_Request r;
+    if (count <= max_chunk_) {
+      GPT_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, static_cast<int>(count), type,
+                                   recv, static_cast<int>(count), type, comm_.get(), &r));
+      request->add(r, -1);
+      return request;
+    }
+    // Chunk k of every rank's block lands at recv + r * count + offset: one element of a type
+    // whose extent is a whole block places each rank's piece at its stride. (A datatype may be
+    // freed while an operation using it is pending.)
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
+      OwnedDatatype piece, strided;
+      GPT_MPI_CHECK(MPI_Type_contiguous(span.count, type, piece.out()));
+      GPT_MPI_CHECK(MPI_Type_create_resized(
+          piece.get(), 0, static_cast<MPI_Aint>(count * static_cast<int64_t>(sizeof(T))),
+          strided.out()));
+      GPT_MPI_CHECK(MPI_Type_commit(strided.out()));
+      if (in_place) {
+        GPT_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv + span.offset, 1,
+                                     strided.get(), comm_.get(), &r));
+      } else {
+        GPT_MPI_CHECK(MPI_Iallgather(send + span.offset, span.count, type, recv + span.offset, 1,
+                                     strided.get(), comm_.get(), &r));
+      }
+      request->add(r, -1);
+    }
+    return request;
+  }
+
+  // The reduce-scatters of T (MPI type `type`) by `op`: see ireduce_scatter.
+  template <typename T>
+  std::unique_ptr<Request> reduce_scatter_impl(const T* send, T* recv, int64_t count,
+                                               MPI_Datatype type, MPI_Op op, const char* what) {
+    check_count(count);
+    count_bytes(count * size_ * static_cast<int64_t>(sizeof(T)));
+    auto request = std::make_unique<MpiRequest>(std::string(what) + " on '" + name_ + "'");
+    MPI_Request r;
+    // At 2 ranks each block is reduced to its owner, one MPI_Ireduce each (a message each way):
+    // behind compute, advanced only by the Request::progress calls between layers (the
+    // distributed optimizer's buckets), Open MPI 4.1's MPI_Ireduce_scatter_block took several
+    // times as long. From 3 ranks up, per-owner reductions send far more messages than its
+    // reduce-scatter, and measured slower (docs/BENCHMARKS.md, "The distributed optimizer").
+    if (count <= max_chunk_ && size_ != 2) {
+      GPT_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(count), type, op,
+                                              comm_.get(), &r));
+      request->add(r, -1);
+      return request;
+    }
+    // Predefined reductions are only guaranteed on predefined types, so no strided datatype
+    // for chunks: each chunk of each block is reduced to its owner.
+    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
+      for (int root = 0; root < size_; ++root) {
+        const T* block = send + root * count + span.offset;
+        T* out = root == rank_ ? recv + span.offset : nullptr;
+        GPT_MPI_CHECK(MPI_Ireduce(block, out, span.count, type, op, root, comm_.get(), &r));
+        request->add(r, -1);
+      }
+    }
+    return request;
+  }
+
   template <typename T>
   void all_reduce_impl(T* buf, int64_t count, ReduceOp op) {
     check_count(count);
@@ -327,6 +377,7 @@ class MpiCommunicator final : public Communicator {
   void check_count(int64_t count) const {
     GPT_CHECK(count >= 0, "negative count " << count << " on communicator '" << name_ << "'");
   }
+  static constexpr int64_t kBf16 = sizeof(uint16_t);
 
   std::string describe(const char* what, int peer) const {
     return GPT_MSG(what << " " << peer << " on '" << name_ << "'");
@@ -337,6 +388,7 @@ class MpiCommunicator final : public Communicator {
   int64_t max_chunk_;
   int rank_ = 0;
   int size_ = 1;
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
 };
 
 }  // namespace

@@ -54,7 +54,7 @@ std::vector<ChunkSpan> split_into_chunks(int64_t count, int64_t max_chunk);
 //   all_reduce, iall_reduce: the buffer;  all_gather, iall_gather: this rank's send block
 //   (count);  reduce_scatter, ireduce_scatter: this rank's whole input (size() * count); broadcast:
 //   the buffer, on the root and the receivers alike;  send, isend, recv, irecv: the message, at
-//   both ends.
+//   both ends. The bf16 forms count as their float forms, at 2 bytes a value.
 //
 // send/recv use one fixed tag: messages between one pair of ranks on one communicator match in
 // the order they were issued (MPI's non-overtaking rule), so callers must post them in the same

@@ -190,6 +190,30 @@ class NcclCommunicator final : public Communicator {
         ncclReduceScatter(send, recv, elements(count), ncclFloat, nccl_op(op), comm_, stream_));
     return std::make_unique<NcclRequest>(*this, end(), -1);
   }
+  std::unique_ptr<Request> iall_reduce_bf16(uint16_t* buf, int64_t count) override {
+    if (!on_device(buf)) return mpi_->iall_reduce_bf16(buf, count);
+    count_bytes(count * kBf16);
+    begin();
+    GPT_NCCL_CHECK(ncclAllReduce(buf, buf, elements(count), ncclBfloat16, ncclSum, comm_, stream_));
+    return std::make_unique<NcclRequest>(*this, end(), -1);
+  }
+  std::unique_ptr<Request> iall_gather_bf16(const uint16_t* send, uint16_t* recv,
+                                            int64_t count) override {
+    if (!on_device(send) || !on_device(recv)) return mpi_->iall_gather_bf16(send, recv, count);
+    count_bytes(count * kBf16);
+    begin();
+    GPT_NCCL_CHECK(ncclAllGather(send, recv, elements(count), ncclBfloat16, comm_, stream_));
+    return std::make_unique<NcclRequest>(*this, end(), -1);
+  }
+  std::unique_ptr<Request> ireduce_scatter_bf16(const uint16_t* send, uint16_t* recv,
+                                                int64_t count) override {
+    if (!on_device(send) || !on_device(recv)) return mpi_->ireduce_scatter_bf16(send, recv, count);
+    count_bytes(count * size() * kBf16);
+    begin();
+    GPT_NCCL_CHECK(
+        ncclReduceScatter(send, recv, elements(count), ncclBfloat16, ncclSum, comm_, stream_));
+    return std::make_unique<NcclRequest>(*this, end(), -1);
+  }
   bool matches_by_tag() const override { return false; }
   void barrier() override {
     flush_sends();
@@ -219,6 +243,7 @@ class NcclCommunicator final : public Communicator {
     std::shared_ptr<Event> ready;
   };
   static constexpr int64_t kFloat = sizeof(float);
+  static constexpr int64_t kBf16 = sizeof(uint16_t);
   static size_t elements(int64_t count) { return static_cast<size_t>(count); }
   static ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclMax; }
   bool on_device(const void* ptr) const { return backend_.is_device_memory(ptr); }

@@ -142,13 +142,13 @@ void PipelineExecutor::run_forward(RunState& run, const Action& a) {
   PipelineChunk& chunk = *run.chunks[static_cast<size_t>(a.chunk)];
   Pool& slots = run.slots[static_cast<size_t>(a.chunk)];
   const int vs = virtual_stage(pp_size_, stage_, a.chunk);
-  const int64_t n = chunk.boundary_elements();
   const int slot = take(run, slots, "forward caches");
-  if (vs > 0) receive(run, chunk.input_activation(slot), n, vs - 1, tag(a.microbatch, vs, false));
+  if (vs > 0)
+    receive(run, chunk, chunk.input_activation(slot), vs - 1, tag(a.microbatch, vs, false));
   chunk.forward(slot, a.microbatch);
   if (vs < pp_size_ * virtual_stages_ - 1) {
-    slots.attach_send(slot, pp_.isend(chunk.output_activation(slot), n, stage_of(vs + 1),
-                                      tag(a.microbatch, vs + 1, false)));
+    slots.attach_send(slot, send(chunk, chunk.output_activation(slot), chunk.activation_wire(slot),
+                                 vs + 1, tag(a.microbatch, vs + 1, false)));
   }
   int in_use = 0;
   for (const Pool& p : run.slots) in_use += p.in_use();
@@ -164,16 +164,15 @@ void PipelineExecutor::run_backward_input(RunState& run, const Action& a) {
   PipelineChunk& chunk = *run.chunks[static_cast<size_t>(a.chunk)];
   Pool& grad_sets = run.grad_sets[static_cast<size_t>(a.chunk)];
   const int vs = virtual_stage(pp_size_, stage_, a.chunk);
-  const int64_t n = chunk.boundary_elements();
   const int slot = run.slot_of.at({a.microbatch, a.chunk});
   const int gs = take(run, grad_sets, "gradient sets");
   if (vs < pp_size_ * virtual_stages_ - 1) {
-    receive(run, chunk.output_grad(gs), n, vs + 1, tag(a.microbatch, vs, true));
+    receive(run, chunk, chunk.output_grad(gs), vs + 1, tag(a.microbatch, vs, true));
   }
   chunk.backward_input(slot, gs, a.microbatch, a.kind == ActionKind::kBackward);
   if (vs > 0) {
-    grad_sets.attach_send(
-        gs, pp_.isend(chunk.input_grad(gs), n, stage_of(vs - 1), tag(a.microbatch, vs - 1, true)));
+    grad_sets.attach_send(gs, send(chunk, chunk.input_grad(gs), chunk.gradient_wire(gs), vs - 1,
+                                   tag(a.microbatch, vs - 1, true)));
   }
   if (a.kind == ActionKind::kBackward) {
     finish_backward(run, a, slot, gs);
@@ -198,10 +197,34 @@ void PipelineExecutor::finish_backward(RunState& run, const Action& a, int slot,
   run.slot_of.erase({a.microbatch, a.chunk});
 }
 
-void PipelineExecutor::receive(RunState& run, float* buf, int64_t count, int peer_vs, int tag) {
+// A wire of n bf16 values travels as ceil(n / 2) float-sized words: a point-to-point transfer
+// copies the bits it is given, whatever type it is told they are.
+namespace {
+int64_t wire_words(int64_t n) {
+  return (n + 1) / 2;
+}
+}  // namespace
+
+void PipelineExecutor::receive(RunState& run, PipelineChunk& chunk, float* buf, int peer_vs,
+                               int tag) {
+  const int64_t n = chunk.boundary_elements();
+  uint16_t* wire = chunk.receive_wire();
   const double start = now_seconds();
-  pp_.recv(buf, count, stage_of(peer_vs), tag);
+  if (wire) {
+    pp_.recv(reinterpret_cast<float*>(wire), wire_words(n), stage_of(peer_vs), tag);
+  } else {
+    pp_.recv(buf, n, stage_of(peer_vs), tag);
+  }
   add_wait(run, start, now_seconds());
+  if (wire) chunk.unpack(buf, wire);
+}
+
+std::unique_ptr<Request> PipelineExecutor::send(PipelineChunk& chunk, const float* buf,
+                                                uint16_t* wire, int peer_vs, int tag) {
+  const int64_t n = chunk.boundary_elements();
+  if (!wire) return pp_.isend(buf, n, stage_of(peer_vs), tag);
+  chunk.pack(wire, buf);
+  return pp_.isend(reinterpret_cast<const float*>(wire), wire_words(n), stage_of(peer_vs), tag);
 }
 
 int PipelineExecutor::take(RunState& run, Pool& pool, const char* what) {

@@ -35,6 +35,17 @@ class PipelineChunk {
   // the chunk may compute part of the weight half here.
   virtual void backward_input(int slot, int grad_set, int microbatch, bool weight_follows) = 0;
   virtual void backward_weight(int slot, int grad_set, int microbatch) = 0;
+
+  // 16-bit messages: where the boundary tensors hold bf16 values (bf16 precision stores the
+  // residual stream so), they travel as their bf16 bits, half the bytes, losing nothing. Null
+  // wires: float32 messages. A send's wire belongs to its cache slot (activations) or gradient
+  // set (gradients), as the send reads it until that is reused; the blocking receives share one.
+  // Wires hold an even number of values, boundary_elements() rounded up.
+  virtual uint16_t* activation_wire(int /*slot*/) { return nullptr; }
+  virtual uint16_t* gradient_wire(int /*grad_set*/) { return nullptr; }
+  virtual uint16_t* receive_wire() { return nullptr; }
+  virtual void pack(uint16_t* /*wire*/, const float* /*values*/) {}    // boundary_elements()
+  virtual void unpack(float* /*values*/, const uint16_t* /*wire*/) {}  // boundary_elements()
 };
 
 // One recorded interval of a run (set_recording): an action, or the time blocked in a receive or
@@ -88,8 +99,12 @@ class PipelineExecutor {
   void run_backward_input(RunState& run, const Action& a);  // and the weight half for a whole B
   void run_weight(RunState& run, const Action& a);
   void finish_backward(RunState& run, const Action& a, int slot, int grad_set);
-  // Blocking receive from the stage of peer_vs, timed as pipeline wait.
-  void receive(RunState& run, float* buf, int64_t count, int peer_vs, int tag);
+  // Blocking receive of a boundary tensor from the stage of peer_vs into buf, timed as pipeline
+  // wait; through the chunk's receive wire when it has one.
+  void receive(RunState& run, PipelineChunk& chunk, float* buf, int peer_vs, int tag);
+  // Posts the send of boundary tensor buf (through `wire` when not null) to the stage of peer_vs.
+  std::unique_ptr<Request> send(PipelineChunk& chunk, const float* buf, uint16_t* wire, int peer_vs,
+                                int tag);
   // An index of `pool`, after its pending send (timed as pipeline wait) has completed.
   int take(RunState& run, Pool& pool, const char* what);
   void add_wait(RunState& run, double start, double end);

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "framework/backend.h"
+#include "framework/device_array.h"
 #include "parallel/background_progress.h"
 #include "parallel/communicator.h"
 
@@ -36,8 +37,19 @@ class TensorParallel {
   // local (N/tp, C) = this rank's row block of the sum over ranks of full (N, C).
   void reduce_scatter_rows(float* local, const float* full, int64_t local_rows, int64_t C);
 
+  // bf16 precision's 16-bit messages (Megatron's regime): from this call on, the activations and
+  // activation gradients below travel as bf16, half the bytes, through wires of up to `full`
+  // values (and, with sequence parallelism, a reduce-scatter's result of `local`) reserved here as
+  // comm memory. Gathers then lose nothing (what they move is stored in bf16, or feeds only bf16
+  // products); sums round each rank's partial to bf16 and add in float32, rounding again. The
+  // cross-entropy's statistics (all_reduce) and generation's rows stay float32.
+  void use_bf16_messages(int64_t full, int64_t local);
+  bool bf16_messages() const { return wire_full_.size() > 0; }
+
   // Forward of a row-parallel output or the embedding: buf (n) = sum over tp ranks.
   void reduce_from_tp_region(float* buf, int64_t n);
+  // The same for generation's token rows, in float32.
+  void reduce_decode_rows(float* buf, int64_t n);
   // Backward of a column-parallel input (copy_to_tp_region's): a column-parallel linear's input
   // gradient, reduced non-blocking while `overlap` (its weight gradient, or nothing) computes, the
   // request progressed meanwhile (background_progress.h): dinp (Nl, C) = this rank's rows of the
@@ -63,6 +75,8 @@ class TensorParallel {
   bool overlap_comm_ = true;
   double seconds_ = 0.0;
   std::unique_ptr<BackgroundProgress> progress_;  // made on the first overlap
+  DeviceArray<uint16_t> wire_full_, wire_local_;  // bf16 messages (use_bf16_messages)
+  uint16_t* pack(DeviceArray<uint16_t>& wire, const float* values, int64_t n);
 };
 
 // The contiguous block [start, start + count) of `total` items that tp rank `rank` of `size` owns;

@@ -117,6 +117,25 @@ std::unique_ptr<Request> TrackedCommunicator::iall_reduce(float* buf, int64_t co
   return std::make_unique<TrackedRequest>(inner_->iall_reduce(buf, count, op), log_, ticket);
 }
 
+std::unique_ptr<Request> TrackedCommunicator::iall_reduce_bf16(uint16_t* buf, int64_t count) {
+  const OperationTicket ticket = collective("all_reduce");
+  return std::make_unique<TrackedRequest>(inner_->iall_reduce_bf16(buf, count), log_, ticket);
+}
+
+std::unique_ptr<Request> TrackedCommunicator::iall_gather_bf16(const uint16_t* send, uint16_t* recv,
+                                                               int64_t count) {
+  const OperationTicket ticket = collective("all_gather");
+  return std::make_unique<TrackedRequest>(inner_->iall_gather_bf16(send, recv, count), log_,
+                                          ticket);
+}
+
+std::unique_ptr<Request> TrackedCommunicator::ireduce_scatter_bf16(const uint16_t* send,
+                                                                   uint16_t* recv, int64_t count) {
+  const OperationTicket ticket = collective("reduce_scatter");
+  return std::make_unique<TrackedRequest>(inner_->ireduce_scatter_bf16(send, recv, count), log_,
+                                          ticket);
+}
+
 std::unique_ptr<Request> TrackedCommunicator::iall_gather(const float* send, float* recv,
                                                           int64_t count) {
   const OperationTicket ticket = collective("all_gather");

@@ -44,6 +44,11 @@ class TrackedCommunicator final : public Communicator {
   std::unique_ptr<Request> iall_gather(const float* send, float* recv, int64_t count) override;
   std::unique_ptr<Request> ireduce_scatter(const float* send, float* recv, int64_t count,
                                            ReduceOp op) override;
+  std::unique_ptr<Request> iall_reduce_bf16(uint16_t* buf, int64_t count) override;
+  std::unique_ptr<Request> iall_gather_bf16(const uint16_t* send, uint16_t* recv,
+                                            int64_t count) override;
+  std::unique_ptr<Request> ireduce_scatter_bf16(const uint16_t* send, uint16_t* recv,
+                                                int64_t count) override;
   void barrier() override;
 
  private:

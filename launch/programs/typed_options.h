@@ -14,6 +14,7 @@
 #include "framework/io/dataset.h"
 #include "launch/runtime/device_setup.h"
 #include "optimizers/optimizer.h"
+#include "parallel/data_parallel.h"
 #include "parallel/layout.h"
 #include "parallel/pipeline_schedule.h"
 
@@ -49,6 +50,9 @@ inline Choices<DeviceKind> choices(DeviceKind*) {
 }
 inline Choices<PrecisionRegime> choices(PrecisionRegime*) {
   return named(kPrecisionRegimes, regime_name);
+}
+inline Choices<GradReduceDtype> choices(GradReduceDtype*) {
+  return named(kGradReduceDtypes, grad_reduce_dtype_name);
 }
 inline Choices<DeviceTransport> choices(DeviceTransport*) {
   return {{DeviceTransport::kNccl, transport_name(DeviceTransport::kNccl)},

@@ -39,6 +39,10 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
     chunks_.push_back(std::make_unique<GptStage>(*store_, *tp_, cfg, spec, layout.micro_batch,
                                                  caches, grad_sets, recompute));
   }
+  if (backend_->precision() == Precision::kBf16) {  // Megatron's 16-bit tp messages
+    const GptStage& stage = *chunks_.front();
+    tp_->use_bf16_messages(stage.rows() * cfg.d_model, stage.local_rows() * cfg.d_model);
+  }
   bucket_plan_ = plan_buckets(bucket_parameters(*store_), options.dp_bucket_elements,
                               grid_->shape().dp, layout.distributed_optimizer);
   if (!options.allocate_parameters) return;

@@ -464,6 +464,18 @@ class FakeGroup final : public Communicator {
     unexpected("ireduce_scatter");
     return nullptr;
   }
+  std::unique_ptr<Request> iall_reduce_bf16(uint16_t*, int64_t) override {
+    unexpected("iall_reduce_bf16");
+    return nullptr;
+  }
+  std::unique_ptr<Request> iall_gather_bf16(const uint16_t*, uint16_t*, int64_t) override {
+    unexpected("iall_gather_bf16");
+    return nullptr;
+  }
+  std::unique_ptr<Request> ireduce_scatter_bf16(const uint16_t*, uint16_t*, int64_t) override {
+    unexpected("ireduce_scatter_bf16");
+    return nullptr;
+  }
   void barrier() override { unexpected("barrier"); }
   MPI_Comm mpi_comm() const override { return MPI_COMM_SELF; }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/bf16.h"
 #include "framework/check.h"
 #include "parallel/mpi_communicator.h"
 
@@ -296,6 +297,35 @@ TEST_P(CommunicatorTest, NonBlockingAllGatherFromASeparateBuffer) {
   std::vector<float> maxed(count, -1.0f);
   comm_->ireduce_scatter(recv.data(), maxed.data(), count, ReduceOp::kMax)->wait();
   for (int64_t i = 0; i < count; ++i) EXPECT_EQ(maxed[i], rank_ * 10 + i);
+}
+
+// bf16 collectives: small integers are exact in bf16, so every order of the sum gives the closed
+// form; at 2 ranks 1 + 3 * 2^-9 shows the sum rounded to bf16 (to 1 + 2^-7), not left in float32.
+TEST_P(CommunicatorTest, Bf16CollectivesSumInFloatAndRoundToBf16) {
+  const int64_t count = 10;
+  std::vector<uint16_t> buf(count), gathered(count * n_), shard(count);
+  for (int64_t i = 0; i < count; ++i) buf[i] = float_to_bf16(static_cast<float>(rank_ + i));
+  comm_->reset_bytes_moved();
+  comm_->iall_reduce_bf16(buf.data(), count)->wait();
+  for (int64_t i = 0; i < count; ++i)
+    EXPECT_EQ(bf16_to_float(buf[i]), n_ * (n_ - 1) / 2 + n_ * i) << i;
+  EXPECT_EQ(comm_->bytes_moved(), n_ > 1 ? 2 * count : 0);
+  // In place: this rank's block where the gather leaves it.
+  for (int64_t i = 0; i < count; ++i)
+    gathered[rank_ * count + i] = float_to_bf16(static_cast<float>(rank_ * 10 + i));
+  comm_->iall_gather_bf16(gathered.data() + rank_ * count, gathered.data(), count)->wait();
+  for (int q = 0; q < n_; ++q)
+    for (int64_t i = 0; i < count; ++i)
+      EXPECT_EQ(bf16_to_float(gathered[q * count + i]), q * 10 + i) << q << " " << i;
+  std::vector<uint16_t> full(count * n_);
+  for (int64_t i = 0; i < count * n_; ++i) full[i] = float_to_bf16(static_cast<float>(rank_ + i));
+  comm_->ireduce_scatter_bf16(full.data(), shard.data(), count)->wait();
+  for (int64_t i = 0; i < count; ++i)
+    EXPECT_EQ(bf16_to_float(shard[i]), n_ * (n_ - 1) / 2 + n_ * (rank_ * count + i)) << i;
+  if (n_ != 2) return;
+  uint16_t x = float_to_bf16(rank_ == 0 ? 1.0f : 3.0f / 512);
+  comm_->iall_reduce_bf16(&x, 1)->wait();
+  EXPECT_EQ(bf16_to_float(x), 1.0f + 1.0f / 128);
 }
 
 TEST_P(CommunicatorTest, CountsPayloadBytesOncePerCall) {
