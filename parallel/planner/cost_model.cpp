@@ -42,9 +42,17 @@ double peak_flops(const GpuModel& gpu, PrecisionRegime regime) {
   return regime == PrecisionRegime::kFp32 ? gpu.peak_fp32 : gpu.peak_bf16;
 }
 
+// Bytes of an activation or its gradient in a tp or pp message: bf16 in both 16-bit regimes
+// (parallel/tensor_parallel.h, parallel/pipeline_executor.h).
+double wire_bytes(const PlanLayout& l) {
+  return l.regime() == PrecisionRegime::kFp32 ? 4 : 2;
+}
+
 // One microbatch on one tp rank.
 struct Shapes {
-  double b, s, C, N, Nl, C_l, F_l, heads_l, hd, V_l, e;
+  // e: bytes of an activation as stored (Megatron's 2; this project keeps float32 buffers);
+  // wire: as sent over tp and pp (2 in both bf16 regimes, 4 in float32)
+  double b, s, C, N, Nl, C_l, F_l, heads_l, hd, V_l, e, wire;
   double Q_l, KV_l;  // q and kv channels on this rank (GPT-2: both C_l)
   bool llama;
   int tp;
@@ -67,6 +75,7 @@ Shapes shapes_of(const ModelConfig& m, const PlanLayout& l) {
   sh.KV_l = static_cast<double>(m.kv_channels_per_rank(l.tp));
   sh.llama = m.llama();
   sh.e = megatron(l) ? 2 : 4;
+  sh.wire = wire_bytes(l);
   return sh;
 }
 
@@ -184,7 +193,7 @@ double block_stream_backward(const Context& c) {
 // The forward's tp collectives: the two row-parallel outputs all-reduced, or with sequence
 // parallelism both column-parallel inputs all-gathered and both outputs reduce-scattered.
 double block_tp_forward(const Context& c) {
-  const double bytes = c.sh.N * c.sh.C * c.sh.e;
+  const double bytes = c.sh.N * c.sh.C * c.sh.wire;
   if (c.layout.sequence_parallel) return 2 * (c.tp.all_gather(bytes) + c.tp.reduce_scatter(bytes));
   return 2 * c.tp.all_reduce(bytes);
 }
@@ -214,7 +223,7 @@ std::array<double, 2> column_weight_gradients(const Context& c) {
 // re-gathers the column-parallel inputs it did not keep while computing the input gradient (this
 // project keeps them); the row-parallel output gradients' all-gather is exposed.
 double block_tp_backward(const Context& c) {
-  const double bytes = c.sh.N * c.sh.C * c.sh.e;
+  const double bytes = c.sh.N * c.sh.C * c.sh.wire;
   const bool sp = c.layout.sequence_parallel;
   const double reduce = sp ? c.tp.reduce_scatter(bytes) : c.tp.all_reduce(bytes);
   const double gather_out = sp ? 2 * c.tp.all_gather(bytes) : 0;
@@ -276,7 +285,7 @@ BlockCosts block_costs(const Context& c) {
 // wte's gradient scattered in by the weight pass.
 ChunkCosts embedding_costs(const Context& c) {
   const Shapes& sh = c.sh;
-  const double bytes = sh.N * sh.C * sh.e;
+  const double bytes = sh.N * sh.C * sh.wire;
   const bool sp = c.layout.sequence_parallel;
   ChunkCosts e;
   e.forward = {c.stream(3 * sh.N * sh.C * sh.e),
@@ -290,7 +299,7 @@ ChunkCosts embedding_costs(const Context& c) {
 // logits, three all-reduces of row statistics), and their backward.
 ChunkCosts head_costs(const Context& c) {
   const Shapes& sh = c.sh;
-  const double bytes = sh.N * sh.C * sh.e, logits = sh.N * sh.V_l * 4;
+  const double bytes = sh.N * sh.C * sh.wire, logits = sh.N * sh.V_l * 4;
   const bool sp = c.layout.sequence_parallel;
   ChunkCosts h;
   h.forward = {
@@ -486,7 +495,7 @@ void stage_ends(const Timeline& t, int pp, std::vector<double>& end, std::vector
 // ranks and the next stage's are tp * dp ranks apart), and the message's seconds on it, after
 // `idle` seconds (a pass) since the last one that way.
 double p2p_bytes(const ModelConfig& m, const PlanLayout& l) {
-  const double e = megatron(l) ? 2 : 4;
+  const double e = wire_bytes(l);
   const double split = (l.sequence_parallel || megatron(l)) ? l.tp : 1;
   return static_cast<double>(l.micro_batch * m.seq_len * m.d_model) * e / split;
 }
