@@ -254,12 +254,12 @@ class SlurmJobsTest(h.TempDirTest):
         except OSError:
             return ""
 
-    def wait_until(self, job, condition, what):
+    def wait_until(self, job, condition, what, poll_s=0.2):
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline:
             if condition():
                 return
-            time.sleep(0.2)
+            time.sleep(poll_s)
         self.slurm.run(["scancel", job["id"]], check=False)
         self.fail(f"job {job['name']}: {what} within {WAIT_S} s\n" + self.output(job))
 
@@ -321,9 +321,19 @@ class SlurmJobsTest(h.TempDirTest):
         def warned():
             return "USR1: asking the ranks to stop" in self.output(limit)
 
-        # The warning may also come before step 2 (then nothing is held).
-        self.wait_until(limit, lambda: self.last_step(limit) >= 2 or warned(), "reached no step 2")
-        held = [] if warned() else ranks_of_job(h.binary("train"), limit["id"])
+        # The warning may also come before step 2 (then nothing is held). The ranks are found
+        # while they start, and stopped as soon as step 2 is logged: the run's steps take about
+        # a second, which a slower poll, or one that searched /proc first, missed on a loaded
+        # machine (the run ended before the warning, so nothing was requeued).
+        def ranks():
+            return ranks_of_job(h.binary("train"), limit["id"])
+
+        self.wait_until(limit, lambda: len(ranks()) >= 4 or self.last_step(limit) >= 2 or warned(),
+                        "started no ranks")
+        found = ranks()
+        self.wait_until(limit, lambda: self.last_step(limit) >= 2 or warned(), "reached no step 2",
+                        poll_s=0.01)
+        held = [] if warned() else found
         signal_all(held, signal.SIGSTOP)
         try:
             ref_dir = self.path("reference")
