@@ -14,7 +14,8 @@ every product reading bfloat16-rounded operands and accumulating in float32, run
    norm, 2.5 ulps (seen: see the worst differences printed at the end). A pipeline adds nothing:
    its messages carry the bf16 values exactly.
 2. Resume in the same layout is bit for bit the uninterrupted run (tp 2 with
-   --sequence-parallel, from its step-3 checkpoint).
+   --sequence-parallel, from its step-3 checkpoint), and so is the same run with
+   --no-overlap-tp-comm (the bf16 reductions waited for before the weight gradients).
 3. 16-bit messages: the residual stream and its gradient are stored in bf16 in every layout, so
    the pipeline's messages travel as bf16 bits, and the tp collectives of activations and their
    gradients in bf16: the tp 2 x pp 2 run's tp and pp byte counters are half (within 2%: the
@@ -81,6 +82,16 @@ class Bf16Test(h.EquivalenceTest):
                       result.describe())
         type(self).runs[name] = {"metrics": got, "ck": ck}
         self.assert_like(got, ck, self.refs[id(model)], range(1, self.STEPS + 1), name)
+
+    def test_tp_overlap_changes_no_bit(self):
+        """--no-overlap-tp-comm waits for each bf16 input-gradient reduction before the weight
+        gradient: the same bits as the overlapped tp 2 run with sequence parallelism."""
+        if "tp2_sp" not in self.runs:
+            self.check_layout("tp2_sp")
+        model, np, layout = LAYOUTS["tp2_sp"]
+        got, ck, _ = self.train_layout("tp2_sp_waited", model + layout + ["--no-overlap-tp-comm"],
+                                       np)
+        self.assert_same_run(got, ck, self.runs["tp2_sp"])
 
     def test_resume_is_bit_exact(self):
         if "tp2_sp" not in self.runs:
