@@ -40,6 +40,10 @@ LOSS_REL = 1e-5       # fp32 GPU vs CPU, and layouts vs serial
 GRAD_NORM_REL = 1e-4
 STATE_REL = 1e-4      # checkpoint tensors by norm
 BF16_LOSS_REL = 2e-2
+# A bf16 layout against the serial bf16 run (SGD): tp's bf16 partial sums round, so they differ
+# at bf16's resolution, as tests/integration/test_bf16.py derives.
+BF16_LAYOUT_CURVE_REL = 2.0 ** -8
+BF16_LAYOUT_STATE_REL = 1e-2
 RUN_TIMEOUT = 120
 
 # name: (ranks, layout options); all over --gpu-comm mpi on the one GPU
@@ -176,6 +180,19 @@ class GpuTrainingTest(h.TempDirTest, h.WorstDifferences):
 
     def test_b_layout_tp2_pp2(self):
         self.check_layout("tp2_pp2")
+
+    def test_b_layout_tp2_pp2_bf16(self):
+        """bf16's 16-bit tp and pp messages on the GPU: the CUDA pack kernels and the host-staged
+        bf16 collectives, tp 2 x pp 2 against the serial CUDA bf16 run."""
+        bf16 = CUDA_BF16 + DET + ["--optimizer", "sgd"]
+        ref, ref_ck = self.shared("cuda_bf16_sgd", bf16)
+        np, layout = LAYOUTS["tp2_pp2"]
+        got, ck = self.train_run("tp2_pp2_bf16", bf16 + layout + ["--gpu-comm", "mpi"], np=np)
+        self.assert_curve(got, ref, range(1, STEPS + 1), "tp2_pp2 bf16", BF16_LAYOUT_CURVE_REL,
+                          BF16_LAYOUT_CURVE_REL)
+        h.assert_state_close(self, h.checkpoint_file(ck, STEPS),
+                             h.load_checkpoint(h.checkpoint_file(ref_ck, STEPS)),
+                             BF16_LAYOUT_STATE_REL, "tp2_pp2 bf16", self.note)
 
     # ---- the GPU transports
 
