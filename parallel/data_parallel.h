@@ -28,6 +28,7 @@
 #include "framework/parameter.h"
 #include "parallel/bucket_plan.h"
 #include "parallel/communicator.h"
+#include "parallel/layout.h"
 
 namespace gpt {
 
@@ -36,14 +37,6 @@ std::vector<StateSegment> shard_segments(const BucketPlan& plan, int dp_rank);
 
 // The plan's input from a store's registered parameters.
 std::vector<BucketParameter> bucket_parameters(const ParameterStore& store);
-
-// What the dp gradient reduction moves (--grad-reduce-dtype).
-enum class GradReduceDtype { kFp32, kBf16 };
-inline constexpr GradReduceDtype kGradReduceDtypes[] = {GradReduceDtype::kFp32,
-                                                        GradReduceDtype::kBf16};
-inline const char* grad_reduce_dtype_name(GradReduceDtype d) {
-  return d == GradReduceDtype::kBf16 ? "bf16" : "fp32";
-}
 
 class GradientBuckets {
  public:

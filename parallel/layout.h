@@ -18,8 +18,9 @@
 
 namespace gpt {
 
-// What the arithmetic runs in. fp32; bf16 (bf16 matrix-product operands; activations, gradients,
-// master weights and optimizer state in fp32), what train runs on CUDA; and megatron-mixed, the
+// What the arithmetic runs in. fp32; bf16 (bf16 matrix-product operands, residual stream and tp
+// and pp messages; activation buffers, gradients, master weights and optimizer state in fp32),
+// what train runs on CUDA; and megatron-mixed, the
 // regime of Megatron-LM's published runs (16-bit weights, activations and gradients, fp32 master
 // weights and Adam state), which only the planner prices.
 enum class PrecisionRegime { kFp32, kBf16, kMegatronMixed };
@@ -28,6 +29,15 @@ inline constexpr PrecisionRegime kPrecisionRegimes[] = {
 const char* regime_name(PrecisionRegime p);  // "fp32", "bf16", "megatron-mixed"
 // One line saying what the regime keeps in which precision, for plan's output.
 const char* regime_description(PrecisionRegime p);
+
+// What the dp gradient reduction moves (--grad-reduce-dtype): float32, or bf16 (half the bytes;
+// parallel/data_parallel.h). The gradients accumulate in float32 either way.
+enum class GradReduceDtype { kFp32, kBf16 };
+inline constexpr GradReduceDtype kGradReduceDtypes[] = {GradReduceDtype::kFp32,
+                                                        GradReduceDtype::kBf16};
+inline const char* grad_reduce_dtype_name(GradReduceDtype d) {
+  return d == GradReduceDtype::kBf16 ? "bf16" : "fp32";
+}
 
 // The most sequences one optimizer step may take (--global-batch-size, train's and plan's): far
 // above any published run (a few thousand sequences), and small enough that a step's microbatch
@@ -54,6 +64,7 @@ struct Layout {
   // ZeRO-1: at dp > 1 each dp rank keeps the optimizer state of its shard (bucket_plan.h).
   bool distributed_optimizer = false;
   std::optional<PrecisionRegime> precision;  // nullopt: auto, bf16 on cuda and fp32 on the CPU
+  GradReduceDtype grad_reduce_dtype = GradReduceDtype::kFp32;
 
   // The data-parallel size on `world` ranks: dp when given, else world / (tp * pp). The one
   // place that division is made; the product is taken in 64 bits (two large sizes would wrap an

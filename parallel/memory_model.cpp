@@ -187,7 +187,8 @@ void add_parameter_buffers(const MemoryModelInput& in, const std::vector<BucketP
   bytes[MemoryCategory::kOptimizer] =
       in.optimizer_states * reserved_bytes(in.device, plan.shard_total);
   if (plan.shards > 1) bytes[MemoryCategory::kComm] += reserved_bytes(in.device, plan.shard_total);
-  if (in.bf16_grad_reduce && in.layout.dp > 1) {  // data_parallel.h's bf16 wires
+  if (in.layout.grad_reduce_dtype == GradReduceDtype::kBf16 &&
+      in.layout.dp > 1) {  // data_parallel.h's bf16 wires
     bytes[MemoryCategory::kComm] += reserved_bytes(in.device, plan.padded_total, 2);
     if (plan.shards > 1)
       bytes[MemoryCategory::kComm] += reserved_bytes(in.device, plan.shard_total, 2);

@@ -32,7 +32,6 @@ struct MemoryModelInput {
   // --dp-bucket-size: at dp > 1 under the distributed optimizer the buckets are padded and the
   // optimizer state (and a reduced-gradient shard, comm) is 1/dp of them (bucket_plan.h).
   int64_t dp_bucket_elements = kDefaultBucketElements;
-  bool bf16_grad_reduce = false;  // --grad-reduce-dtype bf16: the dp reduction's wires (comm)
   DeviceKind device = DeviceKind::kCpu;
 
   GridShape grid() const { return {layout.tp, layout.dp, layout.pp}; }

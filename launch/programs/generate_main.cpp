@@ -179,9 +179,9 @@ int generate_main(int argc, char** argv) {
   std::vector<int32_t> prompt;
   std::string prompt_text = o.prompt;
   agree_on_failure(world, [&] {
-    tokenizer = open_checkpoint_tokenizer(model.tokenizer, o.checkpoint, o.tokenizer,
-                                          Gpt2Files{o.vocab, o.merges},
-                                          model.runtime->model().vocab_size);
+    tokenizer =
+        open_checkpoint_tokenizer(model.tokenizer, o.checkpoint, o.tokenizer,
+                                  Gpt2Files{o.vocab, o.merges}, model.runtime->model().vocab_size);
     if (!o.prompt_file.empty()) prompt_text = read_prompt_file(o.prompt_file);
     if (!o.prompt_tokens.empty())
       prompt = parse_token_ids(o.prompt_tokens, model.runtime->model().vocab_size);

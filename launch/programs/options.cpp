@@ -58,7 +58,7 @@ po::options_description layout_options(TrainOptions& o) {
       po::bool_switch()->notifier([&o](bool off) { o.overlap_tp_comm = !off; }),
       "wait for each column-parallel linear's input-gradient tp reduction before computing its "
       "weight gradient, instead of computing it while the reduction is in flight (same results)");
-  add("grad-reduce-dtype", choice(&o.grad_reduce_dtype),
+  add("grad-reduce-dtype", choice(&l.grad_reduce_dtype),
       "fp32 | bf16: the dp gradient reduction moves float32 (default) or bf16, half the bytes "
       "(each rank's gradients rounded to bf16, summed in float32 and rounded again); the "
       "gradients accumulate in float32 either way");

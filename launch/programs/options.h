@@ -36,7 +36,6 @@ struct TrainOptions {
   // Column-parallel linears compute their weight gradient while their input gradient's tp
   // reduction is in flight.
   bool overlap_tp_comm = true;
-  GradReduceDtype grad_reduce_dtype = GradReduceDtype::kFp32;  // what dp's reduction moves
   bool memory_report = false;  // print the memory model's prediction per rank and exit
   // model
   std::string model_preset;

@@ -64,6 +64,8 @@ po::options_description plan_options_description(PlanOptions& o) {
   add("precision", po::value(&l.precision),
       "fp32 | bf16 | megatron-mixed (16-bit weights and activations, fp32 master weights, as "
       "Megatron-LM runs; priced only when named)");
+  add("grad-reduce-dtype", choice(&l.grad_reduce_dtype),
+      "fp32 | bf16: what the dp gradient reduction moves, as train's option (not enumerated)");
   add("allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
       "let a tp group span nodes");
   po::options_description serving("Serving (--serve)");

@@ -105,7 +105,7 @@ TrainState0 build_runtime_and_state(MPI_Comm world, const TrainOptions& options,
     log::info0("--sequence-parallel has no effect at --tp 1");
   if (layout.distributed_optimizer && layout.data_parallel(comm_size(world)) == 1)
     log::info0("--distributed-optimizer has no effect at dp 1: the optimizer state is not sharded");
-  if (options.grad_reduce_dtype == GradReduceDtype::kBf16 &&
+  if (layout.grad_reduce_dtype == GradReduceDtype::kBf16 &&
       layout.data_parallel(comm_size(world)) == 1)
     log::info0("--grad-reduce-dtype bf16 has no effect at dp 1: there is no gradient reduction");
   TrainState0 s;

@@ -66,7 +66,6 @@ MemoryModelInput memory_model_input(const TrainOptions& o, int world_size, Devic
   in.microbatches = o.layout.step_microbatches(o.global_batch_size, world_size);
   in.optimizer_states = o.optimizer == OptimizerKind::kAdamW ? 2 : 1;
   in.dp_bucket_elements = o.dp_bucket_elements;
-  in.bf16_grad_reduce = o.grad_reduce_dtype == GradReduceDtype::kBf16;
   in.device = device;
   return in;
 }

@@ -51,7 +51,7 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
       config_json_(std::move(config_json)),
       lr_schedule_{options.lr, options.min_lr, options.warmup_steps, options.steps},
       metrics_(metrics),
-      dp_buckets_(rt.store(), rt.grid().dp(), rt.bucket_plan(), options.grad_reduce_dtype),
+      dp_buckets_(rt.store(), rt.grid().dp(), rt.bucket_plan(), options.layout.grad_reduce_dtype),
       schedule_(rt.schedule()),
       theoretical_bubble_(simulate(schedule_, ActionCosts{}).bubble_fraction),
       executor_(rt.grid().pp(), options.layout.virtual_stages),

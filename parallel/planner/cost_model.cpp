@@ -380,7 +380,8 @@ StageExtras stage_extras(const ModelConfig& m, const PlanLayout& l, const Cluste
                          const CoreSharing& sharing, int stage) {
   StageExtras x;
   const double params = static_cast<double>(stage_parameters(m, l, stage));
-  const double grad_bytes = params * 4;  // fp32 gradients in both regimes
+  // fp32 gradients in both regimes, reduced in bf16 under --grad-reduce-dtype bf16
+  const double grad_bytes = params * (l.grad_reduce_dtype == GradReduceDtype::kBf16 ? 2 : 4);
   const LinkModel link = group_link(cluster, l.dp, l.tp, l.placement);
   // The buckets' collectives are nonblocking (NCCL's ring on GPUs).
   const auto seconds = [&](Collective op, double bytes) {

@@ -131,6 +131,7 @@ std::vector<PlanLayout> enumerate_layouts(const LayoutSearch& s, const Cluster& 
               l.sequence_parallel = sv.sequence_parallel;
               l.distributed_optimizer = sv.distributed_optimizer;
               l.precision = precision;
+              l.grad_reduce_dtype = s.fixed.grad_reduce_dtype;
               l.placement = s.placement;
               try {
                 check_layout(s, cluster, l);

@@ -23,6 +23,7 @@ RunCommands run_commands(const PlanLayout& l, const ModelConfig& model, int64_t 
   if (l.distributed_optimizer) train << " --distributed-optimizer";
   // train runs fp32 or its bf16; Megatron's 16-bit regime is priced, and bf16 comes nearest.
   train << " --precision " << (l.regime() == PrecisionRegime::kFp32 ? "fp32" : "bf16");
+  if (l.grad_reduce_dtype == GradReduceDtype::kBf16) train << " --grad-reduce-dtype bf16";
 
   RunCommands out;
   out.train_options = train.str();

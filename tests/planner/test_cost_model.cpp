@@ -2,7 +2,8 @@
 // (backward twice the forward's products, recomputation adding its forward), the replay with
 // per-virtual-stage costs against the uniform one, the step's split adding up, where a full
 // backward hands over its gradient in either regime, the distributed optimizer's parameter
-// gather behind the next forward, stages sharing a CPU node's network link,
+// gather behind the next forward, the bf16 gradient reduction, stages sharing a CPU node's
+// network link,
 // the measured cost of sharing a core, and the memory adapter's categories.
 #include <gtest/gtest.h>
 
@@ -168,6 +169,26 @@ TEST(CostModel, ParameterGatherHidesBehindTheNextForwardButItsFirstBucket) {
   // exposed, are 3/4 of the all-reduce's ring traffic.
   EXPECT_NEAR(megatron_zero / megatron_plain, 0.75, 0.05);
   EXPECT_GT(megatron_zero, 20 * zero);
+}
+
+// --grad-reduce-dtype bf16 sends half the gradient bytes: dp 8 over PCIe, one microbatch, so
+// that most of the all-reduce outlasts the backward. The part the backward hides stays hidden,
+// so the exposed time falls by more than half. The memory model adds the bf16 wire to comm.
+TEST(CostModel, Bf16GradientReductionMovesHalfTheBytes) {
+  const Cluster cluster = cluster_preset("l40s-pcie");
+  PlanLayout l = layout(1, 1, 1);
+  l.dp = 8;
+  l.precision = PrecisionRegime::kBf16;
+  const Schedule s = make_schedule(l.schedule, 1, 1, 1);
+  const StepPrediction fp32 = predict_step(kModel, l, cluster, s);
+  const MemoryBytes fp32_memory = plan_memory(kModel, l, s).bytes;
+  l.grad_reduce_dtype = GradReduceDtype::kBf16;
+  const StepPrediction bf16 = predict_step(kModel, l, cluster, s);
+  EXPECT_GT(bf16.dp_comm_exposed_s, 0.1 * fp32.dp_comm_exposed_s);
+  EXPECT_LT(bf16.dp_comm_exposed_s, 0.5 * fp32.dp_comm_exposed_s);
+  const MemoryBytes bf16_memory = plan_memory(kModel, l, s).bytes;
+  EXPECT_EQ(bf16_memory[MemoryCategory::kComm] - fp32_memory[MemoryCategory::kComm],
+            fp32_memory[MemoryCategory::kGrads] / 2);
 }
 
 // This project's whole backward computes each column-parallel linear's weight gradient in the
