@@ -31,23 +31,19 @@ case $comparison in
     names=(bf16 fp32)
     variants=("--precision bf16" "--precision fp32")
     ;;
-  tp-overlap)
+  tp-overlap | tp-messages)  # one tp 2 run, two ways
     bench_start bench_variants 8 "$@"
     launch=("$mpiexec" --bind-to core -n 2)
     (($(nproc) >= 2)) || launch=("$mpiexec" --oversubscribe --bind-to none -n 2)
     options=(--tp 2 --n-layer 4 --n-head 4 --d-model 256 --seq-len 256 --micro-batch-size 4
              --global-batch-size 16 --threads 1)
-    names=(overlapped waited)
-    variants=("" "--no-overlap-tp-comm")
-    ;;
-  tp-messages)
-    bench_start bench_variants 8 "$@"
-    launch=("$mpiexec" --bind-to core -n 2)
-    (($(nproc) >= 2)) || launch=("$mpiexec" --oversubscribe --bind-to none -n 2)
-    options=(--tp 2 --n-layer 4 --n-head 4 --d-model 256 --seq-len 256 --micro-batch-size 4
-             --global-batch-size 16 --threads 1)
-    names=(bf16 fp32)
-    variants=("--precision bf16" "--precision fp32")
+    if [[ $comparison == tp-overlap ]]; then
+      names=(overlapped waited)
+      variants=("" "--no-overlap-tp-comm")
+    else
+      names=(bf16 fp32)
+      variants=("--precision bf16" "--precision fp32")
+    fi
     ;;
   *)
     echo "usage: $0 precision|tp-overlap|tp-messages [build dir] [steps]" >&2
