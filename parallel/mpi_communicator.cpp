@@ -255,16 +255,13 @@ class MpiCommunicator final : public Communicator {
   }
 
   std::unique_ptr<Request> iall_reduce_bf16(uint16_t* buf, int64_t count) override {
-    check_count(count);
-    count_bytes(count * kBf16);
-    auto request = std::make_unique<MpiRequest>("bf16 all_reduce on '" + name_ + "'");
-    for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
-      MPI_Request r;
-      GPT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + span.offset, span.count, MPI_UINT16_T,
-                                   bf16_sum_, comm_.get(), &r));
-      request->add(r, -1);
-    }
-    return request;
+    return chunked(
+        "bf16 all_reduce on '" + name_ + "'", count, false,
+        [&](const ChunkSpan& span, MPI_Request* r) {
+          GPT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + span.offset, span.count, MPI_UINT16_T,
+                                       bf16_sum_, comm_.get(), r));
+        },
+        sizeof(uint16_t));
   }
 
   std::unique_ptr<Request> iall_gather_bf16(const uint16_t* send, uint16_t* recv,
@@ -359,12 +356,14 @@ class MpiCommunicator final : public Communicator {
                                   to_mpi(op), comm_.get()));
   }
 
-  // A non-blocking operation on `count` floats as one request named `what`, one MPI request per
-  // chunk: start(span, &r) starts the chunk's. A receive checks that every chunk arrives whole.
+  // A non-blocking operation on `count` elements of `element_bytes` (floats unless said) as one
+  // request named `what`, one MPI request per chunk: start(span, &r) starts the chunk's. A
+  // receive checks that every chunk arrives whole.
   template <typename Start>
-  std::unique_ptr<Request> chunked(std::string what, int64_t count, bool receive, Start start) {
+  std::unique_ptr<Request> chunked(std::string what, int64_t count, bool receive, Start start,
+                                   int64_t element_bytes = sizeof(float)) {
     check_count(count);
-    count_bytes(count * static_cast<int64_t>(sizeof(float)));
+    count_bytes(count * element_bytes);
     auto request = std::make_unique<MpiRequest>(std::move(what));
     for (const ChunkSpan& span : split_into_chunks(count, max_chunk_)) {
       MPI_Request r;
@@ -377,7 +376,6 @@ class MpiCommunicator final : public Communicator {
   void check_count(int64_t count) const {
     GPT_CHECK(count >= 0, "negative count " << count << " on communicator '" << name_ << "'");
   }
-  static constexpr int64_t kBf16 = sizeof(uint16_t);
 
   std::string describe(const char* what, int peer) const {
     return GPT_MSG(what << " " << peer << " on '" << name_ << "'");
