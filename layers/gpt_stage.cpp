@@ -51,9 +51,10 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
 
   if (bf16_messages() && !(spec.has_embedding && spec.has_head))
     receive_wire_ = DeviceArray<uint16_t>(backend_, wire_elements(), MemoryCategory::kComm);
+  const bool any_stored = !blocks_.empty() && stores(blocks_.size() - 1);
+  if (recompute.full_blocks > 0 || any_stored) shared_cache_ = blocks_.front()->make_cache();
   for (int i = 0; i < num_caches; ++i) caches_.push_back(make_cache());
   for (int i = 0; i < num_grad_sets; ++i) grad_sets_.push_back(make_grad_set());
-  if (recompute.full_blocks > 0) shared_rebuilt_ = blocks_.front()->make_cache();
 }
 
 GptStage::Cache GptStage::make_cache() const {
@@ -62,8 +63,12 @@ GptStage::Cache GptStage::make_cache() const {
     c.acts.emplace_back(backend_, mb_.residual(), kCache);
   c.tokens = DeviceArray<int32_t>(backend_, mb_.tokens(), kCache);
   c.targets = DeviceArray<int32_t>(backend_, mb_.tokens(), kCache);
-  for (size_t l = 0; l < blocks_.size(); ++l)
-    c.blocks.push_back(recomputes(l) ? BlockCache{} : blocks_[l]->make_cache());
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const bool own = !recomputes(l) && !stores(l);
+    c.blocks.push_back(own ? blocks_[l]->make_cache() : BlockCache{});
+    c.stored.push_back(stores(l) ? make_stored_block_cache(backend_, shared_cache_)
+                                 : StoredBlockCache{});
+  }
   if (head_) c.head = head_->make_cache();
   if (bf16_messages() && !spec_.has_head)
     c.wire = DeviceArray<uint16_t>(backend_, wire_elements(), MemoryCategory::kComm);
@@ -102,8 +107,9 @@ void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) 
   }
   for (size_t l = 0; l < blocks_.size(); ++l) {
     needed(block_params_[l]);
-    blocks_[l]->forward(c.acts[l + 1].data(), c.acts[l].data(),
-                        recomputes(l) ? shared_rebuilt_ : c.blocks[l]);
+    const bool own = !recomputes(l) && !stores(l);
+    blocks_[l]->forward(c.acts[l + 1].data(), c.acts[l].data(), own ? c.blocks[l] : shared_cache_);
+    if (stores(l)) store_block_cache(backend_, shared_cache_, c.stored[l]);
   }
   if (head_) {
     GPT_CHECK(targets != nullptr, "the last stage needs targets");
@@ -123,22 +129,35 @@ void GptStage::backward_input(int slot, int grad_set, float loss_scale, bool wei
   for (size_t l = blocks_.size(); l-- > 0;) {
     blocks_[l]->backward_input(g.d_acts[l].data(), g.d_acts[l + 1].data(), backward_cache(c, g, l),
                                g.blocks[l], g.overlapped_weights_done);
-    // A whole B reuses one rebuilt cache for every block, so its weight half runs now.
-    if (recomputes(l) && !recompute_.split_backward) block_weight_pass(c, g, l);
+    // A whole B reuses one shared cache for every block (rebuilt, or loaded from 16 bits), so
+    // the block's weight half runs now, while its cache is there.
+    if (on_shared_cache(l) && !recompute_.split_backward) block_weight_pass(c, g, l);
   }
 }
 
 const BlockCache& GptStage::backward_cache(Cache& c, GradSet& g, size_t l) {
+  if (stores(l)) return load_stored(c, l);
   if (!recomputes(l)) return c.blocks[l];
-  BlockCache& rebuilt = recompute_.split_backward ? g.rebuilt[l] : shared_rebuilt_;
+  BlockCache& rebuilt = recompute_.split_backward ? g.rebuilt[l] : shared_cache_;
   blocks_[l]->forward(scratch_.recomputed_out.data(), c.acts[l].data(), rebuilt);
   return rebuilt;
 }
 
+BlockCache& GptStage::load_stored(const Cache& c, size_t l) {
+  load_block_cache(backend_, c.stored[l], shared_cache_);
+  shared_cache_.ln_1.inp = c.acts[l].data();  // the block's input: the one pointer out of it
+  return shared_cache_;
+}
+
 void GptStage::block_weight_pass(const Cache& c, const GradSet& g, size_t l) {
-  const BlockCache& cache =
-      !recomputes(l) ? c.blocks[l] : (recompute_.split_backward ? g.rebuilt[l] : shared_rebuilt_);
-  blocks_[l]->backward_weight(cache, g.blocks[l], g.overlapped_weights_done);
+  // A split W comes after other blocks' passes ran on the shared cache: a stored block loads its
+  // cache again. A whole B's weight half runs right after its input half, on what it left there.
+  const BlockCache* cache = &c.blocks[l];
+  if (stores(l))
+    cache = recompute_.split_backward ? &load_stored(c, l) : &shared_cache_;
+  else if (recomputes(l))
+    cache = recompute_.split_backward ? &g.rebuilt[l] : &shared_cache_;
+  blocks_[l]->backward_weight(*cache, g.blocks[l], g.overlapped_weights_done);
   ready(block_params_[l]);
 }
 
@@ -158,7 +177,7 @@ void GptStage::backward_weight(int slot, int grad_set) {
     ready(head_params_);  // with pp = 1 wte is the embedding's: final only after it
   }
   for (size_t l = blocks_.size(); l-- > 0;)
-    if (!recomputes(l) || recompute_.split_backward) block_weight_pass(c, g, l);
+    if (!on_shared_cache(l) || recompute_.split_backward) block_weight_pass(c, g, l);
   if (embedding_) {
     embedding_->backward_weight(c.embedding, {.dout = g.d_acts.front().data()});
     ready(embedding_params_);

@@ -10,7 +10,11 @@
 // microbatch (acts[l], their input, stays), and their backward first re-runs their forward into a
 // rebuilt cache: one shared by the chunk when B runs whole (the block's weight half then runs at
 // once, before the next block reuses it), one per block in each gradient set when the schedule
-// runs B-input and W apart (ZB-H1), kept until the W. Generation adds a decode state
+// runs B-input and W apart (ZB-H1), kept until the W. Under bf16 precision each other block's
+// cache is kept per microbatch as a StoredBlockCache (16-bit activations): the block runs on the
+// chunk's shared float32 cache, which is stored after its forward and loaded back before its
+// backward; a whole B runs the weight half at once (as for a rebuilt cache), a split W loads it
+// again. Generation adds a decode state
 // (StageDecodeState): every block's paged key/value pool, and the buffers of a step's token rows
 // (decode_rows.h) run through the same layers, row by row.
 #pragma once
@@ -24,6 +28,7 @@
 #include "layers/decode_rows.h"
 #include "layers/embedding.h"
 #include "layers/lm_head.h"
+#include "layers/stored_block_cache.h"
 #include "layers/transformer_block.h"
 #include "parallel/stage_layout.h"
 
@@ -139,7 +144,9 @@ class GptStage {
     DeviceArray<int32_t> tokens;           // (N)
     DeviceArray<int32_t> targets;          // (N)
     EmbeddingCache embedding;
-    std::vector<BlockCache> blocks;  // empty (no buffers) for the blocks recomputed in full
+    std::vector<BlockCache> blocks;  // empty (no buffers) for the blocks recomputed in full, and
+                                     // under bf16 storage
+    std::vector<StoredBlockCache> stored;  // bf16 storage: the blocks not recomputed in full
     HeadCache head;
   };
   struct GradSet {
@@ -161,9 +168,14 @@ class GptStage {
   bool recomputes(size_t block) const {
     return static_cast<int64_t>(block) < recompute_.full_blocks;
   }
-  // The cache block l's backward reads: its own, or (recomputed) its forward re-run from its
-  // input into the rebuilt cache.
+  // Whether block l keeps its cache as a StoredBlockCache (bf16 precision, not recomputed).
+  bool stores(size_t block) const { return bf16_messages() && !recomputes(block); }
+  // Whether block l's backward runs on the shared cache (recomputed or stored).
+  bool on_shared_cache(size_t block) const { return recomputes(block) || stores(block); }
+  // The cache block l's backward reads: its own; its stored one, loaded into the shared cache;
+  // or (recomputed) its forward re-run from its input into the rebuilt cache.
   const BlockCache& backward_cache(Cache& c, GradSet& g, size_t l);
+  BlockCache& load_stored(const Cache& c, size_t l);
   void block_weight_pass(const Cache& c, const GradSet& g, size_t l);
   struct ParamRange;
   void ready(const ParamRange& params);   // the weight-ready hook, for a non-empty range
@@ -184,7 +196,9 @@ class GptStage {
   DeviceArray<uint16_t> receive_wire_;  // bf16, a stage that receives: the messages in
   std::vector<Cache> caches_;
   std::vector<GradSet> grad_sets_;
-  BlockCache shared_rebuilt_;  // full recompute: forwards write here; so does a whole B's rebuild
+  // Full recompute: the recomputed blocks' forwards write here, and so does a whole B's rebuild.
+  // bf16 storage: every stored block runs its forward here, and its backward halves load it here.
+  BlockCache shared_cache_;
   // Registration-index ranges of each layer's parameters.
   struct ParamRange {
     size_t first = 0, end = 0;

@@ -79,6 +79,14 @@ struct LayerSizes {
   int64_t row_stat() const { return N; }  // a per-token loss statistic
   int64_t tokens() const { return N; }    // int32 tokens or targets of a microbatch
   int64_t partial() const { return sequence_parallel ? N * C : 0; }
+  // Under bf16 precision a block cache keeps its activations in 16 bits and its statistics in
+  // float32 (layers/stored_block_cache.h): the elements of each part. The attention cache is the
+  // CPU's softmax probabilities (activations) or CUDA's log-sum-exp per row (statistics).
+  int64_t stored_activations() const {
+    const int64_t probabilities = attention_cache_is_quadratic(device) ? attention_cache() : 0;
+    return 2 * (ln_out() + gathered_rows()) + qkv() + qk_pre() + attention_out() + residual() +
+           ffn_in() + ffn() + probabilities;
+  }
   int64_t ln_local() const { return sequence_parallel ? Nl * C : 0; }
 };
 

@@ -40,6 +40,21 @@ int64_t block_cache_bytes(const LayerSizes& s) {
          r(s.ln_out()) + mlp;
 }
 
+// Under bf16 precision (layers/stored_block_cache.h): the same buffers, each activation in 16
+// bits, each statistic in float32, every buffer rounded as the backend reserves it.
+int64_t stored_block_cache_bytes(const LayerSizes& s) {
+  const Rounder r{s.device};
+  const auto r16 = [&s](int64_t count) { return reserved_bytes(s.device, count, 2); };
+  const bool probabilities = attention_cache_is_quadratic(s.device);
+  const int64_t activations = 2 * (r16(s.ln_out()) + r16(s.gathered_rows())) + r16(s.qkv()) +
+                              r16(s.qk_pre()) + r16(s.attention_out()) + r16(s.residual()) +
+                              r16(s.ffn_in()) + r16(s.ffn()) +
+                              (probabilities ? r16(s.attention_cache()) : 0);
+  const int64_t statistics = 2 * norm_cache_bytes(s) + r(s.q_norm_stats()) + r(s.k_norm_stats()) +
+                             (probabilities ? 0 : r(s.attention_cache()));
+  return activations + statistics;
+}
+
 int64_t block_grads_bytes(const LayerSizes& s) {
   const Rounder r{s.device};
   return r(s.gathered_rows()) + r(s.ffn_in()) + 2 * r(s.residual()) + r(s.gathered_rows()) +
@@ -77,16 +92,20 @@ void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, 
                                    in.layout.micro_batch, in.device, rc.mode);
   const Rounder r{in.device};
   const int64_t n = spec.n_layers;
-  const int64_t cache = (n + 1) * r(s.residual()) + 2 * reserved_bytes(in.device, s.tokens()) +
-                        (n - rc.full_blocks) * block_cache_bytes(s) +
-                        (spec.has_head ? head_cache_bytes(s) : 0);
+  // Under bf16 the blocks not recomputed in full keep their caches in 16 bits and run on one
+  // shared float32 cache (layers/gpt_stage.h), the one full recomputation rebuilds into.
+  const bool stores = runs_bf16(in) && n > rc.full_blocks;
+  const int64_t cache =
+      (n + 1) * r(s.residual()) + 2 * reserved_bytes(in.device, s.tokens()) +
+      (n - rc.full_blocks) * (stores ? stored_block_cache_bytes(s) : block_cache_bytes(s)) +
+      (spec.has_head ? head_cache_bytes(s) : 0);
   const int64_t grad_set =
       (n + 1) * r(s.residual()) + n * block_grads_bytes(s) + (spec.has_head ? r(s.residual()) : 0);
   const int64_t slots = schedule.cache_slots(stage, chunk);
   const int64_t grad_sets = schedule.grad_sets(stage, chunk);
   int64_t rebuilt = 0;
-  if (rc.full_blocks > 0)
-    rebuilt = block_cache_bytes(s) * (1 + (rc.split_backward ? grad_sets * rc.full_blocks : 0));
+  if (rc.full_blocks > 0 || stores) rebuilt = block_cache_bytes(s);  // the shared cache
+  if (rc.split_backward) rebuilt += block_cache_bytes(s) * grad_sets * rc.full_blocks;
   bytes[MemoryCategory::kActivations] += slots * cache + grad_sets * grad_set + rebuilt;
   bytes[MemoryCategory::kWorkspace] += scratch_bytes(s, rc);
   if (runs_bf16(in)) {  // the 16-bit pipeline messages' wires (layers/gpt_stage.h)

@@ -182,6 +182,33 @@ TEST(MemoryModel, CpuBf16OperandCopies) {
   EXPECT_EQ(predict_memory(in, 0)[MemoryCategory::kWorkspace] - fp32_workspace, 2 * 131072);
 }
 
+// bf16 storage of the block caches (layers/stored_block_cache.h), GPT-2 124M's shape on CUDA at
+// micro-batch 1 (N = 1024 rows, C = 768, every buffer a multiple of the 256-byte block): a
+// block's 15 N*C activation elements (both LayerNorm outputs, qkv, the attention output, x1, the
+// MLP's two) go from 4 bytes to 2; its statistics (both LayerNorms' mean and rstd, 4N, and the
+// fused attention's log-sum-exp, 12 heads x T) stay float32; one shared float32 cache is added.
+// With 12 blocks in one cache slot: 12 * 30 N*C - 4 * (15 N*C + 16 N) bytes saved.
+TEST(MemoryModel, Bf16StoresBlockCachesInSixteenBits) {
+  MemoryModelInput in;
+  in.layout.dp = 1;
+  in.model = {.n_layer = 12, .n_head = 12, .d_model = 768, .seq_len = 1024, .vocab_size = 50257};
+  in.layout.micro_batch = 1;
+  in.device = DeviceKind::kCuda;
+  in.layout.precision = PrecisionRegime::kFp32;
+  const int64_t fp32 = activations(in, 0);
+  in.layout.precision = PrecisionRegime::kBf16;
+  const int64_t bf16 = activations(in, 0);
+  const int64_t N = 1024, C = 768;
+  EXPECT_EQ(fp32 - bf16, 12 * 30 * N * C - 4 * (15 * N * C + 16 * N));
+  const LayerSizes s = layer_sizes(in.model, 1, false, 1, DeviceKind::kCuda, Recompute::kNone);
+  EXPECT_EQ(s.stored_activations(), 15 * N * C);
+  // Full recomputation of every block stores nothing: bf16 changes no activation byte.
+  in.layout.recompute = Recompute::kFull;
+  const int64_t full_bf16 = activations(in, 0);
+  in.layout.precision = PrecisionRegime::kFp32;
+  EXPECT_EQ(activations(in, 0), full_bf16);
+}
+
 TEST(MemoryModel, HeaviestRanks) {
   MemoryModelInput in = small_input();
   set_grid(in, GridShape{.tp = 2, .dp = 2, .pp = 2});
