@@ -50,7 +50,9 @@ double wire_bytes(const PlanLayout& l) {
 
 // One microbatch on one tp rank.
 struct Shapes {
-  // e: bytes of an activation as stored (Megatron's 2; this project keeps float32 buffers);
+  // e: bytes of an activation as the streaming kernels read and write it (Megatron's 2; this
+  // project's kernels work on float32 buffers, and its 16-bit cache storage is priced apart:
+  // cache_storage_pass);
   // wire: as sent over tp and pp (2 in both bf16 regimes, 4 in float32)
   double b, s, C, N, Nl, C_l, F_l, heads_l, hd, V_l, e, wire;
   double Q_l, KV_l;  // q and kv channels on this rank (GPT-2: both C_l)
@@ -251,6 +253,18 @@ double block_tp_backward(const Context& c) {
   return exposed;
 }
 
+// This project's bf16 keeps a block's cache in 16 bits from its forward to its backward
+// (layers/stored_block_cache.h): each activation of it is packed after the forward (read 4 bytes,
+// write 2 an element) and unpacked before the backward (read 2, write 4); a schedule that runs W
+// apart from B (zb-h1) unpacks again for the W. One such pass.
+double cache_storage_pass(const Context& c) {
+  if (megatron(c.layout) || c.layout.regime() != PrecisionRegime::kBf16) return 0;
+  const LayerSizes s =
+      layer_sizes(c.model, c.layout.tp, c.layout.sequence_parallel, c.layout.micro_batch,
+                  c.cpu ? DeviceKind::kCpu : DeviceKind::kCuda, c.layout.recompute);
+  return c.stream(6.0 * static_cast<double>(s.stored_activations()));
+}
+
 struct BlockCosts {
   ChunkCosts passes;         // one block, one microbatch, without recomputation
   PassTime selective_extra;  // the attention core's forward again
@@ -446,6 +460,11 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
     costs.backward_input.tp_exposed +=
         static_cast<double>(recomputed) * block.full_extra.tp_exposed;
   }
+  // The blocks not recomputed in full store their caches in 16 bits under this project's bf16.
+  const double stored = static_cast<double>(layers - recomputed) * cache_storage_pass(c);
+  costs.forward.compute += stored;
+  costs.backward_input.compute += stored;
+  if (l.schedule == ScheduleKind::kZbH1) costs.backward_weight.compute += stored;
   if (vs == 0) add(costs, embedding_costs(c));
   if (vs == l.pp * l.virtual_stages - 1) add(costs, head_costs(c));
   costs.backward_weight.compute += grad_accumulation_seconds(c, layers, vs);

@@ -52,7 +52,8 @@ TEST(CostModel, GemmIsComputeBoundWhenLargeAndMemoryBoundWhenThin) {
 TEST(CostModel, BackwardCostsAboutTwiceTheForwardAndRecomputationAddsAForward) {
   const Cluster cluster = cluster_preset("dgx-a100");
   PlanLayout l = layout(2, 4, 8);
-  const int middle = 1;  // neither the embedding's nor the head's
+  l.precision = PrecisionRegime::kFp32;  // no 16-bit cache storage: see the next test
+  const int middle = 1;                  // neither the embedding's nor the head's
   const ChunkCosts plain = chunk_costs(kModel, l, cluster, middle);
   const double backward = plain.backward_input.compute + plain.backward_weight.compute;
   EXPECT_GT(backward / plain.forward.compute, 1.7);
@@ -80,8 +81,40 @@ TEST(CostModel, BackwardCostsAboutTwiceTheForwardAndRecomputationAddsAForward) {
   EXPECT_GT(extra, 0.1 * megatron_plain.forward.compute);
   EXPECT_LT(extra, 0.4 * megatron_plain.forward.compute);
   // The last virtual stage carries the head, the first the embedding.
-  EXPECT_GT(chunk_costs(kModel, layout(2, 4, 8), cluster, 3).forward.compute,
-            plain.forward.compute);
+  l = layout(2, 4, 8);
+  l.precision = PrecisionRegime::kFp32;
+  EXPECT_GT(chunk_costs(kModel, l, cluster, 3).forward.compute, plain.forward.compute);
+}
+
+// This project's bf16 stores each block's cache in 16 bits: a pass over its activations after the
+// forward (packing) and before the backward (unpacking), and under zb-h1, whose W runs apart,
+// before the W again. A block recomputed in full stores nothing, so recomputing every block
+// removes the pass D from the forward (and zb-h1's W), and its input pass trades D for the forward
+// without it.
+TEST(CostModel, Bf16CacheStorageCostsAPassPerHalf) {
+  const Cluster cluster = cluster_preset("dgx-a100");
+  for (const ScheduleKind schedule : {ScheduleKind::k1f1b, ScheduleKind::kZbH1}) {
+    PlanLayout l = layout(2, 4, 8);
+    l.schedule = schedule;
+    l.precision = PrecisionRegime::kBf16;
+    const int middle = 1;
+    const ChunkCosts plain = chunk_costs(kModel, l, cluster, middle);
+    l.recompute = Recompute::kFull;
+    const ChunkCosts full = chunk_costs(kModel, l, cluster, middle);
+    const double D = plain.forward.compute - full.forward.compute;
+    EXPECT_GT(D, 0.005 * plain.forward.compute);
+    EXPECT_LT(D, 0.2 * plain.forward.compute);
+    EXPECT_NEAR(plain.backward_weight.compute - full.backward_weight.compute,
+                schedule == ScheduleKind::kZbH1 ? D : 0, 1e-12);
+    EXPECT_NEAR(full.backward_input.compute - plain.backward_input.compute,
+                full.forward.compute - D, 1e-12);
+    // Megatron's kernels write their 16-bit activations directly: no such pass.
+    l.precision = PrecisionRegime::kMegatronMixed;
+    const ChunkCosts megatron_full = chunk_costs(kModel, l, cluster, middle);
+    l.recompute = Recompute::kNone;
+    EXPECT_NEAR(chunk_costs(kModel, l, cluster, middle).forward.compute,
+                megatron_full.forward.compute, 1e-12);
+  }
 }
 
 TEST(CostModel, ReplayWithEqualPerStageCostsIsTheUniformReplay) {
@@ -193,8 +226,9 @@ TEST(CostModel, Bf16GradientReductionMovesHalfTheBytes) {
 
 // This project's whole backward computes each column-parallel linear's weight gradient in the
 // input pass, behind that linear's input-gradient reduction (tp 2, 1f1b); zb-h1 keeps the weight
-// pass apart and waits for both reductions. The compute only moves between the passes; the tp
-// time exposed falls, by at most the two reductions.
+// pass apart and waits for both reductions. The compute only moves between the passes (but for
+// zb-h1's second load of the 16-bit caches); the tp time exposed falls, by at most the two
+// reductions.
 TEST(CostModel, ColumnWeightGradientsHideTheirInputGradientReductions) {
   const Cluster cluster = cluster_preset("dgx-h100");
   PlanLayout whole = layout(2, 1, 4);
@@ -205,7 +239,14 @@ TEST(CostModel, ColumnWeightGradientsHideTheirInputGradientReductions) {
   const ChunkCosts b = chunk_costs(kModel, split, cluster, 0);
   EXPECT_GT(a.backward_input.compute, b.backward_input.compute);
   EXPECT_LT(a.backward_weight.compute, b.backward_weight.compute);
-  EXPECT_NEAR(a.backward_input.compute + a.backward_weight.compute,
+  // zb-h1's W also loads the 16-bit block caches again: the pass full recomputation removes from
+  // the forward.
+  PlanLayout split_full = split;
+  split_full.recompute = Recompute::kFull;
+  const double load =
+      b.forward.compute - chunk_costs(kModel, split_full, cluster, 0).forward.compute;
+  EXPECT_GT(load, 0);
+  EXPECT_NEAR(a.backward_input.compute + a.backward_weight.compute + load,
               b.backward_input.compute + b.backward_weight.compute,
               1e-9 * b.backward_weight.compute);
   EXPECT_LT(a.backward_input.tp_exposed, b.backward_input.tp_exposed);
@@ -349,8 +390,9 @@ TEST(PlanMemory, CategoriesFollowTheLayout) {
   l.distributed_optimizer = true;
   EXPECT_EQ(plan_memory(kModel, l, s).bytes[kOptimizer] * 4, base[kOptimizer]);
   l.distributed_optimizer = false;
+  // Full recomputation keeps each block's input; the bf16 caches it drops were already half size.
   l.recompute = Recompute::kFull;
-  EXPECT_LT(plan_memory(kModel, l, s).bytes[kActivations], base[kActivations] / 3);
+  EXPECT_LT(plan_memory(kModel, l, s).bytes[kActivations], base[kActivations] / 2);
   l.recompute = Recompute::kNone;
   l.sequence_parallel = true;
   EXPECT_LT(plan_memory(kModel, l, s).bytes[kActivations], base[kActivations]);
