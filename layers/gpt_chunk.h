@@ -1,7 +1,8 @@
 // GptChunk: a GptStage seen by the pipeline executor. It feeds each microbatch's tokens (first
 // virtual stage) and targets (last) from the step's host arrays, sums the last stage's token
-// losses, and on the chunk's final weight pass of the step hands its parameters to the dp
-// buckets (the gradients are final then, whatever the schedule's order).
+// losses, and during the chunk's final backward of the step hands its parameters to the dp
+// buckets as each layer's gradients become final: in its weight pass, and in a whole B's input
+// pass for the blocks that run their weight halves there (stored in bf16, or recomputed).
 #pragma once
 
 #include <vector>
