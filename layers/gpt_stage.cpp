@@ -49,7 +49,7 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
     head_params_.end = registered();
   }
 
-  if (bf16_messages() && !(spec.has_embedding && spec.has_head))
+  if (bf16() && !(spec.has_embedding && spec.has_head))
     receive_wire_ = DeviceArray<uint16_t>(backend_, wire_elements(), MemoryCategory::kComm);
   const bool any_stored = !blocks_.empty() && stores(blocks_.size() - 1);
   if (recompute.full_blocks > 0 || any_stored) shared_cache_ = blocks_.front()->make_cache();
@@ -64,13 +64,12 @@ GptStage::Cache GptStage::make_cache() const {
   c.tokens = DeviceArray<int32_t>(backend_, mb_.tokens(), kCache);
   c.targets = DeviceArray<int32_t>(backend_, mb_.tokens(), kCache);
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    const bool own = !recomputes(l) && !stores(l);
-    c.blocks.push_back(own ? blocks_[l]->make_cache() : BlockCache{});
+    c.blocks.push_back(on_shared_cache(l) ? BlockCache{} : blocks_[l]->make_cache());
     c.stored.push_back(stores(l) ? make_stored_block_cache(backend_, shared_cache_)
                                  : StoredBlockCache{});
   }
   if (head_) c.head = head_->make_cache();
-  if (bf16_messages() && !spec_.has_head)
+  if (bf16() && !spec_.has_head)
     c.wire = DeviceArray<uint16_t>(backend_, wire_elements(), MemoryCategory::kComm);
   return c;
 }
@@ -83,7 +82,7 @@ GptStage::GradSet GptStage::make_grad_set() const {
   if (head_) g.head = head_->make_grads();
   if (recompute_.split_backward)
     for (size_t l = 0; recomputes(l); ++l) g.rebuilt.push_back(blocks_[l]->make_cache());
-  if (bf16_messages() && !spec_.has_embedding)
+  if (bf16() && !spec_.has_embedding)
     g.wire = DeviceArray<uint16_t>(backend_, wire_elements(), MemoryCategory::kComm);
   return g;
 }
@@ -107,8 +106,8 @@ void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) 
   }
   for (size_t l = 0; l < blocks_.size(); ++l) {
     needed(block_params_[l]);
-    const bool own = !recomputes(l) && !stores(l);
-    blocks_[l]->forward(c.acts[l + 1].data(), c.acts[l].data(), own ? c.blocks[l] : shared_cache_);
+    blocks_[l]->forward(c.acts[l + 1].data(), c.acts[l].data(),
+                        on_shared_cache(l) ? shared_cache_ : c.blocks[l]);
     if (stores(l)) store_block_cache(backend_, shared_cache_, c.stored[l]);
   }
   if (head_) {

@@ -163,13 +163,14 @@ class GptStage {
   GradSet make_grad_set() const;
   // This rank's logits of one row (Vp/tp floats in backend memory), gathered over tp.
   std::vector<float> gather_logits(const float* local_row);
-  bool bf16_messages() const { return backend_.precision() == Precision::kBf16; }
+  // bf16 precision: 16-bit pipeline messages and stored block caches.
+  bool bf16() const { return backend_.precision() == Precision::kBf16; }
   int64_t wire_elements() const { return mb_.residual_wire(); }
   bool recomputes(size_t block) const {
     return static_cast<int64_t>(block) < recompute_.full_blocks;
   }
   // Whether block l keeps its cache as a StoredBlockCache (bf16 precision, not recomputed).
-  bool stores(size_t block) const { return bf16_messages() && !recomputes(block); }
+  bool stores(size_t block) const { return bf16() && !recomputes(block); }
   // Whether block l's backward runs on the shared cache (recomputed or stored).
   bool on_shared_cache(size_t block) const { return recomputes(block) || stores(block); }
   // The cache block l's backward reads: its own; its stored one, loaded into the shared cache;
