@@ -26,6 +26,17 @@ enum class DeviceKind { kCpu, kCuda };
 // state stay float32 in memory either way.
 enum class Precision { kFp32, kBf16 };
 
+// A product's weight operand: the float32 values and, under bf16 precision, their persistent
+// 16-bit compute copy (ParameterStore keeps one per parameter, refreshed once per step; null
+// where there is none, and then the product rounds a copy of the values itself). Implicit from
+// a plain float pointer, so a caller without a compute copy passes its weights as they are.
+struct WeightOperand {
+  const float* values = nullptr;
+  const uint16_t* bf16 = nullptr;
+  WeightOperand(const float* weight_values, const uint16_t* compute_copy = nullptr)  // NOLINT
+      : values(weight_values), bf16(compute_copy) {}
+};
+
 // Consecutive parameters with the same weight decay flag: elements [offset, offset + numel) of
 // the flat buffers. One optimizer update covers a list of runs (one launch on CUDA).
 struct ParameterRun {
@@ -86,13 +97,14 @@ class Backend {
   // that no buffer grows mid-run; the CPU backend's scratch is the layers' own.
   virtual void reserve_scratch(const DeviceScratch& /*scratch*/) {}
 
-  // ---- matrix products, weights in nn.Linear layout (OC, IC)
+  // ---- matrix products, weights in nn.Linear layout (OC, IC); under bf16 precision the weight
+  // is read from its compute copy when it has one (WeightOperand)
   // out (N,OC) = inp (N,IC) . weight^T (+ bias (OC) when bias is not null)
-  virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+  virtual void matmul_forward(float* out, const float* inp, WeightOperand weight, const float* bias,
                               int64_t N, int64_t IC, int64_t OC) = 0;
   // dinp (N,IC) = dout (N,OC) . weight (OC,IC); adds to dinp instead when accumulate is true
-  virtual void matmul_backward_input(float* dinp, const float* dout, const float* weight, int64_t N,
-                                     int64_t IC, int64_t OC, bool accumulate) = 0;
+  virtual void matmul_backward_input(float* dinp, const float* dout, WeightOperand weight,
+                                     int64_t N, int64_t IC, int64_t OC, bool accumulate) = 0;
   // dweight (OC,IC) += dout^T . inp;  dbias (OC) += column sums of dout (skipped when null)
   virtual void matmul_backward_weight(float* dweight, float* dbias, const float* dout,
                                       const float* inp, int64_t N, int64_t IC, int64_t OC) = 0;

@@ -124,11 +124,39 @@ void ParameterStore::allocate(const std::vector<int64_t>& padding_after) {
   segments_ = {{0, total_, 0}};
   values_ = DeviceArray<float>(backend_, total_, MemoryCategory::kWeights);
   grads_ = DeviceArray<float>(backend_, total_, MemoryCategory::kGrads);
+  if (backend_.precision() == Precision::kBf16)
+    compute_ = DeviceArray<uint16_t>(backend_, total_, MemoryCategory::kWeights);
   for (Parameter& p : params_) {
     p.value = values_.data() + p.offset;
     p.grad = grads_.data() + p.offset;
+    if (compute_.data() != nullptr) p.compute = compute_.data() + p.offset;
   }
+  compute_fresh_.assign(params_.size(), 0);
   allocated_ = true;
+}
+
+void ParameterStore::mark_values_changed() {
+  std::fill(compute_fresh_.begin(), compute_fresh_.end(), 0);
+}
+
+void ParameterStore::refresh_compute_copies(size_t first, size_t end) {
+  if (compute_.data() == nullptr) return;
+  GPT_CHECK(first <= end && end <= params_.size(), "parameter range out of bounds");
+  // Consecutive stale parameters are one pack, over the padding between them too (zeros).
+  for (size_t i = first; i < end;) {
+    if (compute_fresh_[i] != 0) {
+      ++i;
+      continue;
+    }
+    size_t last = i;
+    while (last + 1 < end && compute_fresh_[last + 1] == 0) ++last;
+    const int64_t begin = params_[i].offset;
+    const int64_t stop = params_[last].offset + params_[last].local_numel;
+    backend_.pack_bf16(compute_.data() + begin, values_.data() + begin, stop - begin);
+    std::fill(compute_fresh_.begin() + static_cast<std::ptrdiff_t>(i),
+              compute_fresh_.begin() + static_cast<std::ptrdiff_t>(last + 1), 1);
+    i = last + 1;
+  }
 }
 
 void ParameterStore::initialize(uint64_t seed) {
@@ -151,6 +179,7 @@ void ParameterStore::set_values(Parameter& p, const std::function<float(int64_t)
       host[static_cast<size_t>(slab.local_offset) + i] = value_at(logical[i]);
   }
   if (!host.empty()) backend_.copy_from_host(p.value, host.data(), host.size() * sizeof(float));
+  mark_values_changed();
 }
 
 void ParameterStore::shard_optimizer_state(std::vector<StateSegment> segments) {

@@ -5,7 +5,8 @@
 // buffer and one buffer per optimizer state, so optimizers, clipping and dp reduction run over
 // contiguous memory and checkpoints need no layer code. Under the distributed optimizer (ZeRO-1)
 // the flat buffers carry padding between parameters, and this rank keeps optimizer state for a
-// few segments of them only (StateSegment).
+// few segments of them only (StateSegment). Under bf16 precision the values keep a 16-bit compute
+// copy (refresh_compute_copies).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,10 @@ struct Parameter : ParameterSpec {
   int64_t offset = 0;  // element offset in the flat buffers
   float* value = nullptr;
   float* grad = nullptr;
+  // Under bf16 precision: the values' 16-bit compute copy, what the products read (null in
+  // float32). Current only after ParameterStore::refresh_compute_copies for this parameter.
+  const uint16_t* compute = nullptr;
+  WeightOperand operand() const { return {value, compute}; }
   int64_t numel() const { return local_numel; }
   // This rank holds the copy that counts once (gradient norm) over tp and pp.
   bool counts_once_over_tp_pp(int tp_rank) const {
@@ -94,6 +99,15 @@ class ParameterStore {
   // storage outside the slabs (padding) is zero. How weights from elsewhere enter (convert).
   void set_values(Parameter& p, const std::function<float(int64_t)>& value_at);
 
+  // Under bf16 precision (Megatron's mixed precision): the values are the float32 master
+  // weights, and a 16-bit copy of them in one more flat buffer is what the products read, made
+  // once per update instead of in every product. Whoever changes values marks the copies stale
+  // (set_values does; the pipeline does at the start of every run, GptChunk::begin), and each
+  // layer's forward refreshes the stale copies of its parameters [first, end) (registration
+  // indices) just before it reads them, after their ZeRO-1 gather. No-ops in float32.
+  void mark_values_changed();
+  void refresh_compute_copies(size_t first, size_t end);
+
   // ZeRO-1, after allocate() and before add_state: this rank keeps optimizer state, and updates
   // values, for `segments` only (disjoint, in memory order); each state buffer holds them back to
   // back, and so does update_grads(), a separate buffer for their reduced gradients.
@@ -130,6 +144,8 @@ class ParameterStore {
   int64_t total_ = 0;
   bool allocated_ = false;
   DeviceArray<float> values_, grads_;
+  DeviceArray<uint16_t> compute_;    // bf16 precision: the compute copies (total_)
+  std::vector<char> compute_fresh_;  // per parameter: its copy holds its current values
   bool sharded_ = false;
   std::vector<StateSegment> segments_;
   DeviceArray<float> update_grads_;  // sharded only: (state_numel)

@@ -57,7 +57,7 @@ ColumnParallelLinearCache ColumnParallelLinear::make_cache() const {
 
 void ColumnParallelLinear::run_forward(float* out, const float* inp, int64_t rows) {
   for (const Part& p : parts_)
-    backend_.matmul_forward(out + rows * p.offset, inp, p.params.weight->value,
+    backend_.matmul_forward(out + rows * p.offset, inp, p.params.weight->operand(),
                             p.params.bias_value(), rows, in_, p.local_out);
 }
 
@@ -84,8 +84,8 @@ void ColumnParallelLinear::backward_input(float* dinp, const float* dout,
   float* target = tp_.sequence_parallel() ? scratch_.partial.data() : dinp;
   for (size_t i = 0; i < parts_.size(); ++i) {
     const Part& p = parts_[i];
-    backend_.matmul_backward_input(target, dout + mb_.N * p.offset, p.params.weight->value, mb_.N,
-                                   in_, p.local_out, i > 0);
+    backend_.matmul_backward_input(target, dout + mb_.N * p.offset, p.params.weight->operand(),
+                                   mb_.N, in_, p.local_out, i > 0);
   }
   // The weight gradient reads neither dinp nor the partial sums: it runs while they travel.
   std::function<void()> weight_half;

@@ -8,6 +8,7 @@ void GptChunk::begin(const MicrobatchData* data, GptStage::WeightReadyHook on_fi
   data_ = data;
   on_final_weights_ = std::move(on_final_weights);
   stage_.set_weight_needed_hook(std::move(on_weights_needed));
+  stage_.values_changed();  // the compute copies follow the values once per run
   weight_passes_ = 0;
   loss_sum_ = 0.0;
 }

@@ -27,7 +27,8 @@ class GptChunk : public PipelineChunk {
   explicit GptChunk(GptStage& stage) : stage_(stage) {}
 
   // Before each run: the data, what to call with each layer's finished parameters, and what to
-  // call before each layer's forward reads its weights (GptStage's hooks).
+  // call before each layer's forward reads its weights (GptStage's hooks). The values may have
+  // changed since the last run: the run's forwards refresh the bf16 compute copies.
   void begin(const MicrobatchData* data, GptStage::WeightReadyHook on_final_weights,
              GptStage::WeightReadyHook on_weights_needed = nullptr);
   double loss_sum() const { return loss_sum_; }

@@ -161,7 +161,9 @@ void GptStage::block_weight_pass(const Cache& c, const GradSet& g, size_t l) {
 }
 
 void GptStage::needed(const ParamRange& params) {
-  if (weight_needed_ && params.end > params.first) weight_needed_(params.first, params.end);
+  if (params.end == params.first) return;
+  if (weight_needed_) weight_needed_(params.first, params.end);
+  store_.refresh_compute_copies(params.first, params.end);  // after the gather: its values
 }
 
 void GptStage::ready(const ParamRange& params) {

@@ -110,7 +110,11 @@ class GptStage {
   void set_weight_ready_hook(WeightReadyHook hook) { weight_ready_ = std::move(hook); }
   // Called from forward with each layer's range just before the layer reads its weights (the
   // distributed optimizer's parameter gather waits there, bucket by bucket); empty to stop.
+  // Then, under bf16 precision, the layer's stale compute copies are refreshed from the values.
   void set_weight_needed_hook(WeightReadyHook hook) { weight_needed_ = std::move(hook); }
+  // The parameter values may have changed since the last forward (an optimizer step, a
+  // checkpoint or weights loaded): each layer's next forward refreshes its compute copies.
+  void values_changed() { store_.mark_values_changed(); }
 
   // After the step's last backward: sums over tp the gradients that sequence parallelism left
   // partial (the norms'), and Qwen3's q/k norms' at tp > 1; and over each group of tp ranks that

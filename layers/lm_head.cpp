@@ -31,7 +31,8 @@ void LmHead::forward(const float* inp, const int32_t* targets, HeadCache& c) {
   c.targets = targets;
   ln_f_.forward(sp_ ? scratch_.ln_local.data() : c.lnf_out.data(), inp, c.ln_f);
   if (sp_) tp_.gather_rows(c.lnf_out.data(), scratch_.ln_local.data(), mb_.Nl, C_);  // all rows
-  backend_.matmul_forward(c.logits.data(), c.lnf_out.data(), wte_.value, nullptr, N, C_, V_local);
+  backend_.matmul_forward(c.logits.data(), c.lnf_out.data(), wte_.operand(), nullptr, N, C_,
+                          V_local);
   // Vocabulary-parallel cross-entropy: three row statistics, each reduced over tp.
   backend_.xent_row_max(c.row_max.data(), c.logits.data(), N, V_local, shard_.valid);
   tp_.all_reduce(c.row_max.data(), N, ReduceOp::kMax);
@@ -72,7 +73,7 @@ void LmHead::backward_input(float* dinp, float loss_scale, HeadCache& c, HeadGra
   // sequence parallelism, scattered back to this rank's rows), while the weight gradient, which
   // reads only the logits' gradient and ln_f's output, computes.
   float* partial = sp_ ? scratch_.partial.data() : g.d_lnf_out.data();
-  backend_.matmul_backward_input(partial, c.logits.data(), wte_.value, N, C_, V_local, false);
+  backend_.matmul_backward_input(partial, c.logits.data(), wte_.operand(), N, C_, V_local, false);
   std::function<void()> weight_half;
   if (with_weight) weight_half = [&] { logits_weight_gradient(c); };
   tp_.reduce_input_grad(g.d_lnf_out.data(), partial, mb_.Nl, C_, weight_half);

@@ -26,7 +26,7 @@ RowParallelLinearGrads RowParallelLinear::make_grads() const {
 
 void RowParallelLinear::forward(float* out, const float* inp, RowParallelLinearCache& c) {
   c.inp = inp;
-  const float* weight = params_.weight->value;
+  const WeightOperand weight = params_.weight->operand();
   if (tp_.sequence_parallel()) {  // partial sums of all rows, reduce-scattered to this rank's rows
     float* partial = scratch_.partial.data();
     backend_.matmul_forward(partial, inp, weight, nullptr, mb_.N, local_in_, out_);
@@ -52,7 +52,7 @@ void RowParallelLinear::backward_input(float* dinp, const float* dout,
     tp_.gather_rows(g.gathered.data(), dout, mb_.Nl, out_);
     g.dout = g.gathered.data();
   }
-  backend_.matmul_backward_input(dinp, g.dout, params_.weight->value, mb_.N, local_in_, out_,
+  backend_.matmul_backward_input(dinp, g.dout, params_.weight->operand(), mb_.N, local_in_, out_,
                                  false);
 }
 

@@ -20,9 +20,9 @@ const char* regime_name(PrecisionRegime p) {
 // What each regime keeps in which precision, in the enum's order.
 constexpr const char* kRegimeDescriptions[] = {
     "this project's fp32: every tensor in fp32, matrix products at the TF32 peak",
-    "this project's bf16: bf16 matrix-product operands, residual stream, activations kept for "
-    "the backward, tp and pp messages; fp32 arithmetic, norm statistics, gradients, master "
-    "weights and AdamW state",
+    "this project's bf16: bf16 compute copies of the weights, matrix-product operands, "
+    "residual stream, activations kept for the backward, tp and pp messages; fp32 arithmetic, "
+    "norm statistics, gradients, master weights and AdamW state",
     "Megatron-LM's mixed precision (not a train regime): 16-bit weights, activations and "
     "gradients, fp32 main gradients, master weights and Adam state, dropout 0.1"};
 static_assert(std::size(kRegimeDescriptions) == std::size(kRegimeNames));

@@ -18,11 +18,11 @@
 
 namespace gpt {
 
-// What the arithmetic runs in. fp32; bf16 (bf16 matrix-product operands, residual stream,
-// activations kept for the backward, tp and pp messages; fp32 arithmetic, norm statistics,
-// gradients, master weights and optimizer state), what train runs on CUDA; and megatron-mixed, the
-// regime of Megatron-LM's published runs (16-bit weights, activations and gradients, fp32 master
-// weights and Adam state), which only the planner prices.
+// What the arithmetic runs in. fp32; bf16 (bf16 compute copies of the weights, matrix-product
+// operands, residual stream, activations kept for the backward, tp and pp messages; fp32
+// arithmetic, norm statistics, gradients, master weights and optimizer state), what train runs
+// on CUDA; and megatron-mixed, the regime of Megatron-LM's published runs (16-bit weights,
+// activations and gradients, fp32 master weights and Adam state), which only the planner prices.
 enum class PrecisionRegime { kFp32, kBf16, kMegatronMixed };
 inline constexpr PrecisionRegime kPrecisionRegimes[] = {
     PrecisionRegime::kFp32, PrecisionRegime::kBf16, PrecisionRegime::kMegatronMixed};

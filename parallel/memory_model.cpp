@@ -202,6 +202,8 @@ void add_parameter_buffers(const MemoryModelInput& in, const std::vector<BucketP
   const BucketPlan plan =
       plan_buckets(params, in.dp_bucket_elements, in.layout.dp, in.layout.distributed_optimizer);
   bytes[MemoryCategory::kWeights] = reserved_bytes(in.device, plan.padded_total);
+  if (runs_bf16(in))  // the values' 16-bit compute copy (framework/parameter.h)
+    bytes[MemoryCategory::kWeights] += reserved_bytes(in.device, plan.padded_total, 2);
   bytes[MemoryCategory::kGrads] = reserved_bytes(in.device, plan.padded_total);
   bytes[MemoryCategory::kOptimizer] =
       in.optimizer_states * reserved_bytes(in.device, plan.shard_total);
@@ -384,13 +386,16 @@ DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
     if (spec.has_embedding)
       out.scratch = std::max(out.scratch, cuda_embedding_backward_scratch_bytes(N));
     if (!bf16_products) continue;
-    for (const auto& [IC, OC] : linears) {  // bf16 copies of each product's operands
+    // bf16 copies of each product's operands; the forward's and the input gradient's A is the
+    // weight, read from its compute copy (framework/parameter.h), so only the weight gradient's
+    // A (the layer's input) is converted.
+    for (const auto& [IC, OC] : linears) {
       for (const GemmShape& g :
-           {linear_forward_gemm(N, IC, OC), linear_backward_input_gemm(N, IC, OC),
-            linear_backward_weight_gemm(N, IC, OC)}) {
-        out.operand_a = std::max(out.operand_a, 2 * gemm_a_elements(g));
+           {linear_forward_gemm(N, IC, OC), linear_backward_input_gemm(N, IC, OC)})
         out.operand_b = std::max(out.operand_b, 2 * gemm_b_elements(g));
-      }
+      const GemmShape g = linear_backward_weight_gemm(N, IC, OC);
+      out.operand_a = std::max(out.operand_a, 2 * gemm_a_elements(g));
+      out.operand_b = std::max(out.operand_b, 2 * gemm_b_elements(g));
     }
   }
   const BucketPlan plan =

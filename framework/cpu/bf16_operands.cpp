@@ -2,6 +2,8 @@
 // 16-bit pipeline messages' packing), and float32 copies of product operands rounded to bfloat16
 // (to nearest even, as the GPU's conversion). A float32 product of two bf16 values is exact, so
 // sgemm over the copies is a bf16 product accumulated in float32, the CUDA backend's bf16 regime.
+// A weight with a compute copy (ParameterStore's bf16 values) is widened from it instead: the same
+// float32 values, from the copy the CUDA backend's products read directly.
 // The copies live in two growing operand buffers that the trainer reserves at the memory model's
 // size (parallel/memory_model.cpp: device_scratch).
 #include "framework/bf16.h"
@@ -31,6 +33,14 @@ const float* CpuBackend::bf16_operand(GrowingBuffer& buffer, const float* x, int
   if (precision_ != Precision::kBf16) return x;
   float* copy = static_cast<float*>(buffer.get(*this, sizeof(float) * static_cast<size_t>(n)));
   return round_rows_to_bf16(copy, x, 1, n, n);
+}
+
+const float* CpuBackend::weight_operand(const WeightOperand& weight, int64_t n) {
+  if (precision_ != Precision::kBf16 || weight.bf16 == nullptr)
+    return bf16_operand(operand_b_, weight.values, n);
+  float* copy = static_cast<float*>(operand_b_.get(*this, sizeof(float) * static_cast<size_t>(n)));
+  unpack_bf16(copy, weight.bf16, n);
+  return copy;
 }
 
 void CpuBackend::round_to_bf16(float* x, int64_t n) {

@@ -42,9 +42,9 @@ class CpuBackend : public Backend {
   void fill_zero(float* x, int64_t n) override;
   void synchronize() override {}
 
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+  void matmul_forward(float* out, const float* inp, WeightOperand weight, const float* bias,
                       int64_t N, int64_t IC, int64_t OC) override;
-  void matmul_backward_input(float* dinp, const float* dout, const float* weight, int64_t N,
+  void matmul_backward_input(float* dinp, const float* dout, WeightOperand weight, int64_t N,
                              int64_t IC, int64_t OC, bool accumulate) override;
   void matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp,
                               int64_t N, int64_t IC, int64_t OC) override;
@@ -137,6 +137,9 @@ class CpuBackend : public Backend {
  private:
   // In bf16 precision: x (n floats) rounded into `buffer`; in float32, x itself.
   const float* bf16_operand(GrowingBuffer& buffer, const float* x, int64_t n);
+  // A product's weight (n floats) as sgemm reads it, in operand_b_ under bf16 precision: its
+  // compute copy widened back, or else its values rounded; in float32, the values.
+  const float* weight_operand(const WeightOperand& weight, int64_t n);
   // In bf16 precision: rounded copies of q, k and v in operand_a_; in float32, the arguments.
   AttentionOperands bf16_attention_operands(const float* q, const float* k, const float* v,
                                             const AttentionShape& s);

@@ -2,7 +2,8 @@
 // oneDNN's row-major dnnl_sgemm with the weight in nn.Linear layout (OC, IC). The bias column
 // sums reuse bias_backward, which is deterministic whatever the thread count. In bf16 precision
 // each product reads rounded copies of its two operands (bf16_operands.cpp): operand_a_ holds
-// the first (the input, or the output's gradient), operand_b_ the second.
+// the first (the input, or the output's gradient), operand_b_ the second (a weight is widened
+// from its compute copy when it has one).
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -22,7 +23,7 @@ void sgemm(char transa, char transb, int64_t M, int64_t N, int64_t K, float alph
                                                   << static_cast<int>(status));
 }
 
-void CpuBackend::matmul_forward(float* out, const float* inp, const float* weight,
+void CpuBackend::matmul_forward(float* out, const float* inp, WeightOperand weight,
                                 const float* bias, int64_t N, int64_t IC, int64_t OC) {
   GPT_CHECK(N >= 0 && IC > 0 && OC > 0,
             "matmul_forward with N=" << N << " IC=" << IC << " OC=" << OC);
@@ -37,20 +38,20 @@ void CpuBackend::matmul_forward(float* out, const float* inp, const float* weigh
     beta = 1.0f;
   }
   inp = bf16_operand(operand_a_, inp, N * IC);
-  weight = bf16_operand(operand_b_, weight, OC * IC);
+  const float* w = weight_operand(weight, OC * IC);
   omp_set_num_threads(threads_);  // sgemm threads by the calling thread's OpenMP setting
-  sgemm('N', 'T', N, OC, IC, 1.0f, inp, IC, weight, IC, beta, out, OC);
+  sgemm('N', 'T', N, OC, IC, 1.0f, inp, IC, w, IC, beta, out, OC);
 }
 
-void CpuBackend::matmul_backward_input(float* dinp, const float* dout, const float* weight,
+void CpuBackend::matmul_backward_input(float* dinp, const float* dout, WeightOperand weight,
                                        int64_t N, int64_t IC, int64_t OC, bool accumulate) {
   GPT_CHECK(N >= 0 && IC > 0 && OC > 0,
             "matmul_backward_input with N=" << N << " IC=" << IC << " OC=" << OC);
   if (N == 0) return;
   dout = bf16_operand(operand_a_, dout, N * OC);
-  weight = bf16_operand(operand_b_, weight, OC * IC);
+  const float* w = weight_operand(weight, OC * IC);
   omp_set_num_threads(threads_);
-  sgemm('N', 'N', N, IC, OC, 1.0f, dout, OC, weight, IC, accumulate ? 1.0f : 0.0f, dinp, IC);
+  sgemm('N', 'N', N, IC, OC, 1.0f, dout, OC, w, IC, accumulate ? 1.0f : 0.0f, dinp, IC);
 }
 
 void CpuBackend::matmul_backward_weight(float* dweight, float* dbias, const float* dout,

@@ -46,9 +46,9 @@ class CudaBackend final : public Backend {
   bool is_device_memory(const void* ptr) const override { return arena_.contains(ptr); }
   void reserve_scratch(const DeviceScratch& scratch) override;
 
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+  void matmul_forward(float* out, const float* inp, WeightOperand weight, const float* bias,
                       int64_t N, int64_t IC, int64_t OC) override;
-  void matmul_backward_input(float* dinp, const float* dout, const float* weight, int64_t N,
+  void matmul_backward_input(float* dinp, const float* dout, WeightOperand weight, int64_t N,
                              int64_t IC, int64_t OC, bool accumulate) override;
   void matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp,
                               int64_t N, int64_t IC, int64_t OC) override;
@@ -140,9 +140,10 @@ class CudaBackend final : public Backend {
 
  private:
   // One cuBLASLt product (gemm_layout.h) D = op(A) op(B) + beta D, A and B float32 in memory
-  // (rounded to bf16 first in bf16 precision), D float32; bias (m) fused when not null.
+  // (rounded to bf16 first in bf16 precision, unless a_bf16, A's compute copy, is given), D
+  // float32; bias (m) fused when not null.
   void gemm(const GemmShape& shape, const float* A, const float* B, float* D, float beta,
-            const float* bias);
+            const float* bias, const uint16_t* a_bf16 = nullptr);
   // The descriptors and the algorithm of one product: shape, pointer alignments and the bias
   // epilogue (with its pointer's alignment).
   // Built and chosen once, so every later call of the shape runs the same kernel

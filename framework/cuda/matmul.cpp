@@ -1,6 +1,7 @@
 // CudaBackend's matrix products through cuBLASLt, in the column-major shapes of gemm_layout.h.
 // Float32 accumulation always; in bf16 precision both operands are first rounded to bfloat16
-// into arena scratch, and D stays float32.
+// into arena scratch, except a weight with a compute copy (WeightOperand), which the product
+// reads where it lies; D stays float32.
 #include <algorithm>
 #include <cstdint>
 
@@ -21,15 +22,15 @@ int alignment_of(const void* ptr) {
 
 }  // namespace
 
-void CudaBackend::matmul_forward(float* out, const float* inp, const float* weight,
+void CudaBackend::matmul_forward(float* out, const float* inp, WeightOperand weight,
                                  const float* bias, int64_t N, int64_t IC, int64_t OC) {
-  gemm(linear_forward_gemm(N, IC, OC), weight, inp, out, 0.0f, bias);
+  gemm(linear_forward_gemm(N, IC, OC), weight.values, inp, out, 0.0f, bias, weight.bf16);
 }
 
-void CudaBackend::matmul_backward_input(float* dinp, const float* dout, const float* weight,
+void CudaBackend::matmul_backward_input(float* dinp, const float* dout, WeightOperand weight,
                                         int64_t N, int64_t IC, int64_t OC, bool accumulate) {
-  gemm(linear_backward_input_gemm(N, IC, OC), weight, dout, dinp, accumulate ? 1.0f : 0.0f,
-       nullptr);
+  gemm(linear_backward_input_gemm(N, IC, OC), weight.values, dout, dinp, accumulate ? 1.0f : 0.0f,
+       nullptr, weight.bf16);
 }
 
 void CudaBackend::matmul_backward_weight(float* dweight, float* dbias, const float* dout,
@@ -130,7 +131,7 @@ const CudaBackend::GemmPlan* CudaBackend::plan_for(const GemmShape& s, const flo
 }
 
 void CudaBackend::gemm(const GemmShape& s, const float* A, const float* B, float* D, float beta,
-                       const float* bias) {
+                       const float* bias, const uint16_t* a_bf16) {
   if (s.m == 0 || s.n == 0) return;
   if (s.k == 0) {  // an empty sum: D = beta D (+ bias)
     if (beta == 0.0f) fill_zero(D, s.m * s.n);
@@ -140,14 +141,19 @@ void CudaBackend::gemm(const GemmShape& s, const float* A, const float* B, float
   const void* a = A;
   const void* b = B;
   if (options_.precision == Precision::kBf16) {
-    const int64_t a_elements = gemm_a_elements(s), b_elements = gemm_b_elements(s);
-    auto* a16 = static_cast<__nv_bfloat16*>(
-        operand_a_.get(*this, sizeof(__nv_bfloat16) * static_cast<size_t>(a_elements)));
+    const int64_t b_elements = gemm_b_elements(s);
+    if (a_bf16 != nullptr) {  // a weight's compute copy: read as it is
+      a = a_bf16;
+    } else {
+      const int64_t a_elements = gemm_a_elements(s);
+      auto* a16 = static_cast<__nv_bfloat16*>(
+          operand_a_.get(*this, sizeof(__nv_bfloat16) * static_cast<size_t>(a_elements)));
+      convert_to_bf16(stream_, a16, A, a_elements);
+      a = a16;
+    }
     auto* b16 = static_cast<__nv_bfloat16*>(
         operand_b_.get(*this, sizeof(__nv_bfloat16) * static_cast<size_t>(b_elements)));
-    convert_to_bf16(stream_, a16, A, a_elements);
     convert_to_bf16(stream_, b16, B, b_elements);
-    a = a16;
     b = b16;
   }
   const GemmPlan* plan = plan_for(s, bias, a, b, D);

@@ -111,15 +111,22 @@ struct Context {
   // The attention core writes and keeps its (s x s) probabilities (Megatron's unfused core, the
   // CPU backend); this project's fused CUDA kernel keeps none.
   bool attention_keeps_probabilities() const { return cpu || megatron(layout); }
+  // A product of an (m x k) and a (k x n) operand, both activations or gradients.
   double gemm(double m, double n, double k, double batch = 1) const {
-    return gemm_seconds(gpu, layout.regime(), m, n, k, batch) + operand_conversion(m, n, k, batch);
+    return gemm_seconds(gpu, layout.regime(), m, n, k, batch) +
+           operand_conversion(m * k + k * n) * batch;
   }
-  // This project's CUDA backend keeps activations and weights in fp32 and, under bf16, rounds
-  // both operands of every product into scratch first (framework/cuda/matmul.cpp): read 4 bytes
+  // A product whose (k x n) operand is a weight: under bf16 read from its compute copy, made
+  // once per step (stage_extras), so only the (m x k) operand is converted.
+  double weight_gemm(double m, double n, double k) const {
+    return gemm_seconds(gpu, layout.regime(), m, n, k, 1) + operand_conversion(m * k);
+  }
+  // This project's CUDA backend keeps activations in fp32 and, under bf16, rounds each product
+  // operand that is not a weight into scratch first (framework/cuda/matmul.cpp): read 4 bytes
   // and write 2 an element, which the product then reads as its 2-byte operand.
-  double operand_conversion(double m, double n, double k, double batch) const {
+  double operand_conversion(double elements) const {
     if (cpu || megatron(layout) || layout.regime() != PrecisionRegime::kBf16) return 0;
-    return stream(6 * (m * k + k * n) * batch);
+    return stream(6 * elements);
   }
   double stream(double bytes) const { return stream_seconds(gpu, bytes); }
 };
@@ -245,7 +252,7 @@ double block_tp_backward(const Context& c) {
     double wgrad = 0, dgrad = 0;  // of the layer's parts together
     for (const Linear& col : *parts) {
       wgrad += c.gemm(col.out, col.in, c.sh.N);
-      dgrad += c.gemm(c.sh.N, col.in, col.out);
+      dgrad += c.weight_gemm(c.sh.N, col.in, col.out);
     }
     exposed += std::max(0.0, reduce - wgrad);  // beside the wgrad
     if (sp) exposed += std::max(0.0, c.tp.all_gather(bytes) - dgrad);
@@ -279,8 +286,8 @@ BlockCosts block_costs(const Context& c) {
   double dgrad = attention_core_backward(c) + block_stream_backward(c), wgrad = 0;
   for (const std::vector<Linear>* group : {&w.attention_in, &w.mlp_in, &w.out})
     for (const Linear& lin : *group) {
-      fwd += c.gemm(N, lin.out, lin.in);
-      dgrad += c.gemm(N, lin.in, lin.out);
+      fwd += c.weight_gemm(N, lin.out, lin.in);
+      dgrad += c.weight_gemm(N, lin.in, lin.out);
       wgrad += c.gemm(lin.out, lin.in, N);
     }
   if (column_weights_in_input_pass(c.layout)) {
@@ -317,12 +324,12 @@ ChunkCosts head_costs(const Context& c) {
   const bool sp = c.layout.sequence_parallel;
   ChunkCosts h;
   h.forward = {
-      c.stream(2 * sh.Nl * sh.C * sh.e) + c.gemm(sh.N, sh.V_l, sh.C) + c.stream(3 * logits),
+      c.stream(2 * sh.Nl * sh.C * sh.e) + c.weight_gemm(sh.N, sh.V_l, sh.C) + c.stream(3 * logits),
       (sp ? c.tp.all_gather(bytes) : 0) + 3 * c.tp.all_reduce(sh.N * 4)};
   const double reduce = sp ? c.tp.reduce_scatter(bytes) : c.tp.all_reduce(bytes);
   const double wgrad = c.gemm(sh.V_l, sh.C, sh.N);
   h.backward_input = {
-      c.stream(2 * logits) + c.gemm(sh.N, sh.C, sh.V_l) + c.stream(3 * sh.Nl * sh.C * sh.e),
+      c.stream(2 * logits) + c.weight_gemm(sh.N, sh.C, sh.V_l) + c.stream(3 * sh.Nl * sh.C * sh.e),
       reduce};
   h.backward_weight = {wgrad, 0};
   // This project's whole backward computes the logits' weight gradient while ln_f's output
@@ -409,10 +416,12 @@ StageExtras stage_extras(const ModelConfig& m, const PlanLayout& l, const Cluste
   }
   // AdamW streams value, gradient and both moments in and value and moments out (28 bytes);
   // clipping reads the gradients once more, and they are zeroed (8). Megatron adds writing the
-  // 16-bit weights (2).
+  // 16-bit weights (2); this project's bf16 refreshes its compute copies from every value after
+  // the update (and the gather): read 4, write 2 (framework/parameter.h).
   const double shards = l.distributed_optimizer ? l.dp : 1;
-  x.optimizer =
-      sharing.stretch_work(stream_seconds(cluster.gpu, params / shards * (megatron(l) ? 38 : 36)));
+  const double refresh = l.regime() == PrecisionRegime::kBf16 && !megatron(l) ? 6 * params : 0;
+  x.optimizer = sharing.stretch_work(
+      stream_seconds(cluster.gpu, params / shards * (megatron(l) ? 38 : 36) + refresh));
   return x;
 }
 

@@ -209,6 +209,28 @@ TEST(MemoryModel, Bf16StoresBlockCachesInSixteenBits) {
   EXPECT_EQ(activations(in, 0), full_bf16);
 }
 
+TEST(MemoryModel, Bf16KeepsAComputeCopyOfTheWeights) {
+  // GPT-2 124M on CUDA: 2 bytes a parameter more in the weights (Megatron's 16-bit weights beside
+  // fp32 master weights), and the products convert only their non-weight operand.
+  MemoryModelInput in;
+  in.layout.dp = 1;
+  in.model = {.n_layer = 12, .n_head = 12, .d_model = 768, .seq_len = 1024, .vocab_size = 50257};
+  in.device = DeviceKind::kCuda;
+  in.layout.precision = PrecisionRegime::kFp32;
+  const MemoryBytes fp32 = predict_memory(in, 0);
+  in.layout.precision = PrecisionRegime::kBf16;
+  const MemoryBytes bf16 = predict_memory(in, 0);
+  const int64_t P = chunk_parameter_floats(in.model, 1, virtual_stage_spec(in.model, 1, 1, 0, 0));
+  EXPECT_EQ(fp32[MemoryCategory::kWeights], reserved_bytes(DeviceKind::kCuda, P));
+  EXPECT_EQ(bf16[MemoryCategory::kWeights],
+            reserved_bytes(DeviceKind::kCuda, P) + reserved_bytes(DeviceKind::kCuda, P, 2));
+  // The largest converted A operand: mlp.c_proj's weight-gradient input (N x 4C), no longer wte
+  // (V x C), whose compute copy its products read.
+  const DeviceScratch scratch = device_scratch(in, 0);
+  EXPECT_EQ(scratch.operand_a, 2 * 1024 * 3072 * in.layout.micro_batch);
+  EXPECT_EQ(scratch.operand_b, 2 * 1024 * 50304 * in.layout.micro_batch);
+}
+
 TEST(MemoryModel, HeaviestRanks) {
   MemoryModelInput in = small_input();
   set_grid(in, GridShape{.tp = 2, .dp = 2, .pp = 2});

@@ -386,7 +386,9 @@ TEST(PlanMemory, CategoriesFollowTheLayout) {
   PlanLayout l = layout(2, 4, 8);
   l.dp = 4;
   const MemoryBytes base = plan_memory(kModel, l, s).bytes;
-  EXPECT_EQ(base[kOptimizer], 2 * base[kWeights]);  // AdamW's two fp32 moments
+  // AdamW's two fp32 moments; the weights are the fp32 values and their bf16 compute copy.
+  EXPECT_EQ(base[kOptimizer], 2 * base[kGrads]);
+  EXPECT_EQ(2 * base[kWeights], 3 * base[kGrads]);
   l.distributed_optimizer = true;
   EXPECT_EQ(plan_memory(kModel, l, s).bytes[kOptimizer] * 4, base[kOptimizer]);
   l.distributed_optimizer = false;
