@@ -53,6 +53,7 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
     receive_wire_ = DeviceArray<uint16_t>(backend_, wire_elements(), MemoryCategory::kComm);
   const bool any_stored = !blocks_.empty() && stores(blocks_.size() - 1);
   if (recompute.full_blocks > 0 || any_stored) shared_cache_ = blocks_.front()->make_cache();
+  if (!recompute.split_backward && !blocks_.empty()) shared_grads_ = blocks_.front()->make_grads();
   for (int i = 0; i < num_caches; ++i) caches_.push_back(make_cache());
   for (int i = 0; i < num_grad_sets; ++i) grad_sets_.push_back(make_grad_set());
 }
@@ -78,7 +79,8 @@ GptStage::GradSet GptStage::make_grad_set() const {
   GradSet g;
   for (int64_t l = 0; l <= spec_.n_layers; ++l)
     g.d_acts.emplace_back(backend_, mb_.residual(), kCache);
-  for (auto& block : blocks_) g.blocks.push_back(block->make_grads());
+  if (recompute_.split_backward)
+    for (auto& block : blocks_) g.blocks.push_back(block->make_grads());
   if (head_) g.head = head_->make_grads();
   if (recompute_.split_backward)
     for (size_t l = 0; recomputes(l); ++l) g.rebuilt.push_back(blocks_[l]->make_cache());
@@ -127,10 +129,10 @@ void GptStage::backward_input(int slot, int grad_set, float loss_scale, bool wei
                           g.overlapped_weights_done);
   for (size_t l = blocks_.size(); l-- > 0;) {
     blocks_[l]->backward_input(g.d_acts[l].data(), g.d_acts[l + 1].data(), backward_cache(c, g, l),
-                               g.blocks[l], g.overlapped_weights_done);
-    // A whole B reuses one shared cache for every block (rebuilt, or loaded from 16 bits), so
-    // the block's weight half runs now, while its cache is there.
-    if (on_shared_cache(l) && !recompute_.split_backward) block_weight_pass(c, g, l);
+                               block_grads(g, l), g.overlapped_weights_done);
+    // A whole B runs each block's weight half right after its input half: the blocks share one
+    // BlockGrads, and those on the shared cache (rebuilt, or loaded from 16 bits) find it there.
+    if (!recompute_.split_backward) block_weight_pass(c, g, l);
   }
 }
 
@@ -156,7 +158,7 @@ void GptStage::block_weight_pass(const Cache& c, const GradSet& g, size_t l) {
     cache = recompute_.split_backward ? &load_stored(c, l) : &shared_cache_;
   else if (recomputes(l))
     cache = recompute_.split_backward ? &g.rebuilt[l] : &shared_cache_;
-  blocks_[l]->backward_weight(*cache, g.blocks[l], g.overlapped_weights_done);
+  blocks_[l]->backward_weight(*cache, block_grads(g, l), g.overlapped_weights_done);
   ready(block_params_[l]);
 }
 
@@ -177,8 +179,8 @@ void GptStage::backward_weight(int slot, int grad_set) {
     head_->backward_weight(c.head, g.head, g.overlapped_weights_done);
     ready(head_params_);  // with pp = 1 wte is the embedding's: final only after it
   }
-  for (size_t l = blocks_.size(); l-- > 0;)
-    if (!on_shared_cache(l) || recompute_.split_backward) block_weight_pass(c, g, l);
+  if (recompute_.split_backward)  // a whole B ran them in its input pass
+    for (size_t l = blocks_.size(); l-- > 0;) block_weight_pass(c, g, l);
   if (embedding_) {
     embedding_->backward_weight(c.embedding, {.dout = g.d_acts.front().data()});
     ready(embedding_params_);

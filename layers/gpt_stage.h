@@ -13,8 +13,10 @@
 // runs B-input and W apart (ZB-H1), kept until the W. Under bf16 precision each other block's
 // cache is kept per microbatch as a StoredBlockCache (16-bit activations): the block runs on the
 // chunk's shared float32 cache, which is stored after its forward and loaded back before its
-// backward; a whole B runs the weight half at once (as for a rebuilt cache), a split W loads it
-// again. Generation adds a decode state
+// backward; a split W loads it again. A whole B (every schedule but ZB-H1) runs each block's
+// weight half right after its input half, so the blocks share one BlockGrads per chunk (and a
+// rebuilt or loaded cache is still there); a split backward keeps one per block in each
+// gradient set until the W. Generation adds a decode state
 // (StageDecodeState): every block's paged key/value pool, and the buffers of a step's token rows
 // (decode_rows.h) run through the same layers, row by row.
 #pragma once
@@ -81,9 +83,11 @@ class GptStage {
   // weight_follows: backward_weight comes right after (a whole backward, not a zero-bubble
   // schedule's split one), so with tp communication overlap on, the blocks' column-parallel
   // weight gradients and the head's logits weight gradient run here, behind their input
-  // gradients' tp reductions.
+  // gradients' tp reductions. Unless the stage splits its backward (recompute.split_backward,
+  // ZB-H1), every block's weight half runs here too, right after its input half.
   void backward_input(int slot, int grad_set, float loss_scale, bool weight_follows = false);
-  // Weight-gradient half, reading what backward_input left in `grad_set`.
+  // Weight-gradient half, reading what backward_input left in `grad_set`: the head's and the
+  // embedding's, and with a split backward the blocks'.
   void backward_weight(int slot, int grad_set);
   void backward(int slot, int grad_set, float loss_scale) {
     backward_input(slot, grad_set, loss_scale, true);
@@ -155,8 +159,8 @@ class GptStage {
   };
   struct GradSet {
     std::vector<DeviceArray<float>> d_acts;  // n_layers + 1 of (Nl,C): the gradients of acts
-    DeviceArray<uint16_t> wire;  // bf16, not the first stage: the input gradient's message
-    std::vector<BlockGrads> blocks;
+    DeviceArray<uint16_t> wire;      // bf16, not the first stage: the input gradient's message
+    std::vector<BlockGrads> blocks;  // split backward only: what each block's W reads
     HeadGrads head;
     std::vector<BlockCache> rebuilt;  // split backward: the full-recompute blocks' caches until W
     // backward_input computed the weight halves that hide tp reductions (the column-parallel
@@ -182,6 +186,14 @@ class GptStage {
   const BlockCache& backward_cache(Cache& c, GradSet& g, size_t l);
   BlockCache& load_stored(const Cache& c, size_t l);
   void block_weight_pass(const Cache& c, const GradSet& g, size_t l);
+  // What block l's input half leaves for its weight half: its own in the gradient set when the
+  // schedule runs W apart (ZB-H1), else the chunk's one shared_grads_.
+  BlockGrads& block_grads(GradSet& g, size_t l) {
+    return recompute_.split_backward ? g.blocks[l] : shared_grads_;
+  }
+  const BlockGrads& block_grads(const GradSet& g, size_t l) const {
+    return recompute_.split_backward ? g.blocks[l] : shared_grads_;
+  }
   struct ParamRange;
   void ready(const ParamRange& params);   // the weight-ready hook, for a non-empty range
   void needed(const ParamRange& params);  // the weight-needed hook, likewise
@@ -204,6 +216,9 @@ class GptStage {
   // Full recompute: the recomputed blocks' forwards write here, and so does a whole B's rebuild.
   // bf16 storage: every stored block runs its forward here, and its backward halves load it here.
   BlockCache shared_cache_;
+  // A whole B runs each block's weight half right after its input half, so the blocks' input
+  // halves all write here: one BlockGrads per chunk, not one per block and gradient set.
+  BlockGrads shared_grads_;
   // Registration-index ranges of each layer's parameters.
   struct ParamRange {
     size_t first = 0, end = 0;

@@ -99,14 +99,19 @@ void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, 
       (n + 1) * r(s.residual()) + 2 * reserved_bytes(in.device, s.tokens()) +
       (n - rc.full_blocks) * (stores ? stored_block_cache_bytes(s) : block_cache_bytes(s)) +
       (spec.has_head ? head_cache_bytes(s) : 0);
-  const int64_t grad_set =
-      (n + 1) * r(s.residual()) + n * block_grads_bytes(s) + (spec.has_head ? r(s.residual()) : 0);
+  // A split backward keeps each block's BlockGrads in the gradient set until its W; a whole B
+  // runs each W right after its B-input, so the chunk's blocks share one.
+  const int64_t grad_set = (n + 1) * r(s.residual()) +
+                           (rc.split_backward ? n * block_grads_bytes(s) : 0) +
+                           (spec.has_head ? r(s.residual()) : 0);
+  const int64_t shared_grads = !rc.split_backward && n > 0 ? block_grads_bytes(s) : 0;
   const int64_t slots = schedule.cache_slots(stage, chunk);
   const int64_t grad_sets = schedule.grad_sets(stage, chunk);
   int64_t rebuilt = 0;
   if (rc.full_blocks > 0 || stores) rebuilt = block_cache_bytes(s);  // the shared cache
   if (rc.split_backward) rebuilt += block_cache_bytes(s) * grad_sets * rc.full_blocks;
-  bytes[MemoryCategory::kActivations] += slots * cache + grad_sets * grad_set + rebuilt;
+  bytes[MemoryCategory::kActivations] +=
+      slots * cache + grad_sets * grad_set + shared_grads + rebuilt;
   bytes[MemoryCategory::kWorkspace] += scratch_bytes(s, rc);
   if (runs_bf16(in)) {  // the 16-bit pipeline messages' wires (layers/gpt_stage.h)
     const int64_t wire = reserved_bytes(in.device, s.residual_wire(), 2);

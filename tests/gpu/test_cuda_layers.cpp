@@ -66,11 +66,15 @@ struct Model {
   std::unique_ptr<ParameterStore> store;
   std::unique_ptr<GptStage> stage;
 
-  Model(Kind kind, const ModelConfig& cfg, const StageSpec& spec, int64_t B, int caches = 1)
+  // split: the stage runs its backward as ZB-H1 does, each block's W apart from its B-input.
+  Model(Kind kind, const ModelConfig& cfg, const StageSpec& spec, int64_t B, int caches = 1,
+        bool split = false)
       : backend(make_backend(kind)) {
     tp = std::make_unique<TensorParallel>(*comm, *backend);
     store = std::make_unique<ParameterStore>(*backend);
-    stage = std::make_unique<GptStage>(*store, *tp, cfg, spec, B, caches, caches);
+    const ChunkRecompute recompute{
+        .mode = Recompute::kNone, .full_blocks = 0, .split_backward = split};
+    stage = std::make_unique<GptStage>(*store, *tp, cfg, spec, B, caches, caches, recompute);
     store->allocate();
     store->initialize(1234);
     // Larger than init weights: activations leave GELU's and softmax's linear regions.
@@ -289,8 +293,8 @@ TEST(CudaLayers, LastStageWithTiedCopyFp32MatchesCpu) {
 // order): the caches and gradient sets must not interfere on the GPU either.
 TEST(CudaLayers, SplitBackwardOverTwoCachesFp32MatchesCpu) {
   const Case c = cases()[0];
-  Model cpu(Kind::kCpu, c.cfg, whole(c.cfg), c.B, 2),
-      gpu(Kind::kCudaFp32, c.cfg, whole(c.cfg), c.B, 2);
+  Model cpu(Kind::kCpu, c.cfg, whole(c.cfg), c.B, 2, true),
+      gpu(Kind::kCudaFp32, c.cfg, whole(c.cfg), c.B, 2, true);
   const Tokens tokens[2] = {random_tokens(cpu.N(), c.cfg.vocab_size, 9),
                             random_tokens(cpu.N(), c.cfg.vocab_size, 10)};
   const Tokens targets[2] = {random_tokens(cpu.N(), c.cfg.vocab_size, 11),

@@ -209,6 +209,27 @@ TEST(MemoryModel, Bf16StoresBlockCachesInSixteenBits) {
   EXPECT_EQ(activations(in, 0), full_bf16);
 }
 
+TEST(MemoryModel, AWholeBackwardSharesItsBlocksGradients) {
+  // GPT-2 124M's shape on CUDA in fp32 at micro-batch 1, pp 1: one more block adds its cache
+  // (15 N C activations and 16 N statistics) and its input's residual and gradient, and under a
+  // whole B nothing else; ZB-H1, whose W runs apart, also keeps its 10 N C of BlockGrads.
+  MemoryModelInput in;
+  in.layout.dp = 1;
+  in.model = {.n_layer = 12, .n_head = 12, .d_model = 768, .seq_len = 1024, .vocab_size = 50257};
+  in.device = DeviceKind::kCuda;
+  in.layout.precision = PrecisionRegime::kFp32;
+  const int64_t N = 1024, C = 768;
+  for (const ScheduleKind kind : {ScheduleKind::k1f1b, ScheduleKind::kZbH1}) {
+    in.layout.schedule = kind;
+    in.model.n_layer = 12;
+    const int64_t twelve = activations(in, 0);
+    in.model.n_layer = 11;
+    const int64_t block = 4 * (15 * N * C + 16 * N) + 2 * 4 * N * C;
+    const int64_t grads = kind == ScheduleKind::kZbH1 ? 4 * 10 * N * C : 0;
+    EXPECT_EQ(twelve - activations(in, 0), block + grads) << schedule_name(kind);
+  }
+}
+
 TEST(MemoryModel, Bf16KeepsAComputeCopyOfTheWeights) {
   // GPT-2 124M on CUDA: 2 bytes a parameter more in the weights (Megatron's 16-bit weights beside
   // fp32 master weights), and the products convert only their non-weight operand.

@@ -19,7 +19,9 @@ CalibrationModel::CalibrationModel(const ModelConfig& cfg, int64_t mb, MPI_Comm 
       group_(make_mpi_communicator(tp_group, "tp")),
       tp_(*group_, *backend_),
       store_(*backend_),
-      stage_(store_, tp_, cfg, StageSpec{0, cfg.n_layer, true, true, false}, mb, 1, 1),
+      // A split backward, so that the input and weight halves are timed apart.
+      stage_(store_, tp_, cfg, StageSpec{0, cfg.n_layer, true, true, false}, mb, 1, 1,
+             ChunkRecompute{.mode = Recompute::kNone, .full_blocks = 0, .split_backward = true}),
       tokens_(static_cast<size_t>(mb * cfg.seq_len)),
       targets_(tokens_.size()) {
   store_.allocate();
