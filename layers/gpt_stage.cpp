@@ -53,7 +53,9 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
     receive_wire_ = DeviceArray<uint16_t>(backend_, wire_elements(), MemoryCategory::kComm);
   const bool any_stored = !blocks_.empty() && stores(blocks_.size() - 1);
   if (recompute.full_blocks > 0 || any_stored) shared_cache_ = blocks_.front()->make_cache();
-  if (!recompute.split_backward && !blocks_.empty()) shared_grads_ = blocks_.front()->make_grads();
+  bool any_at_once = false;
+  for (size_t l = 0; l < blocks_.size(); ++l) any_at_once = any_at_once || weight_half_at_once(l);
+  if (any_at_once) shared_grads_ = blocks_.front()->make_grads();
   for (int i = 0; i < num_caches; ++i) caches_.push_back(make_cache());
   for (int i = 0; i < num_grad_sets; ++i) grad_sets_.push_back(make_grad_set());
 }
@@ -79,8 +81,8 @@ GptStage::GradSet GptStage::make_grad_set() const {
   GradSet g;
   for (int64_t l = 0; l <= spec_.n_layers; ++l)
     g.d_acts.emplace_back(backend_, mb_.residual(), kCache);
-  if (recompute_.split_backward)
-    for (auto& block : blocks_) g.blocks.push_back(block->make_grads());
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    g.blocks.push_back(weight_half_at_once(l) ? BlockGrads{} : blocks_[l]->make_grads());
   if (head_) g.head = head_->make_grads();
   if (recompute_.split_backward)
     for (size_t l = 0; recomputes(l); ++l) g.rebuilt.push_back(blocks_[l]->make_cache());
@@ -130,9 +132,9 @@ void GptStage::backward_input(int slot, int grad_set, float loss_scale, bool wei
   for (size_t l = blocks_.size(); l-- > 0;) {
     blocks_[l]->backward_input(g.d_acts[l].data(), g.d_acts[l + 1].data(), backward_cache(c, g, l),
                                block_grads(g, l), g.overlapped_weights_done);
-    // A whole B runs each block's weight half right after its input half: the blocks share one
-    // BlockGrads, and those on the shared cache (rebuilt, or loaded from 16 bits) find it there.
-    if (!recompute_.split_backward) block_weight_pass(c, g, l);
+    // Its cache is the shared one, which the next block reuses, or nobody waits for the input
+    // gradient: the weight half now, from the chunk's shared BlockGrads.
+    if (weight_half_at_once(l)) block_weight_pass(c, g, l);
   }
 }
 
@@ -179,8 +181,8 @@ void GptStage::backward_weight(int slot, int grad_set) {
     head_->backward_weight(c.head, g.head, g.overlapped_weights_done);
     ready(head_params_);  // with pp = 1 wte is the embedding's: final only after it
   }
-  if (recompute_.split_backward)  // a whole B ran them in its input pass
-    for (size_t l = blocks_.size(); l-- > 0;) block_weight_pass(c, g, l);
+  for (size_t l = blocks_.size(); l-- > 0;)
+    if (!weight_half_at_once(l)) block_weight_pass(c, g, l);
   if (embedding_) {
     embedding_->backward_weight(c.embedding, {.dout = g.d_acts.front().data()});
     ready(embedding_params_);

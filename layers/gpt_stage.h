@@ -13,10 +13,12 @@
 // runs B-input and W apart (ZB-H1), kept until the W. Under bf16 precision each other block's
 // cache is kept per microbatch as a StoredBlockCache (16-bit activations): the block runs on the
 // chunk's shared float32 cache, which is stored after its forward and loaded back before its
-// backward; a split W loads it again. A whole B (every schedule but ZB-H1) runs each block's
-// weight half right after its input half, so the blocks share one BlockGrads per chunk (and a
-// rebuilt or loaded cache is still there); a split backward keeps one per block in each
-// gradient set until the W. Generation adds a decode state
+// backward; a split W loads it again. A whole B (every schedule but ZB-H1) runs a block's weight
+// half right after its input half where nothing is gained by waiting (weight_half_at_once): for
+// the blocks on the shared cache, which is still there, and on the first virtual stage, whose
+// input gradient nobody waits for. Those blocks share one BlockGrads per chunk. Elsewhere the
+// weight halves follow the input gradient's send, reading a BlockGrads per block in the
+// gradient set. Generation adds a decode state
 // (StageDecodeState): every block's paged key/value pool, and the buffers of a step's token rows
 // (decode_rows.h) run through the same layers, row by row.
 #pragma once
@@ -84,10 +86,10 @@ class GptStage {
   // schedule's split one), so with tp communication overlap on, the blocks' column-parallel
   // weight gradients and the head's logits weight gradient run here, behind their input
   // gradients' tp reductions. Unless the stage splits its backward (recompute.split_backward,
-  // ZB-H1), every block's weight half runs here too, right after its input half.
+  // ZB-H1), the weight halves of the blocks weight_half_at_once names run here too.
   void backward_input(int slot, int grad_set, float loss_scale, bool weight_follows = false);
-  // Weight-gradient half, reading what backward_input left in `grad_set`: the head's and the
-  // embedding's, and with a split backward the blocks'.
+  // Weight-gradient half, reading what backward_input left in `grad_set`: the head's, the
+  // embedding's and the other blocks'.
   void backward_weight(int slot, int grad_set);
   void backward(int slot, int grad_set, float loss_scale) {
     backward_input(slot, grad_set, loss_scale, true);
@@ -160,7 +162,7 @@ class GptStage {
   struct GradSet {
     std::vector<DeviceArray<float>> d_acts;  // n_layers + 1 of (Nl,C): the gradients of acts
     DeviceArray<uint16_t> wire;      // bf16, not the first stage: the input gradient's message
-    std::vector<BlockGrads> blocks;  // split backward only: what each block's W reads
+    std::vector<BlockGrads> blocks;  // what each block's W reads (none: weight_half_at_once)
     HeadGrads head;
     std::vector<BlockCache> rebuilt;  // split backward: the full-recompute blocks' caches until W
     // backward_input computed the weight halves that hide tp reductions (the column-parallel
@@ -186,13 +188,20 @@ class GptStage {
   const BlockCache& backward_cache(Cache& c, GradSet& g, size_t l);
   BlockCache& load_stored(const Cache& c, size_t l);
   void block_weight_pass(const Cache& c, const GradSet& g, size_t l);
-  // What block l's input half leaves for its weight half: its own in the gradient set when the
-  // schedule runs W apart (ZB-H1), else the chunk's one shared_grads_.
+  // Whether a whole B runs block l's weight half right after its input half, inside
+  // backward_input: when its cache is the shared one (stored in bf16, or recomputed), which the
+  // next block reuses, and on the first virtual stage, which sends no input gradient. Elsewhere
+  // it runs in backward_weight, after the input gradient was handed to the previous stage.
+  bool weight_half_at_once(size_t block) const {
+    return !recompute_.split_backward && (spec_.has_embedding || on_shared_cache(block));
+  }
+  // What block l's input half leaves for its weight half: the chunk's one shared_grads_ when
+  // that follows at once, else its own in the gradient set.
   BlockGrads& block_grads(GradSet& g, size_t l) {
-    return recompute_.split_backward ? g.blocks[l] : shared_grads_;
+    return weight_half_at_once(l) ? shared_grads_ : g.blocks[l];
   }
   const BlockGrads& block_grads(const GradSet& g, size_t l) const {
-    return recompute_.split_backward ? g.blocks[l] : shared_grads_;
+    return weight_half_at_once(l) ? shared_grads_ : g.blocks[l];
   }
   struct ParamRange;
   void ready(const ParamRange& params);   // the weight-ready hook, for a non-empty range
@@ -216,8 +225,8 @@ class GptStage {
   // Full recompute: the recomputed blocks' forwards write here, and so does a whole B's rebuild.
   // bf16 storage: every stored block runs its forward here, and its backward halves load it here.
   BlockCache shared_cache_;
-  // A whole B runs each block's weight half right after its input half, so the blocks' input
-  // halves all write here: one BlockGrads per chunk, not one per block and gradient set.
+  // The blocks whose weight half follows their input half at once all write their input halves
+  // here: one BlockGrads per chunk, not one per block and gradient set.
   BlockGrads shared_grads_;
   // Registration-index ranges of each layer's parameters.
   struct ParamRange {

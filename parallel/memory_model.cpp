@@ -99,12 +99,16 @@ void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, 
       (n + 1) * r(s.residual()) + 2 * reserved_bytes(in.device, s.tokens()) +
       (n - rc.full_blocks) * (stores ? stored_block_cache_bytes(s) : block_cache_bytes(s)) +
       (spec.has_head ? head_cache_bytes(s) : 0);
-  // A split backward keeps each block's BlockGrads in the gradient set until its W; a whole B
-  // runs each W right after its B-input, so the chunk's blocks share one.
-  const int64_t grad_set = (n + 1) * r(s.residual()) +
-                           (rc.split_backward ? n * block_grads_bytes(s) : 0) +
+  // A whole B runs a block's W right after its B-input on the first virtual stage and for the
+  // blocks on the shared cache (GptStage::weight_half_at_once): those share one set of block
+  // gradients a chunk. The others (and every block of a split backward) keep theirs in the
+  // gradient set until their W.
+  const int64_t at_once = rc.split_backward                     ? 0
+                          : spec.has_embedding || runs_bf16(in) ? n
+                                                                : rc.full_blocks;
+  const int64_t grad_set = (n + 1) * r(s.residual()) + (n - at_once) * block_grads_bytes(s) +
                            (spec.has_head ? r(s.residual()) : 0);
-  const int64_t shared_grads = !rc.split_backward && n > 0 ? block_grads_bytes(s) : 0;
+  const int64_t shared_grads = at_once > 0 ? block_grads_bytes(s) : 0;
   const int64_t slots = schedule.cache_slots(stage, chunk);
   const int64_t grad_sets = schedule.grad_sets(stage, chunk);
   int64_t rebuilt = 0;

@@ -37,6 +37,14 @@ std::string clock_text(double seconds) {
   return text;
 }
 
+// The passes the schedule's own bubble share assumes: F = B-input = W. Under bf16 a whole B runs
+// every block's weight half inside its input half (GptStage::weight_half_at_once), so the input
+// gradient goes back after both: B-input 2, W 0.
+ActionCosts equal_passes(const Schedule& schedule, Precision precision) {
+  if (precision != Precision::kBf16 || schedule.splits_backward()) return {};
+  return {.forward = 1, .backward_input = 2, .backward_weight = 0, .comm = 0, .rendezvous = true};
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& train,
@@ -53,7 +61,9 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
       metrics_(metrics),
       dp_buckets_(rt.store(), rt.grid().dp(), rt.bucket_plan(), options.layout.grad_reduce_dtype),
       schedule_(rt.schedule()),
-      theoretical_bubble_(simulate(schedule_, ActionCosts{}).bubble_fraction),
+      theoretical_bubble_(
+          simulate(schedule_, equal_passes(schedule_, rt.store().backend().precision()))
+              .bubble_fraction),
       executor_(rt.grid().pp(), options.layout.virtual_stages),
       chunks_(rt.pipeline_chunks()) {
   for (GptChunk& chunk : chunks_) chunk_pointers_.push_back(&chunk);

@@ -474,6 +474,17 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   costs.forward.compute += stored;
   costs.backward_input.compute += stored;
   if (l.schedule == ScheduleKind::kZbH1) costs.backward_weight.compute += stored;
+  // A whole B hands its input gradient to the previous stage after its input pass, which also
+  // runs the weight halves of the blocks on the shared cache (all of them under this project's
+  // bf16, the recomputed ones in fp32; layers/gpt_stage.h, weight_half_at_once). The first
+  // virtual stage runs all its blocks' weight halves there too, but it hands nothing over, so
+  // its passes stay split as computed (the last one is what a dp reduction hides behind).
+  if (!megatron(l) && l.schedule != ScheduleKind::kZbH1 && vs > 0) {
+    const double at_once =
+        static_cast<double>(l.regime() == PrecisionRegime::kBf16 ? layers : recomputed);
+    costs.backward_input.compute += at_once * block.passes.backward_weight.compute;
+    costs.backward_weight.compute -= at_once * block.passes.backward_weight.compute;
+  }
   if (vs == 0) add(costs, embedding_costs(c));
   if (vs == l.pp * l.virtual_stages - 1) add(costs, head_costs(c));
   costs.backward_weight.compute += grad_accumulation_seconds(c, layers, vs);

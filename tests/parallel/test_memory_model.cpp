@@ -228,6 +228,24 @@ TEST(MemoryModel, AWholeBackwardSharesItsBlocksGradients) {
     const int64_t grads = kind == ScheduleKind::kZbH1 ? 4 * 10 * N * C : 0;
     EXPECT_EQ(twelve - activations(in, 0), block + grads) << schedule_name(kind);
   }
+  // pp 2, 1F1B, the second stage (one cache slot): in fp32 its weight halves follow the input
+  // gradient's send, so each block keeps its own; in bf16 every block is on the shared cache.
+  in.layout.schedule = ScheduleKind::k1f1b;
+  in.model.n_layer = 12;
+  in.layout.pp = 2;
+  for (const PrecisionRegime precision : {PrecisionRegime::kFp32, PrecisionRegime::kBf16}) {
+    in.layout.precision = precision;
+    in.layout.pipeline_layers = {6, 6};
+    const int64_t six = activations(in, 1);
+    in.layout.pipeline_layers = {6, 5};
+    in.model.n_layer = 11;
+    const int64_t five = activations(in, 1);
+    in.model.n_layer = 12;
+    if (precision == PrecisionRegime::kFp32)
+      EXPECT_EQ(six - five, 4 * (15 * N * C + 16 * N) + 2 * 4 * N * C + 4 * 10 * N * C);
+    else  // the block's cache in 16 bits, its statistics in fp32
+      EXPECT_EQ(six - five, 2 * 15 * N * C + 4 * 16 * N + 2 * 4 * N * C);
+  }
 }
 
 TEST(MemoryModel, Bf16KeepsAComputeCopyOfTheWeights) {
