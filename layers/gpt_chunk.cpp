@@ -23,8 +23,8 @@ void GptChunk::forward(int slot, int microbatch) {
 }
 
 void GptChunk::backward_input(int slot, int grad_set, int /*microbatch*/, bool weight_follows) {
-  // A whole B runs the weight halves of the blocks on the stage's shared cache (stored in bf16,
-  // or recomputed) inside its input pass: on the final one their parameters are final there.
+  // A whole B runs some blocks' weight halves inside its input pass (GptStage::
+  // weight_half_at_once): on the final one their parameters are final there.
   const bool final_pass = weight_follows && weight_passes_ + 1 == data_->microbatches;
   if (final_pass && on_final_weights_) stage_.set_weight_ready_hook(on_final_weights_);
   stage_.backward_input(slot, grad_set, data_->loss_scale, weight_follows);

@@ -30,6 +30,17 @@ int64_t activations(const MemoryModelInput& in, int rank) {
   return predict_memory(in, rank)[MemoryCategory::kActivations];
 }
 
+// GPT-2 124M's shape on one CUDA rank in fp32 at micro-batch 1 (N = 1024 rows, C = 768).
+MemoryModelInput gpt2_124m_on_cuda() {
+  MemoryModelInput in;
+  in.layout.dp = 1;
+  in.model = {.n_layer = 12, .n_head = 12, .d_model = 768, .seq_len = 1024, .vocab_size = 50257};
+  in.layout.micro_batch = 1;
+  in.device = DeviceKind::kCuda;
+  in.layout.precision = PrecisionRegime::kFp32;
+  return in;
+}
+
 TEST(MemoryModel, ParametersAddUpToTheModel) {
   const MemoryModelInput in = small_input();
   const ModelConfig& m = in.model;
@@ -189,12 +200,7 @@ TEST(MemoryModel, CpuBf16OperandCopies) {
 // fused attention's log-sum-exp, 12 heads x T) stay float32; one shared float32 cache is added.
 // With 12 blocks in one cache slot: 12 * 30 N*C - 4 * (15 N*C + 16 N) bytes saved.
 TEST(MemoryModel, Bf16StoresBlockCachesInSixteenBits) {
-  MemoryModelInput in;
-  in.layout.dp = 1;
-  in.model = {.n_layer = 12, .n_head = 12, .d_model = 768, .seq_len = 1024, .vocab_size = 50257};
-  in.layout.micro_batch = 1;
-  in.device = DeviceKind::kCuda;
-  in.layout.precision = PrecisionRegime::kFp32;
+  MemoryModelInput in = gpt2_124m_on_cuda();
   const int64_t fp32 = activations(in, 0);
   in.layout.precision = PrecisionRegime::kBf16;
   const int64_t bf16 = activations(in, 0);
@@ -213,11 +219,7 @@ TEST(MemoryModel, AWholeBackwardSharesItsBlocksGradients) {
   // GPT-2 124M's shape on CUDA in fp32 at micro-batch 1, pp 1: one more block adds its cache
   // (15 N C activations and 16 N statistics) and its input's residual and gradient, and under a
   // whole B nothing else; ZB-H1, whose W runs apart, also keeps its 10 N C of BlockGrads.
-  MemoryModelInput in;
-  in.layout.dp = 1;
-  in.model = {.n_layer = 12, .n_head = 12, .d_model = 768, .seq_len = 1024, .vocab_size = 50257};
-  in.device = DeviceKind::kCuda;
-  in.layout.precision = PrecisionRegime::kFp32;
+  MemoryModelInput in = gpt2_124m_on_cuda();
   const int64_t N = 1024, C = 768;
   for (const ScheduleKind kind : {ScheduleKind::k1f1b, ScheduleKind::kZbH1}) {
     in.layout.schedule = kind;
@@ -251,11 +253,7 @@ TEST(MemoryModel, AWholeBackwardSharesItsBlocksGradients) {
 TEST(MemoryModel, Bf16KeepsAComputeCopyOfTheWeights) {
   // GPT-2 124M on CUDA: 2 bytes a parameter more in the weights (Megatron's 16-bit weights beside
   // fp32 master weights), and the products convert only their non-weight operand.
-  MemoryModelInput in;
-  in.layout.dp = 1;
-  in.model = {.n_layer = 12, .n_head = 12, .d_model = 768, .seq_len = 1024, .vocab_size = 50257};
-  in.device = DeviceKind::kCuda;
-  in.layout.precision = PrecisionRegime::kFp32;
+  MemoryModelInput in = gpt2_124m_on_cuda();
   const MemoryBytes fp32 = predict_memory(in, 0);
   in.layout.precision = PrecisionRegime::kBf16;
   const MemoryBytes bf16 = predict_memory(in, 0);
