@@ -22,16 +22,17 @@ using Json = nlohmann::ordered_json;
 
 // The deepest nesting of arrays and objects read from a file. The project's own files nest three
 // levels; nlohmann builds, copies and prints values recursively, so a value nested hundreds of
-// thousands deep would overflow the stack. Deeper text is refused before it is parsed.
+// thousands deep would overflow the stack. Deeper text is refused at its first bracket too deep.
 constexpr int kMaxJsonDepth = 64;
 
-// Parses `text` as a JSON object; throws a one-line input error naming `what` otherwise (not
-// JSON, not an object, or nested deeper than kMaxJsonDepth).
+// Parses `text` as a JSON object, in time linear in its length however many keys an object has;
+// throws a one-line input error naming `what` otherwise (not JSON, not an object, or nested
+// deeper than kMaxJsonDepth).
 Json parse_json_object(const std::string& text, const std::string& what);
 
-// The same for files with objects of many keys (a tokenizer's vocabulary of 10^5 tokens), whose
-// key order does not matter: the ordered Json checks each new key against all before it, which
-// is quadratic; this one keeps keys in a sorted map.
+// The same for files whose objects of many keys are looked up by key (a tokenizer's vocabulary of
+// 10^5 tokens) and whose key order does not matter: the ordered Json finds a key by a linear
+// search; this one keeps keys in a sorted map.
 using LargeJson = nlohmann::json;
 LargeJson parse_large_json_object(const std::string& text, const std::string& what);
 

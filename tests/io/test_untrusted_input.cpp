@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -62,6 +63,37 @@ TEST_F(UntrustedInput, DeepJsonIsRefusedBeforeParsing) {
   const std::string header = "{\"w\": " + nested(200000) + "}";
   const std::string file = safetensors("deep.safetensors", header);
   expect_error([&] { SafetensorsFile{file}; }, {file, "nested deeper than 64 levels"});
+}
+
+// An object of many keys (a request body of 90,000 keys, a safetensors header of 400,000 tensors)
+// parses in time linear in its size: a quadratic parse of these 400,000 keys takes minutes, the
+// linear one well under a second, so the generous bound only catches the quadratic one.
+TEST_F(UntrustedInput, ObjectsOfManyKeysParseInLinearTime) {
+  constexpr int kKeys = 400000;
+  std::string text = "{";
+  for (int i = 0; i < kKeys; ++i) text += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ",";
+  text += "\"k7\": -7, \"last\": [1, {\"z\": 0, \"a\": 1}]}";
+  const auto start = std::chrono::steady_clock::now();
+  const Json parsed = parse_json_object(text, "body");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20.0);
+  ASSERT_EQ(parsed.size(), static_cast<size_t>(kKeys) + 1);
+  // Keys keep the order they were written in; a repeated key keeps its first place and takes its
+  // last value, as nlohmann's own parse does.
+  auto it = parsed.begin();
+  EXPECT_EQ(it.key(), "k0");
+  EXPECT_EQ((++it).key(), "k1");
+  EXPECT_EQ(parsed.at("k7"), -7);
+  EXPECT_EQ(std::next(parsed.begin(), 7).key(), "k7");
+  EXPECT_EQ(parsed.at("last").dump(), R"([1,{"z":0,"a":1}])");
+  // Every value is nlohmann's own (its sorted-map parse; its ordered one is the quadratic one).
+  const LargeJson reference = LargeJson::parse(text);
+  ASSERT_EQ(reference.size(), parsed.size());
+  for (const auto& [key, value] : parsed.items())
+    ASSERT_EQ(reference.at(key), LargeJson::parse(value.dump())) << key;
+  EXPECT_EQ(parse_large_json_object(text, "body"), reference);
+  expect_error([] { parse_json_object("{\"a\": 1,}", "body"); }, {"body: not valid JSON"});
+  expect_error([] { parse_json_object("[1]", "body"); }, {"body: not a JSON object"});
+  expect_error([] { parse_json_object("{} {}", "body"); }, {"body: not valid JSON"});
 }
 
 TEST_F(UntrustedInput, IntegerFieldsTakeOnlyIntegersInRange) {
