@@ -43,6 +43,8 @@ class HfTokenizer {
   const std::string& config_path() const;  // the tokenizer_config.json read, or empty
   // One more than the largest id of the vocabulary and the added tokens.
   int64_t vocab_size() const;
+  // Whether `id` names a token (ids below vocab_size() may be holes of the vocabulary).
+  bool has_token(int64_t id) const;
   // Ids from tokenizer_config.json's bos_token / eos_token, -1 where none.
   int64_t bos() const;
   int64_t eos() const;

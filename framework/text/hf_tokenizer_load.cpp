@@ -593,6 +593,9 @@ const std::string& HfTokenizer::config_path() const {
 int64_t HfTokenizer::vocab_size() const {
   return static_cast<int64_t>(m_->token_text.size());
 }
+bool HfTokenizer::has_token(int64_t id) const {
+  return id >= 0 && id < vocab_size() && m_->used[static_cast<size_t>(id)];
+}
 int64_t HfTokenizer::bos() const {
   return m_->bos;
 }

@@ -78,6 +78,11 @@ size_t TextTokenizer::cut_at_or_after(std::string_view text, size_t from) const 
   return std::string_view::npos;
 }
 
+bool TextTokenizer::has_token(int64_t id) const {
+  if (hf_) return hf_->has_token(id);
+  return id >= 0 && id < vocab_size_;
+}
+
 std::string TextTokenizer::decode(const int32_t* ids, size_t n) const {
   if (hf_) return hf_->decode(ids, n);
   if (!gpt2_.empty()) return gpt2_[0]->decode(ids, n);

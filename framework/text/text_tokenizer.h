@@ -32,6 +32,9 @@ class TextTokenizer {
 
   const std::string& name() const { return name_; }
   int64_t vocab_size() const { return vocab_size_; }
+  // Whether decode takes `id`: a model's embedding may have more rows than its tokenizer has
+  // tokens (Qwen's files pad it), and a vocabulary may have holes.
+  bool has_token(int64_t id) const;
   // The token between documents (-1: none, the bytes tokenizer) and whether it goes before each
   // document (a BOS) rather than after each.
   int64_t document_token() const { return document_token_; }

@@ -47,11 +47,14 @@ std::vector<int32_t> prompt_token_ids(TextTokenizer& tokenizer, const std::strin
 
 std::string continuation_text(const TextTokenizer& tokenizer, const std::vector<int32_t>& prompt,
                               const std::vector<int32_t>& generated) {
+  std::vector<int32_t> known;
+  for (const int32_t id : generated)
+    if (tokenizer.has_token(id)) known.push_back(id);
   std::vector<int32_t> all = prompt;
-  all.insert(all.end(), generated.begin(), generated.end());
+  all.insert(all.end(), known.begin(), known.end());
   const std::string before = tokenizer.decode(prompt), whole = tokenizer.decode(all);
   return whole.compare(0, before.size(), before) == 0 ? whole.substr(before.size())
-                                                      : tokenizer.decode(generated);
+                                                      : tokenizer.decode(known);
 }
 
 }  // namespace gpt

@@ -27,6 +27,8 @@ std::vector<int32_t> prompt_token_ids(TextTokenizer& tokenizer, const std::strin
 
 // What decoding prompt + generated adds to decoding the prompt (SentencePiece decoders drop a
 // leading space of the text they are given, so the new tokens alone could decode differently).
+// A generated id the tokenizer lacks (an embedding row past its vocabulary) adds no text, as
+// Hugging Face's decode skips ids it does not know; the prompt's ids must all be known.
 std::string continuation_text(const TextTokenizer& tokenizer, const std::vector<int32_t>& prompt,
                               const std::vector<int32_t>& generated);
 

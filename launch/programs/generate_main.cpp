@@ -191,8 +191,8 @@ int generate_main(int argc, char** argv) {
   std::vector<int32_t> newline_ids;
   tokenizer->encode(0, "\n", newline_ids);
   const int32_t newline = newline_ids.empty() ? -1 : newline_ids.back();
-  // A token outside the tokenizer's vocabulary (a model trained with a larger one) is an error
-  // of the decode, named there.
+  // A prompt token outside the tokenizer's vocabulary (a model trained with a larger one) is an
+  // error of the decode, named there; generated ones add no text (continuation_text).
   const std::string shown_prompt =
       o.prompt_tokens.empty() ? prompt_text : tokenizer->decode(prompt);
   std::unique_ptr<NextTokenLogits> logits;

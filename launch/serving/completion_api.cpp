@@ -94,11 +94,17 @@ CompletionRequest parse_completion_request(
   } else if (prompt.is_array() && !prompt.empty() && prompt.front().is_number()) {
     const std::optional<std::vector<int32_t>> ids = json_value<std::vector<int32_t>>(prompt);
     if (!ids) throw bad("'prompt' as token ids must be an array of integers", "prompt");
-    for (int32_t id : *ids)
+    for (int32_t id : *ids) {
       if (id < 0 || id >= model.vocab_size)
         throw bad("prompt token " + std::to_string(id) + " is not in [0, " +
                       std::to_string(model.vocab_size) + ")",
                   "prompt");
+      if (model.has_token && !model.has_token(id))
+        throw bad("prompt token " + std::to_string(id) +
+                      " is not in the tokenizer's vocabulary (the model's embedding has a row "
+                      "for it, the tokenizer no text)",
+                  "prompt");
+    }
     r.prompt = *ids;
   } else if (prompt.is_array()) {
     throw bad("'prompt' must be a string or an array of token ids (one prompt per request)",
@@ -114,7 +120,8 @@ CompletionRequest parse_completion_request(
     if (r.max_tokens < 1) throw bad("'max_tokens' must be at least 1", "max_tokens");
   }
   const int64_t prompt_tokens = static_cast<int64_t>(r.prompt.size());
-  if (prompt_tokens + r.max_tokens > model.seq_len)
+  // Compared without a sum: max_tokens may be as large as 2^63 - 1.
+  if (prompt_tokens > model.seq_len || r.max_tokens > model.seq_len - prompt_tokens)
     throw bad("the prompt's " + std::to_string(prompt_tokens) + " tokens and max_tokens " +
                   std::to_string(r.max_tokens) + " exceed the model's context of " +
                   std::to_string(model.seq_len) + " tokens",

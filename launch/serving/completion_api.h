@@ -33,6 +33,9 @@ struct ApiModel {
   std::string name;  // what /v1/models lists and requests may name
   int64_t seq_len = 0;
   int64_t vocab_size = 0;
+  // Whether the tokenizer has an id below vocab_size (an embedding may have rows past the
+  // tokenizer's vocabulary, as Qwen's files pad it); null: every id below vocab_size.
+  std::function<bool(int64_t)> has_token;
 };
 
 // The request in `body`; text prompts go through `tokenize`. `default_seed` is the seed of a

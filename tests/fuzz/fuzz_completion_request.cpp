@@ -20,7 +20,7 @@
 
 namespace {
 
-const gpt::ApiModel kModel{.name = "tiny", .seq_len = 64, .vocab_size = 300};
+const gpt::ApiModel kModel{.name = "tiny", .seq_len = 64, .vocab_size = 300, .has_token = {}};
 
 // One token per byte; a control byte other than whitespace is an input error (as a real
 // tokenizer's refusal would be), which the parser must turn into an ApiError.
@@ -56,7 +56,7 @@ void check_request(const gpt::CompletionRequest& r) {
   for (int32_t id : r.prompt)
     if (id < 0 || id >= kModel.vocab_size)
       gpt::fuzz::finding("an accepted prompt token " + std::to_string(id));
-  if (r.max_tokens < 1 || prompt + r.max_tokens > kModel.seq_len)
+  if (r.max_tokens < 1 || prompt > kModel.seq_len || r.max_tokens > kModel.seq_len - prompt)
     gpt::fuzz::finding("an accepted max_tokens " + std::to_string(r.max_tokens) + " for " +
                        std::to_string(prompt) + " prompt tokens");
   if (!(r.sampling.temperature >= 0.0 && r.sampling.temperature <= 2.0) ||

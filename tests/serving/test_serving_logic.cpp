@@ -20,6 +20,7 @@
 #include "framework/check.h"
 #include "framework/json.h"
 #include "launch/inference/kv_block_pool.h"
+#include "launch/inference/prompt_text.h"
 #include "launch/serving/batch_scheduler.h"
 #include "launch/serving/completion_api.h"
 #include "launch/serving/served_request.h"
@@ -475,7 +476,7 @@ TEST(BatchScheduler, RefusesBadLimits) {
 
 // ---------------------------------------------------------------- parse_completion_request
 
-const ApiModel kModel{.name = "tiny", .seq_len = 32, .vocab_size = 100};
+const ApiModel kModel{.name = "tiny", .seq_len = 32, .vocab_size = 100, .has_token = {}};
 constexpr uint64_t kDefaultSeed = 1234;
 
 // One token per byte (its value); "bad" in the text is an input error.
@@ -618,6 +619,38 @@ TEST(CompletionRequest, MaxTokensAndTheContext) {
   expect_400(R"({"prompt": ")" + std::string(33, 'a') + R"(", "max_tokens": 1})",
              "the prompt's 33 tokens and max_tokens 1 exceed the model's context of 32 tokens",
              "prompt");
+  // The largest 64-bit max_tokens: a sum with the prompt would wrap negative and pass.
+  expect_400(R"({"prompt": "a", "max_tokens": 9223372036854775807})",
+             "the prompt's 1 tokens and max_tokens 9223372036854775807 exceed the model's "
+             "context of 32 tokens",
+             "max_tokens");
+}
+
+// A generated id the tokenizer lacks adds no text, as Hugging Face's decode skips it.
+TEST(ContinuationText, IdsTheTokenizerLacksAddNoText) {
+  const TextTokenizer bytes("bytes", Gpt2Files{});
+  EXPECT_TRUE(bytes.has_token(255));
+  EXPECT_FALSE(bytes.has_token(256));
+  EXPECT_FALSE(bytes.has_token(-1));
+  EXPECT_EQ(continuation_text(bytes, {'1', '+'}, {'2', 300, '='}), "2=");
+  EXPECT_EQ(continuation_text(bytes, {'1'}, {300}), "");
+}
+
+// An id the embedding has but the tokenizer lacks (Qwen's files pad the embedding): a 400 at
+// once, not a failure of the step loop when the text is decoded.
+TEST(CompletionRequest, PromptIdsTheTokenizerLacks) {
+  ApiModel padded = kModel;
+  padded.has_token = [](int64_t id) { return id < 90; };
+  EXPECT_EQ(parse_completion_request(R"({"prompt": [1, 89]})", padded, tokenize, 1).prompt,
+            std::vector<int32_t>({1, 89}));
+  try {
+    parse_completion_request(R"({"prompt": [1, 95]})", padded, tokenize, 1);
+    ADD_FAILURE() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "prompt");
+    EXPECT_THAT(e.what(), HasSubstr("prompt token 95 is not in the tokenizer's vocabulary"));
+  }
 }
 
 TEST(CompletionRequest, SamplingFields) {
