@@ -4,10 +4,11 @@
 # recommendation of libdnnl-dev, but Debian's dnnl-config.cmake cannot be found without it.
 # clang-14, libclang-rt-14-dev (libFuzzer and the sanitizers' runtimes) and llvm-14 (llvm-symbolizer,
 # for the stack of a finding) are the fuzz build's (tests/fuzz).
+# libboost-dev: Boost.Beast and Asio (headers only), serve's HTTP server.
 set -euo pipefail
 packages=(cmake g++ make pkg-config libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
-          libdnnl-dev ocl-icd-opencl-dev libboost-program-options-dev libgtest-dev python3-torch
-          python3-h5py python3-matplotlib nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev libicu-dev libssl-dev slurm-wlm munge
+          libdnnl-dev ocl-icd-opencl-dev libboost-program-options-dev libboost-dev libgtest-dev python3-torch
+          python3-h5py python3-matplotlib nlohmann-json3-dev libpcre2-dev libicu-dev libssl-dev slurm-wlm munge
           clang-14 libclang-rt-14-dev llvm-14)
 # strace: a test stops a rank where it opens a file (tests/integration/test_watchdog.py).
 packages+=(strace)

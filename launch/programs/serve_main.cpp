@@ -17,6 +17,7 @@
 #include "launch/programs/program.h"
 #include "launch/serving/batch_scheduler.h"
 #include "launch/serving/http_frontend.h"
+#include "launch/serving/serve_health.h"
 #include "launch/serving/serve_loop.h"
 #include "launch/training/signals.h"
 
@@ -32,7 +33,8 @@ struct ServeOptions {
   Layout layout;
   std::string pipeline_layers = "even";
   int64_t seq_len = 0;
-  HttpOptions http;
+  HttpLimits http;
+  double stall_timeout = 60.0;
   double kv_cache_gb = 0.0;
   int64_t block_size = 16, max_num_seqs = 64, max_batch_tokens = 256, max_queue = 256;
   double shutdown_timeout = 30.0;
@@ -67,13 +69,18 @@ po::options_description serve_options(ServeOptions& o) {
       "token rows per step (decodes, then prompt chunks)");
   add("max-queue", po::value(&o.max_queue)->default_value(o.max_queue),
       "requests waiting for blocks before new ones get 503");
-  add("http-threads", po::value(&o.http.threads)->default_value(0),
-      "HTTP worker threads (0: --max-num-seqs + --max-queue + 16: each request holds one while it "
-      "runs or waits; the 16 answer 503s, /health and /metrics when those are all busy)");
+  add("http-threads", po::value(&o.http.threads)->default_value(o.http.threads),
+      "threads that read, parse and write HTTP requests (none waits for the model)");
+  add("max-connections", po::value(&o.http.max_connections)->default_value(0),
+      "open HTTP connections; one more is answered 503 (0: --max-num-seqs + --max-queue + 16)");
   add("http-timeout", po::value(&o.http.timeout_s)->default_value(o.http.timeout_s),
-      "seconds to read a request or write a response before the connection is closed");
+      "seconds to read a whole request, or to write each part of an answer, before the "
+      "connection is closed");
   add("max-body-bytes", po::value(&o.http.max_body_bytes)->default_value(o.http.max_body_bytes),
-      "largest request body");
+      "largest request body, sent whole or in chunks");
+  add("stall-timeout", po::value(&o.stall_timeout)->default_value(o.stall_timeout),
+      "seconds the ranks may go without all taking part in a step before /health fails and "
+      "the waiting requests are answered 503");
   add("shutdown-timeout", po::value(&o.shutdown_timeout)->default_value(o.shutdown_timeout),
       "seconds running requests get to finish after SIGTERM before they are aborted");
   add("seed", po::value(&o.seed)->default_value(o.seed),
@@ -102,15 +109,19 @@ void check_serve_options(ServeOptions& o, int world_size) {
   GPT_INPUT_CHECK(o.max_batch_tokens >= 1 && o.max_batch_tokens <= 65536,
                   "--max-batch-tokens must be in [1, 65536]");
   GPT_INPUT_CHECK(o.max_queue >= 1 && o.max_queue <= 65536, "--max-queue must be in [1, 65536]");
-  GPT_INPUT_CHECK(o.http.threads >= 0 && o.http.threads <= 4096,
-                  "--http-threads must be in [0, 4096]");
-  if (o.http.threads == 0) o.http.threads = static_cast<int>(o.max_num_seqs + o.max_queue + 16);
+  GPT_INPUT_CHECK(o.http.threads >= 1 && o.http.threads <= 256,
+                  "--http-threads must be in [1, 256]");
+  GPT_INPUT_CHECK(o.http.max_connections <= 65536, "--max-connections must be in [0, 65536]");
+  if (o.http.max_connections == 0)
+    o.http.max_connections = static_cast<size_t>(o.max_num_seqs + o.max_queue + 16);
   GPT_INPUT_CHECK(o.http.timeout_s > 0.0 && o.http.timeout_s <= 3600.0,
                   "--http-timeout must be in (0, 3600]");
   GPT_INPUT_CHECK(o.http.max_body_bytes >= 1024 && o.http.max_body_bytes <= (size_t{1} << 30),
                   "--max-body-bytes must be in [1024, 2^30]");
   GPT_INPUT_CHECK(o.shutdown_timeout >= 0.0 && o.shutdown_timeout <= 3600.0,
                   "--shutdown-timeout must be in [0, 3600]");
+  GPT_INPUT_CHECK(o.stall_timeout > 0.0 && o.stall_timeout <= 86400.0,
+                  "--stall-timeout must be in (0, 86400]");
 }
 
 // Blocks in every rank's pool: the same count everywhere (block ids are global), sized by the
@@ -174,12 +185,14 @@ int serve_main(int argc, char** argv) {
   std::unique_ptr<BatchScheduler> scheduler;
   RequestInbox inbox(static_cast<size_t>(o.max_queue));
   ServingMetrics metrics;
+  ServeHealth health;
   std::mutex tokenizer_mutex;
   std::unique_ptr<HttpFrontend> http;
   const ApiModel api{
       .name = o.served_model_name.empty() ? model_name_of(o.checkpoint) : o.served_model_name,
       .seq_len = rt.model().seq_len,
-      .vocab_size = rt.model().vocab_size};
+      .vocab_size = rt.model().vocab_size,
+      .has_token = [&tokenizer](int64_t id) { return tokenizer->has_token(id); }};
   int port = 0;
   agree_on_failure(world, [&] {
     if (!is_rank0) return;
@@ -191,7 +204,7 @@ int serve_main(int argc, char** argv) {
                                                                  .max_blocks = max_blocks},
                                                  *pool);
     http = std::make_unique<HttpFrontend>(
-        o.http, api, inbox, metrics,
+        o.http, api, inbox, metrics, health, o.stall_timeout,
         [&](const std::string& text) {
           std::lock_guard<std::mutex> lock(tokenizer_mutex);
           return prompt_token_ids(*tokenizer, text, false);
@@ -212,9 +225,20 @@ int serve_main(int argc, char** argv) {
                    .scheduler = *scheduler,
                    .tokenizer = *tokenizer,
                    .tokenizer_mutex = tokenizer_mutex,
+                   .health = health,
                    .shutdown_timeout_s = o.shutdown_timeout};
-  run_serve_loop(rt, engine, &front);
-  http->stop();
+  try {
+    run_serve_loop(rt, engine, &front);
+  } catch (const std::exception& e) {
+    // Every request still waiting gets its 503 before the job ends (run_program aborts the
+    // other ranks, which wait for the next plan).
+    health.fail(e.what());
+    http->fail_all(std::string("the server failed: ") + e.what());
+    http->stop(2.0);
+    throw;
+  }
+  // Answers under way (the last tokens of the requests the loop finished) are written first.
+  http->stop(o.http.timeout_s);
   std::cout << "serve: stopped" << std::endl;
   return 0;
 }

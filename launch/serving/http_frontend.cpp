@@ -1,9 +1,8 @@
 // serve's HTTP endpoints (see http_frontend.h).
 #include "launch/serving/http_frontend.h"
 
-#include <httplib.h>
-
 #include <chrono>
+#include <optional>
 
 #include "framework/check.h"
 #include "framework/json.h"
@@ -18,179 +17,235 @@ int64_t unix_seconds() {
       .count();
 }
 
-void send_error(httplib::Response& res, const ApiError& error) {
-  res.status = error.status;
-  if (error.status == 503) res.set_header("Retry-After", "1");
-  res.set_content(error_json(error), "application/json");
+HttpHeaders headers_of(const ApiError& error) {
+  return error.status == 503 ? HttpHeaders{{"Retry-After", "1"}} : HttpHeaders{};
 }
-
-// The bytes of the request's text a stream may send now, and whether it is finished.
-struct Progress {
-  std::string text;
-  bool done = false;
-  std::string finish_reason;
-  int64_t completion_tokens = 0;
-};
 
 }  // namespace
 
-HttpFrontend::HttpFrontend(const HttpOptions& options, const ApiModel& model, RequestInbox& inbox,
-                           ServingMetrics& metrics,
+// What one completion request needs on the HTTP side. pump() runs on its exchange's strand
+// only, after each change the loop reports and after a failure the HTTP side decides: it sends
+// what is new, once the answer is known, and nothing after.
+struct HttpFrontend::Call : std::enable_shared_from_this<Call> {
+  HttpFrontend* frontend = nullptr;
+  std::shared_ptr<ServedRequest> served;
+  std::shared_ptr<HttpExchange> exchange;
+  std::string id;
+  int64_t created = 0, prompt_tokens = 0;
+  // On the strand only:
+  bool head_sent = false, answered = false;
+  std::optional<ApiError> failure;
+
+  // Any thread: the answer is `error`, unless one was given already.
+  void fail(const ApiError& error) {
+    exchange->post([self = shared_from_this(), error] {
+      if (!self->failure) self->failure = error;
+      self->pump();
+    });
+  }
+
+  void pump() {
+    if (answered) return;
+    const CompletionRequest& q = served->request;
+    const ApiModel& model = frontend->model_;
+    std::string text, finish_reason;
+    bool finished = false, done = false;
+    int64_t completion_tokens = 0;
+    {
+      std::lock_guard<std::mutex> lock(served->mutex);
+      if (!failure && served->done && served->error_status != 0)
+        failure = ApiError(served->error_status, "server_error", served->error_message);
+      if (failure) {
+        served->cancelled = true;  // the loop frees its sequence at its next step
+      } else if (!q.stream) {
+        text = served->text;
+      } else if (served->releasable > served->streamed) {
+        text = served->text.substr(served->streamed, served->releasable - served->streamed);
+        served->streamed = served->releasable;
+      }
+      finished = served->done;
+      done = finished && served->streamed >= served->releasable;
+      finish_reason = served->finish_reason;
+      completion_tokens = served->completion_tokens;
+    }
+    if (failure) {
+      frontend->metrics_.request_rejected(failure->status);
+      if (!head_sent) {
+        exchange->respond(failure->status, "application/json", error_json(*failure),
+                          headers_of(*failure));
+      } else {
+        // The status line is gone: the error is the stream's last event, as OpenAI's are.
+        exchange->stream("data: " + error_json(*failure) + "\n\n");
+        exchange->stream("data: [DONE]\n\n");
+        exchange->end_stream();
+      }
+      return finish();
+    }
+    if (!q.stream) {
+      if (!finished) return;
+      exchange->respond(200, "application/json",
+                        completion_json(id, created, model, text, finish_reason, prompt_tokens,
+                                        completion_tokens));
+      return finish();
+    }
+    // The head waits for the first text, so that a failure before it is a plain error status.
+    if (!head_sent && (text.empty() && !done)) return;
+    if (!head_sent) {
+      exchange->begin_stream("text/event-stream", {{"Cache-Control", "no-cache"}});
+      head_sent = true;
+    }
+    if (!text.empty()) exchange->stream(chunk_event(id, created, model, text, ""));
+    if (!done) return;
+    exchange->stream(chunk_event(id, created, model, "", finish_reason));
+    if (q.include_usage)
+      exchange->stream(usage_event(id, created, model, prompt_tokens, completion_tokens));
+    exchange->stream("data: [DONE]\n\n");
+    exchange->end_stream();
+    finish();
+  }
+
+  void finish() {
+    answered = true;
+    frontend->forget(shared_from_this());
+  }
+};
+
+HttpFrontend::HttpFrontend(const HttpLimits& limits, const ApiModel& model, RequestInbox& inbox,
+                           ServingMetrics& metrics, ServeHealth& health, double stall_timeout_s,
                            std::function<std::vector<int32_t>(const std::string&)> tokenize,
                            uint64_t seed_base)
-    : options_(options),
-      model_(model),
+    : model_(model),
       inbox_(inbox),
       metrics_(metrics),
+      health_(health),
+      stall_timeout_s_(stall_timeout_s),
       tokenize_(std::move(tokenize)),
       seed_base_(seed_base),
-      server_(std::make_unique<httplib::Server>()),
-      created_(unix_seconds()) {}
+      created_(unix_seconds()),
+      server_(
+          limits,
+          [this](const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
+            route(request, exchange);
+          },
+          [this](int status, const std::string& message) {
+            // The transport's own answers: malformed HTTP, limits, too many connections.
+            metrics_.request_rejected(status);
+            return error_json(
+                ApiError(status, status == 503 ? "server_error" : "invalid_request_error",
+                         message));
+          }) {}
 
 HttpFrontend::~HttpFrontend() {
-  stop();
+  stop(0.0);
 }
 
-void HttpFrontend::handle_completion(const std::string& body, void* response) {
-  httplib::Response& res = *static_cast<httplib::Response*>(response);
-  auto served = std::make_shared<ServedRequest>();
-  served->id = next_id_.fetch_add(1);
-  served->arrived = ServeClock::now();
+void HttpFrontend::reject(HttpExchange& exchange, const ApiError& error) {
+  metrics_.request_rejected(error.status);
+  exchange.respond(error.status, "application/json", error_json(error), headers_of(error));
+}
+
+void HttpFrontend::route(const HttpRequest& request,
+                         const std::shared_ptr<HttpExchange>& exchange) {
+  // The path without its query.
+  const std::string path = request.target.substr(0, request.target.find('?'));
+  if (request.method == "POST" && path == "/v1/completions") return completion(request.body, exchange);
+  if (request.method == "GET" && path == "/v1/models")
+    return exchange->respond(200, "application/json", models_json(model_, created_));
+  if (request.method == "GET" && path == "/health") {
+    std::string problem = health_.problem(stall_timeout_s_);
+    if (problem.empty() && inbox_.closed()) problem = "the server is shutting down";
+    if (!problem.empty()) return reject(*exchange, ApiError(503, "server_error", problem));
+    return exchange->respond(200, "application/json", "{\"status\":\"ok\"}");
+  }
+  if (request.method == "GET" && path == "/metrics")
+    return exchange->respond(200, "text/plain; version=0.0.4", metrics_.text());
+  reject(*exchange, ApiError(404, "not_found_error",
+                             "no endpoint " + shown_excerpt(request.method, 16) + " " +
+                                 shown_excerpt(path, 80)));
+}
+
+void HttpFrontend::completion(const std::string& body,
+                              const std::shared_ptr<HttpExchange>& exchange) {
+  auto call = std::make_shared<Call>();
+  call->frontend = this;
+  call->exchange = exchange;
+  call->served = std::make_shared<ServedRequest>();
+  ServedRequest& served = *call->served;
+  served.id = next_id_.fetch_add(1);
+  served.arrived = ServeClock::now();
   try {
-    served->request = parse_completion_request(body, model_, tokenize_,
-                                               seed_base_ + static_cast<uint64_t>(served->id));
+    served.request = parse_completion_request(body, model_, tokenize_,
+                                              seed_base_ + static_cast<uint64_t>(served.id));
   } catch (const ApiError& error) {
-    metrics_.request_rejected(error.status);
-    send_error(res, error);
-    return;
+    return reject(*exchange, error);
   }
-  if (!inbox_.push(served)) {
-    const ApiError error(
-        503, "server_error",
-        inbox_.closed() ? "the server is shutting down" : "the queue is full: retry later");
-    metrics_.request_rejected(503);
-    send_error(res, error);
-    return;
+  if (const std::string problem = health_.problem(stall_timeout_s_); !problem.empty())
+    return reject(*exchange, ApiError(503, "server_error", problem));
+  call->id = "cmpl-" + std::to_string(served.id);
+  call->created = unix_seconds();
+  call->prompt_tokens = static_cast<int64_t>(served.request.prompt.size());
+  served.on_change = [weak = std::weak_ptr<Call>(call)] {
+    if (std::shared_ptr<Call> c = weak.lock()) c->exchange->post([c] { c->pump(); });
+  };
+  exchange->on_gone([weak = std::weak_ptr<ServedRequest>(call->served)] {
+    if (std::shared_ptr<ServedRequest> r = weak.lock()) {
+      std::lock_guard<std::mutex> lock(r->mutex);
+      if (!r->done) r->cancelled = true;
+    }
+  });
+  bool stopping = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping = stopping_;
+    if (!stopping) calls_.insert(call);
   }
-  const std::string id = "cmpl-" + std::to_string(served->id);
-  const int64_t created = unix_seconds();
-  const int64_t prompt_tokens = static_cast<int64_t>(served->request.prompt.size());
-  if (!served->request.stream) {
-    std::unique_lock<std::mutex> lock(served->mutex);
-    served->changed.wait(lock, [&] { return served->done; });
-    res.set_content(completion_json(id, created, model_, served->text, served->finish_reason,
-                                    prompt_tokens, served->completion_tokens),
-                    "application/json");
-    return;
+  if (stopping || !inbox_.push(call->served)) {
+    forget(call);
+    reject(*exchange, ApiError(503, "server_error",
+                               stopping || inbox_.closed() ? "the server is shutting down"
+                                               : "the queue is full: retry later"));
   }
-  const ApiModel model = model_;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [served, id, created, model, prompt_tokens](size_t, httplib::DataSink& sink) {
-        Progress p;
-        {
-          std::unique_lock<std::mutex> lock(served->mutex);
-          // Wake now and then to notice a client that went away while nothing was generated.
-          served->changed.wait_for(lock, std::chrono::milliseconds(200), [&] {
-            return served->done || served->releasable > served->streamed;
-          });
-          if (served->releasable > served->streamed) {
-            p.text = served->text.substr(served->streamed, served->releasable - served->streamed);
-            served->streamed = served->releasable;
-          }
-          p.done = served->done && served->streamed >= served->releasable;
-          p.finish_reason = served->finish_reason;
-          p.completion_tokens = served->completion_tokens;
-        }
-        const auto write = [&](const std::string& event) {
-          return sink.write(event.data(), event.size());
-        };
-        if (!sink.is_writable()) return false;
-        if (!p.text.empty() && !write(chunk_event(id, created, model, p.text, ""))) return false;
-        if (p.done) {
-          if (!write(chunk_event(id, created, model, "", p.finish_reason))) return false;
-          if (served->request.include_usage &&
-              !write(usage_event(id, created, model, prompt_tokens, p.completion_tokens)))
-            return false;
-          if (!write("data: [DONE]\n\n")) return false;
-          sink.done();
-        }
-        return true;
-      },
-      [served](bool success) {
-        // The stream ended early (the client went away, a write failed or timed out): the loop
-        // drops the sequence and frees its blocks.
-        std::lock_guard<std::mutex> lock(served->mutex);
-        if (!success || !served->done) served->cancelled = true;
-      });
+}
+
+void HttpFrontend::forget(const std::shared_ptr<Call>& call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  calls_.erase(call);
+}
+
+std::vector<std::shared_ptr<HttpFrontend::Call>> HttpFrontend::calls() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {calls_.begin(), calls_.end()};
+}
+
+void HttpFrontend::fail_all(const std::string& message) {
+  for (const std::shared_ptr<Call>& call : calls())
+    call->fail(ApiError(503, "server_error", message));
+}
+
+void HttpFrontend::watch_health() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stop_watching_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_; })) {
+    lock.unlock();
+    const std::string problem = health_.problem(stall_timeout_s_);
+    if (!problem.empty()) fail_all(problem);
+    lock.lock();
+  }
 }
 
 int HttpFrontend::start() {
-  httplib::Server& s = *server_;
-  const int threads = options_.threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  const auto seconds = static_cast<time_t>(options_.timeout_s);
-  const auto micros =
-      static_cast<time_t>((options_.timeout_s - static_cast<double>(seconds)) * 1e6);
-  s.set_read_timeout(seconds, micros);
-  s.set_write_timeout(seconds, micros);
-  s.set_payload_max_length(options_.max_body_bytes);
-  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_completion(req.body, &res);
-  });
-  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(models_json(model_, created_), "application/json");
-  });
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (inbox_.closed()) {
-      send_error(res, ApiError(503, "server_error", "the server is shutting down"));
-      return;
-    }
-    res.set_content("{\"status\":\"ok\"}", "application/json");
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.text(), "text/plain; version=0.0.4");
-  });
-  // Statuses httplib sets itself (404 for an unknown path or method, 413 for a body over the
-  // limit, 400 for malformed HTTP) get a JSON error body too.
-  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    std::string message = "error " + std::to_string(res.status);
-    std::string type = "invalid_request_error";
-    if (res.status == 404) {
-      message = "no endpoint " + req.method + " " + shown_excerpt(req.path, 80);
-      type = "not_found_error";
-    } else if (res.status == 413) {
-      message = "the request body is over the limit of " + std::to_string(options_.max_body_bytes) +
-                " bytes";
-    }
-    metrics_.request_rejected(res.status);
-    res.set_content(error_json(ApiError(res.status, type, message)), "application/json");
-  });
-  s.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string message = "internal error";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          message = e.what();
-        } catch (...) {
-        }
-        send_error(res, ApiError(500, "server_error", message));
-      });
-  const int port = options_.port == 0
-                       ? s.bind_to_any_port(options_.host)
-                       : (s.bind_to_port(options_.host, options_.port) ? options_.port : -1);
-  GPT_INPUT_CHECK(port > 0, "serve cannot listen on " << options_.host << ":" << options_.port
-                                                      << " (in use, or not an address here)");
-  thread_ = std::thread([&s] { s.listen_after_bind(); });
+  const int port = server_.start();
+  watcher_ = std::thread([this] { watch_health(); });
   return port;
 }
 
-void HttpFrontend::stop() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+void HttpFrontend::stop(double grace_s) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  stop_watching_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  server_.stop(grace_s);
 }
 
 }  // namespace gpt

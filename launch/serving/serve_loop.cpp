@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <deque>
+#include <exception>
 #include <map>
 
 #include "framework/agreement.h"
 #include "framework/check.h"
+#include "framework/failpoint.h"
 #include "framework/logging.h"
 #include "framework/rng.h"
 #include "launch/inference/prompt_text.h"
@@ -70,6 +72,8 @@ class Rank0 {
   // Appends the token, updates the request's text; the finish reason, empty while it runs.
   std::string apply_token(ScheduledSequence& s, int32_t token);
   void end_request(ServedRequest& r, const std::string& reason);
+  // The request cannot be finished (an exception in its own handling): a 500 for it alone.
+  void fail_request(ServedRequest& r, const std::exception& e);
   // Queue, running and cache gauges. Published before a request is answered, so a client that
   // reads /metrics after its answer sees the state without its sequence.
   void publish_state();
@@ -91,7 +95,17 @@ void Rank0::end_request(ServedRequest& r, const std::string& reason) {
     if (r.finish_reason.empty()) r.finish_reason = reason;
     r.releasable = r.text.size();
   }
-  r.changed.notify_all();
+  r.notify();
+}
+
+void Rank0::fail_request(ServedRequest& r, const std::exception& e) {
+  log::warn0("serve: request " + std::to_string(r.id) + " failed: " + e.what());
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.error_status = 500;
+    r.error_message = std::string("the request failed: ") + e.what();
+  }
+  end_request(r, "error");
 }
 
 void Rank0::publish_state() {
@@ -101,6 +115,7 @@ void Rank0::publish_state() {
 
 std::string Rank0::apply_token(ScheduledSequence& s, int32_t token) {
   ServedRequest& r = *s.request;
+  failpoint("serve.request", r.id);  // tests of a failure in one request's handling
   const CompletionRequest& q = r.request;
   const auto now = ServeClock::now();
   const int64_t eos = f_.tokenizer.document_token();
@@ -138,7 +153,7 @@ std::string Rank0::apply_token(ScheduledSequence& s, int32_t token) {
       r.releasable = std::max(r.streamed, whole - held);
     }
   }
-  r.changed.notify_all();
+  r.notify();
   if (!reason.empty() && generated > 1)
     f_.metrics.per_output_token(seconds_between(s.first_token, s.last_token) /
                                 static_cast<double>(generated - 1));
@@ -162,7 +177,14 @@ void Rank0::take_tokens(int64_t step, std::map<int64_t, std::vector<int32_t>>& l
   }
   std::vector<std::pair<std::shared_ptr<ServedRequest>, std::string>> finished;
   for (size_t i = 0; i < sequences.size(); ++i) {
-    std::string reason = apply_token(*sequences[i], tokens[i]);
+    std::string reason;
+    try {
+      reason = apply_token(*sequences[i], tokens[i]);
+    } catch (const std::exception& e) {
+      fail_request(*sequences[i]->request, e);
+      f_.scheduler.finish(sequences[i]);
+      continue;
+    }
     if (reason.empty()) continue;
     finished.emplace_back(sequences[i]->request, std::move(reason));
     f_.scheduler.finish(sequences[i]);  // frees the sequence: its blocks go back first
@@ -196,7 +218,12 @@ StepPlan Rank0::next_plan(int64_t step, std::map<int64_t, std::vector<int32_t>>&
   for (std::shared_ptr<ServedRequest>& r : f_.inbox.take(
            idle && !stopping_ ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0))) {
     f_.metrics.tokens(static_cast<int64_t>(r->request.prompt.size()), 0);
-    f_.scheduler.add(std::move(r));
+    failpoint("serve.loop", r->id);  // tests of a failure of the loop itself
+    try {
+      f_.scheduler.add(r);
+    } catch (const std::exception& e) {
+      fail_request(*r, e);
+    }
   }
   if (stopping_ && f_.scheduler.idle() && !f_.scheduler.in_flight()) {
     StepPlan stop;
@@ -210,6 +237,39 @@ StepPlan Rank0::next_plan(int64_t step, std::map<int64_t, std::vector<int32_t>>&
   return plan;
 }
 
+// The barriers of the heartbeat: every rank joins one on each step whose plan is marked; rank 0
+// marks a step only while none of its own is pending, so at most one is in flight there.
+class Heartbeats {
+ public:
+  explicit Heartbeats(MPI_Comm world) : world_(world) {}
+  void join() {
+    MPI_Request request;
+    GPT_MPI_CHECK(MPI_Ibarrier(world_, &request));
+    pending_.push_back(request);
+  }
+  // Drops the completed barriers; whether one completed.
+  bool completed() {
+    bool any = false;
+    while (!pending_.empty()) {
+      int done = 0;
+      GPT_MPI_CHECK(MPI_Test(&pending_.front(), &done, MPI_STATUS_IGNORE));
+      if (!done) break;
+      pending_.pop_front();
+      any = true;
+    }
+    return any;
+  }
+  bool none_pending() const { return pending_.empty(); }
+  void finish() {
+    for (MPI_Request& request : pending_) GPT_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+    pending_.clear();
+  }
+
+ private:
+  MPI_Comm world_;
+  std::deque<MPI_Request> pending_;
+};
+
 }  // namespace
 
 void run_serve_loop(Runtime& rt, DecodeEngine& engine, ServeFront* front) {
@@ -222,10 +282,17 @@ void run_serve_loop(Runtime& rt, DecodeEngine& engine, ServeFront* front) {
   if (front != nullptr) rank0.emplace(*front, pp, sampler, world);
   std::deque<StepPlan> recent;                           // recent[i]: the plan of step - i
   std::map<int64_t, std::vector<int32_t>> local_tokens;  // rank 0 samples itself (pp 1, tp 0)
+  Heartbeats heartbeats(world);
   for (int64_t step = 0;; ++step) {
     StepPlan planned;
-    if (rank0) planned = rank0->next_plan(step, local_tokens);
+    if (rank0) {
+      if (heartbeats.completed()) front->health.beat();
+      planned = rank0->next_plan(step, local_tokens);
+      planned.heartbeat = heartbeats.none_pending();
+    }
     StepPlan plan = broadcast_plan(world, rank0 ? &planned : nullptr);
+    if (plan.heartbeat) heartbeats.join();
+    if (!rank0) heartbeats.completed();
     if (plan.kind == StepPlan::Kind::kStop) break;
     recent.push_front(std::move(plan));
     if (static_cast<int>(recent.size()) > pp) recent.pop_back();
@@ -242,6 +309,7 @@ void run_serve_loop(Runtime& rt, DecodeEngine& engine, ServeFront* front) {
                              kServeTokenTag, world));
     }
   }
+  heartbeats.finish();
   engine.finish_sends();
 }
 

@@ -1,6 +1,7 @@
 // One completion request as the HTTP side and the scheduling loop share it (serve, rank 0). The
-// HTTP thread fills the request and waits; the loop (the main thread, which alone talks to the
-// other ranks) appends text as tokens come and marks it done; a client that goes away marks it
+// HTTP side fills the request and hands it over; the loop (the main thread, which alone talks to
+// the other ranks) appends text as tokens come and marks it done, or failed, calling notify()
+// after each change; a client that goes away, or an answer the HTTP side gave itself, marks it
 // cancelled, and the loop frees its sequence at the next step. Everything mutable is under `mutex`.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,15 +36,24 @@ struct ServedRequest {
   CompletionRequest request;
   ServeClock::time_point arrived;
 
+  // Set by the HTTP side before the request is handed over, never after: called (from the
+  // loop's thread, without `mutex` held) after each change.
+  std::function<void()> on_change;
+  void notify() const {
+    if (on_change) on_change();
+  }
+
   std::mutex mutex;
-  std::condition_variable changed;
   std::string text;       // the completion's text so far (final once done)
   size_t streamed = 0;    // bytes of `text` a stream has sent
   size_t releasable = 0;  // bytes of `text` safe to send (no partial character or stop)
   int64_t completion_tokens = 0;
   bool done = false;
   bool cancelled = false;     // the client went away, or the server is stopping
-  std::string finish_reason;  // "stop", "length", "cancelled"
+  std::string finish_reason;  // "stop", "length", "abort"
+  // The loop could not finish the request (done, with no text to give): its 5xx and message.
+  int error_status = 0;
+  std::string error_message;
 };
 
 // Requests waiting for the loop, bounded: a full inbox turns new requests away (503).

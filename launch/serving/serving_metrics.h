@@ -29,7 +29,7 @@ class Histogram {
 class ServingMetrics {
  public:
   ServingMetrics();
-  void request_finished(const std::string& outcome);  // "stop", "length", "abort", "cancelled"
+  void request_finished(const std::string& outcome);  // "stop", "length", "abort", "error"
   void request_rejected(int status);
   void tokens(int64_t prompt, int64_t generated);
   void step(int64_t rows);

@@ -51,6 +51,7 @@ class Words {
 Words encode(const StepPlan& plan) {
   Words w;
   w.put(static_cast<int64_t>(plan.kind));
+  w.put(plan.heartbeat ? 1 : 0);
   w.put_list(plan.batch.tokens);
   w.put_list(plan.batch.positions);
   w.put_list(plan.batch.slots);
@@ -70,6 +71,7 @@ Words encode(const StepPlan& plan) {
 StepPlan decode(Words& w) {
   StepPlan plan;
   plan.kind = static_cast<StepPlan::Kind>(w.get());
+  plan.heartbeat = w.get() != 0;
   plan.batch.tokens = w.get_list<int32_t>();
   plan.batch.positions = w.get_list<int32_t>();
   plan.batch.slots = w.get_list<int32_t>();

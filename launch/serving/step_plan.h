@@ -25,6 +25,7 @@ struct RowSampling {
 struct StepPlan {
   enum class Kind : int32_t { kRun = 0, kIdle = 1, kStop = 2 };
   Kind kind = Kind::kIdle;
+  bool heartbeat = false;  // every rank joins a barrier after this step (serve_loop.h)
   DecodeBatch batch;
   std::vector<RowSampling> sampling;  // one per batch.logit_rows
 };

@@ -18,12 +18,14 @@ HTTP_TIMEOUT = 60
 class Server:
     """serve on a free loopback port; stopped (SIGTERM, then killed) by stop()."""
 
-    def __init__(self, checkpoint, np=1, options=(), startup_timeout=60, shutdown_timeout=10):
+    def __init__(self, checkpoint, np=1, options=(), startup_timeout=60, shutdown_timeout=10,
+                 env=None):
         self.np = np
         cmd = h.command("serve", ["--checkpoint", checkpoint, "--port", "0", "--threads", "1",
                                   "--shutdown-timeout", shutdown_timeout] + list(options), np)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=True, text=True, errors="replace")
+                                     start_new_session=True, text=True, errors="replace",
+                                     env=None if env is None else {**os.environ, **env})
         deadline = time.monotonic() + startup_timeout
         self.port = None
         while time.monotonic() < deadline and self.port is None:

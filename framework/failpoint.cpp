@@ -1,0 +1,22 @@
+// failpoint (see failpoint.h).
+#include "framework/failpoint.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "framework/check.h"
+
+namespace gpt {
+
+void failpoint(std::string_view name, int64_t value) {
+  const char* armed = std::getenv("GPT_FAILPOINT");
+  if (armed == nullptr) return;
+  const std::string_view spec(armed);
+  const size_t equals = spec.find('=');
+  if (equals == std::string_view::npos || spec.substr(0, equals) != name ||
+      spec.substr(equals + 1) != std::to_string(value))
+    return;
+  throw Error("failpoint " + std::string(spec) + " (GPT_FAILPOINT) was reached");
+}
+
+}  // namespace gpt
