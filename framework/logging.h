@@ -4,6 +4,7 @@
 // lines from different ranks do not interleave mid-line.
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 #include "framework/check.h"
@@ -13,6 +14,10 @@ namespace gpt::log {
 void set_rank(int global_rank, int world_size);
 int rank();
 void set_quiet(bool quiet);  // silences info lines (tests)
+
+// From now on rank 0's info and warning lines go to `stream` instead of stdout and stderr: the
+// launcher's own stderr while it holds back the ranks' output (launch/training/signals.h).
+void send_rank0_lines_to(std::FILE* stream);
 
 void info0(const std::string& line);  // global rank 0 only
 void info(const std::string& line);   // every rank, prefixed

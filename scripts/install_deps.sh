@@ -20,9 +20,22 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
 sudo_cmd=""
 [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-echo "installing: ${missing[*]}"
-$sudo_cmd apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Open MPI's grace when mpiexec is sent SIGTERM or Ctrl-C: SIGCONT to the ranks (train and serve
+# take it as a stop request at once), SIGTERM T s later, SIGKILL T s after that. Debian's T of 1 s
+# leaves the ranks 2 s for a step and a checkpoint; 5 leaves 10 (docs/OPERATIONS.md, "Stopping a
+# job under mpiexec"). Set once, in Open MPI's system-wide file, unless a value is there already;
+# a job still overrides it (--mca odls_base_sigkill_timeout T, or OMPI_MCA_odls_base_sigkill_timeout).
+mca_file=/etc/openmpi/openmpi-mca-params.conf
+if [ -f "$mca_file" ] && ! grep -q '^[[:space:]]*odls_base_sigkill_timeout' "$mca_file"; then
+  # (Debian's file has no newline at its end.)
+  [ -z "$(tail -c 1 "$mca_file")" ] || echo | $sudo_cmd tee -a "$mca_file" >/dev/null
+  printf '%s\n' "# gpt-train (scripts/install_deps.sh): the ranks' grace after mpiexec is stopped" \
+    "odls_base_sigkill_timeout = 5" | $sudo_cmd tee -a "$mca_file" >/dev/null
+fi

@@ -239,7 +239,7 @@ int serve_main(int argc, char** argv) {
   }
   // Answers under way (the last tokens of the requests the loop finished) are written first.
   http->stop(o.http.timeout_s);
-  std::cout << "serve: stopped" << std::endl;
+  log::info0("serve: stopped");
   return 0;
 }
 

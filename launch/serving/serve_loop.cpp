@@ -204,9 +204,9 @@ StepPlan Rank0::next_plan(int64_t step, std::map<int64_t, std::vector<int32_t>>&
     f_.inbox.close();
     deadline_ = ServeClock::now() + std::chrono::duration_cast<ServeClock::duration>(
                                         std::chrono::duration<double>(f_.shutdown_timeout_s));
-    log::info("serve: stop requested; finishing " + std::to_string(f_.scheduler.running()) +
+    log::info0("serve: stop requested; finishing " + std::to_string(f_.scheduler.running()) +
               " running and " + std::to_string(f_.scheduler.waiting()) +
-              " waiting requests (at most " + std::to_string(f_.shutdown_timeout_s) + " s)");
+              " waiting requests (at most " + GPT_MSG(f_.shutdown_timeout_s) + " s)");
   }
   if (stopping_ && !aborted_ && ServeClock::now() >= deadline_) {
     aborted_ = true;

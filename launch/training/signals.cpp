@@ -5,6 +5,16 @@
 // the flag. The flag is a static object: it outlives every caller, as the watcher does. With it,
 // whether start-up is over: until then the watcher ends the process itself (_exit, since the
 // main thread may be inside MPI or a file system call, where no destructor may run under it).
+//
+// The launcher's stop. Open MPI's mpiexec (4.1) forwards neither SIGTERM nor SIGINT: told to stop
+// (SIGTERM, or Ctrl-C), it runs its kill sequence, SIGCONT to every rank at once, SIGTERM
+// odls_base_sigkill_timeout (T) seconds later, SIGKILL T seconds after that, and it shows none of
+// the ranks' output until it ends (docs/OPERATIONS.md). A SIGCONT sent by the parent, the parent
+// being an Open MPI launcher or daemon, that does not end a job-control stop (Ctrl-Z: mpiexec
+// forwards SIGTSTP, which the watcher takes and turns into a SIGSTOP of its own), is the first
+// step of that sequence: it is taken as a stop request at once, so the ranks have 2T rather than
+// T for the step and the checkpoint, and rank 0's lines go from then on to the launcher's own
+// stderr, where the user sees them at once.
 #include "launch/training/signals.h"
 
 #include <pthread.h>
@@ -12,6 +22,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -29,6 +41,8 @@ sigset_t stop_signals() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGUSR1);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGCONT);
+  sigaddset(&set, SIGTSTP);
   return set;
 }
 
@@ -38,9 +52,32 @@ const char* signal_name(int signal_number) {
       return "SIGTERM";
     case SIGUSR1:
       return "SIGUSR1";
+    case SIGCONT:
+      return "mpiexec is ending the job (its SIGCONT: it was sent SIGTERM or Ctrl-C)";
     default:
       return "SIGINT";
   }
+}
+
+std::string parent_file(const char* name) {
+  return "/proc/" + std::to_string(getppid()) + "/" + name;
+}
+
+// Open MPI's launchers and daemons: mpiexec, mpirun, orterun, orted (4.x), prterun, prted (5.x).
+bool parent_is_mpi_launcher() {
+  std::ifstream in(parent_file("comm"));
+  std::string comm;
+  std::getline(in, comm);
+  for (const char* name : {"mpiexec", "mpirun", "orte", "prte", "prted"})
+    if (comm.rfind(name, 0) == 0) return true;
+  return false;
+}
+
+// Rank 0's lines to the launcher's stderr (open until the process ends).
+void send_lines_to_launcher() {
+  if (log::rank() != 0) return;
+  if (std::FILE* stream = std::fopen(parent_file("fd/2").c_str(), "a"))
+    log::send_rank0_lines_to(stream);
 }
 
 }  // namespace
@@ -55,9 +92,24 @@ void install_stop_handlers(const char* on_stop) {
   std::thread([on_stop] {
     const sigset_t set = stop_signals();
     int interrupts = 0;
+    bool job_control_stopped = false;
     while (true) {
-      int signal_number = 0;
-      if (sigwait(&set, &signal_number) != 0) continue;
+      siginfo_t info{};
+      const int signal_number = sigwaitinfo(&set, &info);
+      if (signal_number < 0) continue;
+      if (signal_number == SIGTSTP) {
+        // Ctrl-Z (or mpiexec forwarding it): stop as the default action would; the SIGCONT
+        // that resumes the process (fg) is then not a stop request.
+        job_control_stopped = true;
+        kill(getpid(), SIGSTOP);
+        continue;
+      }
+      if (signal_number == SIGCONT) {
+        const bool resumed = job_control_stopped;
+        job_control_stopped = false;
+        if (resumed || info.si_pid != getppid() || !parent_is_mpi_launcher()) continue;
+        send_lines_to_launcher();
+      }
       const bool first = g_stop_signal.exchange(signal_number) == 0;
       if (!g_at_steps.load()) {
         log::info(std::string(signal_name(signal_number)) +

@@ -30,6 +30,7 @@ _DEFAULT_ENV = {
     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
     "OMPI_MCA_btl": "self,vader",
     "OMPI_MCA_rmaps_base_oversubscribe": "1",
+    "OMPI_MCA_odls_base_sigkill_timeout": "1",
 }
 
 # A tiny model and batch so that each run takes a second or two on one core.

@@ -19,13 +19,15 @@ class Server:
     """serve on a free loopback port; stopped (SIGTERM, then killed) by stop()."""
 
     def __init__(self, checkpoint, np=1, options=(), startup_timeout=60, shutdown_timeout=10,
-                 env=None):
+                 env=None, unset=()):
+        """env: variables added to the environment; unset: names removed from it."""
         self.np = np
         cmd = h.command("serve", ["--checkpoint", checkpoint, "--port", "0", "--threads", "1",
                                   "--shutdown-timeout", shutdown_timeout] + list(options), np)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True, text=True, errors="replace",
-                                     env=None if env is None else {**os.environ, **env})
+                                     env={k: v for k, v in {**os.environ, **(env or {})}.items()
+                                          if k not in unset})
         deadline = time.monotonic() + startup_timeout
         self.port = None
         while time.monotonic() < deadline and self.port is None:

@@ -4,8 +4,9 @@ metrics files, every /model and /optimizer dataset of the final checkpoints -- a
 tp 2 and at dp 2 (also with --distributed-optimizer); in another layout it continues the same loss curve to float32 rounding. Also
 --resume auto (fresh start, skipping a corrupt newest file), --keep-last, --steps 0,
 --init-from and stop requests (SIGTERM and Ctrl-C -> exit code 3, a checkpoint, an exact
-continuation; a second Ctrl-C -> exit 130; SIGTERM and Ctrl-C to mpiexec with a grace period
--> mpiexec's exit 1, a complete checkpoint, an exact continuation).
+continuation; a second Ctrl-C -> exit 130; SIGTERM and Ctrl-C to a plain mpiexec, with the grace
+the set-up installs -> the notice on mpiexec's stderr at once, a complete checkpoint, mpiexec's
+exit 1, an exact continuation).
 
 The learning-rate schedule depends on --steps after the warm-up, so runs that stop early and
 runs that go on are compared with a warm-up longer than both (lr = lr * s / warmup for every
@@ -20,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -484,38 +486,64 @@ class ResumeTest(h.TempDirTest):
         self.assert_stopped(returncode, out, err, metrics, ck, steps, "mpiexec's exit code")
         self.assert_resume_continues_exactly(run, steps, ck, metrics, np=2)
 
-    def test_sigterm_and_ctrl_c_to_mpiexec_checkpoint_within_the_grace(self):
-        """At dp 2 under `mpiexec --mca odls_base_sigkill_timeout T`: SIGTERM to mpiexec's pid,
+    def test_sigterm_and_ctrl_c_to_mpiexec_checkpoint_at_once(self):
+        """At dp 2 under a plain `mpiexec -n 2 train`, with the grace the project's set-up
+        installs (odls_base_sigkill_timeout 5, scripts/install_deps.sh): SIGTERM to mpiexec's pid,
         and SIGINT to its process group (Ctrl-C). Open MPI forwards neither; mpiexec sends the
-        ranks SIGCONT, T s later SIGTERM, T s later SIGKILL, and exits 1 whatever the ranks do
-        (docs/OPERATIONS.md). The ranks take the SIGTERM as a stop request and write a complete
-        checkpoint within T, and resuming it continues exactly."""
-        grace_s = 2
-        # Steps that outlast 2T, with a warm-up longer than all of them: the lr of a step does not
-        # depend on --steps, so the resumed run and the reference can end just after the stop.
+        ranks SIGCONT at once, SIGTERM T s later, SIGKILL T s after that, shows no output of the
+        ranks meanwhile, and exits 1 whatever they do (docs/OPERATIONS.md). The ranks take its
+        SIGCONT as the stop request: rank 0 says so on mpiexec's own stderr at once, the ranks
+        write a complete checkpoint, and resuming it continues exactly."""
+        env = {k: v for k, v in os.environ.items() if k != "OMPI_MCA_odls_base_sigkill_timeout"}
+        info = subprocess.run(["ompi_info", "--param", "odls", "base", "--level", "9",
+                               "--parsable"], capture_output=True, text=True, env=env).stdout
+        self.assertIn("odls_base_sigkill_timeout:value:5", info,
+                      "the grace scripts/install_deps.sh installs is not set: run it")
         run = ["--lr", "0.01", "--min-lr", "0.001", "--warmup-steps", "20000", "--seed", "4321",
                "--global-batch-size", "64", "--micro-batch-size", "8"]
-        # mpiexec reads no output while it waits (the ranks' stdout is a pty of a few kB): a line
-        # per step would fill it and hold rank 0 in write() past the grace.
-        stopped_run = run + ["--log-every", "100"]
         stopped = []
         for name, send in (("SIGTERM", lambda pid: os.kill(pid, signal.SIGTERM)),
                            ("SIGINT", lambda pid: os.killpg(pid, signal.SIGINT))):
             os.makedirs(self.path(name))
             ck, metrics = self.path(name, "ck"), self.path(name, "m.jsonl")
-            cmd = ([h.MPIEXEC] + h.MPIEXEC_FLAGS
-                   + ["--mca", "odls_base_sigkill_timeout", str(grace_s), "-n", "2",
-                      h.binary("train")]
+            cmd = ([h.MPIEXEC] + h.MPIEXEC_FLAGS + ["-n", "2", h.binary("train")]
                    + h.on_cpu_unless_named("train", h.with_tiny(
-                       stopped_run + ["--steps", 20000, "--checkpoint-dir", ck,
-                                      "--metrics", metrics])))
-            returncode, out, err = self.signal_after_first_step(cmd, metrics, send)
+                       run + ["--log-every", "100", "--steps", 20000, "--checkpoint-dir", ck,
+                              "--metrics", metrics])))
+            lines = []  # (seconds after the signal, stderr line)
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, start_new_session=True, env=env)
+            try:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not has_step_line(metrics):
+                    time.sleep(0.005)
+                self.assertIsNone(proc.poll(), "the run ended before it could be stopped")
+                start = time.monotonic()
+                reader = threading.Thread(target=lambda: lines.extend(
+                    (time.monotonic() - start, line) for line in proc.stderr))
+                reader.start()
+                send(proc.pid)
+                out = proc.stdout.read()
+                proc.wait(timeout=60)
+                ended = time.monotonic() - start
+                reader.join(timeout=10)
+            except BaseException:
+                h.kill_group(proc)
+                proc.communicate()
+                raise
+            err = "".join(line for _, line in lines)
             why = f"{name}\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-3000:]}"
-            self.assertEqual(returncode, 1, "Open MPI's mpiexec after " + why)
-            # What reaches the ranks is mpiexec's SIGTERM, also after a Ctrl-C.
-            self.assertIn("SIGTERM: stopping after this step with a checkpoint", out, why)
+            self.assertEqual(proc.returncode, 1, "Open MPI's mpiexec after " + why)
             reached = max(m["step"] for m in h.step_lines(h.read_metrics(metrics)))
-            self.assertIn(f"stop requested: checkpoint written at step {reached};", out, why)
+            said = {line.strip(): at for at, line in lines}
+            notice = ("mpiexec is ending the job (its SIGCONT: it was sent SIGTERM or Ctrl-C): "
+                      "stopping after this step with a checkpoint")
+            written = f"stop requested: checkpoint written at step {reached}; resume with --resume auto"
+            self.assertIn(notice, said, why)
+            self.assertIn(written, said, why)
+            # At once: seconds before mpiexec ends (it waits out 2T = 10 s).
+            self.assertLess(said[written], 3.0, why)
+            self.assertGreater(ended, said[written] + 3.0, why)
             self.assertEqual(h.step_files(ck), [f"step-{reached:08d}.h5"], why)
             self.assertEqual(h.read_latest(ck), f"step-{reached:08d}.h5", why)
             attrs = h.load_checkpoint_attrs(h.checkpoint_file(ck, reached))

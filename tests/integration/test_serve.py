@@ -301,6 +301,39 @@ class ServeTest(h.TempDirTest):
         self.assertEqual(choice["finish_reason"], "abort")
         self.assertLess(len(choice["text"]), 2000)
 
+    def test_d_sigterm_to_mpiexec_drains(self):
+        """SIGTERM to a plain mpiexec (the grace the set-up installs: odls_base_sigkill_timeout
+        5): its SIGCONT reaches the ranks at once, the running request finishes, rank 0 says so
+        on mpiexec's own stderr at once, and mpiexec exits 1 (Open MPI's status after its kill
+        sequence, docs/OPERATIONS.md)."""
+        server = Server(self.checkpoints["llama"], 2, ["--pp", "2", "--seq-len", "2048"],
+                        unset=["OMPI_MCA_odls_base_sigkill_timeout"])
+        body = {"prompt": "1", "max_tokens": 150, "temperature": 0}
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            running = pool.submit(server.request, "/v1/completions", body)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not server.metric(
+                    "serve_generation_tokens_total"):
+                time.sleep(0.02)
+            start = time.monotonic()
+            os.kill(server.proc.pid, signal.SIGTERM)
+            status, _, text = running.result(timeout=30)
+            answered = time.monotonic() - start
+            # mpiexec's stderr, read as it comes: the stop's lines arrive before it ends.
+            stopped_at = None
+            for line in server.proc.stderr:
+                if "serve: stopped" in line:
+                    stopped_at = time.monotonic() - start
+                    break
+            out, err = server.proc.communicate(timeout=60)
+            ended = time.monotonic() - start
+        self.assertEqual(status, 200, text)
+        self.assertEqual(json.loads(text)["choices"][0]["finish_reason"], "length")
+        self.assertEqual(server.proc.returncode, 1, out + err)
+        self.assertIsNotNone(stopped_at, out + err)
+        self.assertLess(answered, 9)
+        self.assertGreater(ended, stopped_at + 2, (stopped_at, ended))
+
     def test_e_dead_rank_ends_the_job(self):
         server = Server(self.checkpoints["gpt2"], 2, ["--pp", "2"])
         ranks = server.ranks()
