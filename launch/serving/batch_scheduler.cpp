@@ -34,11 +34,8 @@ void plan_rows(StepPlan& plan, ScheduledSequence& s, int64_t budget, int64_t max
   s.cached += count;
   if (!last) return;
   const CompletionRequest& r = s.request->request;
-  plan.sampling.push_back(RowSampling{.temperature = r.sampling.temperature,
-                                      .top_k = r.sampling.top_k,
-                                      .top_p = r.sampling.top_p,
-                                      .seed = r.seed,
-                                      .draw = static_cast<uint64_t>(s.generated())});
+  plan.sampling.push_back(RowSampling{
+      .options = r.sampling, .seed = r.seed, .draw = static_cast<uint64_t>(s.generated())});
   sampled.push_back(&s);
 }
 

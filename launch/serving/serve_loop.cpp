@@ -39,10 +39,7 @@ std::vector<int32_t> sample_rows(const std::vector<std::vector<float>>& logits,
     const RowSampling& s = sampling[i];
     const CounterRng rng(s.seed, "generate");
     const double uniform = static_cast<double>(rng.bits(s.draw) >> 11) * 0x1p-53;
-    tokens[i] = static_cast<int32_t>(sample_token(
-        logits[i],
-        SamplingOptions{.temperature = s.temperature, .top_k = s.top_k, .top_p = s.top_p},
-        uniform));
+    tokens[i] = static_cast<int32_t>(sample_token(logits[i], s.options, uniform));
   }
   return tokens;
 }

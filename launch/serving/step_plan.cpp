@@ -59,9 +59,9 @@ Words encode(const StepPlan& plan) {
   w.put_list(plan.batch.logit_rows);
   w.put(static_cast<int64_t>(plan.sampling.size()));
   for (const RowSampling& s : plan.sampling) {
-    w.put_double(s.temperature);
-    w.put(s.top_k);
-    w.put_double(s.top_p);
+    w.put_double(s.options.temperature);
+    w.put(s.options.top_k);
+    w.put_double(s.options.top_p);
     w.put(static_cast<int64_t>(s.seed));
     w.put(static_cast<int64_t>(s.draw));
   }
@@ -81,9 +81,9 @@ StepPlan decode(Words& w) {
   GPT_CHECK(n >= 0 && n <= static_cast<int64_t>(w.data.size()), "a step plan's rows");
   plan.sampling.resize(static_cast<size_t>(n));
   for (RowSampling& s : plan.sampling) {
-    s.temperature = w.get_double();
-    s.top_k = w.get();
-    s.top_p = w.get_double();
+    s.options.temperature = w.get_double();
+    s.options.top_k = w.get();
+    s.options.top_p = w.get_double();
     s.seed = static_cast<uint64_t>(w.get());
     s.draw = static_cast<uint64_t>(w.get());
   }

@@ -10,14 +10,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "launch/inference/sampling.h"
 #include "layers/decode_rows.h"
 
 namespace gpt {
 
 struct RowSampling {
-  double temperature = 1.0;
-  int64_t top_k = 0;
-  double top_p = 1.0;
+  SamplingOptions options;
   uint64_t seed = 0;
   uint64_t draw = 0;  // the token's index in its completion
 };

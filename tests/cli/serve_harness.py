@@ -73,6 +73,12 @@ class Server:
         found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
         return float(found.group(1)) if found else None
 
+    def wait_for_tokens(self, timeout=20):
+        """Until the server has generated a token (a request is running)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.metric("serve_generation_tokens_total"):
+            time.sleep(0.02)
+
     def ranks(self):
         """The pids of serve's ranks: mpiexec's children, or the singleton itself."""
         if self.np == 1:

@@ -277,10 +277,7 @@ class ServeTest(h.TempDirTest):
         body = {"prompt": "1", "max_tokens": max_tokens, "temperature": 0}
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             running = pool.submit(server.request, "/v1/completions", body)
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and not server.metric(
-                    "serve_generation_tokens_total"):
-                time.sleep(0.02)
+            server.wait_for_tokens()
             self.assertIsNone(server.metric('serve_requests_total{outcome="length"}'),
                               "the request ended before the signal: make it longer")
             start = time.monotonic()
@@ -311,10 +308,7 @@ class ServeTest(h.TempDirTest):
         body = {"prompt": "1", "max_tokens": 150, "temperature": 0}
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             running = pool.submit(server.request, "/v1/completions", body)
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and not server.metric(
-                    "serve_generation_tokens_total"):
-                time.sleep(0.02)
+            server.wait_for_tokens()
             start = time.monotonic()
             os.kill(server.proc.pid, signal.SIGTERM)
             status, _, text = running.result(timeout=30)
@@ -374,10 +368,7 @@ class ServeTest(h.TempDirTest):
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
                 running = pool.submit(server.request, "/v1/completions",
                                       {"prompt": "1", "max_tokens": 1900, "stream": True})
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline and not server.metric(
-                        "serve_generation_tokens_total"):
-                    time.sleep(0.02)
+                server.wait_for_tokens()
                 start = time.monotonic()
                 failing = pool.submit(server.request, "/v1/completions",
                                       {"prompt": "2", "max_tokens": 4})

@@ -187,9 +187,9 @@ TEST(BatchScheduler, RowsOfAPlan) {
     EXPECT_THAT(table_of(p0, row, 4), ElementsAre(2, -1, -1, -1)) << "row " << row;
   EXPECT_THAT(p0.batch.logit_rows, ElementsAre(4, 6));
   ASSERT_EQ(p0.sampling.size(), 2u);
-  EXPECT_EQ(p0.sampling[0].temperature, 0.5);
-  EXPECT_EQ(p0.sampling[0].top_k, 7);
-  EXPECT_EQ(p0.sampling[0].top_p, 0.9);
+  EXPECT_EQ(p0.sampling[0].options.temperature, 0.5);
+  EXPECT_EQ(p0.sampling[0].options.top_k, 7);
+  EXPECT_EQ(p0.sampling[0].options.top_p, 0.9);
   EXPECT_EQ(p0.sampling[0].seed, 77u);
   EXPECT_EQ(p0.sampling[0].draw, 0u);
   EXPECT_EQ(p0.sampling[1].seed, 88u);
