@@ -55,7 +55,7 @@ TrainInputs load_inputs(MPI_Comm world, TrainOptions& options) {
   agree_on_failure(world, [&] {
     if (in.checkpoint) {
       apply_checkpoint_config(options, *in.checkpoint, options.init_from.empty());
-      validate_train_options(options, comm_size(world));
+      validate_resumed_options(options, comm_size(world));
     }
     const bool built_in = options.data.empty();
     in.train = built_in ? synthetic_arithmetic_corpus(false) : load_token_dataset(options.data);

@@ -543,6 +543,25 @@ class BadInputTest(Fixtures):
                              "--checkpoint-dir", self.path_in("r5")],
                    ["--n-layer 3", self.checkpoint], (1, 2))
 
+    def test_resume_invalid_stored_option_names_the_checkpoint(self):
+        """A checkpoint whose config stores an invalid training option (its metadata crc32 made to
+        agree): the error names the checkpoint's field, not only an option the user never gave
+        (once: "error: --eval-windows must be at least 1")."""
+        import h5py
+        import json
+        import numpy as np
+        path = self.path_in("invalid-field.h5")
+        shutil.copy(self.checkpoint, path)
+        with h5py.File(path, "a") as f:
+            config = json.loads(f.attrs["config"])
+            config["eval_windows"] = 0
+            f.attrs["config"] = json.dumps(config)
+            f.attrs["metadata_crc32"] = np.uint32(h.metadata_crc32(f))
+        self.check("train", ["--resume", path, "--steps", "2", "--checkpoint-dir",
+                             self.path_in("r7")],
+                   ["the checkpoint " + path + " holds eval_windows = 0 in its config",
+                    "--eval-windows must be at least 1", "give --eval-windows"], (1, 2))
+
     def test_no_partial_checkpoint_after_failed_resume(self):
         """A failed start leaves nothing in the checkpoint folder that looks like a checkpoint."""
         ckdir = self.path_in("r6")
