@@ -81,6 +81,20 @@ void point_latest_at(const std::string& dir, const std::string& final_path) {
   fsync_path(dir, true);
 }
 
+void check_pointer_entries(const std::string& dir) {
+  for (const char* name : {"latest", "latest.tmp"}) {
+    const fs::path path = fs::path(dir) / name;
+    std::error_code ec;
+    const fs::file_status status = fs::symlink_status(path, ec);
+    if (!fs::exists(status)) continue;
+    GPT_INPUT_CHECK(fs::is_regular_file(fs::status(path, ec)),
+                    "--checkpoint-dir " << dir << ": " << path.string()
+                                        << " is not a file (the folder's `latest` is a one-line "
+                                           "file naming the newest checkpoint, replaced at every "
+                                           "save); move it away");
+  }
+}
+
 std::vector<std::string> step_file_names(const std::string& dir) {
   std::vector<std::string> names;
   for (const auto& [step, path] : step_files(dir)) names.push_back(path.filename().string());

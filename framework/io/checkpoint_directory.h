@@ -21,6 +21,11 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 // before this run writes.
 std::vector<std::string> remove_interrupted_writes(const std::string& dir);
 
+// The names each checkpoint write replaces by a rename must be free for a file: `latest` (or
+// latest.tmp) as a directory, say, would fail every write after its step was trained. Throws a
+// one-line error naming the entry. Call on one rank, at start-up.
+void check_pointer_entries(const std::string& dir);
+
 // The step-*.h5 file names of dir, highest step first.
 std::vector<std::string> step_file_names(const std::string& dir);
 

@@ -181,6 +181,7 @@ std::unique_ptr<MetricsWriter> prepare_outputs(MPI_Comm world, const TrainOption
     if (writer) {
       prepare_output_directory(options.checkpoint_dir, "--checkpoint-dir");
       lock = std::make_unique<CheckpointFolderLock>(options.checkpoint_dir);
+      check_pointer_entries(options.checkpoint_dir);
       if (!continuing) check_fresh_start(options);
       for (const std::string& name : remove_interrupted_writes(options.checkpoint_dir))
         GPT_LOG0("removed " << name << " in " << options.checkpoint_dir

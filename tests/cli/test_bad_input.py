@@ -476,6 +476,18 @@ class BadInputTest(Fixtures):
             self.check("train", ["--resume", "auto", "--steps", "3", "--checkpoint-dir", ck],
                        ["is in use by another run"])
 
+    def test_latest_that_is_a_directory(self):
+        """`latest` as a directory in --checkpoint-dir: refused at start-up, before any step
+        (once the run trained to the end and then failed to point `latest` at its checkpoint)."""
+        for resume in ([], ["--resume", "auto"]):
+            with self.subTest(resume=resume):
+                ck = self.path_in("latest-dir" + "-resume" * bool(resume))
+                os.makedirs(os.path.join(ck, "latest"))
+                latest = os.path.join(ck, "latest")
+                self.check("train", ["--steps", "20", "--checkpoint-dir", ck] + resume,
+                           ["--checkpoint-dir", latest, "is not a file"], (2,) if resume else (1,))
+                self.assertEqual(h.step_files(ck), [])
+
     def test_data_empty(self):
         path = self.files["empty"]
         self.check("train", ["--data", path], [path, "empty"])
