@@ -9,7 +9,7 @@ void GptChunk::begin(const MicrobatchData* data, GptStage::WeightReadyHook on_fi
   on_final_weights_ = std::move(on_final_weights);
   stage_.set_weight_needed_hook(std::move(on_weights_needed));
   stage_.values_changed();  // the compute copies follow the values once per run
-  weight_passes_ = 0;
+  input_passes_ = weight_passes_ = 0;
   loss_sum_ = 0.0;
 }
 
@@ -23,9 +23,10 @@ void GptChunk::forward(int slot, int microbatch) {
 }
 
 void GptChunk::backward_input(int slot, int grad_set, int /*microbatch*/, bool weight_follows) {
-  // A whole B runs some blocks' weight halves inside its input pass (GptStage::
-  // weight_half_at_once): on the final one their parameters are final there.
-  const bool final_pass = weight_follows && weight_passes_ + 1 == data_->microbatches;
+  // Some blocks run their weight halves inside the input pass (GptStage::weight_half_at_once: a
+  // whole B's, and the recomputed blocks' in any schedule): on the final one their parameters are
+  // final there.
+  const bool final_pass = ++input_passes_ == data_->microbatches;
   if (final_pass && on_final_weights_) stage_.set_weight_ready_hook(on_final_weights_);
   stage_.backward_input(slot, grad_set, data_->loss_scale, weight_follows);
   if (final_pass) stage_.set_weight_ready_hook(nullptr);

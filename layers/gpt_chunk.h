@@ -1,8 +1,8 @@
 // GptChunk: a GptStage seen by the pipeline executor. It feeds each microbatch's tokens (first
 // virtual stage) and targets (last) from the step's host arrays, sums the last stage's token
 // losses, and during the chunk's final backward of the step hands its parameters to the dp
-// buckets as each layer's gradients become final: in its weight pass, and in a whole B's input
-// pass for the blocks that run their weight halves there (GptStage::weight_half_at_once).
+// buckets as each layer's gradients become final: in its weight pass, and in its input pass for
+// the blocks that run their weight halves there (GptStage::weight_half_at_once).
 #pragma once
 
 #include <vector>
@@ -58,7 +58,7 @@ class GptChunk : public PipelineChunk {
   GptStage& stage_;
   const MicrobatchData* data_ = nullptr;
   GptStage::WeightReadyHook on_final_weights_;
-  int weight_passes_ = 0;
+  int input_passes_ = 0, weight_passes_ = 0;
   double loss_sum_ = 0.0;
 };
 

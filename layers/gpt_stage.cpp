@@ -84,8 +84,6 @@ GptStage::GradSet GptStage::make_grad_set() const {
   for (size_t l = 0; l < blocks_.size(); ++l)
     g.blocks.push_back(weight_half_at_once(l) ? BlockGrads{} : blocks_[l]->make_grads());
   if (head_) g.head = head_->make_grads();
-  if (recompute_.split_backward)
-    for (size_t l = 0; recomputes(l); ++l) g.rebuilt.push_back(blocks_[l]->make_cache());
   if (bf16() && !spec_.has_embedding)
     g.wire = DeviceArray<uint16_t>(backend_, wire_elements(), MemoryCategory::kComm);
   return g;
@@ -130,7 +128,7 @@ void GptStage::backward_input(int slot, int grad_set, float loss_scale, bool wei
     head_->backward_input(g.d_acts.back().data(), loss_scale, c.head, g.head,
                           g.overlapped_weights_done);
   for (size_t l = blocks_.size(); l-- > 0;) {
-    blocks_[l]->backward_input(g.d_acts[l].data(), g.d_acts[l + 1].data(), backward_cache(c, g, l),
+    blocks_[l]->backward_input(g.d_acts[l].data(), g.d_acts[l + 1].data(), backward_cache(c, l),
                                block_grads(g, l), g.overlapped_weights_done);
     // Its cache is the shared one, which the next block reuses, or nobody waits for the input
     // gradient: the weight half now, from the chunk's shared BlockGrads.
@@ -138,12 +136,11 @@ void GptStage::backward_input(int slot, int grad_set, float loss_scale, bool wei
   }
 }
 
-const BlockCache& GptStage::backward_cache(Cache& c, GradSet& g, size_t l) {
+const BlockCache& GptStage::backward_cache(Cache& c, size_t l) {
   if (stores(l)) return load_stored(c, l);
   if (!recomputes(l)) return c.blocks[l];
-  BlockCache& rebuilt = recompute_.split_backward ? g.rebuilt[l] : shared_cache_;
-  blocks_[l]->forward(scratch_.recomputed_out.data(), c.acts[l].data(), rebuilt);
-  return rebuilt;
+  blocks_[l]->forward(scratch_.recomputed_out.data(), c.acts[l].data(), shared_cache_);
+  return shared_cache_;
 }
 
 BlockCache& GptStage::load_stored(const Cache& c, size_t l) {
@@ -154,12 +151,12 @@ BlockCache& GptStage::load_stored(const Cache& c, size_t l) {
 
 void GptStage::block_weight_pass(const Cache& c, const GradSet& g, size_t l) {
   // A split W comes after other blocks' passes ran on the shared cache: a stored block loads its
-  // cache again. A whole B's weight half runs right after its input half, on what it left there.
+  // cache again. A weight half at once runs right after its input half, on what it left there.
   const BlockCache* cache = &c.blocks[l];
-  if (stores(l))
-    cache = recompute_.split_backward ? &load_stored(c, l) : &shared_cache_;
-  else if (recomputes(l))
-    cache = recompute_.split_backward ? &g.rebuilt[l] : &shared_cache_;
+  if (weight_half_at_once(l) && on_shared_cache(l))
+    cache = &shared_cache_;
+  else if (stores(l))
+    cache = &load_stored(c, l);
   blocks_[l]->backward_weight(*cache, block_grads(g, l), g.overlapped_weights_done);
   ready(block_params_[l]);
 }

@@ -7,10 +7,10 @@
 // with sequence parallelism. A gradient set holds their gradients d_acts alike.
 // Recomputation (ChunkRecompute, parallel/memory_model.h): with kSelective the attention rebuilds
 // its dropped cache in each backward; with kFull the first `full_blocks` blocks keep no cache per
-// microbatch (acts[l], their input, stays), and their backward first re-runs their forward into a
-// rebuilt cache: one shared by the chunk when B runs whole (the block's weight half then runs at
-// once, before the next block reuses it), one per block in each gradient set when the schedule
-// runs B-input and W apart (ZB-H1), kept until the W. Under bf16 precision each other block's
+// microbatch (acts[l], their input, stays), and their backward first re-runs their forward into
+// the chunk's one shared cache, and runs the block's weight half at once, before the next block
+// reuses it: in every schedule, ZB-H1 too (holding a rebuilt cache per block until a later W would
+// keep more than no recomputation does). Under bf16 precision each other block's
 // cache is kept per microbatch as a StoredBlockCache (16-bit activations): the block runs on the
 // chunk's shared float32 cache, which is stored after its forward and loaded back before its
 // backward; a split W loads it again. A whole B (every schedule but ZB-H1) runs a block's weight
@@ -85,8 +85,8 @@ class GptStage {
   // weight_follows: backward_weight comes right after (a whole backward, not a zero-bubble
   // schedule's split one), so with tp communication overlap on, the blocks' column-parallel
   // weight gradients and the head's logits weight gradient run here, behind their input
-  // gradients' tp reductions. Unless the stage splits its backward (recompute.split_backward,
-  // ZB-H1), the weight halves of the blocks weight_half_at_once names run here too.
+  // gradients' tp reductions. The weight halves of the blocks weight_half_at_once names run
+  // here too (under a split backward, ZB-H1's, those of the recomputed blocks only).
   void backward_input(int slot, int grad_set, float loss_scale, bool weight_follows = false);
   // Weight-gradient half, reading what backward_input left in `grad_set`: the head's, the
   // embedding's and the other blocks'.
@@ -164,7 +164,6 @@ class GptStage {
     DeviceArray<uint16_t> wire;      // bf16, not the first stage: the input gradient's message
     std::vector<BlockGrads> blocks;  // what each block's W reads (none: weight_half_at_once)
     HeadGrads head;
-    std::vector<BlockCache> rebuilt;  // split backward: the full-recompute blocks' caches until W
     // backward_input computed the weight halves that hide tp reductions (the column-parallel
     // linears', the head's logits product)
     bool overlapped_weights_done = false;
@@ -184,16 +183,19 @@ class GptStage {
   // Whether block l's backward runs on the shared cache (recomputed or stored).
   bool on_shared_cache(size_t block) const { return recomputes(block) || stores(block); }
   // The cache block l's backward reads: its own; its stored one, loaded into the shared cache;
-  // or (recomputed) its forward re-run from its input into the rebuilt cache.
-  const BlockCache& backward_cache(Cache& c, GradSet& g, size_t l);
+  // or (recomputed) its forward re-run from its input into the shared cache.
+  const BlockCache& backward_cache(Cache& c, size_t l);
   BlockCache& load_stored(const Cache& c, size_t l);
   void block_weight_pass(const Cache& c, const GradSet& g, size_t l);
-  // Whether a whole B runs block l's weight half right after its input half, inside
-  // backward_input: when its cache is the shared one (stored in bf16, or recomputed), which the
-  // next block reuses, and on the first virtual stage, which sends no input gradient. Elsewhere
-  // it runs in backward_weight, after the input gradient was handed to the previous stage.
+  // Whether block l's weight half runs right after its input half, inside backward_input. A
+  // recomputed block always: its rebuilt cache is the shared one, which the next block reuses,
+  // and keeping one per block until a split W (ZB-H1) would hold more than not recomputing. A
+  // whole B also for a stored block (bf16), on the shared cache too, and on the first virtual
+  // stage, which sends no input gradient. Elsewhere it runs in backward_weight, after the input
+  // gradient was handed to the previous stage.
   bool weight_half_at_once(size_t block) const {
-    return !recompute_.split_backward && (spec_.has_embedding || on_shared_cache(block));
+    return recomputes(block) ||
+           (!recompute_.split_backward && (spec_.has_embedding || stores(block)));
   }
   // What block l's input half leaves for its weight half: the chunk's one shared_grads_ when
   // that follows at once, else its own in the gradient set.
@@ -222,7 +224,7 @@ class GptStage {
   DeviceArray<uint16_t> receive_wire_;  // bf16, a stage that receives: the messages in
   std::vector<Cache> caches_;
   std::vector<GradSet> grad_sets_;
-  // Full recompute: the recomputed blocks' forwards write here, and so does a whole B's rebuild.
+  // Full recompute: the recomputed blocks' forwards write here, and so do their rebuilds.
   // bf16 storage: every stored block runs its forward here, and its backward halves load it here.
   BlockCache shared_cache_;
   // The blocks whose weight half follows their input half at once all write their input halves

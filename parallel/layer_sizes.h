@@ -25,8 +25,8 @@ const char* recompute_name(Recompute mode);  // "none", "selective", "full"
 Recompute parse_recompute(const std::string& name);
 
 // How one model chunk recomputes: the mode, how many of its blocks (the first ones) a full
-// recomputation covers, and whether its schedule runs B-input and W apart (ZB-H1), which keeps a
-// rebuilt cache per block until its W.
+// recomputation covers, and whether its schedule runs B-input and W apart (ZB-H1; the recomputed
+// blocks still run their W inside their B-input, on the one rebuilt cache).
 struct ChunkRecompute {
   Recompute mode = Recompute::kNone;
   int64_t full_blocks = 0;  // blocks recomputed in full: the first full_blocks of the chunk

@@ -80,7 +80,7 @@ bool runs_bf16(const MemoryModelInput& in) {
                                         : in.layout.precision == PrecisionRegime::kBf16;
 }
 
-// One chunk's activations (its caches, gradient sets and rebuilt caches), workspace, and the
+// One chunk's activations (its caches, gradient sets and shared buffers), workspace, and the
 // wires of its 16-bit pipeline messages.
 void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, int chunk,
                MemoryBytes& bytes) {
@@ -99,23 +99,22 @@ void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, 
       (n + 1) * r(s.residual()) + 2 * reserved_bytes(in.device, s.tokens()) +
       (n - rc.full_blocks) * (stores ? stored_block_cache_bytes(s) : block_cache_bytes(s)) +
       (spec.has_head ? head_cache_bytes(s) : 0);
-  // A whole B runs a block's W right after its B-input on the first virtual stage and for the
-  // blocks on the shared cache (GptStage::weight_half_at_once): those share one set of block
-  // gradients a chunk. The others (and every block of a split backward) keep theirs in the
-  // gradient set until their W.
-  const int64_t at_once = rc.split_backward                     ? 0
-                          : spec.has_embedding || runs_bf16(in) ? n
-                                                                : rc.full_blocks;
+  // A recomputed block runs its W right after its B-input in every schedule, and a whole B also
+  // the blocks on the first virtual stage and those stored in bf16 (GptStage::
+  // weight_half_at_once): those share one set of block gradients a chunk. The others keep theirs
+  // in the gradient set until their W.
+  const int64_t at_once = !rc.split_backward && (spec.has_embedding || runs_bf16(in))
+                              ? n
+                              : rc.full_blocks;
   const int64_t grad_set = (n + 1) * r(s.residual()) + (n - at_once) * block_grads_bytes(s) +
                            (spec.has_head ? r(s.residual()) : 0);
   const int64_t shared_grads = at_once > 0 ? block_grads_bytes(s) : 0;
   const int64_t slots = schedule.cache_slots(stage, chunk);
   const int64_t grad_sets = schedule.grad_sets(stage, chunk);
-  int64_t rebuilt = 0;
-  if (rc.full_blocks > 0 || stores) rebuilt = block_cache_bytes(s);  // the shared cache
-  if (rc.split_backward) rebuilt += block_cache_bytes(s) * grad_sets * rc.full_blocks;
+  // The shared cache: the recomputed blocks' forwards and rebuilds, and bf16's stored blocks.
+  const int64_t shared_cache = rc.full_blocks > 0 || stores ? block_cache_bytes(s) : 0;
   bytes[MemoryCategory::kActivations] +=
-      slots * cache + grad_sets * grad_set + shared_grads + rebuilt;
+      slots * cache + grad_sets * grad_set + shared_grads + shared_cache;
   bytes[MemoryCategory::kWorkspace] += scratch_bytes(s, rc);
   if (runs_bf16(in)) {  // the 16-bit pipeline messages' wires (layers/gpt_stage.h)
     const int64_t wire = reserved_bytes(in.device, s.residual_wire(), 2);

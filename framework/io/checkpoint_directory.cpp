@@ -81,6 +81,20 @@ void point_latest_at(const std::string& dir, const std::string& final_path) {
   fsync_path(dir, true);
 }
 
+void check_pointer_entries(const std::string& dir) {
+  for (const char* name : {"latest", "latest.tmp"}) {
+    const fs::path path = fs::path(dir) / name;
+    std::error_code ec;
+    const fs::file_status status = fs::symlink_status(path, ec);
+    if (!fs::exists(status)) continue;
+    GPT_INPUT_CHECK(fs::is_regular_file(fs::status(path, ec)),
+                    "--checkpoint-dir " << dir << ": " << path.string()
+                                        << " is not a file (the folder's `latest` is a one-line "
+                                           "file naming the newest checkpoint, replaced at every "
+                                           "save); move it away");
+  }
+}
+
 std::vector<std::string> step_file_names(const std::string& dir) {
   std::vector<std::string> names;
   for (const auto& [step, path] : step_files(dir)) names.push_back(path.filename().string());
@@ -103,24 +117,44 @@ CheckpointFolderLock::~CheckpointFolderLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
-void remove_beyond_keep_last(const std::string& dir, const std::string& final_path, int keep_last) {
+bool VerifiedCheckpoints::verifies(const std::string& path) {
   std::error_code ec;
-  if (keep_last > 0) {
-    int kept = 1;
-    for (const auto& [step, path] : step_files(dir)) {
-      if (path.filename() == fs::path(final_path).filename()) continue;
-      try {  // only valid files count as kept: a damaged one must not push a good one out
-        CheckpointReader check(path.string());
-      } catch (const Error&) {
-        continue;
-      }
-      if (kept < keep_last) {
-        ++kept;
-        continue;
-      }
-      fs::remove(path, ec);
-      if (ec) GPT_WARN0("cannot remove old checkpoint " << path.string() << ": " << ec.message());
+  const uintmax_t bytes = fs::file_size(path, ec);
+  const int64_t modified = fs::last_write_time(path, ec).time_since_epoch().count();
+  const auto key = std::make_tuple(fs::path(path).filename().string(), bytes, modified);
+  if (const auto known = files_.find(key); !ec && known != files_.end()) return known->second;
+  bool valid = true;
+  try {
+    CheckpointReader reader(path);
+    reader.verify(MPI_COMM_SELF);
+  } catch (const Error& e) {
+    GPT_WARN0("--keep-last: " << e.what() << "; not counted as a kept checkpoint, left in place");
+    valid = false;
+  }
+  if (!ec) files_[key] = valid;
+  return valid;
+}
+
+void remove_beyond_keep_last(const std::string& dir, const std::string& final_path, int keep_last,
+                             VerifiedCheckpoints* verified) {
+  if (keep_last <= 0) return;
+  VerifiedCheckpoints once;
+  VerifiedCheckpoints& check = verified != nullptr ? *verified : once;
+  std::error_code ec;
+  int kept = 1;
+  for (const auto& [step, path] : step_files(dir)) {
+    if (path.filename() == fs::path(final_path).filename()) continue;
+    if (kept < keep_last) {  // counted only when every crc32 holds: kept, whatever it holds
+      if (check.verifies(path.string())) ++kept;
+      continue;
     }
+    try {  // beyond the count: a file that is not even a complete checkpoint is left to look at
+      CheckpointReader structure(path.string());
+    } catch (const Error&) {
+      continue;
+    }
+    fs::remove(path, ec);
+    if (ec) GPT_WARN0("cannot remove old checkpoint " << path.string() << ": " << ec.message());
   }
 }
 

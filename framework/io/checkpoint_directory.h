@@ -6,7 +6,9 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace gpt {
@@ -18,6 +20,11 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 // taken for checkpoints, but they hold disk space) and returns their names. Call on one rank,
 // before this run writes.
 std::vector<std::string> remove_interrupted_writes(const std::string& dir);
+
+// The names each checkpoint write replaces by a rename must be free for a file: `latest` (or
+// latest.tmp) as a directory, say, would fail every write after its step was trained. Throws a
+// one-line error naming the entry. Call on one rank, at start-up.
+void check_pointer_entries(const std::string& dir);
 
 // The step-*.h5 file names of dir, highest step first.
 std::vector<std::string> step_file_names(const std::string& dir);
@@ -60,10 +67,26 @@ void fsync_path(const std::string& path, bool directory);
 // Rewrites <dir>/latest to name final_path, by temporary file, fsync and rename.
 void point_latest_at(const std::string& dir, const std::string& final_path);
 
-// With keep_last > 0, removes the step files beyond the newest keep_last valid ones (a damaged or
-// truncated file is not counted, and is left for the user to look at). The file just written is
-// kept even when older-numbered than others (a run resumed from an earlier checkpoint): `latest`
-// names it.
-void remove_beyond_keep_last(const std::string& dir, const std::string& final_path, int keep_last);
+// The step files this process has read back whole, by name, size and modification time, and
+// whether each was valid (every crc32): keep_last pruning then verifies each older checkpoint
+// once, not at every save, and warns about an invalid one once. One per checkpoint folder a
+// process writes to (the trainer's).
+class VerifiedCheckpoints {
+ public:
+  // Whether `path` verifies: remembered, or read back now (rank 0 alone: every byte, serially).
+  bool verifies(const std::string& path);
+
+ private:
+  std::map<std::tuple<std::string, uintmax_t, int64_t>, bool> files_;
+};
+
+// With keep_last > 0, removes the step files beyond the newest keep_last that verify (structure
+// and every crc32). A file that does not verify is not counted, and is left for the user to
+// look at (a warning names it): a checkpoint with one corrupt tensor must not push valid ones
+// out. Beyond the count, files are removed unless they are not even complete checkpoints. The
+// file just written is kept even when older-numbered than others (a run resumed from an earlier
+// checkpoint): `latest` names it. `verified` (null: none) remembers what was read back.
+void remove_beyond_keep_last(const std::string& dir, const std::string& final_path, int keep_last,
+                             VerifiedCheckpoints* verified = nullptr);
 
 }  // namespace gpt

@@ -438,7 +438,8 @@ void write_attributes(hid_t file, const Catalogue& catalogue, const std::vector<
 
 void finish_on_rank0(const std::string& temp, const std::string& final_path, const std::string& dir,
                      const Catalogue& catalogue, const std::vector<uint32_t>& crcs,
-                     const CheckpointMeta& meta, const OptimizerMeta* optimizer, int keep_last) {
+                     const CheckpointMeta& meta, const OptimizerMeta* optimizer, int keep_last,
+                     VerifiedCheckpoints* verified) {
   // The attributes and the metadata they add are small, but a metadata flush that fails for
   // want of space leaves HDF5 unable to close the file (measured: it then crashes at exit), so
   // their room is checked first, with a wide margin.
@@ -463,7 +464,7 @@ void finish_on_rank0(const std::string& temp, const std::string& final_path, con
   GPT_INPUT_CHECK(!ec, "cannot rename " << temp << " to " << final_path << ": " << ec.message());
   fsync_path(dir, true);
   point_latest_at(dir, final_path);
-  remove_beyond_keep_last(dir, final_path, keep_last);
+  remove_beyond_keep_last(dir, final_path, keep_last, verified);
 }
 
 }  // namespace
@@ -471,7 +472,8 @@ void finish_on_rank0(const std::string& temp, const std::string& final_path, con
 std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
                              const OptimizerMeta* optimizer, ParameterStore& store,
                              const WriteOwner& owner, MPI_Comm comm, int keep_last,
-                             const WriteOwner* state_owner_or_null, const ValueSource* values) {
+                             const WriteOwner* state_owner_or_null, const ValueSource* values,
+                             VerifiedCheckpoints* verified) {
   const WriteOwner& state_owner = state_owner_or_null != nullptr ? *state_owner_or_null : owner;
   h5::silence_errors();
   const bool root = comm_rank(comm) == 0;
@@ -512,7 +514,8 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
         const std::vector<int64_t> bytes = dataset_bytes(catalogue, optimizer);
         for (size_t i = 0; i < crcs.size(); ++i)
           crcs[i] = crc32_from_shares(crcs[i], static_cast<uint64_t>(bytes[i]));
-        finish_on_rank0(temp, final_path, dir, catalogue, crcs, meta, optimizer, keep_last);
+        finish_on_rank0(temp, final_path, dir, catalogue, crcs, meta, optimizer, keep_last,
+                        verified);
       } catch (const std::exception& e) {
         const std::string what = e.what();
         fail_input("writing checkpoint " + final_path + " failed: " + what +

@@ -266,6 +266,10 @@ LlmcWeights read_llmc(const std::string& path) {
     in.read(reinterpret_cast<char*>(t.values.data()),
             static_cast<std::streamsize>(4 * t.values.size()));
     GPT_INPUT_CHECK(in.good(), path << ": cannot read tensor " << name);
+    if (name == "wte")  // llm.c's padding rows are never read: only the vocabulary's must be finite
+      require_finite_weights({t.values.data(), static_cast<size_t>(m.vocab_size * C)}, path, name);
+    else
+      require_finite_weights(t.values, path, name);
     w.tensors[name] = std::move(t);
   }
   HostTensor& wte = w.tensors["wte"];  // the padding rows go

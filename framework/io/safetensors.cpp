@@ -3,6 +3,7 @@
 #include "framework/io/safetensors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -143,7 +144,19 @@ HostTensor SafetensorsFile::read(const std::string& name) const {
       }
     }
   }
+  require_finite_weights(t.values, path_, name);
   return t;
+}
+
+void require_finite_weights(std::span<const float> values, const std::string& file,
+                            const std::string& tensor) {
+  const auto bad = std::find_if(values.begin(), values.end(),
+                                [](float v) { return !std::isfinite(v); });
+  if (bad == values.end()) return;
+  const char* what = std::isnan(*bad) ? "NaN" : *bad > 0 ? "+inf" : "-inf";
+  fail_input(GPT_MSG(file << ": tensor " << quoted_excerpt(tensor) << " holds " << what
+                          << " at element " << bad - values.begin() << " of " << values.size()
+                          << ": weights must be finite"));
 }
 
 StoredDtype parse_stored_dtype(const std::string& name, const std::string& what) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,7 +33,8 @@ class SafetensorsFile {
   const std::vector<int64_t>& shape(const std::string& name) const;
   // A string of the header's "__metadata__", "" where absent.
   std::string metadata(const std::string& key) const;
-  // The tensor as float32 (F32 as stored; F16 and BF16 widened exactly).
+  // The tensor as float32 (F32 as stored; F16 and BF16 widened exactly). A NaN or an infinity
+  // in it is an input error (require_finite_weights).
   HostTensor read(const std::string& name) const;
 
  private:
@@ -46,6 +48,12 @@ class SafetensorsFile {
   std::map<std::string, Entry> tensors_;
   std::map<std::string, std::string> metadata_;
 };
+
+// Imported weights must be finite: a NaN or an infinity would import, train and generate garbage
+// with exit 0. Throws a one-line input error naming the file, the tensor and the first such
+// element.
+void require_finite_weights(std::span<const float> values, const std::string& file,
+                            const std::string& tensor);
 
 // The element types write_safetensors writes: F32, or BF16 rounded to nearest even (half the
 // bytes; a BF16 value widened and written again is unchanged, so BF16 weights round-trip).

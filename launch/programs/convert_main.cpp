@@ -102,9 +102,15 @@ void write_weights_checkpoint(Runtime& rt, const ModelConfig& model, const std::
   const std::string folder = output + ".convert-tmp";
   std::error_code ec;
   fs::remove_all(folder, ec);
-  const std::string written = write_checkpoint(
-      folder, meta, nullptr, rt.store(), [](const Parameter& p) { return !p.tied_copy; },
-      MPI_COMM_WORLD, 0, nullptr, &values);
+  std::string written;
+  try {  // a tensor refused while it is written (not finite) leaves no folder behind either
+    written = write_checkpoint(
+        folder, meta, nullptr, rt.store(), [](const Parameter& p) { return !p.tied_copy; },
+        MPI_COMM_WORLD, 0, nullptr, &values);
+  } catch (...) {
+    fs::remove_all(folder, ec);
+    throw;
+  }
   fs::rename(written, output, ec);
   GPT_INPUT_CHECK(!ec, "cannot move " << written << " to " << output << ": " << ec.message());
   fs::remove_all(folder, ec);

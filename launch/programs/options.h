@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -70,6 +71,9 @@ struct TrainOptions {
   // Options the user set explicitly (command line or config file), by long name.
   std::set<std::string> given;
   bool was_given(const std::string& name) const { return given.count(name) > 0; }
+  // Options a resumed checkpoint supplied (not given), by long name: where each came from, as
+  // "the checkpoint FILE holds KEY = VALUE in its config", for the errors that name them.
+  std::map<std::string, std::string> from_checkpoint;
 };
 
 // train's options, bound to the fields of `options` (parse_options in program.h fills them and

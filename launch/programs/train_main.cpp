@@ -55,7 +55,7 @@ TrainInputs load_inputs(MPI_Comm world, TrainOptions& options) {
   agree_on_failure(world, [&] {
     if (in.checkpoint) {
       apply_checkpoint_config(options, *in.checkpoint, options.init_from.empty());
-      validate_train_options(options, comm_size(world));
+      validate_resumed_options(options, comm_size(world));
     }
     const bool built_in = options.data.empty();
     in.train = built_in ? synthetic_arithmetic_corpus(false) : load_token_dataset(options.data);
@@ -181,6 +181,7 @@ std::unique_ptr<MetricsWriter> prepare_outputs(MPI_Comm world, const TrainOption
     if (writer) {
       prepare_output_directory(options.checkpoint_dir, "--checkpoint-dir");
       lock = std::make_unique<CheckpointFolderLock>(options.checkpoint_dir);
+      check_pointer_entries(options.checkpoint_dir);
       if (!continuing) check_fresh_start(options);
       for (const std::string& name : remove_interrupted_writes(options.checkpoint_dir))
         GPT_LOG0("removed " << name << " in " << options.checkpoint_dir

@@ -1,7 +1,9 @@
 // Run config serialisation and the resume rules (see run_config.h).
 #include "launch/training/run_config.h"
 
+#include <cctype>
 #include <sstream>
+#include <type_traits>
 
 #include "framework/check.h"
 #include "framework/io/checkpoint_directory.h"
@@ -67,12 +69,19 @@ std::string shown(DataOrder value) {
   return data_order_name(value);
 }
 
-// A training option the checkpoint stored: the file's value unless the option was given again,
-// and a given value that differs from the file's is logged ("--steps 2000 (checkpoint: 1200)").
+// A training option the checkpoint stored under `key`: the file's value unless the option was
+// given again (then recorded in from_checkpoint, for errors), and a given value that differs
+// from the file's is logged ("--steps 2000 (checkpoint: 1200)").
 template <typename T>
-void take_stored(const TrainOptions& o, const char* option, T& target, const T& stored) {
+void take_stored(TrainOptions& o, const char* option, const char* key, const std::string& file,
+                 T& target, const T& stored) {
   if (!o.was_given(option)) {
     target = stored;
+    // A file's string goes into an error line: quoted and cut, as any text from outside.
+    std::string value = shown(stored);
+    if constexpr (!std::is_arithmetic_v<T>) value = quoted_excerpt(value);
+    o.from_checkpoint[option] =
+        GPT_MSG("the checkpoint " << file << " holds " << key << " = " << value << " in its config");
   } else if (target != stored) {
     GPT_LOG0("--" << option << " " << shown(target) << " (checkpoint: " << shown(stored) << ")");
   }
@@ -81,34 +90,35 @@ void take_stored(const TrainOptions& o, const char* option, T& target, const T& 
 // As take_stored for a number or string under `key`; a key the file lacks (written before it
 // was stored) leaves the option as it is.
 template <typename T>
-void take_field(const TrainOptions& o, const Json& cfg, const char* option, const char* key,
-                const std::string& what, T& target) {
-  if (cfg.contains(key)) take_stored(o, option, target, json_field<T>(cfg, key, what));
+void take_field(TrainOptions& o, const Json& cfg, const char* option, const char* key,
+                const std::string& file, T& target) {
+  const std::string what = file + ": attribute config";
+  if (cfg.contains(key)) take_stored(o, option, key, file, target, json_field<T>(cfg, key, what));
 }
 
 // Every training option a resumed run continues with (docs/DESIGN.md "Checkpoint"): batch sizes,
 // --steps, the learning-rate schedule, the optimizer's hyper-parameters, the evaluation
 // cadence and the validation data; the layout, schedule and checkpoint options are the
 // command line's.
-void take_run_options(TrainOptions& o, const Json& cfg, const std::string& what) {
-  take_field(o, cfg, "global-batch-size", "global_batch_size", what, o.global_batch_size);
-  take_field(o, cfg, "micro-batch-size", "micro_batch_size", what, o.layout.micro_batch);
-  take_field(o, cfg, "steps", "steps", what, o.steps);
-  take_field(o, cfg, "lr", "lr", what, o.lr);
-  take_field(o, cfg, "min-lr", "min_lr", what, o.min_lr);
-  take_field(o, cfg, "warmup-steps", "warmup_steps", what, o.warmup_steps);
-  take_field(o, cfg, "weight-decay", "weight_decay", what, o.weight_decay);
-  take_field(o, cfg, "beta1", "beta1", what, o.beta1);
-  take_field(o, cfg, "beta2", "beta2", what, o.beta2);
-  take_field(o, cfg, "eps", "eps", what, o.eps);
-  take_field(o, cfg, "momentum", "momentum", what, o.momentum);
-  take_field(o, cfg, "grad-clip", "grad_clip", what, o.grad_clip);
-  take_field(o, cfg, "eval-every", "eval_every", what, o.eval_every);
-  take_field(o, cfg, "eval-windows", "eval_windows", what, o.eval_windows);
-  take_field(o, cfg, "val-data", "val_data", what, o.val_data);
+void take_run_options(TrainOptions& o, const Json& cfg, const std::string& file) {
+  take_field(o, cfg, "global-batch-size", "global_batch_size", file, o.global_batch_size);
+  take_field(o, cfg, "micro-batch-size", "micro_batch_size", file, o.layout.micro_batch);
+  take_field(o, cfg, "steps", "steps", file, o.steps);
+  take_field(o, cfg, "lr", "lr", file, o.lr);
+  take_field(o, cfg, "min-lr", "min_lr", file, o.min_lr);
+  take_field(o, cfg, "warmup-steps", "warmup_steps", file, o.warmup_steps);
+  take_field(o, cfg, "weight-decay", "weight_decay", file, o.weight_decay);
+  take_field(o, cfg, "beta1", "beta1", file, o.beta1);
+  take_field(o, cfg, "beta2", "beta2", file, o.beta2);
+  take_field(o, cfg, "eps", "eps", file, o.eps);
+  take_field(o, cfg, "momentum", "momentum", file, o.momentum);
+  take_field(o, cfg, "grad-clip", "grad_clip", file, o.grad_clip);
+  take_field(o, cfg, "eval-every", "eval_every", file, o.eval_every);
+  take_field(o, cfg, "eval-windows", "eval_windows", file, o.eval_windows);
+  take_field(o, cfg, "val-data", "val_data", file, o.val_data);
   if (cfg.contains("data_order"))
-    take_stored(o, "data-order", o.data_order,
-                stored_choice(cfg, "data_order", data_order_from_name, what));
+    take_stored(o, "data-order", "data_order", file, o.data_order,
+                stored_choice(cfg, "data_order", data_order_from_name, file + ": attribute config"));
 }
 
 }  // namespace
@@ -183,7 +193,41 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
                                  << file << " (its optimizer state is " << optimizer_name(optimizer)
                                  << ")");
   o.optimizer = optimizer;
-  take_run_options(o, cfg, what);
+  take_run_options(o, cfg, file);
+}
+
+namespace {
+
+// Whether `message` names --option as a whole word (not --min-lr for --lr).
+bool names_option(const std::string& message, const std::string& option) {
+  const std::string flag = "--" + option;
+  for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at + 1)) {
+    const size_t after = at + flag.size();
+    const bool whole = after == message.size() ||
+                       !(std::isalnum(static_cast<unsigned char>(message[after])) ||
+                         message[after] == '-');
+    if (whole && (at == 0 || message[at - 1] == ' ' || message[at - 1] == '(')) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void validate_resumed_options(const TrainOptions& o, int world_size) {
+  try {
+    validate_train_options(o, world_size);
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    std::string sources, flags;
+    for (const auto& [option, source] : o.from_checkpoint) {
+      if (!names_option(message, option)) continue;
+      sources += (sources.empty() ? "" : "; ") + source;
+      flags += (flags.empty() ? "--" : ", --") + option;
+    }
+    if (sources.empty()) throw;
+    fail_input(sources + ", which is not valid here: " + message + " (give " + flags +
+               " to override the file's value)");
+  }
 }
 
 std::string checkpoint_to_load(const TrainOptions& o, MPI_Comm comm) {

@@ -23,6 +23,13 @@ std::string run_config_json(const TrainOptions& options, const ModelConfig& mode
 void apply_checkpoint_config(TrainOptions& options, const CheckpointReader& checkpoint,
                              bool resuming);
 
+// validate_train_options after apply_checkpoint_config: an error naming an option the checkpoint
+// supplied (TrainOptions::from_checkpoint) names the checkpoint's field first, since the user
+// never gave the option: "the checkpoint F holds eval_windows = 0 in its config, which is not
+// valid here: --eval-windows must be at least 1 (give --eval-windows to override the file's
+// value)".
+void validate_resumed_options(const TrainOptions& options, int world_size);
+
 // The file --resume or --init-from names: a path, or for `--resume auto` the newest valid
 // checkpoint of --checkpoint-dir ("" when there is none: a fresh start, logged). Collective over
 // comm (the search verifies candidates together).

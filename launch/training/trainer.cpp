@@ -323,7 +323,8 @@ std::string Trainer::save_checkpoint() {
   const double write_start = now_seconds();
   const std::string path =
       write_checkpoint(options_.checkpoint_dir, meta, &opt, store, owner, grid.world().mpi_comm(),
-                       options_.keep_last, sharded ? &state_owner : nullptr);
+                       options_.keep_last, sharded ? &state_owner : nullptr, nullptr,
+                       &verified_checkpoints_);
   const double write_s = now_seconds() - write_start;
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.1f", write_s);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/io/checkpoint_directory.h"
 #include "framework/io/dataset.h"
 #include "launch/programs/options.h"
 #include "launch/runtime/runtime.h"
@@ -105,6 +106,8 @@ class Trainer {
   // The last step's loss and gradient norm were finite (the same on every rank): a checkpoint is
   // written only then, and only of finite weights.
   bool last_step_finite_ = true;
+  // Rank 0: the older checkpoints --keep-last has read back and found valid, each read once.
+  VerifiedCheckpoints verified_checkpoints_;
 };
 
 }  // namespace gpt

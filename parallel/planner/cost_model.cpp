@@ -478,10 +478,13 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   // runs the weight halves of the blocks on the shared cache (all of them under this project's
   // bf16, the recomputed ones in fp32; layers/gpt_stage.h, weight_half_at_once). The first
   // virtual stage runs all its blocks' weight halves there too, but it hands nothing over, so
-  // its passes stay split as computed (the last one is what a dp reduction hides behind).
-  if (!megatron(l) && l.schedule != ScheduleKind::kZbH1 && vs > 0) {
-    const double at_once =
-        static_cast<double>(l.regime() == PrecisionRegime::kBf16 ? layers : recomputed);
+  // its passes stay split as computed (the last one is what a dp reduction hides behind). ZB-H1
+  // runs the recomputed blocks' weight halves in their input pass on every stage, the others in
+  // its W.
+  if (!megatron(l) && (l.schedule == ScheduleKind::kZbH1 || vs > 0)) {
+    const double at_once = static_cast<double>(
+        l.schedule != ScheduleKind::kZbH1 && l.regime() == PrecisionRegime::kBf16 ? layers
+                                                                                   : recomputed);
     costs.backward_input.compute += at_once * block.passes.backward_weight.compute;
     costs.backward_weight.compute -= at_once * block.passes.backward_weight.compute;
   }

@@ -476,6 +476,18 @@ class BadInputTest(Fixtures):
             self.check("train", ["--resume", "auto", "--steps", "3", "--checkpoint-dir", ck],
                        ["is in use by another run"])
 
+    def test_latest_that_is_a_directory(self):
+        """`latest` as a directory in --checkpoint-dir: refused at start-up, before any step
+        (once the run trained to the end and then failed to point `latest` at its checkpoint)."""
+        for resume in ([], ["--resume", "auto"]):
+            with self.subTest(resume=resume):
+                ck = self.path_in("latest-dir" + "-resume" * bool(resume))
+                os.makedirs(os.path.join(ck, "latest"))
+                latest = os.path.join(ck, "latest")
+                self.check("train", ["--steps", "20", "--checkpoint-dir", ck] + resume,
+                           ["--checkpoint-dir", latest, "is not a file"], (2,) if resume else (1,))
+                self.assertEqual(h.step_files(ck), [])
+
     def test_data_empty(self):
         path = self.files["empty"]
         self.check("train", ["--data", path], [path, "empty"])
@@ -542,6 +554,25 @@ class BadInputTest(Fixtures):
         self.check("train", ["--resume", self.checkpoint, "--n-layer", "3", "--steps", "2",
                              "--checkpoint-dir", self.path_in("r5")],
                    ["--n-layer 3", self.checkpoint], (1, 2))
+
+    def test_resume_invalid_stored_option_names_the_checkpoint(self):
+        """A checkpoint whose config stores an invalid training option (its metadata crc32 made to
+        agree): the error names the checkpoint's field, not only an option the user never gave
+        (once: "error: --eval-windows must be at least 1")."""
+        import h5py
+        import json
+        import numpy as np
+        path = self.path_in("invalid-field.h5")
+        shutil.copy(self.checkpoint, path)
+        with h5py.File(path, "a") as f:
+            config = json.loads(f.attrs["config"])
+            config["eval_windows"] = 0
+            f.attrs["config"] = json.dumps(config)
+            f.attrs["metadata_crc32"] = np.uint32(h.metadata_crc32(f))
+        self.check("train", ["--resume", path, "--steps", "2", "--checkpoint-dir",
+                             self.path_in("r7")],
+                   ["the checkpoint " + path + " holds eval_windows = 0 in its config",
+                    "--eval-windows must be at least 1", "give --eval-windows"], (1, 2))
 
     def test_no_partial_checkpoint_after_failed_resume(self):
         """A failed start leaves nothing in the checkpoint folder that looks like a checkpoint."""

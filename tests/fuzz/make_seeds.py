@@ -57,6 +57,8 @@ put("fuzz_safetensors", "bf16", safetensors([("w", [3, 2])], dtype="BF16"))
 put("fuzz_safetensors", "f16", safetensors([("w", [5]), ("s", [])], dtype="F16"))
 bad = safetensors([("a", [2, 3])])
 put("fuzz_safetensors", "short", bad[:-4])
+nan = safetensors([("a", [2, 3])])  # a weight that is not a number: refused, naming the tensor
+put("fuzz_safetensors", "nonfinite", nan[:-8] + struct.pack("<ff", 0.5, float("nan")))
 put("fuzz_safetensors", "overlap", struct.pack("<Q", 120) + json.dumps(
     {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
      "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}).encode().ljust(120) + bytes(12))

@@ -278,6 +278,8 @@ class ConvertTest(h.TempDirTest):
         missing = dict(good)
         del missing["h.1.mlp.c_fc.bias"]
         misshaped = dict(good, **{"h.0.attn.c_attn.weight": torch.zeros(32, 64)})
+        infinite = dict(good, **{"h.1.attn.c_proj.weight": good["h.1.attn.c_proj.weight"].clone()})
+        infinite["h.1.attn.c_proj.weight"][3, 5] = float("inf")
 
         def lie_about_size(header):
             header["wpe.weight"]["data_offsets"][1] += 4
@@ -291,6 +293,9 @@ class ConvertTest(h.TempDirTest):
             "lying": (good, CFG, lie_about_size, 'tensor "wpe.weight": data_offsets span'),
             "out_of_range": (good, CFG, out_of_range, 'tensor "ln_f.bias": data_offsets'),
             "config": (good, dict(CFG, n_embd=48), None, "needs"),
+            # imported silently, then generate printed garbage with exit 0
+            "infinite": (infinite, CFG, None,
+                         'tensor "h.1.attn.c_proj.weight" holds +inf at element 101'),
         }
         for name, (weights, config, fix, expected) in cases.items():
             with self.subTest(case=name):

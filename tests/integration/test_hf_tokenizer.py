@@ -190,6 +190,43 @@ class HfTokenizerTest(h.TempDirTest):
         one_error(self, r, "invalid UTF-8 at byte 50")
         self.assertFalse(os.path.exists(self.path("bad", "data.train.h5")))
 
+    def test_backtracking_pattern_is_refused_naming_the_file(self):
+        """A Split pattern that backtracks without bound: `(a+)+$` on a run of a's before a b
+        (once an internal check's text naming no file in prepare-data, and no file at all in
+        generate), and one whose every match just stays under PCRE2's own limit (once 1.5 KB/s,
+        exit 0): one error line naming the tokenizer file, in prepare-data and generate alike."""
+        with open(os.path.join(BYTE_LEVEL, "tokenizer.json")) as f:
+            t = json.load(f)
+        paths = {}
+        for name, pattern in (("catastrophic", "(a+)+$"), ("crawling", "(a+)+$|[\\s\\S]")):
+            t["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = pattern
+            os.makedirs(self.path(name))
+            paths[name] = self.path(name, "tokenizer.json")
+            with open(paths[name], "w") as f:
+                json.dump(t, f)
+        texts = {"catastrophic": "hello " + "a" * 40 + "b\n", "crawling": ("a" * 20 + "b ") * 200}
+        for name, path in paths.items():
+            with self.subTest(tokenizer=name):
+                text = self.path(name + ".txt")
+                with open(text, "w") as f:
+                    f.write(texts[name])
+                out = self.path(name + "-data", "data")
+                r = h.run("prepare-data", ["--input", text, "--output", out, "--tokenizer", path,
+                                           "--val-fraction", 0], timeout=30)
+                one_error(self, r, path, "pattern.Regex", "matching steps a byte")
+                self.assertFalse(os.path.exists(out + ".train.h5"))
+        # generate: a checkpoint of that tokenizer (its data has no run of a's), the prompt has.
+        plain = self.path("plain.txt")
+        with open(plain, "w") as f:
+            f.write("hello world, the quick brown fox\n" * 40)
+        data = self.path("plain-data", "data")
+        h.run("prepare-data", ["--input", plain, "--output", data, "--tokenizer",
+                               paths["catastrophic"], "--val-fraction", 0], check=True)
+        h.train(["--data", data + ".train.h5", "--steps", 0, "--checkpoint-dir", self.path("ck")])
+        r = h.run("generate", ["--checkpoint", self.path("ck"), "--prompt", texts["catastrophic"],
+                               "--max-new-tokens", 1], timeout=30)
+        one_error(self, r, self.path("ck", "tokenizer.json"), "matching steps a byte")
+
 
 if __name__ == "__main__":
     h.main()

@@ -258,6 +258,9 @@ class LlamaHfTest(h.TempDirTest):
         missing = dict(good)
         del missing["model.layers.1.mlp.up_proj.weight"]
         misshaped = dict(good, **{"model.layers.0.self_attn.k_proj.weight": torch.zeros(8, 32)})
+        nan = dict(good)  # refused while the checkpoint is written: no folder may stay behind
+        nan["model.layers.1.mlp.down_proj.weight"] = good["model.layers.1.mlp.down_proj.weight"] * 1
+        nan["model.layers.1.mlp.down_proj.weight"][0, 2] = float("nan")
 
         def lost_shard(index):
             index["weight_map"]["model.norm.weight"] = "model-00003-of-00003.safetensors"
@@ -286,6 +289,8 @@ class LlamaHfTest(h.TempDirTest):
                      "rope_scaling: type \"yarn\""),
             "experts": (with_cfg(num_local_experts=8), good, 1, None, "num_local_experts > 0"),
             "activation": (with_cfg(hidden_act="gelu"), good, 1, None, "hidden_act \"gelu\""),
+            "nan": (LLAMA, nan, 2, None,
+                    'tensor "model.layers.1.mlp.down_proj.weight" holds NaN at element 2'),
         }
         for name, (cfg, weights, shards, fix, expected) in cases.items():
             with self.subTest(case=name):

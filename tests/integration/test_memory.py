@@ -7,8 +7,9 @@
 2. Every run here (and every train run of the suite, through gpt_harness.train) proves the model
    to the byte: no rank reports a ledger that differs from its prediction, and the metrics file's
    measured memory events equal the predicted ones for rank 0 and each stage's heaviest rank.
-   Here also: each step line's mem_peak_bytes is rank 0's measured total, and on stage 0 of the
-   pp 2 1f1b run (two microbatches in flight) activations shrink from none to selective to full.
+   Here also: each step line's mem_peak_bytes is rank 0's measured total, on stage 0 of the
+   pp 2 1f1b run (two microbatches in flight) activations shrink from none to selective to full,
+   and on both stages of pp 2 zb-h1 selective and full keep less than none.
 3. train --memory-report prints one row per rank (coordinates, six categories, total) that
    agrees with a real run's predicted events, and trains nothing.
 
@@ -97,6 +98,16 @@ class MemoryTest(h.TempDirTest):
         for b in stage0:  # recomputation moves nothing else but workspace
             for c in ("weights", "grads", "optimizer", "comm"):
                 self.assertEqual(b[c], stage0[0][c], c)
+
+    def test_b_zbh1_full_recompute_keeps_less_than_none(self):
+        """ZB-H1 runs W apart from B-input: full recomputation once kept a rebuilt cache per
+        block until its W, more than none on every stage. Measured on both stages."""
+        for rank in (0, 1):
+            activations = [memory_events(self.train("pp2_zbh1", mode)[0], "measured")[rank]
+                           ["bytes"]["activations"] for mode in MODES]
+            with self.subTest(stage=rank):
+                self.assertGreater(activations[0], activations[1], "selective keeps less than none")
+                self.assertGreater(activations[0], activations[2], "full keeps less than none")
 
     def test_b_step_lines_report_rank0_peak(self):
         metrics, _ = self.train("pp2_1f1b", MODES[0])

@@ -573,7 +573,9 @@ TEST(Checkpoint, FindLatestTakesAHigherStepWrittenAfterLatest) {
             dir.sub("step-00000004.h5"));
 }
 
-// --keep-last counts valid files only: a truncated one must not push a good one out.
+// --keep-last counts valid files only: a truncated one must not push a good one out, and neither
+// must one whose structure is sound but one tensor's bytes are not (its crc32 fails: once such a
+// file pushed out valid ones, whose data was then lost).
 TEST(Checkpoint, KeepLastCountsOnlyValidFiles) {
   SharedTempDir dir;
   write_test_checkpoint(dir.path(), 1, false, 0);
@@ -585,6 +587,23 @@ TEST(Checkpoint, KeepLastCountsOnlyValidFiles) {
     EXPECT_TRUE(fs::exists(dir.sub("step-00000001.h5"))) << "the valid older file is kept";
     EXPECT_TRUE(fs::exists(dir.sub("step-00000002.h5"))) << "a damaged file is left alone";
     EXPECT_TRUE(fs::exists(dir.sub("step-00000003.h5")));
+  }
+  const std::string four = write_test_checkpoint(dir.path(), 4, false, 0);
+  damaged_copy(dir, four, "unused.h5", [&](const std::string&) {
+    // One byte of a tensor's data flipped: the file still opens.
+    const haddr_t offset = data_location(four, "/model/cols").first;
+    std::fstream bytes(four, std::ios::in | std::ios::out | std::ios::binary);
+    bytes.seekg(static_cast<std::streamoff>(offset));
+    const char byte = static_cast<char>(bytes.get() ^ 0x5A);
+    bytes.seekp(static_cast<std::streamoff>(offset));
+    bytes.put(byte);
+  });
+  write_test_checkpoint(dir.path(), 5, false, 2);
+  if (world_rank() == 0) {
+    gpt::CheckpointReader opens(four);  // the damage is in the data, not the structure
+    EXPECT_TRUE(fs::exists(four)) << "a corrupt file is left alone";
+    EXPECT_TRUE(fs::exists(dir.sub("step-00000003.h5"))) << "and does not push a valid one out";
+    EXPECT_FALSE(fs::exists(dir.sub("step-00000001.h5"))) << "beyond the two valid ones";
   }
 }
 

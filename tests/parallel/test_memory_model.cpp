@@ -146,6 +146,35 @@ TEST(MemoryModel, FullRecomputeKeepsBlockInputsAndOneRebuiltCache) {
   EXPECT_EQ(none - full, 3 * (none - one_block));
 }
 
+// Full recomputation keeps fewer activation bytes than none in every schedule, in fp32 and bf16,
+// on both stages of pp 2 (two blocks a stage, four microbatches), and selective (whose CPU
+// attention drops its probabilities) fewer than none. Under ZB-H1 a rebuilt cache per block held
+// until its split W kept more than none (the shared cache on top of what none keeps): the
+// recomputed blocks run their W inside their B-input instead.
+TEST(MemoryModel, FullRecomputeKeepsFewerThanNoneInEverySchedule) {
+  MemoryModelInput in = small_input();
+  set_grid(in, GridShape{.tp = 1, .dp = 1, .pp = 2});
+  for (const ScheduleKind kind : {ScheduleKind::k1f1b, ScheduleKind::kGpipe,
+                                  ScheduleKind::kInterleaved, ScheduleKind::kZbH1}) {
+    in.layout.schedule = kind;
+    in.layout.virtual_stages = kind == ScheduleKind::kInterleaved ? 2 : 1;
+    for (const PrecisionRegime precision : {PrecisionRegime::kFp32, PrecisionRegime::kBf16}) {
+      in.layout.precision = precision;
+      for (int stage = 0; stage < 2; ++stage) {
+        in.layout.recompute = Recompute::kNone;
+        const int64_t none = activations(in, stage);
+        in.layout.recompute = Recompute::kSelective;
+        const int64_t selective = activations(in, stage);
+        in.layout.recompute = Recompute::kFull;
+        const int64_t full = activations(in, stage);
+        EXPECT_LT(full, none) << schedule_name(kind) << " " << regime_name(precision) << " stage "
+                              << stage;
+        EXPECT_LT(selective, none) << schedule_name(kind) << " stage " << stage;
+      }
+    }
+  }
+}
+
 // The CUDA backend's per-call scratch, by hand for 2 layers, C 64, T 32, B 4 (N 128), vocab 256:
 // the widest column sum is the fc bias (8 x 128 x 4C bytes); bf16 copies of the largest A (the
 // mlp projection's input, 4C x N) and B (the logits' gradient, N x V); the optimizers' table has

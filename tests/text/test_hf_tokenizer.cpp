@@ -2,8 +2,8 @@
 // every Split behavior (the tokenizers library's own example, "the-final--countdown"), Metaspace
 // with each prepend_scheme and its decoder, Digits, byte fallback, unk with and without
 // fuse_unk, added tokens with lstrip/rstrip/single_word, the Lowercase, Strip and NFKC
-// normalizers, merge order by rank, continuation (no start-of-text steps), and the bound on the
-// number of steps. The words are made visible by ignore_merges with the expected words in the
+// normalizers, merge order by rank, continuation (no start-of-text steps), and the bounds on the
+// number of steps and on a pattern's matching work. The words are made visible by ignore_merges with the expected words in the
 // vocabulary: each becomes one id.
 #include <gtest/gtest.h>
 
@@ -210,6 +210,35 @@ TEST(HfTokenizer, MergesByRankLeftmostFirst) {
   EXPECT_EQ(encode_words(f, "abab"), (Words{"ab", "ab"}));
   f.json["model"]["merges"] = Json::array({Json::array({"a", "b"}), Json::array({"ab", "b"})});
   EXPECT_EQ(encode_words(f, "abb"), (Words{"abb"}));
+}
+
+// A Split pattern's matching work is bounded per byte (framework/text/unicode_regex.h): `(a+)+$`
+// before a b backtracks 2^40 ways, and once ran into PCRE2's own match limit as an internal
+// error naming no file; now it is an input error naming the file and the key. Real patterns'
+// long matches (a megabyte of spaces, of letters) stay far inside the bound.
+TEST(HfTokenizer, RegexWorkIsBoundedPerByte) {
+  File f = make_file("ab ", {});
+  const auto split = [&f](const std::string& regex) {
+    f.json["pre_tokenizer"] = {{"type", "Split"},
+                               {"pattern", {{"Regex", regex}}},
+                               {"behavior", "Isolated"},
+                               {"invert", false}};
+  };
+  split("(a+)+$");
+  try {
+    encode_words(f, std::string(40, 'a') + "b");
+    FAIL() << "a pattern backtracking 2^40 ways was matched";
+  } catch (const gpt::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("hf_tok_"), std::string::npos) << what;
+    EXPECT_NE(what.find("pre_tokenizer.pattern.Regex: the pattern takes more than 256 matching "
+                        "steps a byte"),
+              std::string::npos)
+        << what;
+  }
+  split("\\s+(?!\\S)|\\s+|\\p{L}+");
+  const std::string spaces(1 << 20, ' ');
+  EXPECT_EQ(encode_words(f, spaces + std::string(1 << 20, 'a')).size(), size_t{2} << 20);
 }
 
 TEST(HfTokenizer, StepCountIsBounded) {
