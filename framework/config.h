@@ -1,9 +1,9 @@
 // The model's shape and what follows from it: head size, padded vocabulary, parameter count and
-// FLOPs per token. Two architectures (docs/MODEL.md): GPT-2 (LayerNorm, learned positions, GELU
-// MLP, biases, tied head) and the Llama family (RMSNorm, rotary positions, grouped-query
-// attention, SwiGLU MLP, no biases, untied head by default; Mistral, Qwen2 and Qwen3 are its
-// options). Validation here covers the model alone; layout rules (tp dividing heads, ...) are
-// checked with the options in launch/.
+// FLOPs per token. Its `arch` names the family (docs/MODEL.md): GPT-2, or the Llama family, whose
+// fields below give Llama 2/3, Mistral, Qwen2 and Qwen3. What the family makes of the fields
+// (its blocks, parameters, presets, FLOPs) is the family's file's (framework/families/).
+// Validation here covers the model alone; layout rules (tp dividing heads, ...) are checked with
+// the options in launch/.
 #pragma once
 
 #include <cstdint>
@@ -45,24 +45,22 @@ struct ModelConfig {
   int64_t vocab_size = 256;  // the data set's
   Arch arch = Arch::kGpt2;
 
-  // Llama family only (GPT-2 keeps the defaults; validate refuses others).
+  // The Llama family's (GPT-2 keeps the defaults; its validation refuses others).
   int64_t n_kv_head = 0;   // 0 = n_head
   int64_t head_size = 0;   // 0 = d_model / n_head
-  int64_t ffn_hidden = 0;  // 0 = 4 d_model (GPT-2), 8 d_model / 3 rounded up to 256 (Llama)
+  int64_t ffn_hidden = 0;  // 0: the family's (GPT-2 4 d_model, Llama 8 d_model / 3 up to 256)
   double rope_theta = 10000.0;
   RopeScalingParams rope_scaling{};
   double norm_eps = 1e-5;
-  bool tie_embeddings = false;  // GPT-2 is always tied
+  bool tie_embeddings = false;  // GPT-2's head is always tied
   bool qkv_bias = false;        // Qwen2: biases on q, k and v
   bool qk_norm = false;         // Qwen3: RMSNorm over each head's q and k before the rotation
 
-  bool llama() const { return arch == Arch::kLlama; }
-  bool tied_head() const { return !llama() || tie_embeddings; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_head; }
   int64_t q_channels() const { return n_head * head_dim(); }       // width of q and of o's input
   int64_t kv_channels() const { return kv_heads() * head_dim(); }  // width of k and of v
-  int64_t ffn_dim() const;
+  int64_t ffn_dim() const;  // ffn_hidden, or the family's default
   // Key/value heads on each of tp ranks: kv_heads/tp when tp divides them, else 1 shared by
   // tp/kv_heads consecutive ranks (kv_replicas) when kv_heads divides tp.
   int64_t kv_heads_per_rank(int64_t tp) const { return kv_heads() >= tp ? kv_heads() / tp : 1; }
@@ -71,12 +69,9 @@ struct ModelConfig {
   int64_t kv_channels_per_rank(int64_t tp) const { return kv_heads_per_rank(tp) * head_dim(); }
   // Vocabulary padded to a multiple of 64 * tp; padded rows are zero and never used.
   int64_t padded_vocab(int64_t tp) const;
-  // Parameters of the logical (unpadded) model, GPT-2's wpe excluded (FLOPs formula) or included.
-  int64_t num_parameters(bool include_wpe) const;
-  // Model FLOPs per token, forward and backward (docs/MODEL.md): 6 per weight of every matrix
-  // product (GPT-2 counts all its parameters but wpe, as published; Llama leaves out the input
-  // embedding, a lookup, unless it is the tied head) plus 12 L T (n_head * head_dim) for the
-  // attention scores and their use.
+  // Parameters of the logical (unpadded) model, a position table excluded (FLOPs formula) or
+  // included; and the model FLOPs per token (the family's, docs/MODEL.md).
+  int64_t num_parameters(bool include_positions) const;
   double flops_per_token() const;
   // Throws a one-line gpt::Error naming the bad field: as its option (--n-layer), or with
   // from_file as that file's key ("FILE: attribute config: n_layer").
@@ -101,7 +96,7 @@ struct ModelField {
 inline constexpr ModelField kArchFields[] = {
     {"arch", [](ModelConfig& t, const ModelConfig& f) { t.arch = f.arch; },
      [](const ModelConfig& a, const ModelConfig& b) { return a.arch == b.arch; },
-     [](const ModelConfig& m) { return std::string(m.llama() ? "llama" : "gpt2"); }},
+     [](const ModelConfig& m) { return std::string(arch_name(m.arch)); }},
     {"n-kv-head", [](ModelConfig& t, const ModelConfig& f) { t.n_kv_head = f.n_kv_head; },
      [](const ModelConfig& a, const ModelConfig& b) { return a.kv_heads() == b.kv_heads(); },
      [](const ModelConfig& m) { return std::to_string(m.kv_heads()); }},

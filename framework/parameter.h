@@ -45,6 +45,9 @@ struct ParameterSpec {
   // the step's backward.
   int64_t tp_replicas = 1;
   bool tied_copy = false;  // the last stage's wte when pp > 1: never counted or saved
+  // A distributed optimizer gives it a bucket of its own: the token embedding, whose gradient
+  // the tied head's copy on the last stage shares (parallel/bucket_plan.h).
+  bool own_bucket = false;
   // Sequence parallel: the gradient covers this rank's rows only; summed over tp after the
   // step's backward.
   bool tp_partial_grad = false;

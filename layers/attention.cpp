@@ -5,64 +5,28 @@
 
 namespace gpt {
 
-namespace {
-
-std::vector<LinearSpec> llama_qkv_parts(const std::string& name, const ModelConfig& cfg,
-                                        int64_t tp) {
-  std::vector<LinearSpec> parts;
-  for (const auto& [part, width] : {std::pair<const char*, int64_t>{".q_proj", cfg.q_channels()},
-                                    {".k_proj", cfg.kv_channels()},
-                                    {".v_proj", cfg.kv_channels()}})
-    parts.push_back({.name = name + part,
-                     .in_features = cfg.d_model,
-                     .out_features = width,
-                     .init_std = kLinearInitStd,
-                     .bias = cfg.qkv_bias,
-                     .tp_replicas = part[1] == 'q' ? 1 : cfg.kv_replicas(tp)});
-  return parts;
-}
-
-ColumnParallelLinear make_c_attn(const LayerContext& ctx, const std::string& name,
-                                 const ModelConfig& cfg) {
-  if (cfg.llama()) return ColumnParallelLinear(ctx, llama_qkv_parts(name, cfg, ctx.tp.size()));
-  return ColumnParallelLinear(ctx,
-                              {.name = name + ".c_attn",
-                               .in_features = cfg.d_model,
-                               .out_features = 3 * cfg.d_model,
-                               .init_std = kLinearInitStd},
-                              3);
-}
-
-}  // namespace
-
-Attention::Attention(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg,
-                     const float* rotary)
+Attention::Attention(const LayerContext& ctx, const ModelConfig& cfg, const BlockParameters& p,
+                     const BlockDescription& d, const float* rotary)
     : Layer(ctx),
-      fused_(!cfg.llama()),
+      fused_(d.fused_qkv),
       local_heads_(cfg.n_head / ctx.tp.size()),
       local_kv_heads_(cfg.kv_heads_per_rank(ctx.tp.size())),
       head_dim_(cfg.head_dim()),
       rotary_(rotary),
-      c_attn_(make_c_attn(ctx, name, cfg)),
-      c_proj_(ctx, {.name = name + (fused_ ? ".c_proj" : ".o_proj"),
-                    .in_features = cfg.q_channels(),
-                    .out_features = cfg.d_model,
-                    .init_std = residual_projection_init_std(cfg.n_layer),
-                    .bias = fused_}) {
+      c_attn_(ctx, p.qkv),
+      c_proj_(ctx, p.attn_out) {
   GPT_CHECK(cfg.n_head % tp_.size() == 0 &&
                 (cfg.kv_heads() % tp_.size() == 0 || tp_.size() % cfg.kv_heads() == 0),
             "tp does not divide the heads");
-  GPT_CHECK(fused_ || rotary_ != nullptr, "the Llama family's attention needs the rotary table");
-  if (cfg.qk_norm) {
-    const auto norm = [&](const char* which, int64_t heads) {
-      return std::make_unique<LayerNorm>(ctx, NormSpec{.name = name + which,
-                                                       .C = head_dim_,
-                                                       .rms = true,
-                                                       .eps = static_cast<float>(cfg.norm_eps),
-                                                       .heads = heads});
-    };
-    q_norm_ = norm(".q_norm", local_heads_);
-    k_norm_ = norm(".k_norm", local_kv_heads_);
+  // The combinations this layer runs: a fused c_attn with learned positions (GPT-2), or q, k
+  // and v apart with rotary positions and optional q/k norms (the Llama family).
+  GPT_CHECK(fused_ ? (!d.rotary() && p.qk_norms.empty() && p.qkv.size() == 1)
+                   : (d.rotary() && p.qkv.size() == 3),
+            "an attention of this block description is not implemented");
+  GPT_CHECK(fused_ || rotary_ != nullptr, "rotary positions need the rotary table");
+  if (!p.qk_norms.empty()) {
+    q_norm_ = std::make_unique<LayerNorm>(ctx, p.qk_norms.at(0));
+    k_norm_ = std::make_unique<LayerNorm>(ctx, p.qk_norms.at(1));
   }
 }
 

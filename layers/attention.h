@@ -12,6 +12,7 @@
 #include <string>
 
 #include "framework/config.h"
+#include "framework/families/model_family.h"
 #include "layers/column_parallel_linear.h"
 #include "layers/decode_rows.h"
 #include "layers/layernorm.h"
@@ -48,9 +49,10 @@ struct AttentionGrads {
 
 class Attention : Layer {
  public:
-  // rotary: the stage's table (rotary_table.h), for the Llama family.
-  Attention(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg,
-            const float* rotary);
+  // The block's parameters and description (the model family's); rotary: the stage's table
+  // (rotary_table.h) for rotary positions.
+  Attention(const LayerContext& ctx, const ModelConfig& cfg, const BlockParameters& p,
+            const BlockDescription& d, const float* rotary);
   AttentionCache make_cache() const;
   AttentionGrads make_grads() const;
 

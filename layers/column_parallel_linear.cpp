@@ -5,43 +5,15 @@
 
 namespace gpt {
 
-namespace {
-
-LinearShard column_shard(const LinearSpec& spec, const TensorParallel& tp, int64_t groups) {
-  GPT_CHECK(spec.out_features % groups == 0,
-            spec.name << ": groups do not divide the output features");
-  const int64_t group_rows = spec.out_features / groups, IC = spec.in_features;
-  const int64_t replicas = spec.tp_replicas;  // ranks r .. r + replicas - 1 hold the same rows
-  GPT_CHECK(tp.size() % replicas == 0, spec.name << ": replicas do not divide tp");
-  const ShardRange rows = shard_range(group_rows, static_cast<int>(tp.rank() / replicas),
-                                      static_cast<int>(tp.size() / replicas));
-  LinearShard shard{.local_in = IC, .local_out = rows.count * groups};
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t first_row = g * group_rows + rows.start;
-    shard.weight_slabs.push_back({{first_row, 0}, {rows.count, IC}, g * rows.count * IC});
-    shard.bias_slabs.push_back({{first_row}, {rows.count}, g * rows.count});
-  }
-  return shard;
-}
-
-}  // namespace
-
-ColumnParallelLinear::ColumnParallelLinear(const LayerContext& ctx, const LinearSpec& spec,
-                                           int64_t groups)
-    : Layer(ctx), in_(spec.in_features) {
-  LinearShard shard = column_shard(spec, tp_, groups);
-  local_out_ = shard.local_out;
-  parts_.push_back({shard.local_out, 0, add_linear_parameters(ctx.store, spec, std::move(shard))});
-  GPT_CHECK(!tp_.sequence_parallel() || scratch_.partial.size() >= mb_.N * in_,
-            spec.name << ": the scratch for partial input gradients is too small");
-}
+ColumnParallelLinear::ColumnParallelLinear(const LayerContext& ctx, const LinearSpec& spec)
+    : ColumnParallelLinear(ctx, std::vector<LinearSpec>{spec}) {}
 
 ColumnParallelLinear::ColumnParallelLinear(const LayerContext& ctx,
                                            const std::vector<LinearSpec>& parts)
     : Layer(ctx), in_(parts.front().in_features) {
   for (const LinearSpec& spec : parts) {
     GPT_CHECK(spec.in_features == in_, spec.name << ": parts of one input differ in width");
-    LinearShard shard = column_shard(spec, tp_, 1);
+    LinearShard shard = column_shard(spec, tp_.rank(), tp_.size());
     const int64_t local_out = shard.local_out;
     parts_.push_back(
         {local_out, local_out_, add_linear_parameters(ctx.store, spec, std::move(shard))});

@@ -29,8 +29,8 @@ struct ColumnParallelLinearGrads {
 
 class ColumnParallelLinear : Layer {
  public:
-  // One linear; OC / groups must divide by tp.
-  ColumnParallelLinear(const LayerContext& ctx, const LinearSpec& spec, int64_t groups = 1);
+  // One linear; OC / spec.groups must divide by tp.
+  ColumnParallelLinear(const LayerContext& ctx, const LinearSpec& spec);
   // Linears of one input, each OC_p divisible by tp; every part's in_features the same.
   ColumnParallelLinear(const LayerContext& ctx, const std::vector<LinearSpec>& parts);
   int64_t local_out() const { return local_out_; }  // OC/tp, all parts together

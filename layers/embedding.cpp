@@ -7,20 +7,9 @@
 
 namespace gpt {
 
-VocabShard vocab_shard(const ModelConfig& cfg, int tp_rank, int tp_size) {
-  const ShardRange rows = shard_range(cfg.padded_vocab(tp_size), tp_rank, tp_size);
-  const int64_t valid = std::clamp<int64_t>(cfg.vocab_size - rows.start, 0, rows.count);
-  return {rows.start, rows.count, valid};
-}
-
-const char* token_embedding_name(const ModelConfig& cfg) {
-  return cfg.llama() ? "embed_tokens.weight" : "wte";
-}
-
-namespace {
-
-Parameter& add_vocabulary_matrix(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
-                                 int tp_size, const char* name, bool tied_copy) {
+Parameter& add_vocabulary_matrix(ParameterStore& store, const ModelConfig& cfg,
+                                 const std::string& name, int tp_rank, int tp_size,
+                                 bool tied_copy) {
   const VocabShard shard = vocab_shard(cfg, tp_rank, tp_size);
   ParameterSpec spec{};
   spec.name = name;
@@ -28,34 +17,24 @@ Parameter& add_vocabulary_matrix(ParameterStore& store, const ModelConfig& cfg, 
   spec.local_numel = shard.count * cfg.d_model;
   if (shard.valid > 0) spec.slabs = {{{shard.start, 0}, {shard.valid, cfg.d_model}, 0}};
   spec.init = InitKind::kNormal;
-  spec.init_std = 0.02f;
+  spec.init_std = family_of(cfg).edge_parameters(cfg).init_std;
   spec.weight_decay = true;
   spec.tied_copy = tied_copy;
+  spec.own_bucket = name == family_of(cfg).edge_parameters(cfg).token_embedding;
   return store.add(std::move(spec));
 }
 
-}  // namespace
-
-Parameter& add_token_embedding(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
-                               int tp_size, bool tied_copy) {
-  return add_vocabulary_matrix(store, cfg, tp_rank, tp_size, token_embedding_name(cfg), tied_copy);
-}
-
-Parameter& add_untied_head(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
-                           int tp_size) {
-  return add_vocabulary_matrix(store, cfg, tp_rank, tp_size, kUntiedHeadName, false);
-}
-
-Embedding::Embedding(const LayerContext& ctx, const ModelConfig& cfg, Parameter& wte)
+Embedding::Embedding(const LayerContext& ctx, const ModelConfig& cfg, const EdgeParameters& edge,
+                     Parameter& wte)
     : Layer(ctx), C_(cfg.d_model), shard_(vocab_shard(cfg, tp_.rank(), tp_.size())), wte_(wte) {
-  if (cfg.llama()) return;
+  if (edge.positions.empty()) return;
   ParameterSpec spec{};
-  spec.name = "wpe";
+  spec.name = edge.positions;
   spec.shape = {cfg.seq_len, cfg.d_model};
   spec.local_numel = cfg.seq_len * cfg.d_model;
   spec.slabs = {{{0, 0}, {cfg.seq_len, cfg.d_model}, 0}};
   spec.init = InitKind::kNormal;
-  spec.init_std = 0.02f;
+  spec.init_std = edge.init_std;
   spec.weight_decay = true;
   spec.tp_replicated = true;
   wpe_ = &ctx.store.add(std::move(spec));

@@ -1,5 +1,5 @@
-// Token and position embeddings (positions are GPT-2's only: the Llama family's are rotary, in
-// its attention). wte [V, C] is vocabulary-parallel: tp rank r stores rows
+// Token and position embeddings (a position table where the family learns positions, GPT-2's
+// wpe; rotary ones are the attention's). The token table wte [V, C] is vocabulary-parallel: tp rank r stores rows
 // [r*Vp/tp, (r+1)*Vp/tp) of the padded vocabulary Vp (rows >= V are zero padding, never stored in
 // checkpoints); a token outside a rank's rows contributes 0 there and the tp all-reduce of the
 // forward (reduce_from_tp_region) assembles the full lookup. wpe [T, C] is replicated and added
@@ -10,29 +10,19 @@
 #include <cstdint>
 
 #include "framework/config.h"
+#include "framework/families/model_family.h"
 #include "framework/parameter.h"
 #include "layers/layer.h"
+#include "parallel/parameter_shards.h"
 
 namespace gpt {
 
-// The token embedding's checkpoint name: "wte" (GPT-2), "embed_tokens.weight" (Llama family);
-// and the untied head's, "lm_head.weight".
-const char* token_embedding_name(const ModelConfig& cfg);
-inline constexpr const char* kUntiedHeadName = "lm_head.weight";
-
-// Registers the token embedding for this tp rank; tied_copy marks the last stage's copy when
-// pp > 1. add_untied_head registers the Llama family's own output matrix, split alike.
-Parameter& add_token_embedding(ParameterStore& store, const ModelConfig& cfg, int tp_rank,
-                               int tp_size, bool tied_copy);
-Parameter& add_untied_head(ParameterStore& store, const ModelConfig& cfg, int tp_rank, int tp_size);
-
-// The vocabulary rows of wte this rank stores: [start, start + count), count = Vp/tp.
-struct VocabShard {
-  int64_t start;
-  int64_t count;  // stored rows (padding included)
-  int64_t valid;  // rows below the real vocabulary size V
-};
-VocabShard vocab_shard(const ModelConfig& cfg, int tp_rank, int tp_size);
+// Registers a vocabulary matrix [V, C] of the family's (the token embedding, or an untied head)
+// for this tp rank (vocab_shard's rows); tied_copy marks the last stage's copy of a tied one when
+// pp > 1.
+Parameter& add_vocabulary_matrix(ParameterStore& store, const ModelConfig& cfg,
+                                 const std::string& name, int tp_rank, int tp_size,
+                                 bool tied_copy);
 
 // What the weight gradient reads: the tokens (there is no input gradient to pass on).
 struct EmbeddingCache {
@@ -45,7 +35,9 @@ struct EmbeddingGrads {
 
 class Embedding : Layer {
  public:
-  Embedding(const LayerContext& ctx, const ModelConfig& cfg, Parameter& wte);
+  // wte: the registered token table; edge: the family's names (a position table or none).
+  Embedding(const LayerContext& ctx, const ModelConfig& cfg, const EdgeParameters& edge,
+            Parameter& wte);
 
   // out (Nl,C) = wte[tokens] + wpe[positions] for tokens (N): all rows, or this rank's rows of
   // the sum with sequence parallelism (reduce-scattered).

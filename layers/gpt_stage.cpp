@@ -25,27 +25,32 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
             "recomputing " << recompute.full_blocks << " of " << spec.n_layers << " blocks");
   GPT_CHECK(num_caches >= 1 && num_grad_sets >= 1, "a stage needs a cache and a gradient set");
   const LayerContext ctx{store, tp, mb_, scratch_};
+  const ModelFamily& family = family_of(cfg);
+  const BlockDescription description = family.describe(cfg);
+  const EdgeParameters edge = family.edge_parameters(cfg);
   // Registration order is the flat buffers' order.
   Parameter* wte = nullptr;
   auto registered = [&store] { return store.params().size(); };
   if (spec.has_embedding) {
     embedding_params_.first = registered();
-    wte = &add_token_embedding(store, cfg, tp.rank(), tp.size(), false);
-    embedding_ = std::make_unique<Embedding>(ctx, cfg, *wte);
+    wte = &add_vocabulary_matrix(store, cfg, edge.token_embedding, tp.rank(), tp.size(), false);
+    embedding_ = std::make_unique<Embedding>(ctx, cfg, edge, *wte);
     embedding_params_.end = registered();
   }
   for (int64_t l = 0; l < spec.n_layers; ++l) {
     const size_t first = registered();
-    blocks_.push_back(std::make_unique<TransformerBlock>(ctx, spec.first_layer + l, cfg));
+    blocks_.push_back(std::make_unique<TransformerBlock>(
+        ctx, cfg, family.block_parameters(cfg, spec.first_layer + l, tp.size()), description));
     block_params_.push_back({first, registered()});
   }
   if (spec.has_head) {
     head_params_.first = registered();
-    if (!cfg.tied_head())
-      wte = &add_untied_head(store, cfg, tp.rank(), tp.size());
+    if (!description.tied_head)
+      wte = &add_vocabulary_matrix(store, cfg, edge.untied_head, tp.rank(), tp.size(), false);
     else if (wte == nullptr)
-      wte = &add_token_embedding(store, cfg, tp.rank(), tp.size(), spec.tied_copy);
-    head_ = std::make_unique<LmHead>(ctx, cfg, *wte);
+      wte = &add_vocabulary_matrix(store, cfg, edge.token_embedding, tp.rank(), tp.size(),
+                                   spec.tied_copy);
+    head_ = std::make_unique<LmHead>(ctx, cfg, edge.final_norm, *wte);
     head_params_.end = registered();
   }
 

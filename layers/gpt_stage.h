@@ -187,15 +187,12 @@ class GptStage {
   const BlockCache& backward_cache(Cache& c, size_t l);
   BlockCache& load_stored(const Cache& c, size_t l);
   void block_weight_pass(const Cache& c, const GradSet& g, size_t l);
-  // Whether block l's weight half runs right after its input half, inside backward_input. A
-  // recomputed block always: its rebuilt cache is the shared one, which the next block reuses,
-  // and keeping one per block until a split W (ZB-H1) would hold more than not recomputing. A
-  // whole B also for a stored block (bf16), on the shared cache too, and on the first virtual
-  // stage, which sends no input gradient. Elsewhere it runs in backward_weight, after the input
-  // gradient was handed to the previous stage.
+  // Whether block l's weight half runs inside backward_input (parallel/layer_sizes.h's rule);
+  // elsewhere it runs in backward_weight, after the input gradient was handed to the previous
+  // stage.
   bool weight_half_at_once(size_t block) const {
-    return recomputes(block) ||
-           (!recompute_.split_backward && (spec_.has_embedding || stores(block)));
+    return gpt::weight_half_at_once(recompute_, spec_.has_embedding, bf16(),
+                                    static_cast<int64_t>(block));
   }
   // What block l's input half leaves for its weight half: the chunk's one shared_grads_ when
   // that follows at once, else its own in the gradient set.

@@ -3,14 +3,6 @@
 
 namespace gpt {
 
-NormSpec residual_norm(const ModelConfig& cfg, const std::string& name) {
-  return {.name = name,
-          .C = cfg.d_model,
-          .rms = cfg.llama(),
-          .eps = cfg.llama() ? static_cast<float>(cfg.norm_eps) : kLayerNormEps,
-          .heads = 0};
-}
-
 LayerNorm::LayerNorm(const LayerContext& ctx, const NormSpec& spec)
     : Layer(ctx),
       C_(spec.C),

@@ -1,5 +1,5 @@
-// The normalisation layers: GPT-2's LayerNorm (weight 1 and bias 0 at init, eps 1e-5) or the
-// Llama family's RMSNorm (weight only, the model's eps), over the last dimension, replicated on
+// The normalisation layers of a NormSpec (the model family's): LayerNorm (weight 1 and bias 0 at
+// init, eps 1e-5) or RMSNorm (weight only, the spec's eps), over the last dimension, replicated on
 // every tp rank. A block's norms run on the Nl rows of this rank's residual stream: all N, or
 // N/tp with sequence parallelism, where their parameter gradients are partial sums that the
 // trainer adds up over tp (ParameterSpec::tp_partial_grad). Qwen3's q and k norms run on each
@@ -9,22 +9,12 @@
 
 #include <string>
 
-#include "framework/config.h"
 #include "framework/device_array.h"
+#include "framework/families/model_family.h"
 #include "framework/parameter.h"
 #include "layers/layer.h"
 
 namespace gpt {
-
-struct NormSpec {
-  std::string name;  // registers "<name>.weight" (and "<name>.bias" for LayerNorm)
-  int64_t C = 0;
-  bool rms = false;
-  float eps = kLayerNormEps;  // RMSNorm's; LayerNorm's is kLayerNormEps always
-  int64_t heads = 0;          // 0: a residual-stream norm; else a per-head norm of this many heads
-};
-// The block and final norms of `cfg`'s architecture.
-NormSpec residual_norm(const ModelConfig& cfg, const std::string& name);
 
 struct LayerNormCache {
   const float* inp = nullptr;  // (rows,C) the input (the caller's buffer)

@@ -1,13 +1,7 @@
 // Registration of a linear layer's weight and bias (see linear_parameters.h).
 #include "layers/linear_parameters.h"
 
-#include <cmath>
-
 namespace gpt {
-
-float residual_projection_init_std(int64_t n_layer) {
-  return kLinearInitStd / std::sqrt(2.0f * static_cast<float>(n_layer));
-}
 
 LinearParameters add_linear_parameters(ParameterStore& store, const LinearSpec& spec,
                                        LinearShard shard) {

@@ -3,11 +3,12 @@
 
 namespace gpt {
 
-LmHead::LmHead(const LayerContext& ctx, const ModelConfig& cfg, Parameter& wte)
+LmHead::LmHead(const LayerContext& ctx, const ModelConfig& cfg, const NormSpec& final_norm,
+               Parameter& wte)
     : Layer(ctx),
       C_(cfg.d_model),
       shard_(vocab_shard(cfg, tp_.rank(), tp_.size())),
-      ln_f_(ctx, residual_norm(cfg, cfg.llama() ? "norm" : "ln_f")),
+      ln_f_(ctx, final_norm),
       wte_(wte),
       sp_(tp_.sequence_parallel()) {}
 

@@ -33,8 +33,9 @@ struct HeadGrads {
 
 class LmHead : Layer {
  public:
-  // wte: the tied token embedding, or the untied head's own matrix.
-  LmHead(const LayerContext& ctx, const ModelConfig& cfg, Parameter& wte);
+  // wte: the tied token embedding, or the untied head's own matrix; final_norm: the family's.
+  LmHead(const LayerContext& ctx, const ModelConfig& cfg, const NormSpec& final_norm,
+         Parameter& wte);
   HeadCache make_cache() const;
   HeadGrads make_grads() const;
 

@@ -1,35 +1,19 @@
 // MLP sublayer (see mlp.h).
 #include "layers/mlp.h"
 
+#include "framework/check.h"
+
 namespace gpt {
 
-namespace {
-
-ColumnParallelLinear make_c_fc(const LayerContext& ctx, const std::string& name,
-                               const ModelConfig& cfg) {
-  const auto spec = [&](const char* part) {
-    return LinearSpec{.name = name + part,
-                      .in_features = cfg.d_model,
-                      .out_features = cfg.ffn_dim(),
-                      .init_std = kLinearInitStd,
-                      .bias = !cfg.llama()};
-  };
-  if (cfg.llama()) return ColumnParallelLinear(ctx, {spec(".gate_proj"), spec(".up_proj")});
-  return ColumnParallelLinear(ctx, spec(".c_fc"));
-}
-
-}  // namespace
-
-Mlp::Mlp(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg)
+Mlp::Mlp(const LayerContext& ctx, const BlockParameters& p, const BlockDescription& d)
     : Layer(ctx),
-      swiglu_(cfg.llama()),
-      local_ffn_(cfg.ffn_dim() / ctx.tp.size()),
-      c_fc_(make_c_fc(ctx, name, cfg)),
-      c_proj_(ctx, {.name = name + (swiglu_ ? ".down_proj" : ".c_proj"),
-                    .in_features = cfg.ffn_dim(),
-                    .out_features = cfg.d_model,
-                    .init_std = residual_projection_init_std(cfg.n_layer),
-                    .bias = !swiglu_}) {}
+      swiglu_(d.swiglu()),
+      local_ffn_(p.mlp_out.in_features / ctx.tp.size()),
+      c_fc_(ctx, p.mlp_in),
+      c_proj_(ctx, p.mlp_out) {
+  GPT_CHECK(p.mlp_in.size() == (swiglu_ ? 2u : 1u), "an MLP of this block description is not "
+                                                    "implemented");
+}
 
 MlpCache Mlp::make_cache() const {
   return {.c_fc = c_fc_.make_cache(),

@@ -1,12 +1,12 @@
-// The MLP sublayer. GPT-2: c_fc column-parallel (F/tp features per rank, F = 4C), GELU (tanh),
-// c_proj row-parallel. Llama family: gate_proj and up_proj the two parts of one column-parallel
-// layer, SwiGLU silu(gate) * up, down_proj row-parallel, no biases. One all-reduce forward (the
+// The MLP sublayer. GELU: c_fc column-parallel (F/tp features per rank), GELU (tanh), c_proj
+// row-parallel (GPT-2). SwiGLU: gate_proj and up_proj the two parts of one column-parallel layer,
+// silu(gate) * up, down_proj row-parallel (the Llama family, without biases). One all-reduce forward (the
 // output), one backward (the input gradient).
 #pragma once
 
 #include <string>
 
-#include "framework/config.h"
+#include "framework/families/model_family.h"
 #include "layers/column_parallel_linear.h"
 #include "layers/row_parallel_linear.h"
 
@@ -27,7 +27,8 @@ struct MlpGrads {
 
 class Mlp : Layer {
  public:
-  Mlp(const LayerContext& ctx, const std::string& name, const ModelConfig& cfg);
+  // The block's parameters and description (the model family's).
+  Mlp(const LayerContext& ctx, const BlockParameters& p, const BlockDescription& d);
   MlpCache make_cache() const;
   MlpGrads make_grads() const;
 

@@ -7,15 +7,9 @@ namespace gpt {
 
 RowParallelLinear::RowParallelLinear(const LayerContext& ctx, const LinearSpec& spec)
     : Layer(ctx), out_(spec.out_features) {
-  const ShardRange cols = shard_range(spec.in_features, tp_.rank(), tp_.size());
-  local_in_ = cols.count;
-  params_ = add_linear_parameters(
-      ctx.store, spec,
-      {.local_in = cols.count,
-       .local_out = out_,
-       .weight_slabs = {{{0, cols.start}, {out_, cols.count}, 0}},
-       .bias_slabs = {{{0}, {out_}, 0}},
-       .bias_replicated = true});  // added after the reduction: the same on every tp rank
+  LinearShard shard = row_shard(spec, tp_.rank(), tp_.size());
+  local_in_ = shard.local_in;
+  params_ = add_linear_parameters(ctx.store, spec, std::move(shard));
   GPT_CHECK(!tp_.sequence_parallel() || scratch_.partial.size() >= mb_.N * out_,
             spec.name << ": the scratch for partial outputs is too small");
 }

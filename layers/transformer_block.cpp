@@ -5,25 +5,15 @@
 
 namespace gpt {
 
-namespace {
-
-// Checkpoint names: GPT-2's (h.L.ln_1, ...), or Hugging Face's Llama names without "model."
-// (layers.L.input_layernorm, ...).
-std::string block_name(const ModelConfig& cfg, int64_t layer, const char* gpt2, const char* llama) {
-  return (cfg.llama() ? "layers." : "h.") + std::to_string(layer) + "." +
-         (cfg.llama() ? llama : gpt2);
-}
-
-}  // namespace
-
-TransformerBlock::TransformerBlock(const LayerContext& ctx, int64_t layer, const ModelConfig& cfg)
+TransformerBlock::TransformerBlock(const LayerContext& ctx, const ModelConfig& cfg,
+                                   const BlockParameters& p, const BlockDescription& d)
     : Layer(ctx),
       sp_(ctx.tp.sequence_parallel()),
       C_(cfg.d_model),
-      ln_1_(ctx, residual_norm(cfg, block_name(cfg, layer, "ln_1", "input_layernorm"))),
-      attn_(ctx, block_name(cfg, layer, "attn", "self_attn"), cfg, ctx.scratch.rotary.data()),
-      ln_2_(ctx, residual_norm(cfg, block_name(cfg, layer, "ln_2", "post_attention_layernorm"))),
-      mlp_(ctx, block_name(cfg, layer, "mlp", "mlp"), cfg) {}
+      ln_1_(ctx, p.attn_norm),
+      attn_(ctx, cfg, p, d, ctx.scratch.rotary.data()),
+      ln_2_(ctx, p.mlp_norm),
+      mlp_(ctx, p, d) {}
 
 BlockCache TransformerBlock::make_cache() const {
   Backend& be = backend_;

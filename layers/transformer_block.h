@@ -1,8 +1,7 @@
 // One pre-norm block: x1 = x + attn(ln_1(x)); y = x1 + mlp(ln_2(x1)), on the Nl rows of this
-// rank's residual stream (N = B*T, or N/tp with sequence parallelism): GPT-2's LayerNorms, or the
-// Llama family's RMSNorms (input_layernorm, post_attention_layernorm), with their attention and
-// MLP. This header also
-// states the contract every layer follows.
+// rank's residual stream (N = B*T, or N/tp with sequence parallelism), as the model family
+// describes it (framework/families/): its norms, attention and MLP, with their parameters'
+// names. This header also states the contract every layer follows.
 #pragma once
 
 #include <string>
@@ -57,7 +56,9 @@ struct BlockGrads {
 
 class TransformerBlock : Layer {
  public:
-  TransformerBlock(const LayerContext& ctx, int64_t layer, const ModelConfig& cfg);
+  // Block `layer` of the model: its parameters (the family's block_parameters) and description.
+  TransformerBlock(const LayerContext& ctx, const ModelConfig& cfg, const BlockParameters& p,
+                   const BlockDescription& d);
   BlockCache make_cache() const;
   BlockGrads make_grads() const;
 

@@ -13,10 +13,8 @@ BucketPlan plan_buckets(const std::vector<BucketParameter>& params, int64_t buck
   BucketPlan plan;
   plan.shards = sharded ? dp : 1;
   plan.padding_after.assign(params.size(), 0);
-  // The tied token embedding (GPT-2's wte, a tied Llama's embed_tokens) has a bucket of its own.
-  auto alone = [&](size_t i) {
-    return sharded && (params[i].name == "wte" || params[i].name == "embed_tokens.weight");
-  };
+  // The token embedding (and its tied copy on the last stage) has a bucket of its own.
+  auto alone = [&](size_t i) { return sharded && params[i].own_bucket; };
   // Walk the parameters backwards: the last registered are the first the backward finishes.
   size_t end = params.size();
   while (end > 0) {

@@ -20,7 +20,8 @@ std::vector<StateSegment> shard_segments(const BucketPlan& plan, int dp_rank) {
 
 std::vector<BucketParameter> bucket_parameters(const ParameterStore& store) {
   std::vector<BucketParameter> out;
-  for (const Parameter& p : store.params()) out.push_back({p.name, p.numel()});
+  for (const Parameter& p : store.params())
+    out.push_back({p.name, p.numel(), p.own_bucket, p.weight_decay});
   return out;
 }
 

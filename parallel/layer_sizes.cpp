@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "framework/check.h"
+#include "framework/families/model_family.h"
 
 namespace gpt {
 
@@ -36,16 +37,31 @@ LayerSizes layer_sizes(const ModelConfig& model, int tp, bool sequence_parallel,
   s.local_channels = s.local_heads * s.head_dim;
   s.local_kv_heads = model.kv_heads_per_rank(tp);
   s.local_kv_channels = model.kv_channels_per_rank(tp);
-  s.ffn_parts = model.llama() ? 2 : 1;
-  s.rms_norm = model.llama();
-  s.qk_norm = model.qk_norm;
-  s.rotary = model.llama();
+  const BlockDescription d = describe(model);
+  s.ffn_parts = d.swiglu() ? 2 : 1;
+  s.rms_norm = d.rms();
+  s.qk_norm = d.qk_norm;
+  s.rotary = d.rotary();
   s.local_ffn = model.ffn_dim() / tp;
   s.local_vocab = model.padded_vocab(tp) / tp;
   s.device = device;
   s.drop_attention_cache =
       recompute == Recompute::kSelective && attention_cache_is_quadratic(device);
   return s;
+}
+
+bool weight_half_at_once(const ChunkRecompute& recompute, bool first_virtual_stage, bool bf16,
+                         int64_t block) {
+  return block < recompute.full_blocks ||
+         (!recompute.split_backward && (first_virtual_stage || bf16));
+}
+
+int64_t weight_halves_at_once(const ChunkRecompute& recompute, bool first_virtual_stage, bool bf16,
+                              int64_t n) {
+  int64_t count = 0;
+  for (int64_t block = 0; block < n; ++block)
+    count += weight_half_at_once(recompute, first_virtual_stage, bf16, block) ? 1 : 0;
+  return count;
 }
 
 ChunkRecompute chunk_recompute(Recompute mode, int64_t recompute_layers, const StageSpec& spec,

@@ -40,10 +40,10 @@ struct LayerSizes {
   int64_t B = 0, T = 0, N = 0, Nl = 0, C = 0;
   int64_t local_heads = 0, local_channels = 0, local_ffn = 0, local_vocab = 0;
   int64_t local_kv_heads = 0, local_kv_channels = 0, head_dim = 0;
-  int64_t ffn_parts = 1;  // linears of the MLP's input: c_fc (GPT-2), or gate and up (Llama)
-  bool rms_norm = false;  // the Llama family's norms keep no mean
-  bool qk_norm = false;   // Qwen3's per-head q and k norms
-  bool rotary = false;    // the Llama family's rotary positions
+  int64_t ffn_parts = 1;  // linears of the MLP's input: c_fc (GELU), or gate and up (SwiGLU)
+  bool rms_norm = false;  // RMSNorms keep no mean
+  bool qk_norm = false;   // per-head q and k norms (Qwen3)
+  bool rotary = false;    // rotary positions
   bool sequence_parallel = false;
   DeviceKind device = DeviceKind::kCpu;
   bool drop_attention_cache = false;  // selective recomputation of a quadratic attention cache
@@ -92,6 +92,19 @@ struct LayerSizes {
 
 LayerSizes layer_sizes(const ModelConfig& model, int tp, bool sequence_parallel,
                        int64_t micro_batch, DeviceKind device, Recompute recompute);
+
+// Whether block `block` of a chunk runs its weight half right after its input half, inside
+// B-input, instead of in W (the one rule the stage, the memory model, the cost model and train's
+// bubble share; layers/gpt_stage.h says why). A block recomputed in full always does: its rebuilt
+// cache is the chunk's shared one, which the next block reuses, and keeping one per block until a
+// split W (ZB-H1) would hold more than not recomputing. In a whole B (no split backward) so do
+// the blocks stored in 16 bits (bf16), also on the shared cache, and every block of the first
+// virtual stage, whose input gradient nobody waits for.
+bool weight_half_at_once(const ChunkRecompute& recompute, bool first_virtual_stage, bool bf16,
+                         int64_t block);
+// How many of the chunk's n blocks do.
+int64_t weight_halves_at_once(const ChunkRecompute& recompute, bool first_virtual_stage, bool bf16,
+                              int64_t n);
 
 // How the chunk `spec` recomputes under --recompute and --recompute-layers (0 = every block).
 ChunkRecompute chunk_recompute(Recompute mode, int64_t recompute_layers, const StageSpec& spec,

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "framework/check.h"
+#include "framework/families/model_family.h"
 #include "parallel/stage_layout.h"
 
 namespace gpt {
@@ -107,17 +108,7 @@ void Layout::validate(const ModelConfig& model, int world, const std::string& un
   validate_sizes();
   GPT_INPUT_CHECK(model.n_head % tp == 0,
                   "--tp " << tp << " does not divide --n-head " << model.n_head);
-  if (model.llama()) {
-    GPT_INPUT_CHECK(model.kv_heads() % tp == 0 || tp % model.kv_heads() == 0,
-                    "--tp " << tp << " and --n-kv-head " << model.kv_heads()
-                            << ": one must divide the other (tp ranks split the key/value heads, "
-                               "or share each one)");
-    GPT_INPUT_CHECK(model.ffn_dim() % tp == 0,
-                    "--tp " << tp << " does not divide --ffn-hidden-size " << model.ffn_dim());
-  } else {
-    GPT_INPUT_CHECK(model.d_model % tp == 0,
-                    "--tp " << tp << " does not divide --d-model " << model.d_model);
-  }
+  family_of(model).validate_tp(model, tp);
   validate_world(world, units, job);
   if (!pipeline_layers.empty()) {
     const auto text = [&] { return pipeline_layers_text(); };  // built only for a message

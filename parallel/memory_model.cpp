@@ -6,8 +6,10 @@
 #include <algorithm>
 
 #include "framework/check.h"
+#include "framework/families/model_family.h"
 #include "framework/gemm_layout.h"
 #include "parallel/data_parallel.h"
+#include "parallel/parameter_shards.h"
 
 namespace gpt {
 
@@ -103,9 +105,7 @@ void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, 
   // the blocks on the first virtual stage and those stored in bf16 (GptStage::
   // weight_half_at_once): those share one set of block gradients a chunk. The others keep theirs
   // in the gradient set until their W.
-  const int64_t at_once = !rc.split_backward && (spec.has_embedding || runs_bf16(in))
-                              ? n
-                              : rc.full_blocks;
+  const int64_t at_once = weight_halves_at_once(rc, spec.has_embedding, runs_bf16(in), n);
   const int64_t grad_set = (n + 1) * r(s.residual()) + (n - at_once) * block_grads_bytes(s) +
                            (spec.has_head ? r(s.residual()) : 0);
   const int64_t shared_grads = at_once > 0 ? block_grads_bytes(s) : 0;
@@ -126,77 +126,43 @@ void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, 
 
 }  // namespace
 
-namespace {
-
-// The Llama family's chunk_parameters, in the order layers/ registers them.
-std::vector<BucketParameter> llama_chunk_parameters(const ModelConfig& model, int tp,
-                                                    const StageSpec& spec) {
-  const int64_t C = model.d_model, F = model.ffn_dim() / tp, HS = model.head_dim();
-  const int64_t Q = model.q_channels() / tp, KV = model.kv_channels_per_rank(tp);
-  const int64_t local_vocab = model.padded_vocab(tp) / tp * C;
-  std::vector<BucketParameter> params;
-  if (spec.has_embedding) params.push_back({"embed_tokens.weight", local_vocab});
-  for (int64_t l = spec.first_layer; l < spec.first_layer + spec.n_layers; ++l) {
-    const std::string h = "layers." + std::to_string(l) + ".";
-    params.push_back({h + "input_layernorm.weight", C});
-    for (const auto& [name, width] :
-         {std::pair<const char*, int64_t>{"q_proj", Q}, {"k_proj", KV}, {"v_proj", KV}}) {
-      params.push_back({h + "self_attn." + name + ".weight", width * C});
-      if (model.qkv_bias) params.push_back({h + "self_attn." + name + ".bias", width});
-    }
-    params.push_back({h + "self_attn.o_proj.weight", C * Q});
-    if (model.qk_norm)
-      params.insert(params.end(),
-                    {{h + "self_attn.q_norm.weight", HS}, {h + "self_attn.k_norm.weight", HS}});
-    params.insert(params.end(), {{h + "post_attention_layernorm.weight", C},
-                                 {h + "mlp.gate_proj.weight", F * C},
-                                 {h + "mlp.up_proj.weight", F * C},
-                                 {h + "mlp.down_proj.weight", C * F}});
-  }
-  if (spec.has_head) {  // the head's matrix (untied, or the tied copy) is registered before norm
-    if (!model.tied_head())
-      params.push_back({"lm_head.weight", local_vocab});
-    else if (!spec.has_embedding)
-      params.push_back({"embed_tokens.weight", local_vocab});
-    params.push_back({"norm.weight", C});
-  }
-  return params;
-}
-
-}  // namespace
-
 std::vector<BucketParameter> chunk_parameters(const ModelConfig& model, int tp,
-                                              const StageSpec& spec) {
-  if (model.llama()) return llama_chunk_parameters(model, tp, spec);
-  const int64_t C = model.d_model, T = model.seq_len, F = model.ffn_dim() / tp;
-  const int64_t local_wte = model.padded_vocab(tp) / tp * C;
+                                              const StageSpec& spec, bool named) {
+  const ModelFamily& family = family_of(model);
+  const EdgeParameters edge = family.edge_parameters(model);
+  const int64_t C = model.d_model, local_vocab = model.padded_vocab(tp) / tp * C;
   std::vector<BucketParameter> params;
-  if (spec.has_embedding) params.insert(params.end(), {{"wte", local_wte}, {"wpe", T * C}});
-  for (int64_t l = spec.first_layer; l < spec.first_layer + spec.n_layers; ++l) {
-    const std::string h = "h." + std::to_string(l) + ".";
-    params.insert(params.end(), {{h + "ln_1.weight", C},
-                                 {h + "ln_1.bias", C},
-                                 {h + "attn.c_attn.weight", 3 * C / tp * C},
-                                 {h + "attn.c_attn.bias", 3 * C / tp},
-                                 {h + "attn.c_proj.weight", C * (C / tp)},
-                                 {h + "attn.c_proj.bias", C},
-                                 {h + "ln_2.weight", C},
-                                 {h + "ln_2.bias", C},
-                                 {h + "mlp.c_fc.weight", F * C},
-                                 {h + "mlp.c_fc.bias", F},
-                                 {h + "mlp.c_proj.weight", C * F},
-                                 {h + "mlp.c_proj.bias", C}});
+  const auto add = [&](const std::vector<LocalParameter>& list) {
+    for (const LocalParameter& p : list) params.push_back({p.name, p.numel, false, p.weight_decay});
+  };
+  if (spec.has_embedding) {
+    params.push_back({edge.token_embedding, local_vocab, true, true});
+    if (!edge.positions.empty()) params.push_back({edge.positions, model.seq_len * C, false, true});
   }
-  if (spec.has_head) {  // the tied copy of wte is registered before ln_f
-    if (!spec.has_embedding) params.push_back({"wte", local_wte});
-    params.insert(params.end(), {{"ln_f.weight", C}, {"ln_f.bias", C}});
+  if (spec.n_layers > 0) {
+    // Every block holds the same sizes.
+    std::vector<LocalParameter> block =
+        block_local_parameters(family.block_parameters(model, spec.first_layer, tp), tp);
+    for (int64_t l = spec.first_layer; l < spec.first_layer + spec.n_layers; ++l) {
+      if (named && l > spec.first_layer)
+        block = block_local_parameters(family.block_parameters(model, l, tp), tp);
+      for (const LocalParameter& p : block)
+        params.push_back({named ? p.name : "", p.numel, false, p.weight_decay});
+    }
+  }
+  if (spec.has_head) {  // the head's matrix (untied, or the tied copy) is registered before its norm
+    if (!family.describe(model).tied_head)
+      params.push_back({edge.untied_head, local_vocab, false, true});
+    else if (!spec.has_embedding)
+      params.push_back({edge.token_embedding, local_vocab, true, true});
+    add(norm_local_parameters(edge.final_norm));
   }
   return params;
 }
 
 int64_t chunk_parameter_floats(const ModelConfig& model, int tp, const StageSpec& spec) {
   int64_t floats = 0;
-  for (const BucketParameter& p : chunk_parameters(model, tp, spec)) floats += p.numel;
+  for (const BucketParameter& p : chunk_parameters(model, tp, spec, false)) floats += p.numel;
   return floats;
 }
 
@@ -246,7 +212,8 @@ MemoryBytes predict_memory(const MemoryModelInput& in, int rank, const Schedule&
     const std::vector<BucketParameter> chunk_params =
         chunk_parameters(in.model, in.layout.tp,
                          virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages, stage,
-                                            chunk, in.layout.pipeline_layers));
+                                            chunk, in.layout.pipeline_layers),
+                         false);
     params.insert(params.end(), chunk_params.begin(), chunk_params.end());
     add_chunk(in, schedule, stage, chunk, bytes);
   }
@@ -275,19 +242,6 @@ MemoryBytes predict_memory(const MemoryModelInput& in, int rank, const Schedule&
 
 namespace {
 
-// Whether the optimizers decay a parameter: the matrices (layers/linear_parameters.cpp,
-// layers/embedding.cpp), not the biases and LayerNorm vectors.
-bool decays(const std::string& name) {
-  const auto ends_with = [&](const std::string& tail) {
-    return name.size() >= tail.size() &&
-           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  if (name == "wte" || name == "wpe") return true;
-  // Norm weights are vectors (GPT-2's ln_*, the Llama family's *norm.weight and q/k norms).
-  return ends_with(".weight") && name.find(".ln_") == std::string::npos &&
-         name.rfind("ln_f.", 0) != 0 && !ends_with("norm.weight");
-}
-
 // Blocks of the CUDA optimizers' table for elements [begin, end) of the flat buffers: the
 // parameters' pieces there, merged into runs as optimizers/optimizer.cpp merges them (contiguous,
 // same decay), each cut into blocks of kCudaUpdateBlockElements.
@@ -303,7 +257,7 @@ int64_t update_table_blocks(const std::vector<BucketParameter>& params, const Bu
     const int64_t piece_begin = std::max(begin, offset);
     const int64_t piece_end = std::min(end, offset + params[i].numel);
     if (piece_begin < piece_end) {
-      const bool decay = decays(params[i].name);
+      const bool decay = params[i].weight_decay;
       if (run > 0 && (decay != run_decay || piece_begin != run_end)) close_run();
       run_decay = decay;
       run += piece_end - piece_begin;
@@ -315,6 +269,37 @@ int64_t update_table_blocks(const std::vector<BucketParameter>& params, const Bu
   return blocks;
 }
 
+// The products of one block on a tp rank: (IC, OC) of each linear as its shard holds it.
+std::vector<std::pair<int64_t, int64_t>> block_linears(const BlockParameters& p, int tp) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  const auto add = [&](const LocalLinear& local) { out.push_back({local.in, local.out}); };
+  for (const LinearSpec& spec : p.qkv) add(column_local(spec, tp));
+  add(row_local(p.attn_out, tp));
+  for (const LinearSpec& spec : p.mlp_in) add(column_local(spec, tp));
+  add(row_local(p.mlp_out, tp));
+  return out;
+}
+
+// The CUDA scratch a norm's weight gradient needs (its partial column sums).
+int64_t cuda_norm_scratch_bytes(const NormSpec& spec) {
+  return spec.rms ? cuda_rmsnorm_weight_scratch_bytes(spec.C)
+                  : cuda_layernorm_weight_scratch_bytes(spec.C);
+}
+
+// What a block's norms and bias gradients need of the CUDA scratch.
+int64_t cuda_block_scratch_bytes(const BlockParameters& p, int tp) {
+  int64_t bytes = std::max(cuda_norm_scratch_bytes(p.attn_norm), cuda_norm_scratch_bytes(p.mlp_norm));
+  for (const NormSpec& spec : p.qk_norms) bytes = std::max(bytes, cuda_norm_scratch_bytes(spec));
+  const auto bias = [&](const LinearSpec& spec, const LocalLinear& local) {
+    if (spec.bias) bytes = std::max(bytes, cuda_column_sum_scratch_bytes(local.out));
+  };
+  for (const LinearSpec& spec : p.qkv) bias(spec, column_local(spec, tp));
+  bias(p.attn_out, row_local(p.attn_out, tp));
+  for (const LinearSpec& spec : p.mlp_in) bias(spec, column_local(spec, tp));
+  bias(p.mlp_out, row_local(p.mlp_out, tp));
+  return bytes;
+}
+
 // The CPU backend's bf16 operand buffers (framework/cpu/bf16_operands.cpp): float32 copies of
 // the rounded operands. Each product copies its first operand (the input, or the output's
 // gradient) into A and its second (the weight, or the input for the weight gradient) into B;
@@ -322,8 +307,9 @@ int64_t update_table_blocks(const std::vector<BucketParameter>& params, const Bu
 DeviceScratch cpu_bf16_operands(const MemoryModelInput& in, int rank) {
   DeviceScratch out;
   const int stage = in.grid().coordinates_of(rank).stage;
-  const int64_t tp = in.layout.tp, C = in.model.d_model, F = in.model.ffn_dim() / tp;
+  const int64_t tp = in.layout.tp, C = in.model.d_model;
   const int64_t N = in.layout.micro_batch * in.model.seq_len;
+  const ModelFamily& family = family_of(in.model);
   const auto fit = [&](int64_t a_floats, int64_t b_floats) {
     out.operand_a = std::max(out.operand_a, 4 * a_floats);
     out.operand_b = std::max(out.operand_b, 4 * b_floats);
@@ -333,13 +319,9 @@ DeviceScratch cpu_bf16_operands(const MemoryModelInput& in, int rank) {
                                               stage, chunk, in.layout.pipeline_layers);
     std::vector<std::pair<int64_t, int64_t>> linears;  // (IC, OC) of the chunk's products
     if (spec.n_layers > 0) {
-      const int64_t Q = in.model.llama() ? in.model.q_channels() / tp : C / tp;
-      const int64_t KV = in.model.llama() ? in.model.kv_channels_per_rank(tp) : C / tp;
+      const int64_t Q = in.model.q_channels() / tp, KV = in.model.kv_channels_per_rank(tp);
       fit(N * (Q + 2 * KV), N * Q);  // attention's q, k, v; its output's gradient
-      if (in.model.llama())
-        linears.insert(linears.end(), {{C, Q}, {C, KV}, {Q, C}, {C, F}, {F, C}});
-      else
-        linears.insert(linears.end(), {{C, 3 * C / tp}, {C / tp, C}, {C, F}, {F, C}});
+      linears = block_linears(family.block_parameters(in.model, spec.first_layer, tp), tp);
     }
     if (spec.has_head) linears.push_back({C, in.model.padded_vocab(tp) / tp});
     for (const auto& [IC, OC] : linears) {
@@ -360,35 +342,26 @@ DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
   if (!cuda && !bf16_products) return out;
   if (!cuda) return cpu_bf16_operands(in, rank);
   const int stage = in.grid().coordinates_of(rank).stage;
-  const int64_t tp = in.layout.tp, C = in.model.d_model, F = in.model.ffn_dim() / tp;
+  const int64_t tp = in.layout.tp, C = in.model.d_model;
   const int64_t N = in.layout.micro_batch * in.model.seq_len;  // rows of every product
+  const ModelFamily& family = family_of(in.model);
   out.scratch = cuda_full_sum_scratch_bytes();                 // the loss and the gradient norm
   std::vector<BucketParameter> params;
   for (int chunk = 0; chunk < in.layout.virtual_stages; ++chunk) {
     const StageSpec spec = virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages,
                                               stage, chunk, in.layout.pipeline_layers);
     const std::vector<BucketParameter> chunk_params =
-        chunk_parameters(in.model, in.layout.tp, spec);
+        chunk_parameters(in.model, in.layout.tp, spec, false);
     params.insert(params.end(), chunk_params.begin(), chunk_params.end());
     std::vector<std::pair<int64_t, int64_t>> linears;  // (IC, OC) of the chunk's products
-    if (spec.n_layers > 0 && !in.model.llama()) {
-      out.scratch = std::max({out.scratch, cuda_layernorm_weight_scratch_bytes(C),
-                              cuda_column_sum_scratch_bytes(3 * C / tp),
-                              cuda_column_sum_scratch_bytes(C), cuda_column_sum_scratch_bytes(F)});
-      linears.insert(linears.end(), {{C, 3 * C / tp}, {C / tp, C}, {C, F}, {F, C}});
-    }
-    if (spec.n_layers > 0 && in.model.llama()) {  // q, k, v, o, gate, up, down; biases of q, k, v
-      const int64_t Q = in.model.q_channels() / tp, KV = in.model.kv_channels_per_rank(tp);
-      out.scratch =
-          std::max({out.scratch, cuda_rmsnorm_weight_scratch_bytes(C),
-                    in.model.qk_norm ? cuda_rmsnorm_weight_scratch_bytes(in.model.head_dim()) : 0,
-                    in.model.qkv_bias ? cuda_column_sum_scratch_bytes(Q) : 0});
-      linears.insert(linears.end(), {{C, Q}, {C, KV}, {Q, C}, {C, F}, {F, C}});
+    if (spec.n_layers > 0) {
+      const BlockParameters block = family.block_parameters(in.model, spec.first_layer, tp);
+      out.scratch = std::max(out.scratch, cuda_block_scratch_bytes(block, tp));
+      linears = block_linears(block, tp);
     }
     if (spec.has_head) {
       out.scratch =
-          std::max(out.scratch, in.model.llama() ? cuda_rmsnorm_weight_scratch_bytes(C)
-                                                 : cuda_layernorm_weight_scratch_bytes(C));
+          std::max(out.scratch, cuda_norm_scratch_bytes(family.edge_parameters(in.model).final_norm));
       linears.push_back({C, in.model.padded_vocab(tp) / tp});
     }
     if (spec.has_embedding)
@@ -463,9 +436,9 @@ double korthikanti_layer_activation_bytes(const ModelConfig& model, int64_t micr
   const double sbh = s * b * h;
   const bool sp = sequence_parallel && tp > 1;
   if (recompute == Recompute::kFull) return 2.0 * sbh / (sp ? t : 1.0);  // the block's input
-  if (model.llama()) {
-    // The same accounting for the Llama family, which trains without dropout: the two norms'
-    // inputs and the two column-parallel inputs (8, split only by SP); q and k after the
+  if (describe(model).swiglu()) {
+    // The same accounting for a SwiGLU block without dropout (the Llama family's): the two
+    // norms' inputs and the two column-parallel inputs (8, split only by SP); q and k after the
     // rotation, v, o_proj's input (4q + 4k in units of sbh), gate's and up's outputs and
     // down's input (6f); the softmax output (2as/h).
     const double q = static_cast<double>(model.q_channels()) / h,

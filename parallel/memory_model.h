@@ -43,9 +43,10 @@ int64_t reserved_bytes(DeviceKind device, int64_t count, int64_t element_bytes =
 // Floats of the parameters chunk `spec` registers on one tp rank.
 int64_t chunk_parameter_floats(const ModelConfig& model, int tp, const StageSpec& spec);
 // Those parameters, in the order the chunk registers them (layers/gpt_stage.cpp): what the dp
-// bucket plan groups and pads.
+// bucket plan groups and pads. named false leaves the blocks' names empty: the plan reads sizes
+// only, and the planner asks for thousands of layouts.
 std::vector<BucketParameter> chunk_parameters(const ModelConfig& model, int tp,
-                                              const StageSpec& spec);
+                                              const StageSpec& spec, bool named = true);
 
 // The predicted bytes of every category at the rank's peak (everything is allocated at set-up,
 // so each category's peak is what it holds). Throws a one-line gpt::Error for settings the

@@ -1,6 +1,8 @@
 // The layer split over stages and chunks (see stage_layout.h).
 #include "parallel/stage_layout.h"
 
+#include "framework/families/model_family.h"
+
 namespace gpt {
 
 StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages, int stage,
@@ -18,7 +20,7 @@ StageSpec virtual_stage_spec(const ModelConfig& cfg, int pp, int virtual_stages,
   }
   spec.has_embedding = vs == 0;
   spec.has_head = vs == parts - 1;
-  spec.tied_copy = pp > 1 && spec.has_head && cfg.tied_head();
+  spec.tied_copy = pp > 1 && spec.has_head && describe(cfg).tied_head;
   return spec;
 }
 

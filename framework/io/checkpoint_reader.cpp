@@ -197,11 +197,9 @@ void CheckpointReader::check_holds_model(const ModelConfig& model) const {
   int64_t stored = 0;  // the shapes were checked against the bytes stored when the file opened
   for (const auto& [name, shape] : shapes_)
     if (name.starts_with("/model/")) stored += checked_numel(shape).value_or(0);
-  // A validated Llama-family config's count cannot overflow (ModelConfig's bounds); GPT-2's is
-  // checked as its importers check it.
-  const std::optional<int64_t> needed = model.llama()
-                                            ? std::optional<int64_t>(model.num_parameters(true))
-                                            : checked_gpt2_floats(model, model.vocab_size);
+  // A validated config's count cannot overflow (ModelConfig's bounds keep every family's below
+  // 2^63).
+  const std::optional<int64_t> needed = model.num_parameters(true);
   GPT_INPUT_CHECK(needed.has_value() && *needed <= stored,
                   "checkpoint " << path_ << ": its config describes a model of "
                                 << (needed ? std::to_string(*needed) : std::string("over 2^63"))

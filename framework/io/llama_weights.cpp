@@ -6,6 +6,7 @@
 #include <set>
 
 #include "framework/check.h"
+#include "framework/families/model_family.h"
 #include "framework/io/hdf5_util.h"
 #include "framework/parameter.h"
 
@@ -242,7 +243,7 @@ void check_llama_tensors(const HfWeightFiles& files,
   }
   for (const std::string& name : files.names()) {
     if (wanted.count(name) || name.ends_with(".rotary_emb.inv_freq")) continue;
-    GPT_INPUT_CHECK(name == "lm_head.weight" && model.tied_head(),
+    GPT_INPUT_CHECK(name == "lm_head.weight" && describe(model).tied_head,
                     files.path_of(name) << ": tensor " << quoted_excerpt(name)
                                         << " has no place in " << config_path << "'s model");
     // A tied model saved with its head: the head must be the embedding, or it is not tied.

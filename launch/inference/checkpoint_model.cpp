@@ -2,6 +2,7 @@
 #include "launch/inference/checkpoint_model.h"
 
 #include "framework/agreement.h"
+#include "framework/families/model_family.h"
 #include "framework/io/checkpoint_directory.h"
 #include "framework/io/checkpoint_reader.h"
 #include "framework/json.h"
@@ -59,7 +60,7 @@ LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoi
     reader.check_holds_model(model);
     const int64_t stored_seq_len = model.seq_len;
     if (seq_len > 0) {
-      GPT_INPUT_CHECK(model.llama() || seq_len <= stored_seq_len,
+      GPT_INPUT_CHECK(!describe(model).learned_positions() || seq_len <= stored_seq_len,
                       "--seq-len " << seq_len << " is longer than the " << stored_seq_len
                                    << " positions the checkpoint " << checkpoint_path
                                    << " learned");

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "framework/families/model_family.h"
 #include "framework/io/checkpoint_directory.h"
 #include "framework/io/checkpoint_reader.h"
 #include "framework/io/checkpoint_writer.h"
@@ -157,7 +158,7 @@ void write_imported(const ModelConfig& model, const std::string& source, const s
   // a long context costs no activation memory.
   ro.layout.micro_batch = 1;
   ModelConfig allocated = model;
-  if (model.llama()) allocated.seq_len = 1;
+  if (!describe(model).learned_positions()) allocated.seq_len = 1;
   Runtime rt(MPI_COMM_WORLD, allocated, ro);
   ExpectedTensors expected;
   for (const Parameter& p : rt.store().params())
@@ -357,7 +358,7 @@ void export_hf_files(const ConvertOptions& o, const CheckpointReader& reader,
   const std::map<std::string, std::string> metadata = {{"format", "pt"},
                                                        {kTokenizerKey, tokenizer}};
   const std::vector<std::string> written =
-      model.llama() ? write_llama_hf_weights(o, reader, dir, metadata, dtype)
+      model.arch == Arch::kLlama ? write_llama_hf_weights(o, reader, dir, metadata, dtype)
                     : write_gpt2_hf_weights(o, reader, dir, metadata, dtype);
   if (tokenizer == "gpt2" && kGpt2EndOfText < model.vocab_size) {
     config["bos_token_id"] = kGpt2EndOfText;
@@ -384,7 +385,7 @@ void from_checkpoint(const ConvertOptions& o) {
       model_config_from_json(parse_json_object(reader->meta().config_json, what), what);
   reader->check_holds_model(model);
   if (!o.to_llmc.empty()) {
-    GPT_INPUT_CHECK(!model.llama(), "--to-llmc: llm.c's file holds a GPT-2, and "
+    GPT_INPUT_CHECK(model.arch == Arch::kGpt2, "--to-llmc: llm.c's file holds a GPT-2, and "
                                         << path << " holds a " << arch_name(model.arch)
                                         << " model (--to-hf writes it)");
     write_llmc(o.to_llmc, read_checkpoint_tensors(*reader), model);
@@ -394,7 +395,8 @@ void from_checkpoint(const ConvertOptions& o) {
   const StoredDtype dtype = parse_stored_dtype(o.dtype, "--dtype");
   const std::string torch_dtype = dtype == StoredDtype::kBF16 ? "bfloat16" : "float32";
   // The config first: a model with no Hugging Face architecture is refused before any file.
-  Json config = model.llama() ? hf_llama_config(model, torch_dtype) : hf_gpt2_config(model);
+  Json config =
+      model.arch == Arch::kLlama ? hf_llama_config(model, torch_dtype) : hf_gpt2_config(model);
   config["torch_dtype"] = torch_dtype;
   const fs::path dir = prepare_hf_directory(o);  // the work folder, published at the end
   try {

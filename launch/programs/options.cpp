@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "framework/check.h"
+#include "framework/families/model_family.h"
 #include "framework/json.h"
 #include "launch/programs/typed_options.h"
 #include "optimizers/lr_schedule.h"
@@ -251,9 +252,12 @@ void validate_execution_options(const ExecutionOptions& o) {
 void add_model_options(po::options_description& desc, std::string& preset, ModelConfig& model,
                        const char* seq_len_help, const char* vocab_size_help) {
   auto add = desc.add_options();
+  std::string presets;
+  for (const ModelFamily* family : model_families())
+    for (const ModelPreset& p : family->presets)
+      presets += std::string(presets.empty() ? "" : " | ") + p.name;
   add("model", po::value(&preset)->default_value(""),
-      "preset: tiny | small | gpt2 | gpt2-medium | llama-tiny | llama3-8b | llama3-70b | "
-      "llama3-405b | mistral-7b | qwen2.5-7b | qwen3-8b (the shape options below override it)");
+      ("preset: " + presets + " (the shape options below override it)").c_str());
   add("arch",
       po::value<std::string>()->default_value("gpt2")->notifier(
           [&model](const std::string& v) { model.arch = parse_arch(v); }),
@@ -306,66 +310,18 @@ const std::pair<const char*, FieldCopy> kPresetFields[] = {
     {"vocab-size", [](ModelConfig& t, const ModelConfig& f) { t.vocab_size = f.vocab_size; }},
 };  // and kArchFields (framework/config.h)
 
-// A Llama-family preset from its published config.json (Hugging Face): layers, heads, kv heads,
-// width, MLP width, vocabulary, rope theta, RMSNorm eps; seq_len is the trained context capped at
-// 4096.
-ModelConfig llama_shape(int64_t layers, int64_t heads, int64_t kv_heads, int64_t width, int64_t ffn,
-                        int64_t vocab, double theta, double eps, int64_t seq_len) {
-  ModelConfig m;
-  m.arch = Arch::kLlama;
-  m.n_layer = layers, m.n_head = heads, m.n_kv_head = kv_heads, m.d_model = width;
-  m.ffn_hidden = ffn, m.vocab_size = vocab, m.rope_theta = theta, m.norm_eps = eps;
-  m.seq_len = seq_len;
-  return m;
-}
-
 }  // namespace
 
 void apply_model_preset(const std::string& preset, const std::set<std::string>& given,
                         ModelConfig& model) {
   if (preset.empty()) return;
-  const ModelConfig shape = model_preset(preset);
+  const ModelPreset& found = find_preset(preset);
+  const ModelConfig& shape = found.shape;
   for (const auto& [option, copy] : kPresetFields)
-    if (!given.count(option) && (option != std::string("vocab-size") || shape.llama()))
+    if (!given.count(option) && (option != std::string("vocab-size") || found.sets_vocab))
       copy(model, shape);
   for (const ModelField& field : kArchFields)
     if (!given.count(field.option)) field.copy(model, shape);
-}
-
-ModelConfig model_preset(const std::string& name) {
-  ModelConfig m;
-  if (name == "tiny") {
-    m.n_layer = 2, m.n_head = 4, m.d_model = 32, m.seq_len = 16;
-  } else if (name == "small") {
-    m.n_layer = 4, m.n_head = 8, m.d_model = 512, m.seq_len = 256;
-  } else if (name == "gpt2") {
-    m.n_layer = 12, m.n_head = 12, m.d_model = 768, m.seq_len = 1024;
-  } else if (name == "gpt2-medium") {
-    m.n_layer = 24, m.n_head = 16, m.d_model = 1024, m.seq_len = 1024;
-  } else if (name == "llama-tiny") {
-    m = llama_shape(2, 4, 2, 64, 128, 256, 10000.0, 1e-5, 32);
-  } else if (name == "llama3-8b") {  // Meta-Llama-3-8B
-    m = llama_shape(32, 32, 8, 4096, 14336, 128256, 500000.0, 1e-5, 4096);
-  } else if (name == "llama3-70b") {  // Meta-Llama-3-70B
-    m = llama_shape(80, 64, 8, 8192, 28672, 128256, 500000.0, 1e-5, 4096);
-  } else if (name == "llama3-405b") {  // Llama-3.1-405B, with its rope scaling
-    m = llama_shape(126, 128, 8, 16384, 53248, 128256, 500000.0, 1e-5, 4096);
-    m.rope_scaling.type = RopeScaling::kLlama3;
-  } else if (name == "mistral-7b") {  // Mistral-7B-v0.3 (no sliding window)
-    m = llama_shape(32, 32, 8, 4096, 14336, 32768, 1000000.0, 1e-5, 4096);
-  } else if (name == "qwen2.5-7b") {  // Qwen2.5-7B: biases on q, k and v
-    m = llama_shape(28, 28, 4, 3584, 18944, 152064, 1000000.0, 1e-6, 4096);
-    m.qkv_bias = true;
-  } else if (name == "qwen3-8b") {  // Qwen3-8B: head_dim 128 and q/k norms
-    m = llama_shape(36, 32, 8, 4096, 12288, 151936, 1000000.0, 1e-6, 4096);
-    m.head_size = 128, m.qk_norm = true;
-  } else {
-    fail_input(
-        "--model must be one of tiny | small | gpt2 | gpt2-medium | llama-tiny | llama3-8b "
-        "| llama3-70b | llama3-405b | mistral-7b | qwen2.5-7b | qwen3-8b (got '" +
-        name + "')");
-  }
-  return m;
 }
 
 std::optional<OptimizerKind> optimizer_from_name(const std::string& name) {

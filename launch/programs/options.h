@@ -113,16 +113,14 @@ void add_execution_options(boost::program_options::options_description& desc,
                            ExecutionOptions& options, std::optional<PrecisionRegime>& precision);
 void validate_execution_options(const ExecutionOptions& options);
 
-// The model presets of --model: tiny, small, gpt2 (124M), gpt2-medium.
-ModelConfig model_preset(const std::string& name);
-
 // The model options train and plan share: --model (bound to `preset`), --n-layer, --n-head,
 // --d-model and --seq-len (bound to `model`, whose values are the defaults), and --vocab-size
 // where `vocab_size_help` is given; `seq_len_help` says what --seq-len is to the program.
 void add_model_options(boost::program_options::options_description& desc, std::string& preset,
                        ModelConfig& model, const char* seq_len_help,
                        const char* vocab_size_help = nullptr);
-// After parsing: --model's preset (none when empty) applied to the shape options not in `given`.
+// After parsing: --model's preset (none when empty; the model families' presets,
+// framework/families/) applied to the shape options not in `given`.
 void apply_model_preset(const std::string& preset, const std::set<std::string>& given,
                         ModelConfig& model);
 

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "framework/check.h"
+#include "framework/families/model_family.h"
 #include "framework/io/checkpoint_directory.h"
 #include "framework/io/shard_record.h"
 #include "framework/json.h"
@@ -157,7 +158,7 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
     // the Llama family's rotary positions take any).
     if (!o.was_given("seed")) o.seed = seed;
     if (!o.was_given("seq-len")) o.model.seq_len = stored.seq_len;
-    if (stored.llama()) return;
+    if (!describe(stored).learned_positions()) return;
     GPT_INPUT_CHECK(o.model.seq_len <= stored.seq_len,
                     "--seq-len " << o.model.seq_len << " is longer than the " << stored.seq_len
                                  << " positions the checkpoint " << file << " learned");

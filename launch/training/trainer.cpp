@@ -10,6 +10,7 @@
 
 #include "framework/agreement.h"
 #include "framework/check.h"
+#include "framework/families/model_family.h"
 #include "framework/io/checkpoint_writer.h"
 #include "framework/json.h"
 #include "framework/logging.h"
@@ -19,6 +20,7 @@
 #include "launch/training/trace.h"
 #include "layers/embedding.h"
 #include "optimizers/grad_clip.h"
+#include "parallel/layer_sizes.h"
 
 namespace gpt {
 namespace {
@@ -37,11 +39,12 @@ std::string clock_text(double seconds) {
   return text;
 }
 
-// The passes the schedule's own bubble share assumes: F = B-input = W. Under bf16 a whole B runs
-// every block's weight half inside its input half (GptStage::weight_half_at_once), so the input
-// gradient goes back after both: B-input 2, W 0.
+// The passes the schedule's own bubble share assumes: F = B-input = W. Where a block past the
+// first stage runs its weight half inside its input half (weight_half_at_once: under bf16 in a
+// whole B), the input gradient goes back after both: B-input 2, W 0.
 ActionCosts equal_passes(const Schedule& schedule, Precision precision) {
-  if (precision != Precision::kBf16 || schedule.splits_backward()) return {};
+  const ChunkRecompute rc{.split_backward = schedule.splits_backward()};
+  if (!weight_half_at_once(rc, false, precision == Precision::kBf16, 0)) return {};
   return {.forward = 1, .backward_input = 2, .backward_weight = 0, .comm = 0, .rendezvous = true};
 }
 
@@ -128,13 +131,13 @@ double Trainer::forward_backward(const StepBatch& batch, StepStats& stats) {
   }
   // Summed over tp after dp: the buckets above must not be in flight over the same memory.
   rt_.stage().reduce_partial_tp_grads();
-  Communicator* embedding = rt_.model().tied_head() ? grid.embedding() : nullptr;
+  Communicator* embedding = describe(rt_.model()).tied_head ? grid.embedding() : nullptr;
   if (embedding != nullptr) {
     // Under the distributed optimizer, this rank's shard of wte: wte's own bucket gives it the
     // same elements on both stages. A gradient reduction like the dp one, timed with it: it is
     // no part of the pipeline's wait.
     ParameterStore& store = rt_.store();
-    const Parameter* wte = store.find(token_embedding_name(rt_.model()));
+    const Parameter* wte = store.find(family_of(rt_.model()).edge_parameters(rt_.model()).token_embedding);
     ScopedTimer timer(stats.dp_comm_s, &rt_.backend());
     for (const StatePiece& piece : store.state_pieces(*wte))
       embedding->all_reduce(store.update_grads() + piece.state_offset, piece.numel, ReduceOp::kSum);

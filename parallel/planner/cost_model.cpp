@@ -7,7 +7,10 @@
 #include <array>
 #include <cmath>
 
+#include "framework/families/model_family.h"
 #include "parallel/bucket_plan.h"
+#include "parallel/layer_sizes.h"
+#include "parallel/parameter_shards.h"
 #include "parallel/planner/core_sharing.h"
 #include "parallel/planner/link_model.h"
 #include "parallel/planner/lockstep_pipeline.h"
@@ -48,6 +51,26 @@ double wire_bytes(const PlanLayout& l) {
   return l.regime() == PrecisionRegime::kFp32 ? 4 : 2;
 }
 
+struct Linear {
+  double out, in;
+};
+// The column-parallel inputs' products (GPT-2's c_attn and c_fc; the Llama family's q, k, v and
+// gate, up, each part one product) and the row-parallel outputs (c_proj twice; o_proj, down), as
+// one tp rank's shards hold them.
+struct BlockLinears {
+  std::vector<Linear> attention_in, mlp_in, out;
+};
+BlockLinears block_linears(const BlockParameters& block, int tp) {
+  const auto linear = [](const LocalLinear& local) {
+    return Linear{static_cast<double>(local.out), static_cast<double>(local.in)};
+  };
+  BlockLinears out;
+  for (const LinearSpec& spec : block.qkv) out.attention_in.push_back(linear(column_local(spec, tp)));
+  for (const LinearSpec& spec : block.mlp_in) out.mlp_in.push_back(linear(column_local(spec, tp)));
+  out.out = {linear(row_local(block.attn_out, tp)), linear(row_local(block.mlp_out, tp))};
+  return out;
+}
+
 // One microbatch on one tp rank.
 struct Shapes {
   // e: bytes of an activation as the streaming kernels read and write it (Megatron's 2; this
@@ -56,7 +79,8 @@ struct Shapes {
   // wire: as sent over tp and pp (2 in both bf16 regimes, 4 in float32)
   double b, s, C, N, Nl, C_l, F_l, heads_l, hd, V_l, e, wire;
   double Q_l, KV_l;  // q and kv channels on this rank (GPT-2: both C_l)
-  bool llama;
+  StreamTraffic traffic;  // the block's streaming kernels (the model family's)
+  BlockLinears linears;   // one block's products on this rank
   int tp;
 };
 
@@ -75,7 +99,9 @@ Shapes shapes_of(const ModelConfig& m, const PlanLayout& l) {
   sh.V_l = static_cast<double>(m.padded_vocab(l.tp)) / l.tp;
   sh.Q_l = static_cast<double>(m.q_channels()) / l.tp;
   sh.KV_l = static_cast<double>(m.kv_channels_per_rank(l.tp));
-  sh.llama = m.llama();
+  const ModelFamily& family = family_of(m);
+  sh.traffic = family.describe(m).traffic;
+  sh.linears = block_linears(family.block_parameters(m, 0, l.tp), l.tp);
   sh.e = megatron(l) ? 2 : 4;
   sh.wire = wire_bytes(l);
   return sh;
@@ -132,21 +158,6 @@ struct Context {
 };
 
 // A linear of one block: out features (n) by in features (k) on this tp rank.
-struct Linear {
-  double out, in;
-};
-// The column-parallel inputs' products (GPT-2's c_attn and c_fc; the Llama family's q, k, v and
-// gate, up, each part one product) and the row-parallel outputs (c_proj twice; o_proj, down).
-struct BlockLinears {
-  std::vector<Linear> attention_in, mlp_in, out;
-};
-BlockLinears linears(const Shapes& sh) {
-  if (!sh.llama) return {{{3 * sh.C_l, sh.C}}, {{sh.F_l, sh.C}}, {{sh.C, sh.C_l}, {sh.C, sh.F_l}}};
-  return {{{sh.Q_l, sh.C}, {sh.KV_l, sh.C}, {sh.KV_l, sh.C}},
-          {{sh.F_l, sh.C}, {sh.F_l, sh.C}},
-          {{sh.C, sh.Q_l}, {sh.C, sh.F_l}}};
-}
-
 // The attention core's forward products, (s x s) scores and their product with V, per head.
 // In Megatron and on this project's CPU backend these materialise the (s x s) scores (the CPU
 // keeps the probabilities, no dropout: the 4.5 passes overcount it by the masks); this
@@ -179,24 +190,25 @@ double attention_core_backward(const Context& c) {
   return 2.5 * attention_core_forward(c);
 }
 
-// Streaming kernels of one block, in activation elements moved (read + written): LayerNorms,
-// bias adds, GELU, residual adds and, in Megatron, the two fused bias-dropout-adds with masks.
-// The Llama family: two RMSNorms and two residual adds (10 per row), SwiGLU (reads gate and up,
-// writes their product) and the rotation of q and k in place.
+// Streaming kernels of one block, in activation elements moved (read + written), by the widths
+// they run over: the residual's C on Nl rows, the MLP's F and q's and k's on N rows (the model
+// family's StreamTraffic; in Megatron the bias adds are fused with dropout and residual).
 double block_stream_forward(const Context& c) {
   const Shapes& sh = c.sh;
-  if (sh.llama)
-    return c.stream((10 * sh.Nl * sh.C + 3 * sh.N * sh.F_l + 2 * sh.N * (sh.Q_l + sh.KV_l)) * sh.e);
-  const double per_row = megatron(c.layout) ? 11 : 14;
-  return c.stream((per_row * sh.Nl * sh.C + 2 * sh.N * sh.F_l) * sh.e);
+  const StreamTraffic& t = sh.traffic;
+  const double per_row = megatron(c.layout) ? t.forward_c_megatron : t.forward_c;
+  return c.stream((per_row * sh.Nl * sh.C + t.forward_f * sh.N * sh.F_l +
+                   t.forward_qk * sh.N * (sh.Q_l + sh.KV_l)) *
+                  sh.e);
 }
-// Backward: the norms' and residuals' gradients (12 per row); GPT-2's GELU backward and bias
-// sums, or SwiGLU's (reads its gradient, gate and up, writes theirs) and the rotations back.
+// Backward: the norms' and residuals' gradients, the MLP activation's backward and bias sums,
+// the rotations back.
 double block_stream_backward(const Context& c) {
   const Shapes& sh = c.sh;
-  if (sh.llama)
-    return c.stream((12 * sh.Nl * sh.C + 5 * sh.N * sh.F_l + 2 * sh.N * (sh.Q_l + sh.KV_l)) * sh.e);
-  return c.stream((12 * sh.Nl * sh.C + 3 * sh.N * sh.F_l + sh.N * (sh.F_l + 4 * sh.C_l)) * sh.e);
+  const StreamTraffic& t = sh.traffic;
+  return c.stream((t.backward_c * sh.Nl * sh.C + t.backward_f * sh.N * sh.F_l +
+                   t.backward_qk * sh.N * (sh.Q_l + sh.KV_l)) *
+                  sh.e);
 }
 
 // The forward's tp collectives: the two row-parallel outputs all-reduced, or with sequence
@@ -218,7 +230,7 @@ bool column_weights_in_input_pass(const PlanLayout& l) {
 // The weight-gradient products of the column-parallel linears of one block (their parts
 // together): attention's input projection, then the MLP's.
 std::array<double, 2> column_weight_gradients(const Context& c) {
-  const BlockLinears w = linears(c.sh);
+  const BlockLinears& w = c.sh.linears;
   std::array<double, 2> out{};
   for (size_t i = 0; i < 2; ++i)
     for (const Linear& col : i == 0 ? w.attention_in : w.mlp_in)
@@ -246,7 +258,7 @@ double block_tp_backward(const Context& c) {
   }
   if (!megatron(c.layout) || !c.layout.framework.tp_backward_overlapped)
     return gather_out + 2 * reduce;
-  const BlockLinears w = linears(c.sh);
+  const BlockLinears& w = c.sh.linears;
   double exposed = gather_out;
   for (const std::vector<Linear>* parts : {&w.attention_in, &w.mlp_in}) {
     double wgrad = 0, dgrad = 0;  // of the layer's parts together
@@ -279,7 +291,7 @@ struct BlockCosts {
 };
 
 BlockCosts block_costs(const Context& c) {
-  const BlockLinears w = linears(c.sh);
+  const BlockLinears& w = c.sh.linears;
   const double N = c.sh.N;
   BlockCosts b;
   double fwd = attention_core_forward(c) + block_stream_forward(c);
@@ -360,13 +372,13 @@ double grad_accumulation_seconds(const Context& c, int64_t layers, int vs) {
   const PlanLayout& l = c.layout;
   if (!megatron(l) || l.framework.grad_accumulation_bytes <= 0 || l.microbatches <= 1) return 0;
   double weights = 0;
-  const BlockLinears w = linears(c.sh);
+  const BlockLinears& w = c.sh.linears;
   for (const std::vector<Linear>* group : {&w.attention_in, &w.mlp_in, &w.out})
     for (const Linear& lin : *group) weights += lin.out * lin.in;
   weights *= static_cast<double>(layers);
   const double table = c.sh.V_l * c.sh.C;
   if (vs == 0) weights += table + c.sh.s * c.sh.C;
-  if (vs == l.pp * l.virtual_stages - 1 && vs != 0 && c.model.tied_head()) weights += table;
+  if (vs == l.pp * l.virtual_stages - 1 && vs != 0 && describe(c.model).tied_head) weights += table;
   const double share = static_cast<double>(l.microbatches - 1) / l.microbatches;
   return share * c.stream(weights * l.framework.grad_accumulation_bytes);
 }
@@ -482,9 +494,10 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   // runs the recomputed blocks' weight halves in their input pass on every stage, the others in
   // its W.
   if (!megatron(l) && (l.schedule == ScheduleKind::kZbH1 || vs > 0)) {
-    const double at_once = static_cast<double>(
-        l.schedule != ScheduleKind::kZbH1 && l.regime() == PrecisionRegime::kBf16 ? layers
-                                                                                   : recomputed);
+    const ChunkRecompute rc{.full_blocks = recomputed,
+                            .split_backward = l.schedule == ScheduleKind::kZbH1};
+    const double at_once = static_cast<double>(weight_halves_at_once(
+        rc, false, l.regime() == PrecisionRegime::kBf16, static_cast<int64_t>(layers)));
     costs.backward_input.compute += at_once * block.passes.backward_weight.compute;
     costs.backward_weight.compute -= at_once * block.passes.backward_weight.compute;
   }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "framework/families/model_family.h"
+
 namespace gpt {
 
 RunCommands run_commands(const PlanLayout& l, const ModelConfig& model, int64_t global_batch_size,
@@ -13,7 +15,7 @@ RunCommands run_commands(const PlanLayout& l, const ModelConfig& model, int64_t 
         << model.d_model << " --seq-len " << model.seq_len << " --global-batch-size "
         << global_batch_size << " --micro-batch-size " << l.micro_batch << " --tp " << l.tp
         << " --pp " << l.pp;
-  if (model.llama()) train << " " << model_shape_options(model);
+  if (family_of(model).takes_shape_options) train << " " << model_shape_options(model);
   if (l.pp > 1) train << " --schedule " << schedule_name(l.schedule);
   if (l.virtual_stages > 1) train << " --virtual-stages " << l.virtual_stages;
   if (!l.pipeline_layers.empty()) train << " --pipeline-layers " << l.pipeline_layers_text();

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "framework/check.h"
+#include "framework/families/model_family.h"
 #include "parallel/planner/cost_model.h"
 #include "parallel/planner/link_model.h"
 #include "parallel/planner/plan_memory.h"
@@ -34,8 +35,9 @@ double read_parameters(const ServingSetup& s, int stage) {
   const PlanLayout& l = s.layout;
   double params = d(stage_parameters(m, l, stage));
   if (stage == 0) {
-    if (!(l.pp == 1 && m.tied_head())) params -= head_parameters(m, l.tp);
-    if (!m.llama()) params -= d(m.seq_len * m.d_model);
+    const BlockDescription block = describe(m);
+    if (!(l.pp == 1 && block.tied_head)) params -= head_parameters(m, l.tp);
+    if (block.learned_positions()) params -= d(m.seq_len * m.d_model);
   }
   return params;
 }

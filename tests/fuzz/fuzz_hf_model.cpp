@@ -4,6 +4,7 @@
 // doubled tensor, a shard name that is not a file of the directory), then the model config.json
 // describes checked against the files (sizes, every tensor's name and shape) and its tensors
 // read. One input holds the files, each after a "==> NAME <==" line (fuzz_common.h).
+#include "framework/families/model_family.h"
 #include "framework/io/gpt2_weights.h"
 #include "framework/io/hf_weight_files.h"
 #include "framework/io/llama_weights.h"
@@ -11,48 +12,11 @@
 
 namespace {
 
-// This project's tensor names and shapes for the model (the Llama family or GPT-2), as convert
-// builds them from a ParameterStore; here from the config's sizes directly.
+// This project's tensor names and shapes for the model, as its family lists them (convert builds
+// the same from a ParameterStore).
 std::map<std::string, std::vector<int64_t>> expected_tensors(const gpt::ModelConfig& m) {
   std::map<std::string, std::vector<int64_t>> t;
-  const int64_t C = m.d_model, V = m.vocab_size, F = m.ffn_dim();
-  if (!m.llama()) {
-    t["wte"] = {V, C};
-    t["wpe"] = {m.seq_len, C};
-    for (int64_t l = 0; l < m.n_layer; ++l) {
-      const std::string h = "h." + std::to_string(l) + ".";
-      for (const char* ln : {"ln_1", "ln_2"}) {
-        t[h + ln + ".weight"] = {C};
-        t[h + ln + ".bias"] = {C};
-      }
-      t[h + "attn.c_attn.weight"] = {3 * C, C};
-      t[h + "attn.c_attn.bias"] = {3 * C};
-      t[h + "attn.c_proj.weight"] = {C, C};
-      t[h + "attn.c_proj.bias"] = {C};
-      t[h + "mlp.c_fc.weight"] = {F, C};
-      t[h + "mlp.c_fc.bias"] = {F};
-      t[h + "mlp.c_proj.weight"] = {C, F};
-      t[h + "mlp.c_proj.bias"] = {C};
-    }
-    t["ln_f.weight"] = {C};
-    t["ln_f.bias"] = {C};
-    return t;
-  }
-  t["embed_tokens.weight"] = {V, C};
-  if (!m.tie_embeddings) t["lm_head.weight"] = {V, C};
-  t["norm.weight"] = {C};
-  for (int64_t l = 0; l < m.n_layer; ++l) {
-    const std::string h = "layers." + std::to_string(l) + ".";
-    t[h + "input_layernorm.weight"] = {C};
-    t[h + "post_attention_layernorm.weight"] = {C};
-    t[h + "self_attn.q_proj.weight"] = {m.q_channels(), C};
-    t[h + "self_attn.k_proj.weight"] = {m.kv_channels(), C};
-    t[h + "self_attn.v_proj.weight"] = {m.kv_channels(), C};
-    t[h + "self_attn.o_proj.weight"] = {C, m.q_channels()};
-    t[h + "mlp.gate_proj.weight"] = {F, C};
-    t[h + "mlp.up_proj.weight"] = {F, C};
-    t[h + "mlp.down_proj.weight"] = {C, F};
-  }
+  for (const gpt::LogicalParameter& p : gpt::logical_parameters(m)) t[p.name] = p.shape;
   return t;
 }
 

@@ -87,7 +87,8 @@ TEST(GradientBuckets, UnmarkedParametersAreReducedByFinishAndDoubleMarksThrow) {
 
 TEST(BucketPlan, PadsToMultiplesOfDpAndGivesWteItsOwnBucket) {
   // A last stage at pp > 1: wte first (the embedding's copy would be on stage 0), a tied copy last.
-  const std::vector<BucketParameter> params = {{"wte", 13}, {"p1", 5}, {"p2", 6}, {"wte", 13}};
+  const std::vector<BucketParameter> params = {
+      {"wte", 13, true}, {"p1", 5}, {"p2", 6}, {"wte", 13, true}};
   const BucketPlan plain = plan_buckets(params, 8, 4, false);
   const BucketPlan zero = plan_buckets(params, 8, 4, true);
   EXPECT_EQ(plain.shards, 1);
