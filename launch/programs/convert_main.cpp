@@ -149,6 +149,12 @@ void write_imported(const ModelConfig& model, const std::string& source, const s
                     const std::string& tokenizer,
                     const std::function<void(const ExpectedTensors&)>& check,
                     const std::function<HostTensor(const std::string&)>& tensor) {
+  // Token b of `bytes` is byte b: a model without a row for each of the 256 bytes would read past
+  // its embedding on the first byte it lacks.
+  GPT_INPUT_CHECK(tokenizer != "bytes" || model.vocab_size >= 256,
+                  source << " records the tokenizer bytes (token b is byte b: 256 tokens) but its "
+                            "model has "
+                         << model.vocab_size << " embedding rows (vocab_size); nothing written");
   RuntimeOptions ro;
   ro.execution.device = DeviceKind::kCpu;
   ro.allocate_parameters = false;

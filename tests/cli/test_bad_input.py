@@ -636,6 +636,15 @@ class BadInputTest(Fixtures):
         missing = self.files["missing"]
         self.check("generate", ck + ["--prompt-file", missing], ["--prompt-file", missing])
 
+    def test_generate_prompt_beyond_a_small_vocabulary(self):
+        """A bytes model trained on tokens below 96 has no row for byte 122: the prompt is
+        refused, naming the token and the vocabulary, not looked up past the embedding."""
+        data = write_tokens(self.path_in("small-vocab.h5"), [1, 2, 3] * 200, vocab_size=96)
+        ck = self.path_in("small-vocab")
+        h.train(["--data", data, "--steps", "0", "--checkpoint-dir", ck])
+        self.check("generate", ["--checkpoint", ck, "--prompt", "zzz", "--threads", "1"],
+                   ["token 122", "vocab_size 96"])
+
     def test_generate_truncated_checkpoint(self):
         path = self.files["truncated"]
         self.check("generate", ["--checkpoint", path, "--threads", "1"], [path])
