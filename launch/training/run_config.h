@@ -2,8 +2,9 @@
 // resume rules: on --resume or --init-from the model shape, seed and data set come from the file,
 // and an option given on the command line that conflicts with them is an error. On --resume every
 // training option the file stored (batch sizes, --steps, learning-rate schedule, optimizer
-// options, evaluation cadence, validation data) is the file's unless given again, and each given
-// one that differs is logged; the layout, schedule and checkpoint options are the command line's.
+// options, evaluation cadence, validation data, --save-every, --log-every, --metrics) is the
+// file's unless given again, and each given one that differs is logged; the layout, schedule and
+// checkpoint folder options are the command line's.
 #pragma once
 
 #include <string>

@@ -349,32 +349,41 @@ class ResumeTest(h.TempDirTest):
     # ---- resume keeps the run
 
     def test_resume_auto_keeps_the_run_options(self):
-        """A run with non-default batch, schedule, optimizer and eval options, resumed with
-        --resume auto and nothing else, continues with the checkpoint's options: the final
-        checkpoint equals the uninterrupted run's bit for bit. Metrics lines written after the
-        checkpoint (a run that died after it) are superseded: one line per step."""
+        """A run with non-default batch, schedule, optimizer, eval, save, log and metrics options,
+        resumed with --resume auto and nothing else (as a requeued Slurm job is), continues with
+        the checkpoint's options: the final checkpoint equals the uninterrupted run's bit for
+        bit, checkpoints come every --save-every steps, log lines every --log-every, and the
+        metrics go on in the run's file (once the last three were dropped silently). Metrics
+        lines written after the checkpoint (a run that died after it) are superseded: one line
+        per step."""
         run = ["--global-batch-size", "16", "--micro-batch-size", "8", "--lr", "0.004",
                "--min-lr", "0.0004", "--warmup-steps", "2", "--weight-decay", "0.05",
                "--beta2", "0.99", "--grad-clip", "0.5", "--eval-every", "3", "--eval-windows",
-               "4", "--data-order", "sequential", "--seed", "77"]
+               "4", "--data-order", "sequential", "--seed", "77", "--log-every", "2"]
         ck, metrics = self.path("ck"), self.path("m.jsonl")
-        h.train(run + ["--steps", "5", "--save-every", "3", "--checkpoint-dir", ck,
+        h.train(run + ["--steps", "7", "--save-every", "3", "--checkpoint-dir", ck,
                        "--metrics", metrics])
         straight = h.read_metrics(metrics)
-        final = self.path("straight-5.h5")
-        shutil.move(h.checkpoint_file(ck, 5), final)
+        final = self.path("straight-7.h5")
+        shutil.move(h.checkpoint_file(ck, 7), final)
+        os.remove(h.checkpoint_file(ck, 6))
         with open(os.path.join(ck, "latest"), "w") as f:
             f.write("step-00000003.h5\n")
-        # Only the checkpoint's file, --resume auto, and where to write.
-        r = h.run("train", ["--resume", "auto", "--checkpoint-dir", ck, "--metrics", metrics,
-                            "--threads", "1"], check=True)
+        # Only --resume auto and the folder.
+        r = h.run("train", ["--resume", "auto", "--checkpoint-dir", ck, "--threads", "1"],
+                  check=True)
         self.assertNotIn("(checkpoint:", r.stdout, r.describe())
         self.assertIn("lines past step 3 superseded", r.stdout, r.describe())
-        self.assertIn("steps 4..5", r.stdout, r.describe())
-        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, 5), final)
+        self.assertIn("steps 4..7", r.stdout, r.describe())
+        logged = [int(line.split()[1].split("/")[0]) for line in r.stdout.splitlines()
+                  if line.startswith("step ") and "| loss" in line]
+        self.assertEqual(logged, [4, 6, 7], r.describe())
+        self.assertEqual(h.step_files(ck), ["step-00000003.h5", "step-00000006.h5",
+                                            "step-00000007.h5"])
+        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, 7), final)
         got = h.read_metrics(metrics)
-        self.assertEqual([m["step"] for m in h.step_lines(got)], [1, 2, 3, 4, 5])
-        self.assertEqual([m["step"] for m in h.val_lines(got)], [3, 5])
+        self.assertEqual([m["step"] for m in h.step_lines(got)], [1, 2, 3, 4, 5, 6, 7])
+        self.assertEqual([m["step"] for m in h.val_lines(got)], [3, 6, 7])
         values = ("step", "loss", "grad_norm", "lr", "val_loss")  # not the timings
         # Memory events carry no step: each run writes its own (docs/MEMORY.md).
         self.assertEqual([{k: m[k] for k in values if k in m} for m in got if "step" in m],
