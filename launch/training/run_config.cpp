@@ -253,9 +253,9 @@ void validate_resumed_options(const TrainOptions& o, int world_size) {
   }
 }
 
-std::string checkpoint_to_load(const TrainOptions& o, MPI_Comm comm) {
+std::string checkpoint_to_load(TrainOptions& o, MPI_Comm comm) {
   // A FIFO or a device would block the checkpoint's open: only regular files are read.
-  if (!o.init_from.empty()) {
+  if (o.resume.empty()) {
     require_regular_file(o.init_from, "--init-from");
     return o.init_from;
   }
@@ -266,6 +266,20 @@ std::string checkpoint_to_load(const TrainOptions& o, MPI_Comm comm) {
   std::vector<std::string> skipped;
   const std::string path = find_latest_checkpoint(o.checkpoint_dir, &skipped, comm);
   for (const std::string& why : skipped) GPT_WARN0("skipping checkpoint: " << why);
+  // With --init-from, the same command starts a fine-tune and continues it after a requeue.
+  if (!o.init_from.empty()) {
+    if (!path.empty()) {
+      GPT_LOG0("--resume auto: continuing " << path << " (--init-from " << o.init_from
+                                            << " started this run; not read again)");
+      o.init_from.clear();
+      return path;
+    }
+    GPT_LOG0("--resume auto: no checkpoint in " << o.checkpoint_dir << "; starting from --init-from "
+                                                << o.init_from);
+    o.resume.clear();
+    require_regular_file(o.init_from, "--init-from");
+    return o.init_from;
+  }
   if (path.empty())
     GPT_LOG0("--resume auto: no valid checkpoint in " << o.checkpoint_dir << "; starting fresh");
   return path;

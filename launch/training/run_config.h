@@ -32,8 +32,10 @@ void apply_checkpoint_config(TrainOptions& options, const CheckpointReader& chec
 void validate_resumed_options(const TrainOptions& options, int world_size);
 
 // The file --resume or --init-from names: a path, or for `--resume auto` the newest valid
-// checkpoint of --checkpoint-dir ("" when there is none: a fresh start, logged). Collective over
-// comm (the search verifies candidates together).
-std::string checkpoint_to_load(const TrainOptions& options, MPI_Comm comm);
+// checkpoint of --checkpoint-dir ("" when there is none: a fresh start, logged). `--resume auto`
+// with --init-from resumes the folder's checkpoint where there is one (clearing init_from), else
+// starts from --init-from's (clearing resume), so one command starts a fine-tune and continues it
+// after a requeue. Collective over comm (the search verifies candidates together).
+std::string checkpoint_to_load(TrainOptions& options, MPI_Comm comm);
 
 }  // namespace gpt

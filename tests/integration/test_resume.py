@@ -346,6 +346,30 @@ class ResumeTest(h.TempDirTest):
         # lr restarts with the schedule: step 1 of the warm-up again.
         self.assertEqual(h.by_step(got, "lr")[1], h.by_step(self.ref, "lr")[1])
 
+    def test_init_from_with_resume_auto_requeues_a_fine_tune(self):
+        """One command, as the Slurm template runs it (it adds --resume auto): --init-from X
+        starts the fine-tune in an empty folder, and after an interruption the same command
+        continues the folder's checkpoint, bit for bit (once the two options were refused
+        together). --resume FILE with --init-from is still refused."""
+        src = h.checkpoint_file(self.ref_dir, 6)
+        ck = self.path("ck")
+        command = RUN + ["--init-from", src, "--resume", "auto", "--steps", "4", "--save-every",
+                         "2", "--seq-len", "8", "--seed", "99", "--checkpoint-dir", ck]
+        r = h.train(command)
+        self.assertIn("starting from --init-from", r.stdout, r.describe())
+        straight = self.path("straight-4.h5")
+        shutil.move(h.checkpoint_file(ck, 4), straight)
+        with open(os.path.join(ck, "latest"), "w") as f:
+            f.write("step-00000002.h5\n")
+        r = h.train(command)
+        self.assertIn("--resume auto: continuing", r.stdout, r.describe())
+        self.assertIn("resumed from", r.stdout, r.describe())
+        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, 4), straight)
+        r = h.train(RUN + ["--init-from", src, "--resume", src, "--checkpoint-dir",
+                           self.path("ck2")], check=False)
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertIn("--resume FILE and --init-from exclude each other", r.stderr)
+
     # ---- resume keeps the run
 
     def test_resume_auto_keeps_the_run_options(self):
