@@ -9,6 +9,7 @@
 
 #include "framework/check.h"
 #include "framework/io/checkpoint_directory.h"
+#include "framework/io/hf_extras.h"
 #include "framework/io/shard_record.h"
 #include "framework/json.h"
 #include "framework/logging.h"
@@ -45,6 +46,7 @@ std::string run_config_json(const TrainOptions& o, const ModelConfig& m) {
   j["save_every"] = o.save_every;
   j["log_every"] = o.log_every;
   j["metrics"] = o.metrics.empty() ? "" : std::filesystem::absolute(o.metrics).string();
+  if (!o.hf_extras.empty()) j["hf"] = parse_json_object(o.hf_extras, "the run's hf fields");
   return j.dump();
 }
 
@@ -174,6 +176,9 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
   const int64_t seq_len = o.model.seq_len;
   o.model = stored;
   o.model.seq_len = seq_len;
+  // Resumed or fine-tuned, the model is still the imported one: its Hugging Face fields go on.
+  const Json extras = hf_extras_from_checkpoint(cfg, what);
+  o.hf_extras = extras.empty() ? "" : extras.dump();
   const uint64_t seed = checkpoint.meta().seed;
   if (!resuming) {
     // Fine-tuning: a new --seed, and a --seq-len up to the file's learned positions (GPT-2's;
