@@ -32,6 +32,9 @@ std::vector<std::string> step_file_names(const std::string& dir);
 // Holds an exclusive lock on <dir>/.lock for its lifetime (flock: released when the process ends,
 // however it ends): two runs writing one checkpoint folder would delete each other's temporary
 // files and prune each other's checkpoints. Throws a one-line error when another run holds it.
+// The file is removed when the lock is let go (a killed run leaves it, and the next run takes it
+// over): a run that opened it just before may then hold a lock on a removed file, so the lock
+// counts only once the locked file is still the one the folder names.
 class CheckpointFolderLock {
  public:
   explicit CheckpointFolderLock(const std::string& dir);
@@ -40,6 +43,7 @@ class CheckpointFolderLock {
   CheckpointFolderLock& operator=(const CheckpointFolderLock&) = delete;
 
  private:
+  std::string path_;
   int fd_ = -1;
 };
 

@@ -186,6 +186,13 @@ std::unique_ptr<MetricsWriter> prepare_outputs(MPI_Comm world, const TrainOption
       for (const std::string& name : remove_interrupted_writes(options.checkpoint_dir))
         GPT_LOG0("removed " << name << " in " << options.checkpoint_dir
                             << ": left by an interrupted checkpoint write");
+      // No watchdog of this run has started yet (start_watchdog follows): any heartbeat there
+      // is a killed job's.
+      const std::string heartbeats =
+          (std::filesystem::path(options.checkpoint_dir) / ".watchdog").string();
+      if (const int stale = remove_stale_heartbeats(heartbeats); stale > 0)
+        GPT_LOG0("removed " << stale << " heartbeat file(s) in " << heartbeats
+                            << ": left by a job that was killed");
     }
     metrics = std::make_unique<MetricsWriter>(options.metrics, writer, start_step);
     if (writer) check_trace_path(options.trace);

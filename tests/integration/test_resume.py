@@ -221,8 +221,9 @@ class ResumeTest(h.TempDirTest):
     def test_kill_during_checkpoint_writes(self):
         """kill -9 while a checkpoint is being written (its .tmp exists), at three moments: every
         step file left is complete, --resume auto takes the newest, the partial file is never
-        taken for a checkpoint, and the next run removes it. The model is large enough (about
-        40 MB a checkpoint) that a write takes measurable time."""
+        taken for a checkpoint, and the next run removes it, and the folder's .lock and the
+        watchdog's heartbeats the kills left. The model is large enough (about 40 MB a
+        checkpoint) that a write takes measurable time."""
         model = RUN + ["--n-layer", "4", "--n-head", "8", "--d-model", "256", "--seq-len", "64",
                        "--global-batch-size", "4", "--micro-batch-size", "4", "--save-every", "1",
                        "--keep-last", "2"]
@@ -252,9 +253,16 @@ class ResumeTest(h.TempDirTest):
                 self.assertEqual(attrs.get("complete"), 1, name + " is not complete")
         metrics = self.path("m.jsonl")
         newest = h.step_files(ck)[-1]
+        # What the kills left of the folder's lock and the watchdog's heartbeats (a killed 4-rank
+        # job leaves a file per rank), which the next run cleans: it kept them once.
+        self.assertTrue(os.path.exists(os.path.join(ck, ".lock")))
+        with open(os.path.join(ck, ".watchdog", "rank-00003.json"), "w") as f:
+            f.write("{}\n")
         result = h.train(run + ["--metrics", metrics], timeout=120)
         self.assertIn("resumed from " + os.path.join(ck, newest), result.stdout, result.describe())
+        self.assertRegex(result.stdout, r"removed [12] heartbeat file\(s\) in .*\.watchdog")
         self.assertEqual([f for f in os.listdir(ck) if f.endswith(".tmp")], [])
+        self.assertEqual([f for f in os.listdir(ck) if f in (".lock", ".watchdog")], [])
         self.assertEqual(h.step_lines(h.read_metrics(metrics))[-1]["step"], 40)
 
     def test_keep_last(self):
