@@ -88,11 +88,12 @@ void check_pointer_entries(const std::string& dir) {
     std::error_code ec;
     const fs::file_status status = fs::symlink_status(path, ec);
     if (!fs::exists(status)) continue;
-    GPT_INPUT_CHECK(fs::is_regular_file(fs::status(path, ec)),
-                    "--checkpoint-dir " << dir << ": " << path.string()
-                                        << " is not a file (the folder's `latest` is a one-line "
-                                           "file naming the newest checkpoint, replaced at every "
-                                           "save); move it away");
+    const bool usable = name == std::string("latest") ? !fs::is_directory(status)
+                                                      : fs::is_regular_file(status);
+    GPT_INPUT_CHECK(usable, "--checkpoint-dir " << dir << ": " << path.string()
+                                                << " is not a file (the folder's `latest` is a "
+                                                   "one-line file naming the newest checkpoint, "
+                                                   "replaced at every save); move it away");
   }
 }
 

@@ -21,9 +21,11 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 // before this run writes.
 std::vector<std::string> remove_interrupted_writes(const std::string& dir);
 
-// The names each checkpoint write replaces by a rename must be free for a file: `latest` (or
-// latest.tmp) as a directory, say, would fail every write after its step was trained. Throws a
-// one-line error naming the entry. Call on one rank, at start-up.
+// The names each checkpoint write uses must take a file: `latest` as a directory fails the rename
+// that replaces it after the step was trained, and latest.tmp as anything but a file fails its
+// write (a FIFO would block it). Throws a one-line error naming the entry. (A `latest` that is a
+// FIFO or a link is replaced by the rename, and --resume auto skips it.) Call on one rank, at
+// start-up.
 void check_pointer_entries(const std::string& dir);
 
 // The step-*.h5 file names of dir, highest step first.

@@ -503,7 +503,7 @@ class BadInputTest(Fixtures):
                 os.makedirs(os.path.join(ck, "latest"))
                 latest = os.path.join(ck, "latest")
                 self.check("train", ["--steps", "20", "--checkpoint-dir", ck] + resume,
-                           ["--checkpoint-dir", latest, "is not a file"], (2,) if resume else (1,))
+                           ["--checkpoint-dir", latest, "is not a file"])
                 self.assertEqual(h.step_files(ck), [])
 
     def test_data_empty(self):
@@ -590,7 +590,7 @@ class BadInputTest(Fixtures):
         self.check("train", ["--resume", path, "--steps", "2", "--checkpoint-dir",
                              self.path_in("r7")],
                    ["the checkpoint " + path + " holds eval_windows = 0 in its config",
-                    "--eval-windows must be at least 1", "give --eval-windows"], (1, 2))
+                    "--eval-windows must be at least 1", "give --eval-windows"])
 
     def test_no_partial_checkpoint_after_failed_resume(self):
         """A failed start leaves nothing in the checkpoint folder that looks like a checkpoint."""
