@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,11 +88,12 @@ void check_pointer_entries(const std::string& dir) {
     std::error_code ec;
     const fs::file_status status = fs::symlink_status(path, ec);
     if (!fs::exists(status)) continue;
-    GPT_INPUT_CHECK(fs::is_regular_file(fs::status(path, ec)),
-                    "--checkpoint-dir " << dir << ": " << path.string()
-                                        << " is not a file (the folder's `latest` is a one-line "
-                                           "file naming the newest checkpoint, replaced at every "
-                                           "save); move it away");
+    const bool usable = name == std::string("latest") ? !fs::is_directory(status)
+                                                      : fs::is_regular_file(status);
+    GPT_INPUT_CHECK(usable, "--checkpoint-dir " << dir << ": " << path.string()
+                                                << " is not a file (the folder's `latest` is a "
+                                                   "one-line file naming the newest checkpoint, "
+                                                   "replaced at every save); move it away");
   }
 }
 
@@ -101,20 +103,33 @@ std::vector<std::string> step_file_names(const std::string& dir) {
   return names;
 }
 
-CheckpointFolderLock::CheckpointFolderLock(const std::string& dir) {
-  const std::string path = (fs::path(dir) / ".lock").string();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  GPT_INPUT_CHECK(fd_ >= 0, "--checkpoint-dir " << dir << ": cannot create " << path);
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+CheckpointFolderLock::CheckpointFolderLock(const std::string& dir)
+    : path_((fs::path(dir) / ".lock").string()) {
+  // A few tries: each one that fails for the file's removal met a run letting its lock go.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    GPT_INPUT_CHECK(fd_ >= 0, "--checkpoint-dir " << dir << ": cannot create " << path_);
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+      fail_input(GPT_MSG("--checkpoint-dir " << dir << " is in use by another run (it holds "
+                                             << path_ << "); give this run another folder"));
+    }
+    struct stat locked {}, named {};
+    if (::fstat(fd_, &locked) == 0 && ::stat(path_.c_str(), &named) == 0 &&
+        locked.st_dev == named.st_dev && locked.st_ino == named.st_ino)
+      return;
     ::close(fd_);
     fd_ = -1;
-    fail_input(GPT_MSG("--checkpoint-dir " << dir << " is in use by another run (it holds " << path
-                                           << "); give this run another folder"));
   }
+  fail_input(GPT_MSG("--checkpoint-dir " << dir << ": cannot take the lock " << path_
+                                         << " (it keeps being removed)"));
 }
 
 CheckpointFolderLock::~CheckpointFolderLock() {
-  if (fd_ >= 0) ::close(fd_);  // releases the lock
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());  // while still held: nobody can hold the name's lock meanwhile
+  ::close(fd_);             // releases the lock
 }
 
 bool VerifiedCheckpoints::verifies(const std::string& path) {

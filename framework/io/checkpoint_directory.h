@@ -21,9 +21,11 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 // before this run writes.
 std::vector<std::string> remove_interrupted_writes(const std::string& dir);
 
-// The names each checkpoint write replaces by a rename must be free for a file: `latest` (or
-// latest.tmp) as a directory, say, would fail every write after its step was trained. Throws a
-// one-line error naming the entry. Call on one rank, at start-up.
+// The names each checkpoint write uses must take a file: `latest` as a directory fails the rename
+// that replaces it after the step was trained, and latest.tmp as anything but a file fails its
+// write (a FIFO would block it). Throws a one-line error naming the entry. (A `latest` that is a
+// FIFO or a link is replaced by the rename, and --resume auto skips it.) Call on one rank, at
+// start-up.
 void check_pointer_entries(const std::string& dir);
 
 // The step-*.h5 file names of dir, highest step first.
@@ -32,6 +34,9 @@ std::vector<std::string> step_file_names(const std::string& dir);
 // Holds an exclusive lock on <dir>/.lock for its lifetime (flock: released when the process ends,
 // however it ends): two runs writing one checkpoint folder would delete each other's temporary
 // files and prune each other's checkpoints. Throws a one-line error when another run holds it.
+// The file is removed when the lock is let go (a killed run leaves it, and the next run takes it
+// over): a run that opened it just before may then hold a lock on a removed file, so the lock
+// counts only once the locked file is still the one the folder names.
 class CheckpointFolderLock {
  public:
   explicit CheckpointFolderLock(const std::string& dir);
@@ -40,6 +45,7 @@ class CheckpointFolderLock {
   CheckpointFolderLock& operator=(const CheckpointFolderLock&) = delete;
 
  private:
+  std::string path_;
   int fd_ = -1;
 };
 

@@ -67,6 +67,30 @@ void read_range(hid_t tokens, int64_t start, int64_t count, int32_t* out) {
                        reinterpret_cast<uint32_t*>(out)));
 }
 
+// Every filter /tokens was written through must be one this HDF5 library can decode: h5py's own
+// LZF (filter 32000) is not, nor is any other plugin filter Debian's libhdf5 lacks, and reading
+// would fail inside HDF5 with a message naming no filter.
+void check_filters_available(hid_t creation) {
+  const int filters = GPT_H5_CHECK(H5Pget_nfilters(creation));
+  for (int i = 0; i < filters; ++i) {
+    unsigned flags = 0, config = 0;
+    size_t values = 0;
+    char name[64] = {};
+    const H5Z_filter_t id = H5Pget_filter2(creation, static_cast<unsigned>(i), &flags, &values,
+                                           nullptr, sizeof name, name, &config);
+    GPT_INPUT_CHECK(id >= 0, "/tokens has a filter HDF5 cannot describe (" << i << ")");
+    const htri_t available = H5Zfilter_avail(id);
+    if (available > 0) continue;
+    name[sizeof name - 1] = '\0';
+    const std::string shown = name[0] != '\0' ? quoted_excerpt(name) : std::string("(unnamed)");
+    fail_input(GPT_MSG("/tokens is compressed with the filter "
+                       << shown << " (HDF5 filter id " << id << (id == 32000 ? ", h5py's LZF" : "")
+                       << "), which this HDF5 library cannot decode: rewrite it with "
+                          "compression=\"gzip\" or none (h5py: f.create_dataset(\"tokens\", "
+                          "data=tokens))"));
+  }
+}
+
 // /tokens without a chunk cache (see the header), its data in the file itself: external storage
 // or a virtual dataset would have HDF5 open other files the user never named (a FIFO among them
 // blocks the read forever).
@@ -80,6 +104,7 @@ h5::Handle open_tokens(hid_t file) {
                   "/tokens keeps its data in external files; only data stored in the file is read");
   GPT_INPUT_CHECK(GPT_H5_CHECK(H5Pget_layout(creation.id())) != H5D_VIRTUAL,
                   "/tokens is a virtual dataset; only data stored in the file is read");
+  check_filters_available(creation.id());
   return tokens;
 }
 

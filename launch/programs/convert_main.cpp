@@ -15,6 +15,7 @@
 #include "framework/io/checkpoint_reader.h"
 #include "framework/io/checkpoint_writer.h"
 #include "framework/io/gpt2_weights.h"
+#include "framework/io/hf_extras.h"
 #include "framework/io/hf_weight_files.h"
 #include "framework/io/llama_weights.h"
 #include "framework/io/whole_file.h"
@@ -93,9 +94,11 @@ void write_hf_tokenizer(const ConvertOptions& o, const fs::path& dir, const std:
 // The checkpoint as `train --steps 0` would write it, at `output`: written by write_checkpoint
 // into a folder beside it, then moved; each parameter's values from `values` as its turn comes.
 void write_weights_checkpoint(Runtime& rt, const ModelConfig& model, const std::string& tokenizer,
-                              const std::string& output, const ValueSource& values) {
+                              const std::string& output, const ValueSource& values,
+                              const Json& hf_extras) {
   TrainOptions defaults;
   defaults.model = model;
+  defaults.hf_extras = hf_extras.empty() ? "" : hf_extras.dump();
   CheckpointMeta meta;
   meta.config_json = run_config_json(defaults, model);
   meta.tokenizer = tokenizer;
@@ -149,7 +152,14 @@ std::vector<float> local_storage(const Parameter& p, const HostTensor& t) {
 void write_imported(const ModelConfig& model, const std::string& source, const std::string& output,
                     const std::string& tokenizer,
                     const std::function<void(const ExpectedTensors&)>& check,
-                    const std::function<HostTensor(const std::string&)>& tensor) {
+                    const std::function<HostTensor(const std::string&)>& tensor,
+                    const Json& hf_extras = Json::object()) {
+  // Token b of `bytes` is byte b: a model without a row for each of the 256 bytes would read past
+  // its embedding on the first byte it lacks.
+  GPT_INPUT_CHECK(tokenizer != "bytes" || model.vocab_size >= 256,
+                  source << " records the tokenizer bytes (token b is byte b: 256 tokens) but its "
+                            "model has "
+                         << model.vocab_size << " embedding rows (vocab_size); nothing written");
   RuntimeOptions ro;
   ro.execution.device = DeviceKind::kCpu;
   ro.allocate_parameters = false;
@@ -169,7 +179,7 @@ void write_imported(const ModelConfig& model, const std::string& source, const s
     GPT_CHECK(t.shape == p.shape, "imported tensor " << p.name << " has another shape");
     return local_storage(p, t);
   };
-  write_weights_checkpoint(rt, model, tokenizer, output, values);
+  write_weights_checkpoint(rt, model, tokenizer, output, values, hf_extras);
   GPT_LOG0("wrote " << output << ": " << model.num_parameters(true) << " parameters ("
                     << arch_name(model.arch) << ", " << model.n_layer << " layers, d_model "
                     << model.d_model << ", vocab " << model.vocab_size << ", " << model.seq_len
@@ -193,7 +203,8 @@ void from_hf_gpt2(const ConvertOptions& o, const Json& config) {
   write_imported(
       model, dir.string(), o.output, tokenizer.empty() ? "gpt2" : tokenizer,
       [&](const ExpectedTensors& expected) { tensors = read_hf_tensors(file, expected); },
-      [&](const std::string& name) { return tensors.at(name); });
+      [&](const std::string& name) { return tensors.at(name); },
+      read_hf_extras(config, config_path, dir.string()));
 }
 
 // The Llama family, streamed from the (possibly sharded) safetensors tensor by tensor.
@@ -224,7 +235,8 @@ void from_hf_llama(const ConvertOptions& o, const Json& config, const std::strin
       [&](const ExpectedTensors& expected) {
         check_llama_tensors(files, expected, model, config_path);
       },
-      [&](const std::string& name) { return files.read(hf_llama_name(name)); });
+      [&](const std::string& name) { return files.read(hf_llama_name(name)); },
+      read_hf_extras(config, config_path, dir.string()));
   if (hf_tokenizer)
     place_tokenizer_copy(hf_tokenizer->json_path(), hf_tokenizer->identity(),
                          fs::path(o.output).parent_path().string());
@@ -352,8 +364,8 @@ std::vector<std::string> write_gpt2_hf_weights(const ConvertOptions& o,
 
 // --to-hf's files, into `dir`.
 void export_hf_files(const ConvertOptions& o, const CheckpointReader& reader,
-                     const ModelConfig& model, Json& config, StoredDtype dtype,
-                     const fs::path& dir) {
+                     const ModelConfig& model, Json& config, const Json& hf_extras,
+                     StoredDtype dtype, const fs::path& dir) {
   const std::string tokenizer = reader.meta().tokenizer;
   const std::map<std::string, std::string> metadata = {{"format", "pt"},
                                                        {kTokenizerKey, tokenizer}};
@@ -364,10 +376,16 @@ void export_hf_files(const ConvertOptions& o, const CheckpointReader& reader,
     config["bos_token_id"] = kGpt2EndOfText;
     config["eos_token_id"] = kGpt2EndOfText;
   }
+  const std::optional<Json> generation = apply_hf_extras(hf_extras, model, config);
   write_file_atomically((dir / "config.json").string(),
                         [&](std::ostream& out) { out << config.dump(2) << "\n"; }, false);
-  write_hf_tokenizer(o, dir, tokenizer, model);
   std::string files = "config.json";
+  if (generation) {
+    write_file_atomically((dir / kHfGenerationConfigFile).string(),
+                          [&](std::ostream& out) { out << generation->dump(2) << "\n"; }, false);
+    files += std::string(", ") + kHfGenerationConfigFile;
+  }
+  write_hf_tokenizer(o, dir, tokenizer, model);
   for (const std::string& name : written) files += ", " + name;
   GPT_LOG0(
       "wrote " << o.to_hf << " (" << files
@@ -381,8 +399,8 @@ void from_checkpoint(const ConvertOptions& o) {
   require_regular_file(path, "--checkpoint");
   const std::unique_ptr<CheckpointReader> reader = open_checkpoint(path, MPI_COMM_WORLD);
   const std::string what = path + ": config";
-  const ModelConfig model =
-      model_config_from_json(parse_json_object(reader->meta().config_json, what), what);
+  const Json stored = parse_json_object(reader->meta().config_json, what);
+  const ModelConfig model = model_config_from_json(stored, what);
   reader->check_holds_model(model);
   if (!o.to_llmc.empty()) {
     GPT_INPUT_CHECK(model.arch == Arch::kGpt2, "--to-llmc: llm.c's file holds a GPT-2, and "
@@ -400,7 +418,7 @@ void from_checkpoint(const ConvertOptions& o) {
   config["torch_dtype"] = torch_dtype;
   const fs::path dir = prepare_hf_directory(o);  // the work folder, published at the end
   try {
-    export_hf_files(o, *reader, model, config, dtype, dir);
+    export_hf_files(o, *reader, model, config, hf_extras_from_checkpoint(stored, what), dtype, dir);
   } catch (...) {
     std::error_code ec;
     fs::remove_all(dir, ec);

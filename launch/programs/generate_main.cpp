@@ -187,6 +187,13 @@ int generate_main(int argc, char** argv) {
       prompt = parse_token_ids(o.prompt_tokens, model.runtime->model().vocab_size);
     else
       prompt = prompt_token_ids(*tokenizer, prompt_text, o.allow_special_tokens);
+    // A bytes model trained on a data set of fewer than 256 tokens has no row for the others.
+    const int64_t vocab = model.runtime->model().vocab_size;
+    for (size_t i = 0; i < prompt.size(); ++i)
+      GPT_INPUT_CHECK(prompt[i] < vocab, "the prompt's token "
+                                             << prompt[i] << " (at " << i << ", tokenizer "
+                                             << tokenizer->name() << ") is not below vocab_size "
+                                             << vocab << " of the checkpoint " << o.checkpoint);
   });
   std::vector<int32_t> newline_ids;
   tokenizer->encode(0, "\n", newline_ids);

@@ -207,8 +207,9 @@ void check_train_options(const TrainOptions& o) {
                   "--comm-timeout must be a number of seconds, at least 0 (0 = off)");
   GPT_INPUT_CHECK(std::isfinite(o.startup_timeout) && o.startup_timeout >= 0,
                   "--startup-timeout must be a number of seconds, at least 0 (0 = off)");
-  GPT_INPUT_CHECK(o.resume.empty() || o.init_from.empty(),
-                  "--resume and --init-from exclude each other");
+  GPT_INPUT_CHECK(o.resume.empty() || o.init_from.empty() || o.resume == "auto",
+                  "--resume FILE and --init-from exclude each other (--resume auto with "
+                  "--init-from continues the folder's checkpoint, or starts from --init-from's)");
   GPT_INPUT_CHECK(!o.checkpoint_dir.empty(), "--checkpoint-dir must not be empty");
 }
 

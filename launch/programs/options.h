@@ -71,6 +71,10 @@ struct TrainOptions {
   // Options the user set explicitly (command line or config file), by long name.
   std::set<std::string> given;
   bool was_given(const std::string& name) const { return given.count(name) > 0; }
+  // The "hf" object of the checkpoint the run starts from (framework/io/hf_extras.h: what an import
+  // kept of a Hugging Face directory), as JSON text, written into every checkpoint of the run so
+  // that --to-hf of a fine-tune writes it back; "" where there is none.
+  std::string hf_extras;
   // Options a resumed checkpoint supplied (not given), by long name: where each came from, as
   // "the checkpoint FILE holds KEY = VALUE in its config", for the errors that name them.
   std::map<std::string, std::string> from_checkpoint;

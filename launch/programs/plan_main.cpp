@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
           gpt::finish_plan_options(options);
           if (!options.calibrate.empty() || !options.calibrate_turns.empty()) return;
           cluster = gpt::load_cluster(options.cluster);
+          gpt::apply_memory_headroom(options, cluster);
           if (options.serve) {
             layouts = gpt::serving_layout_search(options, cluster);
             return;
@@ -106,7 +107,11 @@ int main(int argc, char** argv) {
     if (options.json) {
       for (const auto& p : ranked) {
         gpt::Json j = gpt::layout_json(p);
-        if (gpu_cluster) j["step_time_validation"] = gpt::validation_band_json(validation);
+        if (gpu_cluster) {
+          j["step_time_validation"] = gpt::validation_band_json(validation);
+          // The check covers Megatron's regime only: this project's rows are predictions.
+          j["step_time_validated"] = p.layout.regime() == gpt::PrecisionRegime::kMegatronMixed;
+        }
         const gpt::RunCommands run_p = commands(p);
         j["commands"] = {{"mpirun", run_p.mpirun}, {"sbatch", run_p.sbatch}};
         std::cout << j.dump() << "\n";
@@ -120,7 +125,13 @@ int main(int argc, char** argv) {
               << options.model.vocab_size << "; global batch " << options.global_batch_size << "; "
               << ranked.size() << " layouts\n";
     std::cout << gpt::ranked_table(ranked, options.top);
-    if (gpu_cluster) std::cout << gpt::validation_band_text(validation) << "\n";
+    if (gpu_cluster) {
+      bool megatron_rows = false, own_rows = false;
+      for (size_t i = 0; i < ranked.size() && i < static_cast<size_t>(options.top); ++i)
+        (ranked[i].layout.regime() == gpt::PrecisionRegime::kMegatronMixed ? megatron_rows
+                                                                           : own_rows) = true;
+      std::cout << gpt::validation_band_text(validation, megatron_rows, own_rows) << "\n";
+    }
     const gpt::PrecisionRegime best = ranked.front().layout.regime();
     std::cout << "precision " << gpt::regime_name(best) << ": " << gpt::regime_description(best)
               << "\n";

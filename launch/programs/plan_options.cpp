@@ -2,6 +2,7 @@
 #include "launch/programs/plan_options.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "framework/check.h"
 #include "framework/json.h"
@@ -68,6 +69,10 @@ po::options_description plan_options_description(PlanOptions& o) {
       "fp32 | bf16: what the dp gradient reduction moves, as train's option (not enumerated)");
   add("allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
       "let a tp group span nodes");
+  add("memory-headroom", po::value(&o.memory_headroom_gb)->default_value(o.memory_headroom_gb),
+      "GB (1e9 bytes) each rank needs beside the buffers the memory model predicts (CUDA context, "
+      "NCCL, allocator slack): a layout fits within the GPU's memory less it (train on cuda "
+      "reserves 90% of the free memory by default: 8 on an 80 GB GPU matches it)");
   po::options_description serving("Serving (--serve)");
   add = serving.add_options();
   add("serve", po::bool_switch(&o.serve),
@@ -158,6 +163,9 @@ void finish_plan_options(PlanOptions& o) {
   GPT_INPUT_CHECK(o.map_by == "slot" || o.map_by == "node",
                   "--map-by must be one of slot | node (got '" << o.map_by << "')");
   GPT_INPUT_CHECK(o.top >= 1, "--top must be at least 1");
+  GPT_INPUT_CHECK(std::isfinite(o.memory_headroom_gb) && o.memory_headroom_gb >= 0,
+                  "--memory-headroom must be a number of GB, at least 0 (got "
+                      << o.memory_headroom_gb << ")");
   check_serving_options(o);
   // The layout's other rules need the job's size (enumerate_layouts).
   GPT_INPUT_CHECK(!o.was_given("dp") || o.layout.dp >= 1,
@@ -168,6 +176,15 @@ void finish_plan_options(PlanOptions& o) {
     o.splits = o.layout.pipeline_layers_auto ? PipelineSplits::kBalanced : PipelineSplits::kGiven;
     o.layout.pipeline_layers_auto = false;  // plan's layouts are priced at even, then balanced
   }
+}
+
+void apply_memory_headroom(const PlanOptions& o, Cluster& cluster) {
+  const double headroom = o.memory_headroom_gb * kGB;
+  GPT_INPUT_CHECK(headroom < cluster.gpu.memory_bytes,
+                  "--memory-headroom " << o.memory_headroom_gb << " leaves nothing of the "
+                                       << cluster.gpu.memory_bytes / kGB << " GB of a "
+                                       << cluster.gpu.name);
+  cluster.memory_headroom_bytes = headroom;
 }
 
 int job_ranks(const PlanOptions& o, const Cluster& cluster) {

@@ -42,6 +42,9 @@ struct PlanOptions {
   std::string concurrency_text = "1,4,16,64";
   std::vector<int64_t> concurrency;  // concurrency_text parsed
   double bytes_per_weight = 4;
+  // --memory-headroom GB: what each rank needs beside the predicted buffers (Cluster's
+  // memory_headroom_bytes); a layout fits within the GPU's memory less it.
+  double memory_headroom_gb = 0;
   bool json = false;
   int top = 10;
 
@@ -54,6 +57,10 @@ boost::program_options::options_description plan_options_description(PlanOptions
 // Applies --model's preset to the shape options not given and checks every option alone
 // (ranges, names); throws a one-line input error naming the option.
 void finish_plan_options(PlanOptions& options);
+
+// Sets the cluster's memory headroom from --memory-headroom; an input error when it is not below
+// the GPU's memory.
+void apply_memory_headroom(const PlanOptions& options, Cluster& cluster);
 
 // The job's ranks: --ranks, or every GPU of --nodes; an input error when --ranks exceeds them.
 int job_ranks(const PlanOptions& options, const Cluster& cluster);

@@ -1,8 +1,8 @@
-// train: GPT-2 training on a tp x dp x pp grid of MPI ranks (docs/DESIGN.md "Programs"), in four
-// named steps: parse the options, load the inputs (checkpoint and data sets), build the runtime
-// and the training state, train. Set-up steps that can fail on some ranks only (files,
-// checkpoints, allocation) run under agree_on_failure, so bad input ends every rank with one
-// message and no hang.
+// train: GPT-2 and Llama-family training on a tp x dp x pp grid of MPI ranks (docs/DESIGN.md
+// "Programs"), in four named steps: parse the options, load the inputs (checkpoint and data
+// sets), build the runtime and the training state, train. Set-up steps that can fail on some
+// ranks only (files, checkpoints, allocation) run under agree_on_failure, so bad input ends
+// every rank with one message and no hang.
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -186,6 +186,13 @@ std::unique_ptr<MetricsWriter> prepare_outputs(MPI_Comm world, const TrainOption
       for (const std::string& name : remove_interrupted_writes(options.checkpoint_dir))
         GPT_LOG0("removed " << name << " in " << options.checkpoint_dir
                             << ": left by an interrupted checkpoint write");
+      // No watchdog of this run has started yet (start_watchdog follows): any heartbeat there
+      // is a killed job's.
+      const std::string heartbeats =
+          (std::filesystem::path(options.checkpoint_dir) / ".watchdog").string();
+      if (const int stale = remove_stale_heartbeats(heartbeats); stale > 0)
+        GPT_LOG0("removed " << stale << " heartbeat file(s) in " << heartbeats
+                            << ": left by a job that was killed");
     }
     metrics = std::make_unique<MetricsWriter>(options.metrics, writer, start_step);
     if (writer) check_trace_path(options.trace);
@@ -233,7 +240,9 @@ std::unique_ptr<Watchdog> start_watchdog(MPI_Comm world, const TrainOptions& opt
 int train_main(int argc, char** argv) {
   MPI_Comm world = MPI_COMM_WORLD;
   TrainOptions options;
-  if (!parse_options(world, argc, argv, "train: GPT-2 training on a tp x dp x pp grid of MPI ranks",
+  if (!parse_options(world, argc, argv,
+                     "train: GPT-2 and Llama-family (Llama, Mistral, Qwen2, Qwen3) training on a "
+                     "tp x dp x pp grid of MPI ranks",
                      train_options_description(options), &options.given,
                      [&] { finish_train_options(options, comm_size(world)); }))
     return 0;

@@ -2,12 +2,15 @@
 #include "launch/training/run_config.h"
 
 #include <cctype>
+#include <filesystem>
 #include <sstream>
 #include <type_traits>
+#include <variant>
 
 #include "framework/check.h"
 #include "framework/families/model_family.h"
 #include "framework/io/checkpoint_directory.h"
+#include "framework/io/hf_extras.h"
 #include "framework/io/shard_record.h"
 #include "framework/json.h"
 #include "framework/logging.h"
@@ -40,6 +43,11 @@ std::string run_config_json(const TrainOptions& o, const ModelConfig& m) {
   j["grad_clip"] = o.grad_clip;
   j["eval_every"] = o.eval_every;
   j["eval_windows"] = o.eval_windows;
+  // How the run reports and saves: a requeued `--resume auto` continues as it was.
+  j["save_every"] = o.save_every;
+  j["log_every"] = o.log_every;
+  j["metrics"] = o.metrics.empty() ? "" : std::filesystem::absolute(o.metrics).string();
+  if (!o.hf_extras.empty()) j["hf"] = parse_json_object(o.hf_extras, "the run's hf fields");
   return j.dump();
 }
 
@@ -97,26 +105,43 @@ void take_field(TrainOptions& o, const Json& cfg, const char* option, const char
   if (cfg.contains(key)) take_stored(o, option, key, file, target, json_field<T>(cfg, key, what));
 }
 
+// The numeric training options a resumed run continues with, by option and config key (the
+// layout's micro-batch size, the validation data and the data order are taken beside them).
+using NumericField = std::variant<int64_t TrainOptions::*, double TrainOptions::*>;
+struct StoredNumber {
+  const char* option;
+  const char* key;
+  NumericField field;
+};
+const StoredNumber kStoredNumbers[] = {
+    {"global-batch-size", "global_batch_size", &TrainOptions::global_batch_size},
+    {"steps", "steps", &TrainOptions::steps},
+    {"lr", "lr", &TrainOptions::lr},
+    {"min-lr", "min_lr", &TrainOptions::min_lr},
+    {"warmup-steps", "warmup_steps", &TrainOptions::warmup_steps},
+    {"weight-decay", "weight_decay", &TrainOptions::weight_decay},
+    {"beta1", "beta1", &TrainOptions::beta1},
+    {"beta2", "beta2", &TrainOptions::beta2},
+    {"eps", "eps", &TrainOptions::eps},
+    {"momentum", "momentum", &TrainOptions::momentum},
+    {"grad-clip", "grad_clip", &TrainOptions::grad_clip},
+    {"eval-every", "eval_every", &TrainOptions::eval_every},
+    {"eval-windows", "eval_windows", &TrainOptions::eval_windows},
+    {"save-every", "save_every", &TrainOptions::save_every},
+    {"log-every", "log_every", &TrainOptions::log_every},
+};
+
 // Every training option a resumed run continues with (docs/DESIGN.md "Checkpoint"): batch sizes,
 // --steps, the learning-rate schedule, the optimizer's hyper-parameters, the evaluation
-// cadence and the validation data; the layout, schedule and checkpoint options are the
-// command line's.
+// cadence, the validation data, and how the run saves and reports (--save-every, --log-every,
+// --metrics); the layout, schedule and checkpoint folder options are the command line's.
 void take_run_options(TrainOptions& o, const Json& cfg, const std::string& file) {
-  take_field(o, cfg, "global-batch-size", "global_batch_size", file, o.global_batch_size);
+  for (const StoredNumber& n : kStoredNumbers)
+    std::visit([&](auto member) { take_field(o, cfg, n.option, n.key, file, o.*member); },
+               n.field);
   take_field(o, cfg, "micro-batch-size", "micro_batch_size", file, o.layout.micro_batch);
-  take_field(o, cfg, "steps", "steps", file, o.steps);
-  take_field(o, cfg, "lr", "lr", file, o.lr);
-  take_field(o, cfg, "min-lr", "min_lr", file, o.min_lr);
-  take_field(o, cfg, "warmup-steps", "warmup_steps", file, o.warmup_steps);
-  take_field(o, cfg, "weight-decay", "weight_decay", file, o.weight_decay);
-  take_field(o, cfg, "beta1", "beta1", file, o.beta1);
-  take_field(o, cfg, "beta2", "beta2", file, o.beta2);
-  take_field(o, cfg, "eps", "eps", file, o.eps);
-  take_field(o, cfg, "momentum", "momentum", file, o.momentum);
-  take_field(o, cfg, "grad-clip", "grad_clip", file, o.grad_clip);
-  take_field(o, cfg, "eval-every", "eval_every", file, o.eval_every);
-  take_field(o, cfg, "eval-windows", "eval_windows", file, o.eval_windows);
   take_field(o, cfg, "val-data", "val_data", file, o.val_data);
+  take_field(o, cfg, "metrics", "metrics", file, o.metrics);
   if (cfg.contains("data_order"))
     take_stored(o, "data-order", "data_order", file, o.data_order,
                 stored_choice(cfg, "data_order", data_order_from_name, file + ": attribute config"));
@@ -152,6 +177,9 @@ void apply_checkpoint_config(TrainOptions& o, const CheckpointReader& checkpoint
   const int64_t seq_len = o.model.seq_len;
   o.model = stored;
   o.model.seq_len = seq_len;
+  // Resumed or fine-tuned, the model is still the imported one: its Hugging Face fields go on.
+  const Json extras = hf_extras_from_checkpoint(cfg, what);
+  o.hf_extras = extras.empty() ? "" : extras.dump();
   const uint64_t seed = checkpoint.meta().seed;
   if (!resuming) {
     // Fine-tuning: a new --seed, and a --seq-len up to the file's learned positions (GPT-2's;
@@ -231,9 +259,9 @@ void validate_resumed_options(const TrainOptions& o, int world_size) {
   }
 }
 
-std::string checkpoint_to_load(const TrainOptions& o, MPI_Comm comm) {
+std::string checkpoint_to_load(TrainOptions& o, MPI_Comm comm) {
   // A FIFO or a device would block the checkpoint's open: only regular files are read.
-  if (!o.init_from.empty()) {
+  if (o.resume.empty()) {
     require_regular_file(o.init_from, "--init-from");
     return o.init_from;
   }
@@ -244,6 +272,20 @@ std::string checkpoint_to_load(const TrainOptions& o, MPI_Comm comm) {
   std::vector<std::string> skipped;
   const std::string path = find_latest_checkpoint(o.checkpoint_dir, &skipped, comm);
   for (const std::string& why : skipped) GPT_WARN0("skipping checkpoint: " << why);
+  // With --init-from, the same command starts a fine-tune and continues it after a requeue.
+  if (!o.init_from.empty()) {
+    if (!path.empty()) {
+      GPT_LOG0("--resume auto: continuing " << path << " (--init-from " << o.init_from
+                                            << " started this run; not read again)");
+      o.init_from.clear();
+      return path;
+    }
+    GPT_LOG0("--resume auto: no checkpoint in " << o.checkpoint_dir << "; starting from --init-from "
+                                                << o.init_from);
+    o.resume.clear();
+    require_regular_file(o.init_from, "--init-from");
+    return o.init_from;
+  }
   if (path.empty())
     GPT_LOG0("--resume auto: no valid checkpoint in " << o.checkpoint_dir << "; starting fresh");
   return path;

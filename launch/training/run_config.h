@@ -2,8 +2,9 @@
 // resume rules: on --resume or --init-from the model shape, seed and data set come from the file,
 // and an option given on the command line that conflicts with them is an error. On --resume every
 // training option the file stored (batch sizes, --steps, learning-rate schedule, optimizer
-// options, evaluation cadence, validation data) is the file's unless given again, and each given
-// one that differs is logged; the layout, schedule and checkpoint options are the command line's.
+// options, evaluation cadence, validation data, --save-every, --log-every, --metrics) is the
+// file's unless given again, and each given one that differs is logged; the layout, schedule and
+// checkpoint folder options are the command line's.
 #pragma once
 
 #include <string>
@@ -31,8 +32,10 @@ void apply_checkpoint_config(TrainOptions& options, const CheckpointReader& chec
 void validate_resumed_options(const TrainOptions& options, int world_size);
 
 // The file --resume or --init-from names: a path, or for `--resume auto` the newest valid
-// checkpoint of --checkpoint-dir ("" when there is none: a fresh start, logged). Collective over
-// comm (the search verifies candidates together).
-std::string checkpoint_to_load(const TrainOptions& options, MPI_Comm comm);
+// checkpoint of --checkpoint-dir ("" when there is none: a fresh start, logged). `--resume auto`
+// with --init-from resumes the folder's checkpoint where there is one (clearing init_from), else
+// starts from --init-from's (clearing resume), so one command starts a fine-tune and continues it
+// after a requeue. Collective over comm (the search verifies candidates together).
+std::string checkpoint_to_load(TrainOptions& options, MPI_Comm comm);
 
 }  // namespace gpt

@@ -96,6 +96,21 @@ Watchdog::Watchdog(ProcessGrid& grid, const std::string& directory, double timeo
   thread_ = std::thread([this] { watch(); });
 }
 
+int remove_stale_heartbeats(const std::string& directory) {
+  int removed = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(directory, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool heartbeat = name.starts_with("rank-") &&
+                           (name.ends_with(".json") || name.ends_with(".json.tmp"));
+    std::error_code remove_error;
+    if (heartbeat && e.is_regular_file(remove_error) && fs::remove(e.path(), remove_error))
+      ++removed;
+  }
+  fs::remove(directory, ec);  // only an empty one goes
+  return removed;
+}
+
 Watchdog::~Watchdog() {
   {
     std::lock_guard<std::mutex> lock(mutex_);

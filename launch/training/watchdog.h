@@ -23,6 +23,12 @@ namespace gpt {
 
 inline constexpr int kExitWatchdog = 4;
 
+// Removes the heartbeat files (rank-*.json, and their temporaries) that a job killed before its
+// watchdogs stopped left in `directory`, and the directory once empty; a report.txt of a job the
+// watchdog ended stays, for the user. Returns how many files went. Call on one rank, holding the
+// checkpoint folder's lock, before any rank starts its watchdog.
+int remove_stale_heartbeats(const std::string& directory);
+
 class Watchdog {
  public:
   // Collective over the grid's world (the ranks agree on a job id, so files another job left are

@@ -12,10 +12,9 @@
 
 namespace gpt {
 
-// The units presets and cluster files give their figures in.
+// The units presets and cluster files give their figures in; plan prints memory in GB (1e9
+// bytes) too, as train does.
 inline constexpr double kGB = 1e9, kTFLOPS = 1e12, kUs = 1e-6;
-// The unit plan prints memory in.
-inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct LinkModel {
   double bandwidth = 0;  // bytes/s: peak bus bandwidth one GPU gets (NCCL's busbw)
@@ -134,6 +133,11 @@ struct Cluster {
   int gpus_per_node = 8;             // in [1, kMaxGpusPerNode]
   LinkModel intra_node, inter_node;  // inter_node: per GPU (its share of the node's NICs)
   CpuModel cpu;
+  // plan --memory-headroom: what a rank needs beside the buffers the memory model predicts (the
+  // CUDA context, NCCL's buffers, the allocator's slack; not part of a cluster file). A layout
+  // fits when its prediction is within usable_memory_bytes().
+  double memory_headroom_bytes = 0;
+  double usable_memory_bytes() const { return gpu.memory_bytes - memory_headroom_bytes; }
 };
 
 // The preset names: dgx-a100, dgx-h100, h200, l40s-pcie.

@@ -62,8 +62,11 @@ struct ValidationSummary {
 };
 ValidationSummary summarize(const std::vector<CheckedRun>& runs);
 
-// The line `plan` prints under its table, and the object its JSON carries.
-std::string validation_band_text(const ValidationSummary& s);
+// The check applies to Megatron's regime (megatron-mixed), in which the runs are priced: the
+// lines `plan` prints under its table, one for the rows of each kind of regime it shows (those
+// in Megatron's, with the check's band; this project's fp32 and bf16, predictions for its own
+// kernels, which the check does not cover), and the object its JSON carries (with the regime).
+std::string validation_band_text(const ValidationSummary& s, bool megatron_rows, bool own_rows);
 Json validation_band_json(const ValidationSummary& s);
 
 }  // namespace gpt

@@ -59,7 +59,7 @@ std::vector<PricedLayout> price_layouts(
     const Schedule& schedule = found->second;
     PricedLayout p{l, plan_memory(model, l, schedule, device),
                    predict_step(model, l, cluster, schedule)};
-    p.fits = static_cast<double>(p.memory.total()) <= cluster.gpu.memory_bytes;
+    p.fits = static_cast<double>(p.memory.total()) <= cluster.usable_memory_bytes();
     priced.push_back(p);
     if (progress) progress(priced.size(), layouts.size());
   }
@@ -82,11 +82,11 @@ std::vector<PricedLayout> price_layouts(
     if (best_step > 0 && balanced_step_bound(model, l, cluster) >= best_step) continue;
     // Moving blocks between stages evens their memory out, but does not halve the heaviest: a
     // layout needing twice the GPU's memory at even is not searched.
-    if (static_cast<double>(p.memory.total()) > 2 * cluster.gpu.memory_bytes) continue;
+    if (static_cast<double>(p.memory.total()) > 2 * cluster.usable_memory_bytes()) continue;
     const Schedule& schedule =
         schedules.at(std::make_tuple(l.schedule, l.pp, l.microbatches, l.virtual_stages));
     const StageBalance b =
-        balance_stages(model, l, {cluster, schedule, cluster.gpu.memory_bytes, device});
+        balance_stages(model, l, {cluster, schedule, cluster.usable_memory_bytes(), device});
     PricedLayout at = p;
     // The even split stays "even" (and train's default in the printed commands).
     if (b.chosen.counts != b.even.counts) at.layout.pipeline_layers = b.chosen.counts;
@@ -105,6 +105,15 @@ std::vector<PricedLayout> price_layouts(
   priced.insert(priced.end(), balanced.begin(), balanced.end());
   std::stable_sort(priced.begin(), priced.end(), ranks_before);
   return priced;
+}
+
+std::string usable_memory_text(const Cluster& cluster) {
+  if (cluster.memory_headroom_bytes <= 0)
+    return GPT_MSG(cluster.gpu.memory_bytes / kGB << " GB of a " << cluster.gpu.name);
+  return GPT_MSG(cluster.usable_memory_bytes() / kGB
+                 << " GB usable of a " << cluster.gpu.name << " (" << cluster.gpu.memory_bytes / kGB
+                 << " GB less " << cluster.memory_headroom_bytes / kGB
+                 << " GB of --memory-headroom)");
 }
 
 Json layout_json(const PricedLayout& p) {
@@ -145,16 +154,16 @@ std::string why_best(const std::vector<PricedLayout>& ranked, const Cluster& clu
   if (ranked.empty()) return "";
   const PricedLayout& best = ranked[0];
   if (!best.fits) {
-    return GPT_MSG("no layout fits the " << cluster.gpu.memory_bytes / kGiB << " GiB of a "
-                                         << cluster.gpu.name << "; the smallest need is shown");
+    return GPT_MSG("no layout fits the " << usable_memory_text(cluster)
+                                         << "; the smallest need is shown");
   }
   if (ranked.size() < 2) return "only one layout satisfies the options";
   const PricedLayout& next = ranked[1];
   std::ostringstream out;
   out << "best: " << describe(best.layout) << "; runner-up: " << describe(next.layout) << "\n";
   if (!next.fits) {
-    out << "why: the runner-up needs " << next.memory.total() / kGiB << " GiB, over the "
-        << cluster.gpu.memory_bytes / kGiB << " GiB of a " << cluster.gpu.name;
+    out << "why: the runner-up needs " << next.memory.total() / kGB << " GB, over the "
+        << usable_memory_text(cluster);
     return out.str();
   }
   // Layouts whose options change nothing priced here (selective recomputation on GPUs, where
@@ -187,7 +196,7 @@ std::string ranked_table(const std::vector<PricedLayout>& ranked, int rows) {
                 "%4s %3s %3s %4s %-15s %4s %5s %3s %-12s %4s %-14s %4s %8s %9s %9s %6s %8s %8s "
                 "%8s %8s %8s\n",
                 "rank", "tp", "pp", "dp", "schedule", "mb", "m", "sp", "recompute", "zero",
-                "precision", "fits", "mem GiB", "step s", "tok/s/gpu", "mfu", "compute", "tp s",
+                "precision", "fits", "mem GB", "step s", "tok/s/gpu", "mfu", "compute", "tp s",
                 "pp s", "dp s", "bubble");
   out << line;
   const int n = std::min<int>(rows, static_cast<int>(ranked.size()));
@@ -202,7 +211,7 @@ std::string ranked_table(const std::vector<PricedLayout>& ranked, int rows) {
         i + 1, l.tp, l.pp, l.dp, schedule_text(l).c_str(), static_cast<long long>(l.micro_batch),
         l.microbatches, l.sequence_parallel ? "yes" : "no", recompute_text(l).c_str(),
         l.distributed_optimizer ? "yes" : "no", regime_name(l.regime()), p.fits ? "yes" : "NO",
-        p.memory.total() / kGiB, s.step_time_s, s.tokens_per_s_per_gpu, s.mfu, s.compute_s,
+        p.memory.total() / kGB, s.step_time_s, s.tokens_per_s_per_gpu, s.mfu, s.compute_s,
         s.tp_comm_exposed_s, s.pp_comm_exposed_s, s.dp_comm_exposed_s, s.bubble_s);
     out << line;
   }

@@ -41,6 +41,10 @@ std::vector<PricedLayout> price_layouts(
 // The object `plan --json` prints for one layout.
 Json layout_json(const PricedLayout& p);
 
+// The memory a layout must fit: "80 GB of a H100-SXM5-80GB", or with a headroom "72 GB usable of
+// a H100-SXM5-80GB (80 GB less 8 GB of --memory-headroom)".
+std::string usable_memory_text(const Cluster& cluster);
+
 // Why the first of `ranked` beat the second: one or two lines (empty with one layout).
 std::string why_best(const std::vector<PricedLayout>& ranked, const Cluster& cluster);
 

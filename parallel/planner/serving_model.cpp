@@ -161,7 +161,7 @@ int64_t max_sequences(const ServingSetup& setup, const ServingRequest& request) 
   const double tokens = d(request.prompt_tokens + request.output_tokens);
   double fewest = -1;
   for (int stage = 0; stage < setup.layout.pp; ++stage) {
-    const double free = setup.cluster.gpu.memory_bytes * kServingMemoryShare -
+    const double free = setup.cluster.usable_memory_bytes() * kServingMemoryShare -
                         d(stage_parameters(setup.model, setup.layout, stage)) * setup.element_bytes;
     const double per_sequence =
         tokens * stage_layers(setup, stage) * kv_bytes_per_token_layer(setup);

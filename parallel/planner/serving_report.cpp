@@ -44,7 +44,7 @@ std::vector<ServedLayout> price_serving(const ServingSetup& base,
 std::string serving_table(const std::vector<ServedLayout>& served) {
   std::ostringstream out;
   char cell[256];
-  std::snprintf(cell, sizeof cell, "%-12s %4s %8s %7s %9s %9s", "layout", "gpus", "wgt GiB",
+  std::snprintf(cell, sizeof cell, "%-12s %4s %8s %7s %9s %9s", "layout", "gpus", "wgt GB",
                 "max seq", "TTFT ms", "TPOT ms");
   out << cell;
   if (!served.empty())
@@ -56,7 +56,7 @@ std::string serving_table(const std::vector<ServedLayout>& served) {
   for (const ServedLayout& s : served) {
     const ServingPrediction& p = s.prediction;
     std::snprintf(cell, sizeof cell, "%-12s %4d %8.2f %7lld", layout_name(s.layout).c_str(),
-                  s.layout.tp * s.layout.pp, p.weight_bytes / kGiB,
+                  s.layout.tp * s.layout.pp, p.weight_bytes / kGB,
                   static_cast<long long>(p.max_sequences));
     out << cell;
     if (!fits(s)) {

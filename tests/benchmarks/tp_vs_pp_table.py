@@ -84,7 +84,7 @@ def main():
     parser.add_argument("--vocab-size", type=int, default=50257)
     parser.add_argument("--models", nargs="*", default=list(MODELS), help="a subset of MODELS")
     a = parser.parse_args()
-    print("| model | cluster | layout | plan's choice | fits | GiB | step s | tok/s/GPU | MFU | "
+    print("| model | cluster | layout | plan's choice | fits | GB | step s | tok/s/GPU | MFU | "
           "exposed tp | bubble | auto split | auto step s | auto bubble |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     winners = []
@@ -108,7 +108,7 @@ def main():
                                     f"{100 * auto['bubble_s'] / auto['step_time_s']:.0f}% |")
                 print(f"| {model} | {cluster} | {name} | {describe(row)} | "
                       f"{'yes' if row['fits'] else 'no'} | "
-                      f"{row['memory_bytes']['total'] / 2**30:.1f} | {step:.3g} | "
+                      f"{row['memory_bytes']['total'] / 1e9:.1f} | {step:.3g} | "
                       f"{row['tokens_per_s_per_gpu']:.0f} | {row['mfu']:.3f} | "
                       f"{100 * row['tp_comm_exposed_s'] / step:.0f}% | "
                       f"{100 * row['bubble_s'] / step:.0f}% {balanced}")

@@ -419,6 +419,24 @@ class BadInputTest(Fixtures):
         path = self.files["float"]
         self.check("train", ["--data", path], [path, "/tokens", "uint16"])
 
+    def test_data_compressed_with_an_unavailable_filter(self):
+        """h5py's LZF filter, which Debian's libhdf5 cannot decode: one line naming the filter
+        (once an internal check's text quoting the failed H5Dread); gzip reads."""
+        import h5py
+        import numpy as np
+        tokens = np.random.default_rng(1).integers(0, 256, size=4096).astype("uint16")
+        for compression in ("lzf", "gzip"):
+            path = self.path_in(compression + ".h5")
+            with h5py.File(path, "w") as f:
+                f.create_dataset("tokens", data=tokens, compression=compression, chunks=(512,))
+                f.attrs["vocab_size"] = np.int64(256)
+                f.attrs["tokenizer"] = "bytes"
+            if compression == "lzf":
+                self.check("train", ["--data", path], [path, 'filter "lzf"', "32000", "gzip"])
+            else:
+                h.train(["--data", path, "--steps", "1", "--checkpoint-dir",
+                         self.path_in("gzip-ck")])
+
     def test_data_token_over_vocab(self):
         path = self.files["over_vocab"]
         self.check("train", ["--data", path], [path, "300", "vocab_size"])
@@ -485,7 +503,7 @@ class BadInputTest(Fixtures):
                 os.makedirs(os.path.join(ck, "latest"))
                 latest = os.path.join(ck, "latest")
                 self.check("train", ["--steps", "20", "--checkpoint-dir", ck] + resume,
-                           ["--checkpoint-dir", latest, "is not a file"], (2,) if resume else (1,))
+                           ["--checkpoint-dir", latest, "is not a file"])
                 self.assertEqual(h.step_files(ck), [])
 
     def test_data_empty(self):
@@ -572,7 +590,7 @@ class BadInputTest(Fixtures):
         self.check("train", ["--resume", path, "--steps", "2", "--checkpoint-dir",
                              self.path_in("r7")],
                    ["the checkpoint " + path + " holds eval_windows = 0 in its config",
-                    "--eval-windows must be at least 1", "give --eval-windows"], (1, 2))
+                    "--eval-windows must be at least 1", "give --eval-windows"])
 
     def test_no_partial_checkpoint_after_failed_resume(self):
         """A failed start leaves nothing in the checkpoint folder that looks like a checkpoint."""
@@ -617,6 +635,15 @@ class BadInputTest(Fixtures):
         self.check("generate", ck + ["--prompt-tokens", "300"], ["--prompt-tokens", "token 300"])
         missing = self.files["missing"]
         self.check("generate", ck + ["--prompt-file", missing], ["--prompt-file", missing])
+
+    def test_generate_prompt_beyond_a_small_vocabulary(self):
+        """A bytes model trained on tokens below 96 has no row for byte 122: the prompt is
+        refused, naming the token and the vocabulary, not looked up past the embedding."""
+        data = write_tokens(self.path_in("small-vocab.h5"), [1, 2, 3] * 200, vocab_size=96)
+        ck = self.path_in("small-vocab")
+        h.train(["--data", data, "--steps", "0", "--checkpoint-dir", ck])
+        self.check("generate", ["--checkpoint", ck, "--prompt", "zzz", "--threads", "1"],
+                   ["token 122", "vocab_size 96"])
 
     def test_generate_truncated_checkpoint(self):
         path = self.files["truncated"]

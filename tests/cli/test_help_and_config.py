@@ -60,6 +60,8 @@ class HelpTest(unittest.TestCase):
         self.assertIn("(=1)", option_line(out, "tp"))
         self.assertIn("(=1)", option_line(out, "pp"))
         self.assertIn("(=1f1b)", option_line(out, "schedule"))
+        # It trains the Llama family too (--arch llama): the first line says so, not GPT-2 alone.
+        self.assertIn("GPT-2 and Llama-family", out.splitlines()[0])
 
     def test_train_help_at_two_ranks_prints_once(self):
         result = h.run("train", ["--help"], np=2, timeout=60)

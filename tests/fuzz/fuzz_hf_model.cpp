@@ -3,9 +3,12 @@
 // model.safetensors.index.json and the safetensors files it names (HfWeightFiles: a missing or
 // doubled tensor, a shard name that is not a file of the directory), then the model config.json
 // describes checked against the files (sizes, every tensor's name and shape) and its tensors
-// read. One input holds the files, each after a "==> NAME <==" line (fuzz_common.h).
+// read; also what an import keeps beside the model (max_position_embeddings, bos and eos ids,
+// generation_config.json: framework/io/hf_extras.h). One input holds the files, each after a
+// "==> NAME <==" line (fuzz_common.h).
 #include "framework/families/model_family.h"
 #include "framework/io/gpt2_weights.h"
+#include "framework/io/hf_extras.h"
 #include "framework/io/hf_weight_files.h"
 #include "framework/io/llama_weights.h"
 #include "tests/fuzz/fuzz_common.h"
@@ -27,12 +30,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& [name, bytes] : gpt::fuzz::split_files(
            {reinterpret_cast<const char*>(data), size},
            {"config.json", "model.safetensors", "model.safetensors.index.json",
-            "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}))
+            "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+            "generation_config.json"}))
     gpt::fuzz::write_file("hf_model/" + name, bytes);
   gpt::fuzz::expect_success_or_input_error([&] {
     const std::string config_path = dir + "/config.json";
     const gpt::Json config = gpt::read_hf_json(config_path, "--from-hf");
     const std::string type = gpt::hf_model_type(config, config_path);
+    (void)gpt::read_hf_extras(config, config_path, dir);
     gpt::HfWeightFiles files(dir);
     (void)files.metadata("format");
     if (gpt::is_llama_family(type)) {

@@ -134,6 +134,12 @@ put("fuzz_hf_model", "llama-sharded", files(
     ("model.safetensors.index.json", json.dumps(index)),
     ("model-00001-of-00002.safetensors", safetensors(lt[0::2], {"format": "pt"})),
     ("model-00002-of-00002.safetensors", safetensors(lt[1::2], {"format": "pt"}))))
+# What an import keeps beside the model: the context, bos and eos ids, generation_config.json.
+put("fuzz_hf_model", "llama-extras", files(
+    ("config.json", json.dumps(dict(llama_config, bos_token_id=1, eos_token_id=[2, 3]))),
+    ("model.safetensors", safetensors(lt, {"format": "pt"})),
+    ("generation_config.json", json.dumps({"bos_token_id": 1, "eos_token_id": [2, 3],
+                                           "temperature": 0.6}))))
 tied = dict(llama_config, tie_word_embeddings=True)
 del tied["rope_scaling"]
 put("fuzz_hf_model", "llama-tied", files(("config.json", json.dumps(tied)),

@@ -287,6 +287,9 @@ class ConvertTest(h.TempDirTest):
         def out_of_range(header):
             header["ln_f.bias"]["data_offsets"] = [10 ** 9, 10 ** 9 + 128]
 
+        def bytes_tokenizer(header):  # as --to-hf of a bytes checkpoint records it
+            header["__metadata__"] = {"format": "pt", "gpt_train.tokenizer": "bytes"}
+
         cases = {
             "missing": (missing, CFG, None, "has no tensor h.1.mlp.c_fc.bias"),
             "misshaped": (misshaped, CFG, None, "tensor h.0.attn.c_attn.weight has shape"),
@@ -296,6 +299,10 @@ class ConvertTest(h.TempDirTest):
             # imported silently, then generate printed garbage with exit 0
             "infinite": (infinite, CFG, None,
                          'tensor "h.1.attn.c_proj.weight" holds +inf at element 101'),
+            # 96 embedding rows for the 256 bytes: generate read past the embedding
+            "bytes_rows": (good, CFG, bytes_tokenizer,
+                           "records the tokenizer bytes (token b is byte b: 256 tokens) but its "
+                           "model has 96 embedding rows"),
         }
         for name, (weights, config, fix, expected) in cases.items():
             with self.subTest(case=name):

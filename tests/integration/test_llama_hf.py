@@ -298,9 +298,17 @@ class LlamaHfTest(h.TempDirTest):
                 assert_import_refused(self, directory, expected)
 
     def test_fine_tunes_an_imported_model_at_tp2(self):
-        """train --init-from an imported Llama at tp 2, the optimizer fresh: the validation loss
-        on a learnable data set (a repeating pattern, tokenizer hf:llama as the model's) falls."""
-        source = write_hf_dir(self.path("llama"), LLAMA, hf_weights(LLAMA, 0), "F32", 1)
+        """train --init-from an imported Llama at tp 2, the optimizer fresh, at a --seq-len below
+        its context: the validation loss on a learnable data set (a repeating pattern, tokenizer
+        hf:llama as the model's) falls, and --to-hf of the fine-tune writes back the imported
+        model's context (max_position_embeddings 64, not the fine-tune's 16: serve then reported
+        a context of 16), rope scaling, bos and eos ids and generation_config.json."""
+        cfg = dict(LLAMA, max_position_embeddings=4 * T, bos_token_id=1, eos_token_id=[2, 3])
+        source = write_hf_dir(self.path("llama"), cfg, hf_weights(LLAMA, 0), "F32", 1)
+        generation = {"bos_token_id": 1, "eos_token_id": [2, 3], "do_sample": True,
+                      "temperature": 0.6, "top_p": 0.9}
+        with open(os.path.join(source, "generation_config.json"), "w") as f:
+            json.dump(generation, f)
         model = self.path("llama.h5")
         self.convert(["--from-hf", source, "--output", model])
         pattern = (np.arange(4096) * 7 % 23).astype("uint16")
@@ -313,15 +321,26 @@ class LlamaHfTest(h.TempDirTest):
         h.train(["--init-from", model, "--data", self.path("train.h5"), "--val-data",
                  self.path("val.h5"), "--tp", 2, "--steps", 12, "--eval-every", 6,
                  "--eval-windows", 4, "--global-batch-size", 8, "--micro-batch-size", 4,
-                 "--lr", 1e-2, "--warmup-steps", 2, "--threads", 1, "--checkpoint-dir",
-                 self.path("ck"), "--metrics", metrics], np=2, tiny=False, timeout=120)
+                 "--lr", 1e-2, "--warmup-steps", 2, "--threads", 1, "--seq-len", T,
+                 "--checkpoint-dir", self.path("ck"), "--metrics", metrics], np=2, tiny=False,
+                timeout=120)
         before = h.run("eval", ["--checkpoint", model, "--data", self.path("val.h5"),
-                                "--eval-windows", 4, "--threads", 1], check=True)
+                                "--eval-windows", 4, "--seq-len", T, "--threads", 1], check=True)
         vals = [float(re.search(r"loss ([0-9.]+)", before.stdout).group(1))]
         vals += [v["val_loss"] for v in h.val_lines(h.read_metrics(metrics))]
         self.assertEqual(len(vals), 3, vals)
         self.assertTrue(vals[0] > vals[1] > vals[2] and vals[2] < vals[0] - 1.0,
                         f"the validation loss should fall: {vals}")
+        out = self.path("fine-tuned-hf")
+        self.convert(["--checkpoint", self.path("ck"), "--to-hf", out])
+        with open(os.path.join(out, "config.json")) as f:
+            config = json.load(f)
+        self.assertEqual({k: config.get(k) for k in ("max_position_embeddings", "rope_scaling",
+                                                     "bos_token_id", "eos_token_id")},
+                         {k: cfg[k] for k in ("max_position_embeddings", "rope_scaling",
+                                              "bos_token_id", "eos_token_id")})
+        with open(os.path.join(out, "generation_config.json")) as f:
+            self.assertEqual(json.load(f), generation)
 
 
 if __name__ == "__main__":

@@ -223,8 +223,9 @@ class ResumeTest(h.TempDirTest):
     def test_kill_during_checkpoint_writes(self):
         """kill -9 while a checkpoint is being written (its .tmp exists), at three moments: every
         step file left is complete, --resume auto takes the newest, the partial file is never
-        taken for a checkpoint, and the next run removes it. The model is large enough (about
-        40 MB a checkpoint) that a write takes measurable time."""
+        taken for a checkpoint, and the next run removes it, and the folder's .lock and the
+        watchdog's heartbeats the kills left. The model is large enough (about 40 MB a
+        checkpoint) that a write takes measurable time."""
         model = RUN + ["--n-layer", "4", "--n-head", "8", "--d-model", "256", "--seq-len", "64",
                        "--global-batch-size", "4", "--micro-batch-size", "4", "--save-every", "1",
                        "--keep-last", "2"]
@@ -254,9 +255,16 @@ class ResumeTest(h.TempDirTest):
                 self.assertEqual(attrs.get("complete"), 1, name + " is not complete")
         metrics = self.path("m.jsonl")
         newest = h.step_files(ck)[-1]
+        # What the kills left of the folder's lock and the watchdog's heartbeats (a killed 4-rank
+        # job leaves a file per rank), which the next run cleans: it kept them once.
+        self.assertTrue(os.path.exists(os.path.join(ck, ".lock")))
+        with open(os.path.join(ck, ".watchdog", "rank-00003.json"), "w") as f:
+            f.write("{}\n")
         result = h.train(run + ["--metrics", metrics], timeout=120)
         self.assertIn("resumed from " + os.path.join(ck, newest), result.stdout, result.describe())
+        self.assertRegex(result.stdout, r"removed [12] heartbeat file\(s\) in .*\.watchdog")
         self.assertEqual([f for f in os.listdir(ck) if f.endswith(".tmp")], [])
+        self.assertEqual([f for f in os.listdir(ck) if f in (".lock", ".watchdog")], [])
         self.assertEqual(h.step_lines(h.read_metrics(metrics))[-1]["step"], 40)
 
     def test_keep_last(self):
@@ -348,35 +356,68 @@ class ResumeTest(h.TempDirTest):
         # lr restarts with the schedule: step 1 of the warm-up again.
         self.assertEqual(h.by_step(got, "lr")[1], h.by_step(self.ref, "lr")[1])
 
+    def test_init_from_with_resume_auto_requeues_a_fine_tune(self):
+        """One command, as the Slurm template runs it (it adds --resume auto): --init-from X
+        starts the fine-tune in an empty folder, and after an interruption the same command
+        continues the folder's checkpoint, bit for bit (once the two options were refused
+        together). --resume FILE with --init-from is still refused."""
+        src = h.checkpoint_file(self.ref_dir, 6)
+        ck = self.path("ck")
+        command = RUN + ["--init-from", src, "--resume", "auto", "--steps", "4", "--save-every",
+                         "2", "--seq-len", "8", "--seed", "99", "--checkpoint-dir", ck]
+        r = h.train(command)
+        self.assertIn("starting from --init-from", r.stdout, r.describe())
+        straight = self.path("straight-4.h5")
+        shutil.move(h.checkpoint_file(ck, 4), straight)
+        with open(os.path.join(ck, "latest"), "w") as f:
+            f.write("step-00000002.h5\n")
+        r = h.train(command)
+        self.assertIn("--resume auto: continuing", r.stdout, r.describe())
+        self.assertIn("resumed from", r.stdout, r.describe())
+        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, 4), straight)
+        r = h.train(RUN + ["--init-from", src, "--resume", src, "--checkpoint-dir",
+                           self.path("ck2")], check=False)
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertIn("--resume FILE and --init-from exclude each other", r.stderr)
+
     # ---- resume keeps the run
 
     def test_resume_auto_keeps_the_run_options(self):
-        """A run with non-default batch, schedule, optimizer and eval options, resumed with
-        --resume auto and nothing else, continues with the checkpoint's options: the final
-        checkpoint equals the uninterrupted run's bit for bit. Metrics lines written after the
-        checkpoint (a run that died after it) are superseded: one line per step."""
+        """A run with non-default batch, schedule, optimizer, eval, save, log and metrics options,
+        resumed with --resume auto and nothing else (as a requeued Slurm job is), continues with
+        the checkpoint's options: the final checkpoint equals the uninterrupted run's bit for
+        bit, checkpoints come every --save-every steps, log lines every --log-every, and the
+        metrics go on in the run's file (once the last three were dropped silently). Metrics
+        lines written after the checkpoint (a run that died after it) are superseded: one line
+        per step."""
         run = ["--global-batch-size", "16", "--micro-batch-size", "8", "--lr", "0.004",
                "--min-lr", "0.0004", "--warmup-steps", "2", "--weight-decay", "0.05",
                "--beta2", "0.99", "--grad-clip", "0.5", "--eval-every", "3", "--eval-windows",
-               "4", "--data-order", "sequential", "--seed", "77"]
+               "4", "--data-order", "sequential", "--seed", "77", "--log-every", "2"]
         ck, metrics = self.path("ck"), self.path("m.jsonl")
-        h.train(run + ["--steps", "5", "--save-every", "3", "--checkpoint-dir", ck,
+        h.train(run + ["--steps", "7", "--save-every", "3", "--checkpoint-dir", ck,
                        "--metrics", metrics])
         straight = h.read_metrics(metrics)
-        final = self.path("straight-5.h5")
-        shutil.move(h.checkpoint_file(ck, 5), final)
+        final = self.path("straight-7.h5")
+        shutil.move(h.checkpoint_file(ck, 7), final)
+        os.remove(h.checkpoint_file(ck, 6))
         with open(os.path.join(ck, "latest"), "w") as f:
             f.write("step-00000003.h5\n")
-        # Only the checkpoint's file, --resume auto, and where to write.
-        r = h.run("train", ["--resume", "auto", "--checkpoint-dir", ck, "--metrics", metrics,
-                            "--threads", "1"], check=True)
+        # Only --resume auto and the folder.
+        r = h.run("train", ["--resume", "auto", "--checkpoint-dir", ck, "--threads", "1"],
+                  check=True)
         self.assertNotIn("(checkpoint:", r.stdout, r.describe())
         self.assertIn("lines past step 3 superseded", r.stdout, r.describe())
-        self.assertIn("steps 4..5", r.stdout, r.describe())
-        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, 5), final)
+        self.assertIn("steps 4..7", r.stdout, r.describe())
+        logged = [int(line.split()[1].split("/")[0]) for line in r.stdout.splitlines()
+                  if line.startswith("step ") and "| loss" in line]
+        self.assertEqual(logged, [4, 6, 7], r.describe())
+        self.assertEqual(h.step_files(ck), ["step-00000003.h5", "step-00000006.h5",
+                                            "step-00000007.h5"])
+        h.assert_checkpoints_identical(self, h.checkpoint_file(ck, 7), final)
         got = h.read_metrics(metrics)
-        self.assertEqual([m["step"] for m in h.step_lines(got)], [1, 2, 3, 4, 5])
-        self.assertEqual([m["step"] for m in h.val_lines(got)], [3, 5])
+        self.assertEqual([m["step"] for m in h.step_lines(got)], [1, 2, 3, 4, 5, 6, 7])
+        self.assertEqual([m["step"] for m in h.val_lines(got)], [3, 6, 7])
         values = ("step", "loss", "grad_norm", "lr", "val_loss")  # not the timings
         # Memory events carry no step: each run writes its own (docs/MEMORY.md).
         self.assertEqual([{k: m[k] for k in values if k in m} for m in got if "step" in m],

@@ -118,9 +118,22 @@ class TrainingTest(unittest.TestCase):
                 self.assertTrue(data.startswith(b"\x89PNG"), "a PNG file")
                 continue
             text = data.decode()
-            for piece in ("train loss", "validation loss", "tokens/s", "step time split",
-                          "pipeline wait"):
+            for piece in ("train loss", "validation loss", "learning rate", "tokens/s",
+                          "step time split", "pipeline wait"):
                 self.assertIn(piece, text)
+        # Steps without a line are a gap, not a line across it (it once was one): a break
+        # (NaN) between 3 and 10 of lines every step, none in lines every 10 steps ending at 35.
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("plot_metrics", script)
+        plot = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(plot)
+        steps = [1, 2, 3, 10, 11, 12]
+        xs, ys = plot.with_gaps(steps, [5.0] * 6, plot.missing_stretches(steps))
+        self.assertEqual([x != x for x in xs], [False] * 3 + [True] + [False] * 3)
+        self.assertEqual(plot.missing_stretches([10, 20, 30, 35]), [])
+        # A validation line across the gap is broken too.
+        vx, _ = plot.with_gaps([2, 12], [4.0, 3.0], plot.missing_stretches(steps))
+        self.assertEqual(len(vx), 3)
 
     def test_final_checkpoint(self):
         attrs = h.load_checkpoint_attrs(self.final)

@@ -45,8 +45,11 @@ class PlanOutputTest(unittest.TestCase):
                 self.assertIn(part, row["memory_bytes"])
             self.assertEqual(row["tp"], 4)
             self.assertEqual(row["tp"] * row["pp"] * row["dp"], 16)
-            # A GPU cluster's prediction carries the published-run check's error band.
+            # A GPU cluster's prediction carries the published-run check's error band, which
+            # covers Megatron's regime only: this project's own rows are predictions.
             band = row["step_time_validation"]
+            self.assertEqual(band["regime"], "megatron-mixed")
+            self.assertEqual(row["step_time_validated"], row["precision"] == "megatron-mixed")
             self.assertGreaterEqual(band["published_runs"], 20)
             self.assertLessEqual(band["mean_abs_error"], 0.10)
             self.assertLess(band["lowest_error"], 0)
@@ -167,6 +170,38 @@ class PlanOutputTest(unittest.TestCase):
         code, out, err = plan(*SMALL, "--tp", "4", "--precision", "megatron-mixed")
         self.assertEqual(code, 0, err)
         self.assertIn("precision megatron-mixed: Megatron-LM's mixed precision", out)
+        # The published-run check's band is said to be of that regime's rows; the table of
+        # this project's own regimes says its step times are predictions the check does not
+        # cover (once one "validated on 22 published runs" line sat above either).
+        self.assertIn("step times of the megatron-mixed rows (Megatron-LM's regime) checked "
+                      "against 22 published A100 runs", out)
+        self.assertNotIn("fp32 and bf16 rows", out)
+        code, out, err = plan(*SMALL, "--tp", "4", "--precision", "bf16")
+        self.assertEqual(code, 0, err)
+        self.assertIn("step times of the fp32 and bf16 rows: predictions for this project's own "
+                      "kernels on GPUs, not checked against measured GPU runs", out)
+        self.assertNotIn("megatron-mixed rows", out)
+
+    def test_memory_in_gb_and_a_headroom(self):
+        """Memory in GB (1e9 bytes), as train prints it (plan printed GiB); --memory-headroom
+        takes its GB from the GPU's memory before a layout fits."""
+        fixed = [*SMALL, "--nodes", "1", "--tp", "1", "--pp", "1", "--micro-batch-size", "4",
+                 "--recompute", "none", "--precision", "fp32", "--distributed-optimizer=false"]
+        code, out, err = plan(*fixed, "--json")
+        self.assertEqual(code, 0, err)
+        row = json.loads(out.splitlines()[0])
+        total = row["memory_bytes"]["total"]
+        self.assertTrue(row["fits"], row)
+        code, out, err = plan(*fixed)
+        self.assertEqual(code, 0, err)
+        self.assertIn("mem GB", out)
+        self.assertIn(f"{total / 1e9:8.2f}", out)
+        headroom = 80 - total / 1e9 + 1  # leaves 1 GB less than the layout needs
+        code, out, err = plan(*fixed, "--memory-headroom", str(headroom), "--json")
+        self.assertEqual(code, 0, err)
+        self.assertFalse(json.loads(out.splitlines()[0])["fits"])
+        code, out, err = plan(*fixed, "--memory-headroom", str(headroom))
+        self.assertIn(f"GB less {headroom:g} GB of --memory-headroom", out)
 
 
 SERVE = ["--serve", "--model", "gpt2", "--cluster", "dgx-h100"]
@@ -262,6 +297,9 @@ class PlanBadInputTest(unittest.TestCase):
         self.check(SMALL + ["--tp", "4", "--schedule", "interleaved", "--pp", "1"],
                    "--schedule interleaved needs --pp of at least 2")
         self.check(SMALL + ["--map-by", "diagonal"], "--map-by must be one of slot | node")
+        self.check(SMALL + ["--memory-headroom", "-1"], "--memory-headroom must be a number of GB")
+        self.check(SMALL + ["--memory-headroom", "80"],
+                   "--memory-headroom 80 leaves nothing of the 80 GB")
         self.check(SMALL + ["--nodes", "2", "--map-by", "node", "--tp", "2"],
                    "--tp 2 with --map-by node puts each tp group across nodes")
 

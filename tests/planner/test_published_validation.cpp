@@ -116,7 +116,7 @@ TEST(PublishedValidation, EveryRunWithinTwentyPercentAndTheMeanWithinTen) {
                 100 * s.lowest_error, 100 * s.highest_error);
   }
   const ValidationSummary all = summarize(checked);
-  std::printf("%s\n", validation_band_text(all).c_str());
+  std::printf("%s\n", validation_band_text(all, true, false).c_str());
   EXPECT_GE(all.runs, 20);
   EXPECT_GE(by_source.size(), 3u);
   EXPECT_LE(all.mean_abs_error, 0.10);
