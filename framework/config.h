@@ -82,11 +82,11 @@ struct ModelConfig {
 std::string shortest_text(double value);
 
 // The architecture and the Llama family's fields, one list by their command-line option: a
-// preset copies the fields a user did not give (launch/programs/options.cpp), and a checkpoint
-// refuses an option that disagrees with its stored model (launch/training/run_config.cpp).
-// `same` compares what a field means (the kv heads, head width and MLP width the defaults give);
-// `text` gives the option's value for a command line (plan's run commands): "" for a switch that
-// is off, "on" for one that is on.
+// preset copies the fields a user did not give (launch/training/train_options.cpp), and a
+// checkpoint refuses an option that disagrees with its stored model
+// (launch/training/run_config.cpp). `same` compares what a field means (the kv heads, head width
+// and MLP width the defaults give); `text` gives the option's value for a command line (plan's run
+// commands): "" for a switch that is off, "on" for one that is on.
 struct ModelField {
   const char* option;
   void (*copy)(ModelConfig& to, const ModelConfig& from);

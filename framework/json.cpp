@@ -45,9 +45,7 @@ class ValueBuilder {
     }
     return true;
   }
-  bool parse_error(size_t, const std::string&, const nlohmann::detail::exception&) {
-    return false;
-  }
+  bool parse_error(size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
 
   bool too_deep() const { return too_deep_; }
   J take() { return std::move(root_); }

@@ -16,7 +16,7 @@ int rank();
 void set_quiet(bool quiet);  // silences info lines (tests)
 
 // From now on rank 0's info and warning lines go to `stream` instead of stdout and stderr: the
-// launcher's own stderr while it holds back the ranks' output (launch/training/signals.h).
+// launcher's own stderr while it holds back the ranks' output (launch/runtime/signals.h).
 void send_rank0_lines_to(std::FILE* stream);
 
 void info0(const std::string& line);  // global rank 0 only

@@ -1,10 +1,10 @@
 // Token and position embeddings (a position table where the family learns positions, GPT-2's
-// wpe; rotary ones are the attention's). The token table wte [V, C] is vocabulary-parallel: tp rank r stores rows
-// [r*Vp/tp, (r+1)*Vp/tp) of the padded vocabulary Vp (rows >= V are zero padding, never stored in
-// checkpoints); a token outside a rank's rows contributes 0 there and the tp all-reduce of the
-// forward (reduce_from_tp_region) assembles the full lookup. wpe [T, C] is replicated and added
-// after the reduction. wte is shared with the LM head (tied); with pp > 1 the last stage holds a
-// copy (docs/DESIGN.md "Tied embedding").
+// wpe; rotary ones are the attention's). The token table wte [V, C] is vocabulary-parallel: tp rank
+// r stores rows [r*Vp/tp, (r+1)*Vp/tp) of the padded vocabulary Vp (rows >= V are zero padding,
+// never stored in checkpoints); a token outside a rank's rows contributes 0 there and the tp
+// all-reduce of the forward (reduce_from_tp_region) assembles the full lookup. wpe [T, C] is
+// replicated and added after the reduction. wte is shared with the LM head (tied); with pp > 1 the
+// last stage holds a copy (docs/DESIGN.md "Tied embedding").
 #pragma once
 
 #include <cstdint>
@@ -21,8 +21,7 @@ namespace gpt {
 // for this tp rank (vocab_shard's rows); tied_copy marks the last stage's copy of a tied one when
 // pp > 1.
 Parameter& add_vocabulary_matrix(ParameterStore& store, const ModelConfig& cfg,
-                                 const std::string& name, int tp_rank, int tp_size,
-                                 bool tied_copy);
+                                 const std::string& name, int tp_rank, int tp_size, bool tied_copy);
 
 // What the weight gradient reads: the tokens (there is no input gradient to pass on).
 struct EmbeddingCache {

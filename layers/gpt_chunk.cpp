@@ -23,9 +23,9 @@ void GptChunk::forward(int slot, int microbatch) {
 }
 
 void GptChunk::backward_input(int slot, int grad_set, int /*microbatch*/, bool weight_follows) {
-  // Some blocks run their weight halves inside the input pass (GptStage::weight_half_at_once: a
-  // whole B's, and the recomputed blocks' in any schedule): on the final one their parameters are
-  // final there.
+  // Some blocks run their weight halves inside the input pass (weight_half_at_once,
+  // parallel/layer_sizes.h: a whole B's, and the recomputed blocks' in any schedule): on the final
+  // one their parameters are final there.
   const bool final_pass = ++input_passes_ == data_->microbatches;
   if (final_pass && on_final_weights_) stage_.set_weight_ready_hook(on_final_weights_);
   stage_.backward_input(slot, grad_set, data_->loss_scale, weight_follows);

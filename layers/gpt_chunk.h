@@ -2,7 +2,7 @@
 // virtual stage) and targets (last) from the step's host arrays, sums the last stage's token
 // losses, and during the chunk's final backward of the step hands its parameters to the dp
 // buckets as each layer's gradients become final: in its weight pass, and in its input pass for
-// the blocks that run their weight halves there (GptStage::weight_half_at_once).
+// the blocks that run their weight halves there (weight_half_at_once, parallel/layer_sizes.h).
 #pragma once
 
 #include <vector>

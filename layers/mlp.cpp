@@ -11,8 +11,9 @@ Mlp::Mlp(const LayerContext& ctx, const BlockParameters& p, const BlockDescripti
       local_ffn_(p.mlp_out.in_features / ctx.tp.size()),
       c_fc_(ctx, p.mlp_in),
       c_proj_(ctx, p.mlp_out) {
-  GPT_CHECK(p.mlp_in.size() == (swiglu_ ? 2u : 1u), "an MLP of this block description is not "
-                                                    "implemented");
+  GPT_CHECK(p.mlp_in.size() == (swiglu_ ? 2u : 1u),
+            "an MLP of this block description is not "
+            "implemented");
 }
 
 MlpCache Mlp::make_cache() const {

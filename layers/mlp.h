@@ -1,7 +1,7 @@
 // The MLP sublayer. GELU: c_fc column-parallel (F/tp features per rank), GELU (tanh), c_proj
 // row-parallel (GPT-2). SwiGLU: gate_proj and up_proj the two parts of one column-parallel layer,
-// silu(gate) * up, down_proj row-parallel (the Llama family, without biases). One all-reduce forward (the
-// output), one backward (the input gradient).
+// silu(gate) * up, down_proj row-parallel (the Llama family, without biases). One all-reduce
+// forward (the output), one backward (the input gradient).
 #pragma once
 
 #include <string>

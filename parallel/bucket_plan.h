@@ -19,7 +19,7 @@ namespace gpt {
 struct BucketParameter {
   std::string name;
   int64_t numel = 0;
-  bool own_bucket = false;  // ParameterSpec::own_bucket: the token embedding
+  bool own_bucket = false;    // ParameterSpec::own_bucket: the token embedding
   bool weight_decay = false;  // ParameterSpec::weight_decay: the matrices
 };
 

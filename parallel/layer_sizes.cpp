@@ -17,12 +17,6 @@ const char* recompute_name(Recompute mode) {
   return kRecomputeNames[static_cast<size_t>(mode)];
 }
 
-Recompute parse_recompute(const std::string& name) {
-  for (Recompute mode : kRecomputeModes)
-    if (name == recompute_name(mode)) return mode;
-  fail_input("--recompute must be none, selective or full, not '" + name + "'");
-}
-
 LayerSizes layer_sizes(const ModelConfig& model, int tp, bool sequence_parallel,
                        int64_t micro_batch, DeviceKind device, Recompute recompute) {
   LayerSizes s;

@@ -20,9 +20,8 @@ namespace gpt {
 enum class Recompute { kNone, kSelective, kFull };
 inline constexpr Recompute kRecomputeModes[] = {Recompute::kNone, Recompute::kSelective,
                                                 Recompute::kFull};
-const char* recompute_name(Recompute mode);  // "none", "selective", "full"
-// Throws a one-line gpt::Error naming --recompute for anything else.
-Recompute parse_recompute(const std::string& name);
+// "none", "selective", "full": --recompute's names (launch/runtime/typed_options.h parses them).
+const char* recompute_name(Recompute mode);
 
 // How one model chunk recomputes: the mode, how many of its blocks (the first ones) a full
 // recomputation covers, and whether its schedule runs B-input and W apart (ZB-H1; the recomputed

@@ -102,8 +102,8 @@ void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, 
       (n - rc.full_blocks) * (stores ? stored_block_cache_bytes(s) : block_cache_bytes(s)) +
       (spec.has_head ? head_cache_bytes(s) : 0);
   // A recomputed block runs its W right after its B-input in every schedule, and a whole B also
-  // the blocks on the first virtual stage and those stored in bf16 (GptStage::
-  // weight_half_at_once): those share one set of block gradients a chunk. The others keep theirs
+  // the blocks on the first virtual stage and those stored in bf16 (weight_half_at_once,
+  // parallel/layer_sizes.h): those share one set of block gradients a chunk. The others keep theirs
   // in the gradient set until their W.
   const int64_t at_once = weight_halves_at_once(rc, spec.has_embedding, runs_bf16(in), n);
   const int64_t grad_set = (n + 1) * r(s.residual()) + (n - at_once) * block_grads_bytes(s) +
@@ -150,7 +150,8 @@ std::vector<BucketParameter> chunk_parameters(const ModelConfig& model, int tp,
         params.push_back({named ? p.name : "", p.numel, false, p.weight_decay});
     }
   }
-  if (spec.has_head) {  // the head's matrix (untied, or the tied copy) is registered before its norm
+  if (spec.has_head) {  // the head's matrix (untied, or the tied copy) is registered before its
+                        // norm
     if (!family.describe(model).tied_head)
       params.push_back({edge.untied_head, local_vocab, false, true});
     else if (!spec.has_embedding)
@@ -288,7 +289,8 @@ int64_t cuda_norm_scratch_bytes(const NormSpec& spec) {
 
 // What a block's norms and bias gradients need of the CUDA scratch.
 int64_t cuda_block_scratch_bytes(const BlockParameters& p, int tp) {
-  int64_t bytes = std::max(cuda_norm_scratch_bytes(p.attn_norm), cuda_norm_scratch_bytes(p.mlp_norm));
+  int64_t bytes =
+      std::max(cuda_norm_scratch_bytes(p.attn_norm), cuda_norm_scratch_bytes(p.mlp_norm));
   for (const NormSpec& spec : p.qk_norms) bytes = std::max(bytes, cuda_norm_scratch_bytes(spec));
   const auto bias = [&](const LinearSpec& spec, const LocalLinear& local) {
     if (spec.bias) bytes = std::max(bytes, cuda_column_sum_scratch_bytes(local.out));
@@ -345,7 +347,7 @@ DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
   const int64_t tp = in.layout.tp, C = in.model.d_model;
   const int64_t N = in.layout.micro_batch * in.model.seq_len;  // rows of every product
   const ModelFamily& family = family_of(in.model);
-  out.scratch = cuda_full_sum_scratch_bytes();                 // the loss and the gradient norm
+  out.scratch = cuda_full_sum_scratch_bytes();  // the loss and the gradient norm
   std::vector<BucketParameter> params;
   for (int chunk = 0; chunk < in.layout.virtual_stages; ++chunk) {
     const StageSpec spec = virtual_stage_spec(in.model, in.layout.pp, in.layout.virtual_stages,
@@ -360,8 +362,8 @@ DeviceScratch device_scratch(const MemoryModelInput& in, int rank) {
       linears = block_linears(block, tp);
     }
     if (spec.has_head) {
-      out.scratch =
-          std::max(out.scratch, cuda_norm_scratch_bytes(family.edge_parameters(in.model).final_norm));
+      out.scratch = std::max(out.scratch,
+                             cuda_norm_scratch_bytes(family.edge_parameters(in.model).final_norm));
       linears.push_back({C, in.model.padded_vocab(tp) / tp});
     }
     if (spec.has_embedding)

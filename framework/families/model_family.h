@@ -20,7 +20,7 @@
 
 namespace gpt {
 
-enum class NormKind { kLayerNorm, kRmsNorm };  // RMSNorm keeps no mean and has no bias
+enum class NormKind { kLayerNorm, kRmsNorm };   // RMSNorm keeps no mean and has no bias
 enum class PositionKind { kLearned, kRotary };  // a position table (wpe), or rotated q and k
 enum class MlpKind { kGelu, kSwiGlu };          // gelu(c_fc x), or silu(gate x) * (up x)
 
@@ -135,8 +135,7 @@ struct ModelFamily {
   // The fields the checkpoint's config attribute adds to n_layer, n_head, d_model, seq_len and
   // vocab_size, written and read back (validation follows).
   void (*write_fields)(nlohmann::ordered_json& json, const ModelConfig& m);
-  void (*read_fields)(const nlohmann::ordered_json& json, const std::string& what,
-                      ModelConfig& m);
+  void (*read_fields)(const nlohmann::ordered_json& json, const std::string& what, ModelConfig& m);
   bool writes_arch;          // the config names the family ("arch"); GPT-2's files never did
   bool takes_shape_options;  // train needs kArchFields' options beside the plain shape ones
   std::span<const ModelPreset> presets;
@@ -146,6 +145,28 @@ struct ModelFamily {
 // and N(0, 0.02/sqrt(2*n_layer)) for the two residual output projections of each block.
 inline constexpr float kLinearInitStd = 0.02f;
 float residual_projection_init_std(int64_t n_layer);
+
+// The ModelFamily of a family's file: a struct F of the static functions ModelFamily points to
+// (describe, block_parameters, ..., presets()) and the constants kArch, kWritesArch and
+// kTakesShapeOptions.
+template <typename F>
+const ModelFamily& family_from() {
+  static const ModelFamily family{.arch = F::kArch,
+                                  .describe = F::describe,
+                                  .block_parameters = F::block_parameters,
+                                  .edge_parameters = F::edge_parameters,
+                                  .default_ffn_dim = F::default_ffn_dim,
+                                  .num_parameters = F::num_parameters,
+                                  .flops_per_token = F::flops_per_token,
+                                  .validate = F::validate,
+                                  .validate_tp = F::validate_tp,
+                                  .write_fields = F::write_fields,
+                                  .read_fields = F::read_fields,
+                                  .writes_arch = F::kWritesArch,
+                                  .takes_shape_options = F::kTakesShapeOptions,
+                                  .presets = F::presets()};
+  return family;
+}
 
 const ModelFamily& family_of(Arch arch);
 inline const ModelFamily& family_of(const ModelConfig& m) {

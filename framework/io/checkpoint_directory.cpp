@@ -88,8 +88,8 @@ void check_pointer_entries(const std::string& dir) {
     std::error_code ec;
     const fs::file_status status = fs::symlink_status(path, ec);
     if (!fs::exists(status)) continue;
-    const bool usable = name == std::string("latest") ? !fs::is_directory(status)
-                                                      : fs::is_regular_file(status);
+    const bool usable =
+        name == std::string("latest") ? !fs::is_directory(status) : fs::is_regular_file(status);
     GPT_INPUT_CHECK(usable, "--checkpoint-dir " << dir << ": " << path.string()
                                                 << " is not a file (the folder's `latest` is a "
                                                    "one-line file naming the newest checkpoint, "
@@ -115,7 +115,8 @@ CheckpointFolderLock::CheckpointFolderLock(const std::string& dir)
       fail_input(GPT_MSG("--checkpoint-dir " << dir << " is in use by another run (it holds "
                                              << path_ << "); give this run another folder"));
     }
-    struct stat locked {}, named {};
+    struct stat locked {
+    }, named{};
     if (::fstat(fd_, &locked) == 0 && ::stat(path_.c_str(), &named) == 0 &&
         locked.st_dev == named.st_dev && locked.st_ino == named.st_ino)
       return;

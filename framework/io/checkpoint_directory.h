@@ -51,10 +51,10 @@ class CheckpointFolderLock {
 
 // The newest valid checkpoint in dir, "" if there is none: the one `latest` names, unless a
 // valid file of a higher step was written after it (a run killed between writing a checkpoint
-// and pointing `latest` at it; the log warns), then step-*.h5 by descending step. Collective over comm: each candidate is checked with
-// open_checkpoint. Invalid files are skipped, with their reasons appended to skipped (when not
-// null). Where step-*.h5 files exist but none is valid, throws a one-line error naming each and
-// why: a fresh start would train over them.
+// and pointing `latest` at it; the log warns), then step-*.h5 by descending step. Collective over
+// comm: each candidate is checked with open_checkpoint. Invalid files are skipped, with their
+// reasons appended to skipped (when not null). Where step-*.h5 files exist but none is valid,
+// throws a one-line error naming each and why: a fresh start would train over them.
 std::string find_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped,
                                    MPI_Comm comm);
 

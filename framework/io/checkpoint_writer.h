@@ -27,12 +27,12 @@ using ValueSource = std::function<std::vector<float>(const Parameter&)>;
 // keep_last). Writes <dir>/step-%08d.h5 under a temporary name, each rank writing the slabs of
 // the parameters it owns, then rank 0 adds the crc32s and root attributes, complete = 1 last,
 // fsyncs, renames it into place and rewrites <dir>/latest. With keep_last > 0, older step-*.h5
-// files beyond the newest keep_last that verify are removed (remove_beyond_keep_last). Any failure throws gpt::Error on every rank
-// (no rank is left in a collective) and never leaves a partial file under the final name; a
-// disk without room for the tensors, or one that fills during the write, is such a failure
-// (the temporary is removed, earlier checkpoints are untouched). Returns the final path.
-// state_owner (null: owner) decides the writers of the optimizer states; each writes the blocks
-// its state buffers hold (ParameterStore::state_slabs: all of a parameter, or under the
+// files beyond the newest keep_last that verify are removed (remove_beyond_keep_last). Any failure
+// throws gpt::Error on every rank (no rank is left in a collective) and never leaves a partial file
+// under the final name; a disk without room for the tensors, or one that fills during the write, is
+// such a failure (the temporary is removed, earlier checkpoints are untouched). Returns the final
+// path. state_owner (null: owner) decides the writers of the optimizer states; each writes the
+// blocks its state buffers hold (ParameterStore::state_slabs: all of a parameter, or under the
 // distributed optimizer this dp rank's shard of it, into the same full datasets). values (null:
 // the store's) gives the parameters' values instead of the store. verified (null: none)
 // remembers the older checkpoints keep_last pruning has read back (checkpoint_directory.h).

@@ -49,9 +49,9 @@ Json kept_fields(const Json& source, const std::string& what) {
 }
 
 Json checked_generation_config(const Json& value, const std::string& what) {
-  GPT_INPUT_CHECK(value.is_object() && value.dump().size() <= kMaxGenerationConfigBytes,
-                  what << " must be a JSON object of at most " << kMaxGenerationConfigBytes
-                       << " bytes");
+  GPT_INPUT_CHECK(
+      value.is_object() && value.dump().size() <= kMaxGenerationConfigBytes,
+      what << " must be a JSON object of at most " << kMaxGenerationConfigBytes << " bytes");
   return value;
 }
 
@@ -62,9 +62,8 @@ Json read_hf_extras(const Json& config, const std::string& what, const std::stri
   const std::filesystem::path generation = std::filesystem::path(dir) / kHfGenerationConfigFile;
   std::error_code ec;
   if (std::filesystem::exists(generation, ec))
-    extras["generation_config"] =
-        checked_generation_config(read_hf_json(generation.string(), "--from-hf"),
-                                  generation.string());
+    extras["generation_config"] = checked_generation_config(
+        read_hf_json(generation.string(), "--from-hf"), generation.string());
   return extras;
 }
 
@@ -75,8 +74,8 @@ Json hf_extras_from_checkpoint(const Json& checkpoint_config, const std::string&
   GPT_INPUT_CHECK(stored.is_object(), hf_what << " must be an object");
   Json extras = kept_fields(stored, hf_what);
   if (stored.contains("generation_config"))
-    extras["generation_config"] = checked_generation_config(stored.at("generation_config"),
-                                                            hf_what + ": generation_config");
+    extras["generation_config"] =
+        checked_generation_config(stored.at("generation_config"), hf_what + ": generation_config");
   return extras;
 }
 

@@ -150,8 +150,8 @@ HostTensor SafetensorsFile::read(const std::string& name) const {
 
 void require_finite_weights(std::span<const float> values, const std::string& file,
                             const std::string& tensor) {
-  const auto bad = std::find_if(values.begin(), values.end(),
-                                [](float v) { return !std::isfinite(v); });
+  const auto bad =
+      std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
   if (bad == values.end()) return;
   const char* what = std::isnan(*bad) ? "NaN" : *bad > 0 ? "+inf" : "-inf";
   fail_input(GPT_MSG(file << ": tensor " << quoted_excerpt(tensor) << " holds " << what

@@ -8,7 +8,7 @@
 #include "framework/json.h"
 #include "framework/logging.h"
 #include "framework/user_files.h"
-#include "launch/programs/options.h"
+#include "launch/runtime/run_options.h"
 
 namespace gpt {
 namespace {

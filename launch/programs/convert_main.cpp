@@ -371,7 +371,7 @@ void export_hf_files(const ConvertOptions& o, const CheckpointReader& reader,
                                                        {kTokenizerKey, tokenizer}};
   const std::vector<std::string> written =
       model.arch == Arch::kLlama ? write_llama_hf_weights(o, reader, dir, metadata, dtype)
-                    : write_gpt2_hf_weights(o, reader, dir, metadata, dtype);
+                                 : write_gpt2_hf_weights(o, reader, dir, metadata, dtype);
   if (tokenizer == "gpt2" && kGpt2EndOfText < model.vocab_size) {
     config["bos_token_id"] = kGpt2EndOfText;
     config["eos_token_id"] = kGpt2EndOfText;
@@ -404,8 +404,8 @@ void from_checkpoint(const ConvertOptions& o) {
   reader->check_holds_model(model);
   if (!o.to_llmc.empty()) {
     GPT_INPUT_CHECK(model.arch == Arch::kGpt2, "--to-llmc: llm.c's file holds a GPT-2, and "
-                                        << path << " holds a " << arch_name(model.arch)
-                                        << " model (--to-hf writes it)");
+                                                   << path << " holds a " << arch_name(model.arch)
+                                                   << " model (--to-hf writes it)");
     write_llmc(o.to_llmc, read_checkpoint_tensors(*reader), model);
     GPT_LOG0("wrote " << o.to_llmc << " (llm.c version 3, float32)");
     return;

@@ -9,9 +9,9 @@
 #include "framework/io/synthetic_corpus.h"
 #include "framework/logging.h"
 #include "launch/inference/checkpoint_model.h"
-#include "launch/inference/evaluation.h"
-#include "launch/programs/options.h"
 #include "launch/programs/program.h"
+#include "launch/runtime/evaluation.h"
+#include "launch/runtime/run_options.h"
 
 namespace po = boost::program_options;
 

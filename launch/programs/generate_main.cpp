@@ -20,8 +20,8 @@
 #include "launch/inference/next_token.h"
 #include "launch/inference/prompt_text.h"
 #include "launch/inference/sampling.h"
-#include "launch/programs/options.h"
 #include "launch/programs/program.h"
+#include "launch/runtime/run_options.h"
 
 namespace po = boost::program_options;
 

@@ -10,10 +10,10 @@
 #include <iostream>
 
 #include "framework/timer.h"
+#include "launch/calibration/calibrate.h"
+#include "launch/calibration/calibrate_turns.h"
 #include "launch/programs/plan_options.h"
 #include "launch/programs/program.h"
-#include "parallel/planner/calibration/calibrate.h"
-#include "parallel/planner/calibration/calibrate_turns.h"
 #include "parallel/planner/published_runs.h"
 #include "parallel/planner/ranking.h"
 #include "parallel/planner/run_commands.h"

@@ -6,8 +6,8 @@
 
 #include "framework/check.h"
 #include "framework/json.h"
-#include "launch/programs/options.h"
-#include "launch/programs/typed_options.h"
+#include "launch/runtime/typed_options.h"
+#include "launch/training/train_options.h"
 
 namespace po = boost::program_options;
 
@@ -163,9 +163,9 @@ void finish_plan_options(PlanOptions& o) {
   GPT_INPUT_CHECK(o.map_by == "slot" || o.map_by == "node",
                   "--map-by must be one of slot | node (got '" << o.map_by << "')");
   GPT_INPUT_CHECK(o.top >= 1, "--top must be at least 1");
-  GPT_INPUT_CHECK(std::isfinite(o.memory_headroom_gb) && o.memory_headroom_gb >= 0,
-                  "--memory-headroom must be a number of GB, at least 0 (got "
-                      << o.memory_headroom_gb << ")");
+  GPT_INPUT_CHECK(
+      std::isfinite(o.memory_headroom_gb) && o.memory_headroom_gb >= 0,
+      "--memory-headroom must be a number of GB, at least 0 (got " << o.memory_headroom_gb << ")");
   check_serving_options(o);
   // The layout's other rules need the job's size (enumerate_layouts).
   GPT_INPUT_CHECK(!o.was_given("dp") || o.layout.dp >= 1,

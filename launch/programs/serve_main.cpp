@@ -13,13 +13,13 @@
 #include "launch/inference/decode_engine.h"
 #include "launch/inference/kv_block_pool.h"
 #include "launch/inference/prompt_text.h"
-#include "launch/programs/options.h"
 #include "launch/programs/program.h"
+#include "launch/runtime/run_options.h"
+#include "launch/runtime/signals.h"
 #include "launch/serving/batch_scheduler.h"
 #include "launch/serving/http_frontend.h"
 #include "launch/serving/serve_health.h"
 #include "launch/serving/serve_loop.h"
-#include "launch/training/signals.h"
 
 namespace po = boost::program_options;
 

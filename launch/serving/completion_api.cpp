@@ -164,15 +164,13 @@ CompletionRequest parse_completion_request(
       if (s.empty() || s.size() > kMaxStopBytes)
         throw bad("each 'stop' string must have 1 to 256 bytes", "stop");
   }
-  if (given(body, "stream"))
-    r.stream = field<bool>(body, "stream");
+  if (given(body, "stream")) r.stream = field<bool>(body, "stream");
   if (given(body, "stream_options")) {
     const Json& options = body.at("stream_options");
     if (!options.is_object()) throw bad("'stream_options' must be an object", "stream_options");
     for (const auto& item : options.items()) {
       if (item.key() != "include_usage")
-        throw bad("unknown field stream_options." + quoted_excerpt(item.key()),
-                  "stream_options");
+        throw bad("unknown field stream_options." + quoted_excerpt(item.key()), "stream_options");
       if (!item.value().is_boolean())
         throw bad("'stream_options.include_usage' must be a boolean", "stream_options");
       r.include_usage = item.value().get<bool>();

@@ -130,9 +130,8 @@ HttpFrontend::HttpFrontend(const HttpLimits& limits, const ApiModel& model, Requ
           [this](int status, const std::string& message) {
             // The transport's own answers: malformed HTTP, limits, too many connections.
             metrics_.request_rejected(status);
-            return error_json(
-                ApiError(status, status == 503 ? "server_error" : "invalid_request_error",
-                         message));
+            return error_json(ApiError(
+                status, status == 503 ? "server_error" : "invalid_request_error", message));
           }) {}
 
 HttpFrontend::~HttpFrontend() {
@@ -148,7 +147,8 @@ void HttpFrontend::route(const HttpRequest& request,
                          const std::shared_ptr<HttpExchange>& exchange) {
   // The path without its query.
   const std::string path = request.target.substr(0, request.target.find('?'));
-  if (request.method == "POST" && path == "/v1/completions") return completion(request.body, exchange);
+  if (request.method == "POST" && path == "/v1/completions")
+    return completion(request.body, exchange);
   if (request.method == "GET" && path == "/v1/models")
     return exchange->respond(200, "application/json", models_json(model_, created_));
   if (request.method == "GET" && path == "/health") {
@@ -203,7 +203,7 @@ void HttpFrontend::completion(const std::string& body,
     forget(call);
     reject(*exchange, ApiError(503, "server_error",
                                stopping || inbox_.closed() ? "the server is shutting down"
-                                               : "the queue is full: retry later"));
+                                                           : "the queue is full: retry later"));
   }
 }
 
@@ -224,7 +224,8 @@ void HttpFrontend::fail_all(const std::string& message) {
 
 void HttpFrontend::watch_health() {
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!stop_watching_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_; })) {
+  while (
+      !stop_watching_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_; })) {
     lock.unlock();
     const std::string problem = health_.problem(stall_timeout_s_);
     if (!problem.empty()) fail_all(problem);

@@ -58,7 +58,7 @@ struct HttpServer::State {
   std::vector<std::thread> threads;
   std::atomic<bool> stopping{false};
   std::atomic<bool> joined{false};  // no thread runs the connections any more
-  std::mutex mutex;  // guards the two below
+  std::mutex mutex;                 // guards the two below
   std::condition_variable all_closed;
   std::list<std::weak_ptr<Session>> sessions;
   size_t open = 0;
@@ -168,8 +168,8 @@ class Session : public std::enable_shared_from_this<Session> {
                                       std::to_string(server_->limits.max_header_fields));
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       // The client waits for this before it sends the body (curl does for bodies over 1 KiB).
-      auto interim = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
-                                                                        version_);
+      auto interim =
+          std::make_shared<http::response<http::empty_body>>(http::status::continue_, version_);
       http::async_write(stream_, *interim,
                         [self = shared_from_this(), interim](beast::error_code e, size_t) {
                           if (e) return self->close();
@@ -210,8 +210,7 @@ class Session : public std::enable_shared_from_this<Session> {
                                       std::to_string(server_->limits.max_body_bytes) + " bytes");
     if (ec == http::error::header_limit)
       return transport_error(431, "the request's header is over the limit of " +
-                                      std::to_string(server_->limits.max_header_bytes) +
-                                      " bytes");
+                                      std::to_string(server_->limits.max_header_bytes) + " bytes");
     // Parse errors (not the end of the stream, which is a client closing between requests)
     // get a 400; timeouts and socket errors only close (a timed-out stream is closed already).
     if (malformed(ec)) return transport_error(400, "malformed HTTP request (" + ec.message() + ")");

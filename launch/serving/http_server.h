@@ -24,8 +24,9 @@ struct HttpLimits {
   size_t max_connections = 512;
   double timeout_s = 10.0;  // reading a whole request; writing each part of an answer
   size_t max_body_bytes = 1 << 20;
-  size_t max_header_bytes = 32 << 10;  // the request line and every field, as nginx's default 4 x 8k
-  size_t max_header_fields = 100;      // as Apache's LimitRequestFields
+  size_t max_header_bytes =
+      32 << 10;                    // the request line and every field, as nginx's default 4 x 8k
+  size_t max_header_fields = 100;  // as Apache's LimitRequestFields
 };
 
 struct HttpRequest {

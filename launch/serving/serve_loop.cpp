@@ -13,9 +13,9 @@
 #include "framework/rng.h"
 #include "launch/inference/prompt_text.h"
 #include "launch/inference/sampling.h"
+#include "launch/runtime/signals.h"
 #include "launch/serving/completion_api.h"
 #include "launch/serving/step_plan.h"
-#include "launch/training/signals.h"
 
 namespace gpt {
 
@@ -202,8 +202,8 @@ StepPlan Rank0::next_plan(int64_t step, std::map<int64_t, std::vector<int32_t>>&
     deadline_ = ServeClock::now() + std::chrono::duration_cast<ServeClock::duration>(
                                         std::chrono::duration<double>(f_.shutdown_timeout_s));
     log::info0("serve: stop requested; finishing " + std::to_string(f_.scheduler.running()) +
-              " running and " + std::to_string(f_.scheduler.waiting()) +
-              " waiting requests (at most " + GPT_MSG(f_.shutdown_timeout_s) + " s)");
+               " running and " + std::to_string(f_.scheduler.waiting()) +
+               " waiting requests (at most " + GPT_MSG(f_.shutdown_timeout_s) + " s)");
   }
   if (stopping_ && !aborted_ && ServeClock::now() >= deadline_) {
     aborted_ = true;

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "framework/backend.h"
-#include "launch/programs/options.h"
 #include "launch/training/metrics.h"
+#include "launch/training/train_options.h"
 #include "parallel/memory_model.h"
 
 namespace gpt {

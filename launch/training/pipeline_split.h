@@ -4,7 +4,7 @@
 #pragma once
 
 #include "framework/backend.h"
-#include "launch/programs/options.h"
+#include "launch/training/train_options.h"
 
 namespace gpt {
 

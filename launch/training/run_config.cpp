@@ -89,8 +89,8 @@ void take_stored(TrainOptions& o, const char* option, const char* key, const std
     // A file's string goes into an error line: quoted and cut, as any text from outside.
     std::string value = shown(stored);
     if constexpr (!std::is_arithmetic_v<T>) value = quoted_excerpt(value);
-    o.from_checkpoint[option] =
-        GPT_MSG("the checkpoint " << file << " holds " << key << " = " << value << " in its config");
+    o.from_checkpoint[option] = GPT_MSG("the checkpoint " << file << " holds " << key << " = "
+                                                          << value << " in its config");
   } else if (target != stored) {
     GPT_LOG0("--" << option << " " << shown(target) << " (checkpoint: " << shown(stored) << ")");
   }
@@ -137,14 +137,14 @@ const StoredNumber kStoredNumbers[] = {
 // --metrics); the layout, schedule and checkpoint folder options are the command line's.
 void take_run_options(TrainOptions& o, const Json& cfg, const std::string& file) {
   for (const StoredNumber& n : kStoredNumbers)
-    std::visit([&](auto member) { take_field(o, cfg, n.option, n.key, file, o.*member); },
-               n.field);
+    std::visit([&](auto member) { take_field(o, cfg, n.option, n.key, file, o.*member); }, n.field);
   take_field(o, cfg, "micro-batch-size", "micro_batch_size", file, o.layout.micro_batch);
   take_field(o, cfg, "val-data", "val_data", file, o.val_data);
   take_field(o, cfg, "metrics", "metrics", file, o.metrics);
   if (cfg.contains("data_order"))
-    take_stored(o, "data-order", "data_order", file, o.data_order,
-                stored_choice(cfg, "data_order", data_order_from_name, file + ": attribute config"));
+    take_stored(
+        o, "data-order", "data_order", file, o.data_order,
+        stored_choice(cfg, "data_order", data_order_from_name, file + ": attribute config"));
 }
 
 }  // namespace
@@ -232,9 +232,9 @@ bool names_option(const std::string& message, const std::string& option) {
   const std::string flag = "--" + option;
   for (size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at + 1)) {
     const size_t after = at + flag.size();
-    const bool whole = after == message.size() ||
-                       !(std::isalnum(static_cast<unsigned char>(message[after])) ||
-                         message[after] == '-');
+    const bool whole =
+        after == message.size() ||
+        !(std::isalnum(static_cast<unsigned char>(message[after])) || message[after] == '-');
     if (whole && (at == 0 || message[at - 1] == ' ' || message[at - 1] == '(')) return true;
   }
   return false;
@@ -280,8 +280,8 @@ std::string checkpoint_to_load(TrainOptions& o, MPI_Comm comm) {
       o.init_from.clear();
       return path;
     }
-    GPT_LOG0("--resume auto: no checkpoint in " << o.checkpoint_dir << "; starting from --init-from "
-                                                << o.init_from);
+    GPT_LOG0("--resume auto: no checkpoint in " << o.checkpoint_dir
+                                                << "; starting from --init-from " << o.init_from);
     o.resume.clear();
     require_regular_file(o.init_from, "--init-from");
     return o.init_from;

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "framework/io/checkpoint_reader.h"
-#include "launch/programs/options.h"
+#include "launch/training/train_options.h"
 
 namespace gpt {
 

@@ -15,8 +15,8 @@
 #include "framework/json.h"
 #include "framework/logging.h"
 #include "framework/timer.h"
-#include "launch/inference/evaluation.h"
-#include "launch/training/signals.h"
+#include "launch/runtime/evaluation.h"
+#include "launch/runtime/signals.h"
 #include "launch/training/trace.h"
 #include "layers/embedding.h"
 #include "optimizers/grad_clip.h"
@@ -137,7 +137,8 @@ double Trainer::forward_backward(const StepBatch& batch, StepStats& stats) {
     // same elements on both stages. A gradient reduction like the dp one, timed with it: it is
     // no part of the pipeline's wait.
     ParameterStore& store = rt_.store();
-    const Parameter* wte = store.find(family_of(rt_.model()).edge_parameters(rt_.model()).token_embedding);
+    const Parameter* wte =
+        store.find(family_of(rt_.model()).edge_parameters(rt_.model()).token_embedding);
     ScopedTimer timer(stats.dp_comm_s, &rt_.backend());
     for (const StatePiece& piece : store.state_pieces(*wte))
       embedding->all_reduce(store.update_grads() + piece.state_offset, piece.numel, ReduceOp::kSum);
@@ -324,10 +325,9 @@ std::string Trainer::save_checkpoint() {
   OperationLog::Wait writing(grid.operations(),
                              grid.operations().issue(grid.channel_of_world(), "checkpoint write"));
   const double write_start = now_seconds();
-  const std::string path =
-      write_checkpoint(options_.checkpoint_dir, meta, &opt, store, owner, grid.world().mpi_comm(),
-                       options_.keep_last, sharded ? &state_owner : nullptr, nullptr,
-                       &verified_checkpoints_);
+  const std::string path = write_checkpoint(
+      options_.checkpoint_dir, meta, &opt, store, owner, grid.world().mpi_comm(),
+      options_.keep_last, sharded ? &state_owner : nullptr, nullptr, &verified_checkpoints_);
   const double write_s = now_seconds() - write_start;
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.1f", write_s);

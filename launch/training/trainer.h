@@ -17,9 +17,9 @@
 
 #include "framework/io/checkpoint_directory.h"
 #include "framework/io/dataset.h"
-#include "launch/programs/options.h"
 #include "launch/runtime/runtime.h"
 #include "launch/training/metrics.h"
+#include "launch/training/train_options.h"
 #include "layers/gpt_chunk.h"
 #include "optimizers/lr_schedule.h"
 #include "optimizers/optimizer.h"

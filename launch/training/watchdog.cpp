@@ -101,8 +101,8 @@ int remove_stale_heartbeats(const std::string& directory) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(directory, ec)) {
     const std::string name = e.path().filename().string();
-    const bool heartbeat = name.starts_with("rank-") &&
-                           (name.ends_with(".json") || name.ends_with(".json.tmp"));
+    const bool heartbeat =
+        name.starts_with("rank-") && (name.ends_with(".json") || name.ends_with(".json.tmp"));
     std::error_code remove_error;
     if (heartbeat && e.is_regular_file(remove_error) && fs::remove(e.path(), remove_error))
       ++removed;

@@ -65,7 +65,8 @@ BlockLinears block_linears(const BlockParameters& block, int tp) {
     return Linear{static_cast<double>(local.out), static_cast<double>(local.in)};
   };
   BlockLinears out;
-  for (const LinearSpec& spec : block.qkv) out.attention_in.push_back(linear(column_local(spec, tp)));
+  for (const LinearSpec& spec : block.qkv)
+    out.attention_in.push_back(linear(column_local(spec, tp)));
   for (const LinearSpec& spec : block.mlp_in) out.mlp_in.push_back(linear(column_local(spec, tp)));
   out.out = {linear(row_local(block.attn_out, tp)), linear(row_local(block.mlp_out, tp))};
   return out;
@@ -78,7 +79,7 @@ struct Shapes {
   // cache_storage_pass);
   // wire: as sent over tp and pp (2 in both bf16 regimes, 4 in float32)
   double b, s, C, N, Nl, C_l, F_l, heads_l, hd, V_l, e, wire;
-  double Q_l, KV_l;  // q and kv channels on this rank (GPT-2: both C_l)
+  double Q_l, KV_l;       // q and kv channels on this rank (GPT-2: both C_l)
   StreamTraffic traffic;  // the block's streaming kernels (the model family's)
   BlockLinears linears;   // one block's products on this rank
   int tp;
@@ -488,7 +489,7 @@ ChunkCosts chunk_costs(const ModelConfig& m, const PlanLayout& l, const Cluster&
   if (l.schedule == ScheduleKind::kZbH1) costs.backward_weight.compute += stored;
   // A whole B hands its input gradient to the previous stage after its input pass, which also
   // runs the weight halves of the blocks on the shared cache (all of them under this project's
-  // bf16, the recomputed ones in fp32; layers/gpt_stage.h, weight_half_at_once). The first
+  // bf16, the recomputed ones in fp32; weight_half_at_once, parallel/layer_sizes.h). The first
   // virtual stage runs all its blocks' weight halves there too, but it hands nothing over, so
   // its passes stay split as computed (the last one is what a dp reduction hides behind). ZB-H1
   // runs the recomputed blocks' weight halves in their input pass on every stage, the others in

@@ -174,8 +174,8 @@ std::string validation_band_text(const ValidationSummary& s, bool megatron_rows,
   band.setf(std::ios::fixed);
   band.precision(1);
   band << s.runs << " published A100 runs of Megatron-LM and DeepSpeed: mean |error| "
-       << 100 * s.mean_abs_error << "%, worst " << std::showpos << 100 * s.worst_error
-       << "%, from " << 100 * s.lowest_error << "% to " << 100 * s.highest_error << "%";
+       << 100 * s.mean_abs_error << "%, worst " << std::showpos << 100 * s.worst_error << "%, from "
+       << 100 * s.lowest_error << "% to " << 100 * s.highest_error << "%";
   std::string out;
   if (megatron_rows)
     out += "step times of the megatron-mixed rows (Megatron-LM's regime) checked against " +

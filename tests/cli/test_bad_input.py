@@ -680,7 +680,7 @@ class OpenBugsTest(Fixtures):
     def test_config_errors_name_the_file(self):
         """An error in a --config file names the file, not only the key or line (a user who
         looks for 'bogus-key' on the command line will not find it).
-        BUG until fixed: launch/programs/options.cpp parse_train_options lets po::error from
+        BUG until fixed: launch/training/train_options.cpp parse_train_options lets po::error from
         po::parse_config_file through unprefixed."""
         for name in ("config_unknown_key", "config_invalid_line", "config_bad_value"):
             with self.subTest(config=name):

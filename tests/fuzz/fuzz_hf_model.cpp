@@ -27,11 +27,11 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const gpt::ModelCon
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string dir = gpt::fuzz::fresh_dir("hf_model");
-  for (const auto& [name, bytes] : gpt::fuzz::split_files(
-           {reinterpret_cast<const char*>(data), size},
-           {"config.json", "model.safetensors", "model.safetensors.index.json",
-            "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-            "generation_config.json"}))
+  for (const auto& [name, bytes] :
+       gpt::fuzz::split_files({reinterpret_cast<const char*>(data), size},
+                              {"config.json", "model.safetensors", "model.safetensors.index.json",
+                               "model-00001-of-00002.safetensors",
+                               "model-00002-of-00002.safetensors", "generation_config.json"}))
     gpt::fuzz::write_file("hf_model/" + name, bytes);
   gpt::fuzz::expect_success_or_input_error([&] {
     const std::string config_path = dir + "/config.json";

@@ -1,10 +1,10 @@
 // Fuzzes the --config file (launch/programs/config_file.h): INI-style name = value lines read by
-// Boost.Program_options into train's options (launch/programs/options.h), their typed values and
-// enum names included, as parse_options reads it.
+// Boost.Program_options into train's options (launch/training/train_options.h), their typed values
+// and enum names included, as parse_options reads it.
 #include <sstream>
 
 #include "launch/programs/config_file.h"
-#include "launch/programs/options.h"
+#include "launch/training/train_options.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -30,7 +30,7 @@ import gpt_harness as h  # noqa: E402
 
 # Warm-up longer than any run here: each step's lr is the same whatever --steps says.
 RUN = ["--lr", "0.01", "--min-lr", "0.001", "--warmup-steps", "20", "--seed", "4321"]
-STOP_EXIT_CODE = 3  # launch/training/signals.h kExitStopped, documented for stop requests
+STOP_EXIT_CODE = 3  # launch/runtime/signals.h kExitStopped, documented for stop requests
 
 
 def corrupt_dataset(path, dataset="/model/wte"):

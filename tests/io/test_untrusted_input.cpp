@@ -71,7 +71,8 @@ TEST_F(UntrustedInput, DeepJsonIsRefusedBeforeParsing) {
 TEST_F(UntrustedInput, ObjectsOfManyKeysParseInLinearTime) {
   constexpr int kKeys = 400000;
   std::string text = "{";
-  for (int i = 0; i < kKeys; ++i) text += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ",";
+  for (int i = 0; i < kKeys; ++i)
+    text += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ",";
   text += "\"k7\": -7, \"last\": [1, {\"z\": 0, \"a\": 1}]}";
   const auto start = std::chrono::steady_clock::now();
   const Json parsed = parse_json_object(text, "body");

@@ -1,10 +1,11 @@
 // The planner against published training runs (parallel/planner/published_runs.h): Megatron-LM
 // on A100 (Korthikanti et al. 2022, Narayanan et al. 2021, the README's GPT-3 example, kept out
-// of the model's development) and, named separately, DeepSpeed's pipeline engine (MT-NLG). Bounds: every run within 20%, the Megatron-LM runs within 15%, the
-// mean |error| at most 10%, errors on both sides, at least 20 runs from 3 sources. No figure of
-// the model is fitted to these tables (docs/PLANNER.md, "Validation against published runs").
-// The test prints the table and per-source summaries that docs/BENCHMARKS.md shows. Before it,
-// the framework behaviours those runs need (framework_profile.h), each against its own effect.
+// of the model's development) and, named separately, DeepSpeed's pipeline engine (MT-NLG). Bounds:
+// every run within 20%, the Megatron-LM runs within 15%, the mean |error| at most 10%, errors on
+// both sides, at least 20 runs from 3 sources. No figure of the model is fitted to these tables
+// (docs/PLANNER.md, "Validation against published runs"). The test prints the table and per-source
+// summaries that docs/BENCHMARKS.md shows. Before it, the framework behaviours those runs need
+// (framework_profile.h), each against its own effect.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -3,8 +3,8 @@
 // with each prepend_scheme and its decoder, Digits, byte fallback, unk with and without
 // fuse_unk, added tokens with lstrip/rstrip/single_word, the Lowercase, Strip and NFKC
 // normalizers, merge order by rank, continuation (no start-of-text steps), and the bounds on the
-// number of steps and on a pattern's matching work. The words are made visible by ignore_merges with the expected words in the
-// vocabulary: each becomes one id.
+// number of steps and on a pattern's matching work. The words are made visible by ignore_merges
+// with the expected words in the vocabulary: each becomes one id.
 #include <gtest/gtest.h>
 
 #include <unistd.h>

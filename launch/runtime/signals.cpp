@@ -15,7 +15,7 @@
 // step of that sequence: it is taken as a stop request at once, so the ranks have 2T rather than
 // T for the step and the checkpoint, and rank 0's lines go from then on to the launcher's own
 // stderr, where the user sees them at once.
-#include "launch/training/signals.h"
+#include "launch/runtime/signals.h"
 
 #include <pthread.h>
 #include <signal.h>

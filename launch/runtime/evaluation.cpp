@@ -1,5 +1,5 @@
 // Validation loss (see evaluation.h).
-#include "launch/inference/evaluation.h"
+#include "launch/runtime/evaluation.h"
 
 #include <algorithm>
 #include <deque>

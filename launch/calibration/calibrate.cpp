@@ -3,7 +3,7 @@
 // given to plan (tp 1, one rank, the whole model), the cost of taking turns on a core through
 // copies of that stage run at once in threads, the collectives through MPI sub-communicators of
 // the job. Medians, not minima: train's step times are medians too.
-#include "parallel/planner/calibration/calibrate.h"
+#include "launch/calibration/calibrate.h"
 
 #include <unistd.h>
 
@@ -24,9 +24,9 @@
 #include "framework/cpu/cpu_backend.h"
 #include "framework/logging.h"
 #include "framework/timer.h"
+#include "launch/calibration/calibration_model.h"
+#include "launch/calibration/sleeping_wait.h"
 #include "parallel/communicator.h"
-#include "parallel/planner/calibration/calibration_model.h"
-#include "parallel/planner/calibration/sleeping_wait.h"
 #include "parallel/planner/cluster_file.h"
 #include "parallel/planner/cost_model.h"
 #include "parallel/planner/link_model.h"

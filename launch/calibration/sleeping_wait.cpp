@@ -1,5 +1,5 @@
 // MPI waits that sleep between polls (see sleeping_wait.h).
-#include "parallel/planner/calibration/sleeping_wait.h"
+#include "launch/calibration/sleeping_wait.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // The model plan's calibrations time (see calibration_model.h).
-#include "parallel/planner/calibration/calibration_model.h"
+#include "launch/calibration/calibration_model.h"
 
 #include <algorithm>
 #include <random>

@@ -1,12 +1,13 @@
-// The train program's options (docs/DESIGN.md "Programs": the names are a contract), typed at this
-// boundary: enum-valued options (--optimizer, --data-order, --device, ...) are parsed from their
-// names here and travel as enums. Every rule an option breaks gives a one-line gpt::Error naming
-// the option; the checks are deterministic, so every rank fails alike.
+// The train program's options (docs/DESIGN.md "Programs": the names are a contract; those every
+// program shares are launch/runtime/run_options.h's), typed at this boundary: enum-valued options
+// (--optimizer, --data-order, --device, ...) are parsed from their names here and travel as enums.
+// Every rule an option breaks gives a one-line gpt::Error naming the option; the checks are
+// deterministic, so every rank fails alike.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 
 #include "framework/config.h"
 #include "framework/io/dataset.h"
+#include "launch/runtime/run_options.h"
 #include "launch/runtime/runtime.h"
 #include "optimizers/optimizer.h"
 #include "parallel/data_parallel.h"
@@ -98,34 +100,5 @@ std::optional<DataOrder> data_order_from_name(const std::string& name);
 // The run's shape on `world_size` ranks: the grid, the schedule of one step (which sizes each
 // chunk's caches) and the micro-batch size, as the Runtime takes them.
 RuntimeOptions runtime_options(const TrainOptions& options, int world_size);
-
-// --pipeline-layers (train, eval, generate): `even`, `auto`, or the blocks of each model chunk in
-// model order (pp x virtual-stages counts). Parsed into `layout` here; Layout::validate checks
-// them against the model.
-inline constexpr const char* kPipelineLayersHelp =
-    "blocks per pipeline stage: even; auto (train: the split the cost and memory models find "
-    "fastest, on --cluster; eval and generate: the split the checkpoint was trained with, where "
-    "it fits this layout, else even); or comma-separated counts in model order, e.g. 3,5 (with "
-    "--virtual-stages v, pp x v counts: stage 0's first chunk, stage 1's, ..., then each stage's "
-    "second chunk; 0 allowed beside the embedding and the head)";
-void set_pipeline_layers(Layout& layout, const std::string& text);
-
-// --device, --precision (bound to `precision`, a layout's), --deterministic, --gpu-comm,
-// --memory-limit-gb, --threads: shared by train, eval and generate; validated by
-// validate_execution_options.
-void add_execution_options(boost::program_options::options_description& desc,
-                           ExecutionOptions& options, std::optional<PrecisionRegime>& precision);
-void validate_execution_options(const ExecutionOptions& options);
-
-// The model options train and plan share: --model (bound to `preset`), --n-layer, --n-head,
-// --d-model and --seq-len (bound to `model`, whose values are the defaults), and --vocab-size
-// where `vocab_size_help` is given; `seq_len_help` says what --seq-len is to the program.
-void add_model_options(boost::program_options::options_description& desc, std::string& preset,
-                       ModelConfig& model, const char* seq_len_help,
-                       const char* vocab_size_help = nullptr);
-// After parsing: --model's preset (none when empty; the model families' presets,
-// framework/families/) applied to the shape options not in `given`.
-void apply_model_preset(const std::string& preset, const std::set<std::string>& given,
-                        ModelConfig& model);
 
 }  // namespace gpt

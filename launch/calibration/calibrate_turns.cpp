@@ -1,7 +1,7 @@
 // `plan --calibrate-turns` (see calibrate_turns.h). Each point's ranks keep running until every
 // one of them has its iterations timed, so each was timed while all ran (as calibrate's shared
 // passes are).
-#include "parallel/planner/calibration/calibrate_turns.h"
+#include "launch/calibration/calibrate_turns.h"
 
 #include <algorithm>
 #include <array>
@@ -14,8 +14,8 @@
 #include "framework/agreement.h"
 #include "framework/check.h"
 #include "framework/timer.h"
-#include "parallel/planner/calibration/calibration_model.h"
-#include "parallel/planner/calibration/sleeping_wait.h"
+#include "launch/calibration/calibration_model.h"
+#include "launch/calibration/sleeping_wait.h"
 #include "parallel/planner/cluster_file.h"
 #include "parallel/planner/cost_model.h"
 
