@@ -10,6 +10,7 @@
 
 #include "framework/agreement.h"
 #include "framework/check.h"
+#include "framework/failpoint.h"
 #include "framework/families/model_family.h"
 #include "framework/io/checkpoint_writer.h"
 #include "framework/json.h"
@@ -394,6 +395,7 @@ int Trainer::run() {
     }
     const StepStats stats = train_step();
     log_step(stats);
+    failpoint("train.step", state_.step);  // tests that signal a run held at a known step
     saved_last = false;
     if (options_.eval_every > 0 && state_.step % options_.eval_every == 0) run_validation();
     if (options_.save_every > 0 && state_.step % options_.save_every == 0) {

@@ -3,8 +3,10 @@ on this machine with a generated slurm.conf, and three jobs of 4 tasks at --tp 2
 batch shell forwards it to the launcher), and a 1-minute --time whose warning signal ends the
 first run. Each job must write a checkpoint, requeue itself, resume and finish with a final
 checkpoint bit-identical to an uninterrupted mpiexec run of the same options. The USR1 jobs' ranks
-are held (SIGSTOP) from step 3 until the signal is pending on each of them: a run of the tiny model
-can end before the signal has come through Slurm and the launcher (the mpirun form did once).
+(and the time-limit job's, after step 2, until its warning) hold themselves after step 3 (GPT_FAILPOINT=train.step=3:stop: SIGSTOP to themselves) until the
+signal is pending on each of them: a run of the tiny model takes about a second, and a test that
+looked for it from outside missed it on a loaded machine (the run ended before the signal came
+through Slurm and the launcher, so nothing was requeued).
 
 Run by CTest as test_slurm.py --bin DIR [--mpiexec ... --mpiexec-flags ...]. Exits 77 (skipped)
 with the reason where Slurm cannot start here (not installed, not root, a daemon that fails).
@@ -203,6 +205,15 @@ def usr1_pending(pid):
     return False
 
 
+def is_stopped(pid):
+    """Whether process `pid` is stopped (state T in /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
+
+
 def signal_all(pids, signal_number):
     for pid in pids:
         try:
@@ -263,14 +274,6 @@ class SlurmJobsTest(h.TempDirTest):
         self.slurm.run(["scancel", job["id"]], check=False)
         self.fail(f"job {job['name']}: {what} within {WAIT_S} s\n" + self.output(job))
 
-    def last_step(self, job):
-        path = os.path.join(job["folder"], "metrics.jsonl")
-        try:
-            steps = [m["step"] for m in h.step_lines(h.read_metrics(path))]
-        except (OSError, AssertionError):
-            return 0
-        return max(steps, default=0)
-
     def finished(self, job):
         state = self.slurm.job(job["id"]).get("JobState")
         return state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
@@ -278,7 +281,13 @@ class SlurmJobsTest(h.TempDirTest):
     def check_job(self, job, reference, may_stop_in_startup=False):
         """may_stop_in_startup: the signal may come before the first step, which ends the run
         without a checkpoint (exit 3 all the same), and the requeued run starts afresh."""
-        self.wait_until(job, lambda: self.finished(job), "did not finish")
+        # A requeued run that starts afresh (stopped in start-up) holds at its failpoint again.
+        def continued_or_finished():
+            signal_all([p for p in ranks_of_job(h.binary("train"), job["id"]) if is_stopped(p)],
+                       signal.SIGCONT)
+            return self.finished(job)
+
+        self.wait_until(job, continued_or_finished, "did not finish")
         info, out = self.slurm.job(job["id"]), self.output(job)
         where = f"job {job['name']} ({job['id']}):\n{out}"
         self.assertEqual(info["JobState"], "COMPLETED", where)
@@ -309,44 +318,38 @@ class SlurmJobsTest(h.TempDirTest):
                  self.path(f"ck{cpus}")], timeout=60)
             self.assertIn(f"{cpus} CPU thread{'s' if cpus > 1 else ''} per rank", out)
 
+    def held(self, job, ranks):
+        """Whether the job's 4 ranks are all stopped (at a failpoint); fills `ranks` with them."""
+        ranks[:] = ranks_of_job(h.binary("train"), job["id"])
+        return len(ranks) == 4 and all(is_stopped(p) for p in ranks)
+
     def test_stop_requeue_resume(self):
         # A 1-minute limit with the warning 59 s before it: Slurm checks time limits every 30 s,
-        # so the warning comes 0-30 s into the run. The ranks are held (SIGSTOP) from step 2
-        # until the warning is out, so the run cannot end first on a fast machine (a stopped
-        # process takes the pending USR1 when it continues); the other runs go meanwhile, one
-        # at a time (16 spinning ranks on 2 cores take a second per step).
+        # so the warning comes 0-30 s into the run. The ranks hold themselves after step 2
+        # (SIGSTOP) until the warning is out, so the run cannot end first on a fast machine (a
+        # stopped process takes the pending USR1 when it continues); the other runs go
+        # meanwhile, one at a time (16 spinning ranks on 2 cores take a second per step). The
+        # warning may also come before step 2; then nothing may be held.
         limit = self.submit("time-limit", "srun", ["--time=1", "--signal=B:USR1@59"],
-                            {"GPT_WARNING_S": "59"})
+                            {"GPT_WARNING_S": "59", "GPT_FAILPOINT": "train.step=2:stop"})
 
         def warned():
             return "USR1: asking the ranks to stop" in self.output(limit)
 
-        # The warning may also come before step 2 (then nothing is held). The ranks are found
-        # while they start, and stopped as soon as step 2 is logged: the run's steps take about
-        # a second, which a slower poll, or one that searched /proc first, missed on a loaded
-        # machine (the run ended before the warning, so nothing was requeued).
-        def ranks():
-            return ranks_of_job(h.binary("train"), limit["id"])
-
-        self.wait_until(limit, lambda: len(ranks()) >= 4 or self.last_step(limit) >= 2 or warned(),
-                        "started no ranks")
-        found = ranks()
-        self.wait_until(limit, lambda: self.last_step(limit) >= 2 or warned(), "reached no step 2",
-                        poll_s=0.01)
-        held = [] if warned() else found
-        signal_all(held, signal.SIGSTOP)
+        self.wait_until(limit, lambda: self.held(limit, []) or warned(),
+                        "neither held its ranks at step 2 nor got the warning")
         try:
             ref_dir = self.path("reference")
             h.train(OPTIONS + ["--checkpoint-dir", ref_dir], np=4, tiny=False, timeout=120)
             reference = h.checkpoint_file(ref_dir, STEPS)
             for name, launcher in (("srun-usr1", "srun"), ("mpirun-usr1", "mpirun")):
-                job = self.submit(name, launcher)
-                self.wait_until(job, lambda: self.last_step(job) >= 3, "reached no step 3")
-                # Held until the signal has come down the batch shell and the launcher to every
-                # rank, so that a fast run cannot end before it (a run here takes 0.2 s a 160
-                # steps, the signal's way through Slurm longer).
-                ranks = ranks_of_job(h.binary("train"), job["id"])
-                signal_all(ranks, signal.SIGSTOP)
+                # The ranks stop themselves after step 3 and are held until the signal has
+                # come down the batch shell and the launcher to every one, so that a fast run
+                # cannot end before it (a run here takes 0.2 s a 160 steps, the signal's way
+                # through Slurm longer). The requeued run resumes past step 3.
+                job = self.submit(name, launcher, env={"GPT_FAILPOINT": "train.step=3:stop"})
+                ranks = []
+                self.wait_until(job, lambda: self.held(job, ranks), "held no 4 ranks at step 3")
                 try:
                     self.slurm.run(["scancel", "--signal=USR1", "--batch", job["id"]])
                     self.wait_until(job, lambda: all(usr1_pending(p) for p in ranks),
@@ -356,7 +359,7 @@ class SlurmJobsTest(h.TempDirTest):
                 self.check_job(job, reference)
             self.wait_until(limit, warned, "got no warning signal")
         finally:
-            signal_all(held, signal.SIGCONT)
+            signal_all(ranks_of_job(h.binary("train"), limit["id"]), signal.SIGCONT)
         # One warning is the case: the requeued run (pending for cred_expire) gets the time to
         # finish.
         self.wait_until(limit, lambda: "requeueing job" in self.output(limit), "did not requeue")
