@@ -105,7 +105,7 @@ class ParameterStore {
   // Under bf16 precision (Megatron's mixed precision): the values are the float32 master
   // weights, and a 16-bit copy of them in one more flat buffer is what the products read, made
   // once per update instead of in every product. Whoever changes values marks the copies stale
-  // (set_values does; the pipeline does at the start of every run, GptChunk::begin), and each
+  // (set_values does; the pipeline does at the start of every run, ModelChunk::begin), and each
   // layer's forward refreshes the stale copies of its parameters [first, end) (registration
   // indices) just before it reads them, after their ZeRO-1 gather. No-ops in float32.
   void mark_values_changed();

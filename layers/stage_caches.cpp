@@ -1,14 +1,14 @@
-// GptStage's cache policy (see gpt_stage.h): what each microbatch's cache and each gradient set
+// ModelStage's cache policy (see model_stage.h): what each microbatch's cache and each gradient set
 // hold (a block's own cache, none for a block recomputed in full, a 16-bit StoredBlockCache under
 // bf16), the cache a block's backward reads (its own, its stored one loaded into the shared cache,
 // or its forward re-run there), where its weight half runs, and the 16-bit pipeline messages.
-#include "layers/gpt_stage.h"
+#include "layers/model_stage.h"
 
 #include "framework/check.h"
 
 namespace gpt {
 
-GptStage::Cache GptStage::make_cache() const {
+ModelStage::Cache ModelStage::make_cache() const {
   Cache c;
   for (int64_t l = 0; l <= spec_.n_layers; ++l)
     c.acts.emplace_back(backend_, mb_.residual(), kCache);
@@ -25,7 +25,7 @@ GptStage::Cache GptStage::make_cache() const {
   return c;
 }
 
-GptStage::GradSet GptStage::make_grad_set() const {
+ModelStage::GradSet ModelStage::make_grad_set() const {
   GradSet g;
   for (int64_t l = 0; l <= spec_.n_layers; ++l)
     g.d_acts.emplace_back(backend_, mb_.residual(), kCache);
@@ -37,28 +37,28 @@ GptStage::GradSet GptStage::make_grad_set() const {
   return g;
 }
 
-void GptStage::pack_boundary(uint16_t* wire, const float* values) {
+void ModelStage::pack_boundary(uint16_t* wire, const float* values) {
   backend_.pack_bf16(wire, values, mb_.residual());
 }
 
-void GptStage::unpack_boundary(float* values, const uint16_t* wire) {
+void ModelStage::unpack_boundary(float* values, const uint16_t* wire) {
   backend_.unpack_bf16(values, wire, mb_.residual());
 }
 
-const BlockCache& GptStage::backward_cache(Cache& c, size_t l) {
+const BlockCache& ModelStage::backward_cache(Cache& c, size_t l) {
   if (stores(l)) return load_stored(c, l);
   if (!recomputes(l)) return c.blocks[l];
   blocks_[l]->forward(scratch_.recomputed_out.data(), c.acts[l].data(), shared_cache_);
   return shared_cache_;
 }
 
-BlockCache& GptStage::load_stored(const Cache& c, size_t l) {
+BlockCache& ModelStage::load_stored(const Cache& c, size_t l) {
   load_block_cache(backend_, c.stored[l], shared_cache_);
   shared_cache_.ln_1.inp = c.acts[l].data();  // the block's input: the one pointer out of it
   return shared_cache_;
 }
 
-void GptStage::block_weight_pass(const Cache& c, const GradSet& g, size_t l) {
+void ModelStage::block_weight_pass(const Cache& c, const GradSet& g, size_t l) {
   // A split W comes after other blocks' passes ran on the shared cache: a stored block loads its
   // cache again. A weight half at once runs right after its input half, on what it left there.
   const BlockCache* cache = &c.blocks[l];

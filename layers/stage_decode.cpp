@@ -1,7 +1,7 @@
-// GptStage's generation (see gpt_stage.h and decode_rows.h): the decode state of a stage (every
+// ModelStage's generation (see model_stage.h and decode_rows.h): the decode state of a stage (every
 // block's paged key/value pool and one step's row buffers), a step's token rows through the
 // stage's layers, and the logits of the rows that asked for them, gathered over tp.
-#include "layers/gpt_stage.h"
+#include "layers/model_stage.h"
 
 #include <algorithm>
 
@@ -9,7 +9,7 @@
 
 namespace gpt {
 
-StageDecodeState GptStage::make_decode_state(const DecodeCapacity& capacity) const {
+StageDecodeState ModelStage::make_decode_state(const DecodeCapacity& capacity) const {
   GPT_CHECK(!tp_.sequence_parallel(), "generation runs without sequence parallelism");
   GPT_CHECK(capacity.rows >= 1 && capacity.kv_blocks >= 1 && capacity.block_tokens >= 1,
             "a decode state of " << capacity.rows << " rows and " << capacity.kv_blocks
@@ -34,7 +34,7 @@ StageDecodeState GptStage::make_decode_state(const DecodeCapacity& capacity) con
   return s;
 }
 
-void GptStage::decode(StageDecodeState& s, const DecodeBatch& batch) {
+void ModelStage::decode(StageDecodeState& s, const DecodeBatch& batch) {
   const int64_t R = batch.rows(), C = cfg_.d_model;
   const auto bytes = [](int64_t n) { return sizeof(int32_t) * static_cast<size_t>(n); };
   GPT_CHECK(R >= 1 && R <= s.capacity.rows,
@@ -93,7 +93,7 @@ void GptStage::decode(StageDecodeState& s, const DecodeBatch& batch) {
   if (L > 0) head_->decode(s.head_input.data(), s.head, L);
 }
 
-std::vector<std::vector<float>> GptStage::gather_decoded_logits(const StageDecodeState& s) {
+std::vector<std::vector<float>> ModelStage::gather_decoded_logits(const StageDecodeState& s) {
   GPT_CHECK(head_ != nullptr, "only the last stage has logits");
   const int64_t L = s.logit_rows, Vl = vocab_.count, tp = tp_.size();
   std::vector<float> local(static_cast<size_t>(L * Vl));

@@ -94,7 +94,7 @@ LayerSizes layer_sizes(const ModelConfig& model, int tp, bool sequence_parallel,
 
 // Whether block `block` of a chunk runs its weight half right after its input half, inside
 // B-input, instead of in W (the one rule the stage, the memory model, the cost model and train's
-// bubble share; layers/gpt_stage.h says why). A block recomputed in full always does: its rebuilt
+// bubble share; layers/model_stage.h says why). A block recomputed in full always does: its rebuilt
 // cache is the chunk's shared one, which the next block reuses, and keeping one per block until a
 // split W (ZB-H1) would hold more than not recomputing. In a whole B (no split backward) so do
 // the blocks stored in 16 bits (bf16), also on the shared cache, and every block of the first

@@ -95,7 +95,7 @@ void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, 
   const Rounder r{in.device};
   const int64_t n = spec.n_layers;
   // Under bf16 the blocks not recomputed in full keep their caches in 16 bits and run on one
-  // shared float32 cache (layers/gpt_stage.h), the one full recomputation rebuilds into.
+  // shared float32 cache (layers/model_stage.h), the one full recomputation rebuilds into.
   const bool stores = runs_bf16(in) && n > rc.full_blocks;
   const int64_t cache =
       (n + 1) * r(s.residual()) + 2 * reserved_bytes(in.device, s.tokens()) +
@@ -116,7 +116,7 @@ void add_chunk(const MemoryModelInput& in, const Schedule& schedule, int stage, 
   bytes[MemoryCategory::kActivations] +=
       slots * cache + grad_sets * grad_set + shared_grads + shared_cache;
   bytes[MemoryCategory::kWorkspace] += scratch_bytes(s, rc);
-  if (runs_bf16(in)) {  // the 16-bit pipeline messages' wires (layers/gpt_stage.h)
+  if (runs_bf16(in)) {  // the 16-bit pipeline messages' wires (layers/model_stage.h)
     const int64_t wire = reserved_bytes(in.device, s.residual_wire(), 2);
     if (!spec.has_head) bytes[MemoryCategory::kComm] += slots * wire;
     if (!spec.has_embedding) bytes[MemoryCategory::kComm] += grad_sets * wire;

@@ -42,7 +42,7 @@ int64_t reserved_bytes(DeviceKind device, int64_t count, int64_t element_bytes =
 
 // Floats of the parameters chunk `spec` registers on one tp rank.
 int64_t chunk_parameter_floats(const ModelConfig& model, int tp, const StageSpec& spec);
-// Those parameters, in the order the chunk registers them (layers/gpt_stage.cpp): what the dp
+// Those parameters, in the order the chunk registers them (layers/model_stage.cpp): what the dp
 // bucket plan groups and pads. named false leaves the blocks' names empty: the plan reads sizes
 // only, and the planner asks for thousands of layouts.
 std::vector<BucketParameter> chunk_parameters(const ModelConfig& model, int tp,

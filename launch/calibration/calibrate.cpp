@@ -1,5 +1,5 @@
 // `plan --calibrate` (see calibrate.h). Each figure is timed where it is used: the GEMMs
-// through the CPU backend's matmul (oneDNN), the layers through a real GptStage of the model
+// through the CPU backend's matmul (oneDNN), the layers through a real ModelStage of the model
 // given to plan (tp 1, one rank, the whole model), the cost of taking turns on a core through
 // copies of that stage run at once in threads, the collectives through MPI sub-communicators of
 // the job. Medians, not minima: train's step times are medians too.

@@ -14,7 +14,7 @@
 #include "framework/backend.h"
 #include "framework/config.h"
 #include "framework/parameter.h"
-#include "layers/gpt_stage.h"
+#include "layers/model_stage.h"
 #include "parallel/communicator.h"
 #include "parallel/tensor_parallel.h"
 
@@ -37,7 +37,7 @@ class CalibrationModel {
   std::unique_ptr<Communicator> group_;
   TensorParallel tp_;
   ParameterStore store_;
-  GptStage stage_;
+  ModelStage stage_;
   std::vector<int32_t> tokens_, targets_;
 };
 

@@ -23,7 +23,7 @@ void DecodeEngine::finish_sends() {
 
 std::vector<std::vector<float>> DecodeEngine::run(const DecodeBatch& batch, int tag) {
   ProcessGrid& grid = rt_.grid();
-  GptStage& stage = rt_.stage();
+  ModelStage& stage = rt_.stage();
   const int64_t floats = batch.rows() * rt_.model().d_model;
   // The input buffer is not what the last send reads (that is the output), so the receive may
   // come first; the output must not be overwritten before its send is done.

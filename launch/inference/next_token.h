@@ -17,7 +17,7 @@
 #include "launch/inference/decode_engine.h"
 #include "launch/inference/kv_block_pool.h"
 #include "launch/runtime/runtime.h"
-#include "layers/gpt_chunk.h"
+#include "layers/model_chunk.h"
 #include "parallel/pipeline_executor.h"
 
 namespace gpt {
@@ -43,7 +43,7 @@ class WindowForward : public NextTokenLogits {
   Runtime& rt_;
   std::vector<int32_t> window_, targets_;
   MicrobatchData batch_;
-  GptChunk chunk_;
+  ModelChunk chunk_;
   Schedule schedule_;
   PipelineExecutor executor_;
 };

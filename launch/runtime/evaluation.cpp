@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "framework/check.h"
-#include "layers/gpt_chunk.h"
+#include "layers/model_chunk.h"
 #include "parallel/pipeline_executor.h"
 
 namespace gpt {
@@ -44,15 +44,15 @@ EvalResult evaluate(Runtime& rt, const TokenDataset& data, int64_t max_windows) 
     batch.valid_sequences.push_back(valid);
   }
   const Schedule forwards = make_forward_only_schedule(pp, microbatches, chunks);
-  std::deque<GptChunk> adapters = rt.pipeline_chunks();
+  std::deque<ModelChunk> adapters = rt.pipeline_chunks();
   std::vector<PipelineChunk*> pointers;
-  for (GptChunk& adapter : adapters) {
+  for (ModelChunk& adapter : adapters) {
     adapter.begin(&batch, nullptr);
     pointers.push_back(&adapter);
   }
   PipelineExecutor(grid.pp(), chunks).run(forwards, pointers);
   double loss_sum = 0.0;
-  for (const GptChunk& chunk : adapters)
+  for (const ModelChunk& chunk : adapters)
     if (chunk.has_head()) loss_sum += chunk.loss_sum();
   loss_sum = grid.sum_tp_replicated(loss_sum);  // over dp ranks and stages (the last has it)
   result.tokens = result.windows * T;

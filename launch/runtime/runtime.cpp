@@ -36,11 +36,11 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
     const int grad_sets = schedule ? schedule->grad_sets(grid_->stage(), chunk) : 1;
     const ChunkRecompute recompute = chunk_recompute(layout.recompute, layout.recompute_layers,
                                                      spec, schedule && schedule->splits_backward());
-    chunks_.push_back(std::make_unique<GptStage>(*store_, *tp_, cfg, spec, layout.micro_batch,
-                                                 caches, grad_sets, recompute));
+    chunks_.push_back(std::make_unique<ModelStage>(*store_, *tp_, cfg, spec, layout.micro_batch,
+                                                   caches, grad_sets, recompute));
   }
   if (backend_->precision() == Precision::kBf16) {  // Megatron's 16-bit tp messages
-    const GptStage& stage = *chunks_.front();
+    const ModelStage& stage = *chunks_.front();
     tp_->use_bf16_messages(stage.rows() * cfg.d_model, stage.local_rows() * cfg.d_model);
   }
   bucket_plan_ = plan_buckets(bucket_parameters(*store_), options.dp_bucket_elements,
@@ -51,8 +51,8 @@ Runtime::Runtime(MPI_Comm world, const ModelConfig& cfg, const RuntimeOptions& o
     store_->shard_optimizer_state(shard_segments(bucket_plan_, grid_->dp_rank()));
 }
 
-std::deque<GptChunk> Runtime::pipeline_chunks() {
-  std::deque<GptChunk> adapters;
+std::deque<ModelChunk> Runtime::pipeline_chunks() {
+  std::deque<ModelChunk> adapters;
   for (auto& stage : chunks_) adapters.emplace_back(*stage);
   return adapters;
 }

@@ -16,8 +16,8 @@
 #include "framework/config.h"
 #include "framework/parameter.h"
 #include "launch/runtime/device_setup.h"
-#include "layers/gpt_chunk.h"
-#include "layers/gpt_stage.h"
+#include "layers/model_chunk.h"
+#include "layers/model_stage.h"
 #include "parallel/bucket_plan.h"
 #include "parallel/layout.h"
 #include "parallel/memory_model.h"
@@ -52,10 +52,10 @@ class Runtime {
   ParameterStore& store() { return *store_; }
   // The dp buckets the store was allocated with (its padding; sharded under ZeRO-1 at dp > 1).
   const BucketPlan& bucket_plan() const { return bucket_plan_; }
-  GptStage& stage() { return *chunks_.front(); }  // chunk 0: the stage itself when v = 1
-  std::vector<std::unique_ptr<GptStage>>& chunks() { return chunks_; }
+  ModelStage& stage() { return *chunks_.front(); }  // chunk 0: the stage itself when v = 1
+  std::vector<std::unique_ptr<ModelStage>>& chunks() { return chunks_; }
   // The chunks as the pipeline executor drives them (each reports the buffers its stage holds).
-  std::deque<GptChunk> pipeline_chunks();
+  std::deque<ModelChunk> pipeline_chunks();
   const ModelConfig& model() const { return cfg_; }
   const RuntimeOptions& options() const { return options_; }
   // The training step's schedule (RuntimeOptions::schedule; a runtime built without one has none).
@@ -77,7 +77,7 @@ class Runtime {
   std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<ParameterStore> store_;
   BucketPlan bucket_plan_;
-  std::vector<std::unique_ptr<GptStage>> chunks_;
+  std::vector<std::unique_ptr<ModelStage>> chunks_;
 };
 
 }  // namespace gpt

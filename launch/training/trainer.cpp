@@ -70,7 +70,7 @@ Trainer::Trainer(const TrainOptions& options, Runtime& rt, const TokenDataset& t
               .bubble_fraction),
       executor_(rt.grid().pp(), options.layout.virtual_stages),
       chunks_(rt.pipeline_chunks()) {
-  for (GptChunk& chunk : chunks_) chunk_pointers_.push_back(&chunk);
+  for (ModelChunk& chunk : chunks_) chunk_pointers_.push_back(&chunk);
   rt_.tp().set_overlap_comm(options.overlap_tp_comm);
 }
 
@@ -118,13 +118,13 @@ double Trainer::forward_backward(const StepBatch& batch, StepStats& stats) {
     ScopedTimer timer(param_gather_wait_s_);
     dp_buckets_.wait_gathered(first, end);
   };
-  for (GptChunk& chunk : chunks_) chunk.begin(&data, ready, needed);
+  for (ModelChunk& chunk : chunks_) chunk.begin(&data, ready, needed);
   const PipelineStats pipeline = executor_.run(schedule_, chunk_pointers_);
   stats.dp_comm_s += param_gather_wait_s_;
   stats.pp_wait_s = pipeline.wait_s;
   stats.peak_caches = pipeline.peak_caches;
   double loss_sum = 0.0;
-  for (const GptChunk& chunk : chunks_)
+  for (const ModelChunk& chunk : chunks_)
     if (chunk.has_head()) loss_sum += chunk.loss_sum();
   {  // Gradients: sum over dp replicas (each already scaled by 1/dp), then the tied wte copies.
     ScopedTimer timer(stats.dp_comm_s, &rt_.backend());

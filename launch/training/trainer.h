@@ -20,7 +20,7 @@
 #include "launch/runtime/runtime.h"
 #include "launch/training/metrics.h"
 #include "launch/training/train_options.h"
-#include "layers/gpt_chunk.h"
+#include "layers/model_chunk.h"
 #include "optimizers/lr_schedule.h"
 #include "optimizers/optimizer.h"
 #include "parallel/data_parallel.h"
@@ -92,7 +92,7 @@ class Trainer {
   const Schedule& schedule_;   // the runtime's
   double theoretical_bubble_;  // the schedule's bubble share with F = B = W
   PipelineExecutor executor_;
-  std::deque<GptChunk> chunks_;  // deque: the executor keeps pointers to them
+  std::deque<ModelChunk> chunks_;  // deque: the executor keeps pointers to them
   std::vector<PipelineChunk*> chunk_pointers_;
   int consecutive_skips_ = 0;
   // For the log line: when and at which step this process's training loop started, and the

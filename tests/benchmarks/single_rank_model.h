@@ -9,7 +9,7 @@
 
 #include <mpi.h>
 
-#include "layers/gpt_stage.h"
+#include "layers/model_stage.h"
 #include "optimizers/optimizer.h"
 #include "parallel/communicator.h"
 
@@ -43,7 +43,7 @@ struct SingleRankModel {
   std::unique_ptr<Communicator> self;
   TensorParallel tp;
   ParameterStore store;
-  GptStage stage;
+  ModelStage stage;
   std::unique_ptr<Optimizer> adamw;
   std::vector<int32_t> tokens, targets;
 };

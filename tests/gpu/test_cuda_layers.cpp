@@ -1,7 +1,7 @@
-// The layers on the CUDA backend against the CPU backend, through GptStage (embedding, transformer
-// blocks, LM head and loss): the same parameters (same seed), forward outputs, losses and every
-// gradient within float32 rounding (bf16: bf16 rounding); a split backward over two caches, and
-// repeatability in the deterministic mode.
+// The layers on the CUDA backend against the CPU backend, through ModelStage (embedding,
+// transformer blocks, LM head and loss): the same parameters (same seed), forward outputs, losses
+// and every gradient within float32 rounding (bf16: bf16 rounding); a split backward over two
+// caches, and repeatability in the deterministic mode.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "framework/parameter.h"
-#include "layers/gpt_stage.h"
+#include "layers/model_stage.h"
 #include "parallel/communicator.h"
 
 namespace gpt {
@@ -64,7 +64,7 @@ struct Model {
   std::unique_ptr<Communicator> comm = make_mpi_communicator(MPI_COMM_SELF, "tp");
   std::unique_ptr<TensorParallel> tp;
   std::unique_ptr<ParameterStore> store;
-  std::unique_ptr<GptStage> stage;
+  std::unique_ptr<ModelStage> stage;
 
   // split: the stage runs its backward as ZB-H1 does, each block's W apart from its B-input.
   Model(Kind kind, const ModelConfig& cfg, const StageSpec& spec, int64_t B, int caches = 1,
@@ -74,7 +74,7 @@ struct Model {
     store = std::make_unique<ParameterStore>(*backend);
     const ChunkRecompute recompute{
         .mode = Recompute::kNone, .full_blocks = 0, .split_backward = split};
-    stage = std::make_unique<GptStage>(*store, *tp, cfg, spec, B, caches, caches, recompute);
+    stage = std::make_unique<ModelStage>(*store, *tp, cfg, spec, B, caches, caches, recompute);
     store->allocate();
     store->initialize(1234);
     // Larger than init weights: activations leave GELU's and softmax's linear regions.
@@ -303,7 +303,7 @@ TEST(CudaLayers, SplitBackwardOverTwoCachesFp32MatchesCpu) {
   double loss[2][2];
   Model* models[2] = {&cpu, &gpu};
   for (int k = 0; k < 2; k++) {
-    GptStage& s = *models[k]->stage;
+    ModelStage& s = *models[k]->stage;
     s.forward(0, tokens[0].data(), targets[0].data());
     s.forward(1, tokens[1].data(), targets[1].data());
     loss[k][0] = s.loss_sum(0);

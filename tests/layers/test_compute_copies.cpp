@@ -8,7 +8,7 @@
 
 #include "framework/bf16.h"
 #include "framework/parameter.h"
-#include "layers/gpt_chunk.h"
+#include "layers/model_chunk.h"
 #include "parallel/communicator.h"
 
 namespace gpt {
@@ -70,8 +70,8 @@ struct TinyModel {
     c.n_layer = 2, c.n_head = 2, c.d_model = 16, c.seq_len = 5, c.vocab_size = 37;
     return c;
   }();
-  GptStage stage{store, tp, cfg, StageSpec{0, 2, true, true, false}, 2, 1, 1};
-  GptChunk chunk{stage};
+  ModelStage stage{store, tp, cfg, StageSpec{0, 2, true, true, false}, 2, 1, 1};
+  ModelChunk chunk{stage};
   std::vector<int32_t> tokens = std::vector<int32_t>(10);
   MicrobatchData data{tokens.data(), tokens.data(), 1, 1.0f, {}};
 
@@ -80,7 +80,7 @@ struct TinyModel {
     store.initialize(seed);
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((7 * i) % 37);
   }
-  double loss(GptStage::WeightReadyHook needed = nullptr) {
+  double loss(ModelStage::WeightReadyHook needed = nullptr) {
     chunk.begin(&data, nullptr, std::move(needed));
     chunk.forward(0, 0);
     return chunk.loss_sum();

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "framework/parameter.h"
-#include "layers/gpt_stage.h"
+#include "layers/model_stage.h"
 #include "parallel/communicator.h"
 
 namespace gpt {
@@ -21,14 +21,14 @@ struct TinyModel {
   std::unique_ptr<Communicator> tp_comm = make_mpi_communicator(MPI_COMM_SELF, "tp");
   TensorParallel tp{*tp_comm, *backend};
   ParameterStore store{*backend};
-  std::unique_ptr<GptStage> stage;
+  std::unique_ptr<ModelStage> stage;
   std::vector<int32_t> tokens, targets;
   int64_t B = 2;
 
   explicit TinyModel(int n_layer) {
     cfg.n_layer = n_layer, cfg.n_head = 2, cfg.d_model = 16, cfg.seq_len = 5, cfg.vocab_size = 37;
-    stage = std::make_unique<GptStage>(store, tp, cfg, StageSpec{0, n_layer, true, true, false}, B,
-                                       1, 1);
+    stage = std::make_unique<ModelStage>(store, tp, cfg, StageSpec{0, n_layer, true, true, false},
+                                         B, 1, 1);
     store.allocate();
     store.initialize(11);
     // Larger-than-init weights make every path's gradient visible above float noise.

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "framework/parameter.h"
-#include "layers/gpt_stage.h"
+#include "layers/model_stage.h"
 #include "parallel/process_grid.h"
 
 namespace gpt {
@@ -20,11 +20,11 @@ struct Model {
   std::unique_ptr<Backend> backend = make_cpu_backend(1);
   TensorParallel tp;
   ParameterStore store{*backend};
-  std::unique_ptr<GptStage> stage;
+  std::unique_ptr<ModelStage> stage;
   Model(Communicator& comm, const ModelConfig& cfg, int64_t B, bool sequence_parallel)
       : tp(comm, *backend, sequence_parallel) {
-    stage = std::make_unique<GptStage>(store, tp, cfg, StageSpec{0, cfg.n_layer, true, true, false},
-                                       B, 1, 1);
+    stage = std::make_unique<ModelStage>(store, tp, cfg,
+                                         StageSpec{0, cfg.n_layer, true, true, false}, B, 1, 1);
     store.allocate();
     store.initialize(42);
   }

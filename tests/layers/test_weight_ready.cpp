@@ -1,4 +1,4 @@
-// GptChunk's weight-ready hook, the dp buckets' trigger, on the CPU backend: over a step of whole
+// ModelChunk's weight-ready hook, the dp buckets' trigger, on the CPU backend: over a step of whole
 // backwards every parameter of the stage is reported final exactly once, during the final
 // microbatch's backward. In bf16 the stored blocks (and, in either precision, the blocks
 // recomputed in full) run their weight halves inside the input pass, so that is where theirs
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "framework/parameter.h"
-#include "layers/gpt_chunk.h"
+#include "layers/model_chunk.h"
 #include "parallel/communicator.h"
 
 namespace gpt {
@@ -26,10 +26,10 @@ TEST(WeightReady, EveryParameterOnceDuringTheFinalBackward) {
       cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 16, cfg.seq_len = 5, cfg.vocab_size = 37;
       const ChunkRecompute recompute{.mode = full_blocks > 0 ? Recompute::kFull : Recompute::kNone,
                                      .full_blocks = full_blocks};
-      GptStage stage(store, tp, cfg, StageSpec{0, 2, true, true, false}, B, 1, 1, recompute);
+      ModelStage stage(store, tp, cfg, StageSpec{0, 2, true, true, false}, B, 1, 1, recompute);
       store.allocate();
       store.initialize(11);
-      GptChunk chunk(stage);
+      ModelChunk chunk(stage);
       std::vector<int32_t> tokens(static_cast<size_t>(microbatches * B * cfg.seq_len));
       for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i % 37);
       const MicrobatchData data{.tokens = tokens.data(),

@@ -1,10 +1,10 @@
-// GptChunk (see gpt_chunk.h).
-#include "layers/gpt_chunk.h"
+// ModelChunk (see model_chunk.h).
+#include "layers/model_chunk.h"
 
 namespace gpt {
 
-void GptChunk::begin(const MicrobatchData* data, GptStage::WeightReadyHook on_final_weights,
-                     GptStage::WeightReadyHook on_weights_needed) {
+void ModelChunk::begin(const MicrobatchData* data, ModelStage::WeightReadyHook on_final_weights,
+                       ModelStage::WeightReadyHook on_weights_needed) {
   data_ = data;
   on_final_weights_ = std::move(on_final_weights);
   stage_.set_weight_needed_hook(std::move(on_weights_needed));
@@ -13,7 +13,7 @@ void GptChunk::begin(const MicrobatchData* data, GptStage::WeightReadyHook on_fi
   loss_sum_ = 0.0;
 }
 
-void GptChunk::forward(int slot, int microbatch) {
+void ModelChunk::forward(int slot, int microbatch) {
   const int64_t offset = static_cast<int64_t>(microbatch) * stage_.rows();
   stage_.forward(slot, data_->tokens + offset, data_->targets + offset);
   if (!has_head()) return;
@@ -22,7 +22,7 @@ void GptChunk::forward(int slot, int microbatch) {
   if (valid != 0) loss_sum_ += stage_.loss_sum(slot, valid);
 }
 
-void GptChunk::backward_input(int slot, int grad_set, int /*microbatch*/, bool weight_follows) {
+void ModelChunk::backward_input(int slot, int grad_set, int /*microbatch*/, bool weight_follows) {
   // Some blocks run their weight halves inside the input pass (weight_half_at_once,
   // parallel/layer_sizes.h: a whole B's, and the recomputed blocks' in any schedule): on the final
   // one their parameters are final there.
@@ -32,7 +32,7 @@ void GptChunk::backward_input(int slot, int grad_set, int /*microbatch*/, bool w
   if (final_pass) stage_.set_weight_ready_hook(nullptr);
 }
 
-void GptChunk::backward_weight(int slot, int grad_set, int /*microbatch*/) {
+void ModelChunk::backward_weight(int slot, int grad_set, int /*microbatch*/) {
   const bool final_pass = ++weight_passes_ == data_->microbatches;
   if (final_pass && on_final_weights_) stage_.set_weight_ready_hook(on_final_weights_);
   stage_.backward_weight(slot, grad_set);

@@ -1,15 +1,15 @@
-// GptStage, the composition: builds the stage's layers from the model family's description, and
-// runs forward and both backward halves over them (see gpt_stage.h; the cache policy is
+// ModelStage, the composition: builds the stage's layers from the model family's description, and
+// runs forward and both backward halves over them (see model_stage.h; the cache policy is
 // stage_caches.cpp's, generation stage_decode.cpp's).
-#include "layers/gpt_stage.h"
+#include "layers/model_stage.h"
 
 #include "framework/check.h"
 
 namespace gpt {
 
-GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg,
-                   const StageSpec& spec, int64_t micro_batch, int num_caches, int num_grad_sets,
-                   const ChunkRecompute& recompute)
+ModelStage::ModelStage(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg,
+                       const StageSpec& spec, int64_t micro_batch, int num_caches,
+                       int num_grad_sets, const ChunkRecompute& recompute)
     : backend_(store.backend()),
       tp_(tp),
       store_(store),
@@ -66,7 +66,7 @@ GptStage::GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig&
   for (int i = 0; i < num_grad_sets; ++i) grad_sets_.push_back(make_grad_set());
 }
 
-void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) {
+void ModelStage::forward(int slot, const int32_t* tokens, const int32_t* targets) {
   Cache& c = caches_[slot];
   const size_t token_bytes = sizeof(int32_t) * static_cast<size_t>(rows());
   if (embedding_) {
@@ -89,7 +89,7 @@ void GptStage::forward(int slot, const int32_t* tokens, const int32_t* targets) 
   }
 }
 
-void GptStage::backward_input(int slot, int grad_set, float loss_scale, bool weight_follows) {
+void ModelStage::backward_input(int slot, int grad_set, float loss_scale, bool weight_follows) {
   Cache& c = caches_[slot];
   GradSet& g = grad_sets_[grad_set];
   g.overlapped_weights_done = weight_follows && tp_.overlaps_comm();
@@ -105,17 +105,17 @@ void GptStage::backward_input(int slot, int grad_set, float loss_scale, bool wei
   }
 }
 
-void GptStage::needed(const ParamRange& params) {
+void ModelStage::needed(const ParamRange& params) {
   if (params.end == params.first) return;
   if (weight_needed_) weight_needed_(params.first, params.end);
   store_.refresh_compute_copies(params.first, params.end);  // after the gather: its values
 }
 
-void GptStage::ready(const ParamRange& params) {
+void ModelStage::ready(const ParamRange& params) {
   if (weight_ready_ && params.end > params.first) weight_ready_(params.first, params.end);
 }
 
-void GptStage::backward_weight(int slot, int grad_set) {
+void ModelStage::backward_weight(int slot, int grad_set) {
   const Cache& c = caches_[slot];
   const GradSet& g = grad_sets_[grad_set];
   if (head_) {
@@ -130,7 +130,7 @@ void GptStage::backward_weight(int slot, int grad_set) {
   }
 }
 
-void GptStage::reduce_partial_tp_grads() {
+void ModelStage::reduce_partial_tp_grads() {
   // The gradients the optimizer reads: under the distributed optimizer this rank's dp shard of
   // them, which covers the same elements on every tp rank (their layouts are identical).
   for (Parameter& p : store_.params()) {
@@ -156,19 +156,19 @@ void GptStage::reduce_partial_tp_grads() {
   }
 }
 
-double GptStage::loss_sum(int slot, int64_t valid_rows) {
+double ModelStage::loss_sum(int slot, int64_t valid_rows) {
   GPT_CHECK(head_ != nullptr, "only the last stage has a loss");
   const int64_t sequences = valid_rows < 0 ? mb_.B : valid_rows;
   return backend_.sum(caches_[slot].head.losses.data(), sequences * mb_.T);
 }
 
-std::vector<float> GptStage::gather_last_logits(int slot, int64_t row) {
+std::vector<float> ModelStage::gather_last_logits(int slot, int64_t row) {
   GPT_CHECK(head_ != nullptr, "only the last stage has logits");
   GPT_CHECK(row >= 0 && row < rows(), "logits row " << row << " of " << rows());
   return gather_logits(local_logits(slot) + row * vocab_.count);
 }
 
-std::vector<float> GptStage::gather_logits(const float* local_row) {
+std::vector<float> ModelStage::gather_logits(const float* local_row) {
   std::vector<float> local(static_cast<size_t>(vocab_.count));
   std::vector<float> gathered(static_cast<size_t>(vocab_.count * tp_.size()));
   backend_.copy_to_host(local.data(), local_row, sizeof(float) * local.size());

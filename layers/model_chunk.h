@@ -1,4 +1,4 @@
-// GptChunk: a GptStage seen by the pipeline executor. It feeds each microbatch's tokens (first
+// ModelChunk: a ModelStage seen by the pipeline executor. It feeds each microbatch's tokens (first
 // virtual stage) and targets (last) from the step's host arrays, sums the last stage's token
 // losses, and during the chunk's final backward of the step hands its parameters to the dp
 // buckets as each layer's gradients become final: in its weight pass, and in its input pass for
@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "layers/gpt_stage.h"
+#include "layers/model_stage.h"
 #include "parallel/pipeline_executor.h"
 
 namespace gpt {
@@ -22,15 +22,15 @@ struct MicrobatchData {
   std::vector<int64_t> valid_sequences;
 };
 
-class GptChunk : public PipelineChunk {
+class ModelChunk : public PipelineChunk {
  public:
-  explicit GptChunk(GptStage& stage) : stage_(stage) {}
+  explicit ModelChunk(ModelStage& stage) : stage_(stage) {}
 
   // Before each run: the data, what to call with each layer's finished parameters, and what to
-  // call before each layer's forward reads its weights (GptStage's hooks). The values may have
+  // call before each layer's forward reads its weights (ModelStage's hooks). The values may have
   // changed since the last run: the run's forwards refresh the bf16 compute copies.
-  void begin(const MicrobatchData* data, GptStage::WeightReadyHook on_final_weights,
-             GptStage::WeightReadyHook on_weights_needed = nullptr);
+  void begin(const MicrobatchData* data, ModelStage::WeightReadyHook on_final_weights,
+             ModelStage::WeightReadyHook on_weights_needed = nullptr);
   double loss_sum() const { return loss_sum_; }
   bool has_head() const { return stage_.spec().has_head; }
 
@@ -55,9 +55,9 @@ class GptChunk : public PipelineChunk {
   void backward_weight(int slot, int grad_set, int microbatch) override;
 
  private:
-  GptStage& stage_;
+  ModelStage& stage_;
   const MicrobatchData* data_ = nullptr;
-  GptStage::WeightReadyHook on_final_weights_;
+  ModelStage::WeightReadyHook on_final_weights_;
   int input_passes_ = 0, weight_passes_ = 0;
   double loss_sum_ = 0.0;
 };

@@ -1,16 +1,16 @@
-// One pipeline stage of GPT-2: [embedding] + blocks [first_layer, first_layer + n_layers) +
-// [ln_f, head, loss]. With pp = 1 it is the whole model. It owns its layers (their parameters
-// live in the ParameterStore), `num_caches` forward caches (one per microbatch in flight: the
-// schedule decides how many) and `num_grad_sets` gradient sets (what weight halves still read),
-// and the scratch its layers share. Activations: acts[l] is the input of local block l,
-// acts[n_layers] the stage output; each is (Nl, C): all N = B*T rows, or this rank's N/tp rows
-// with sequence parallelism. A gradient set holds their gradients d_acts alike.
-// Recomputation (ChunkRecompute, parallel/memory_model.h): with kSelective the attention rebuilds
-// its dropped cache in each backward; with kFull the first `full_blocks` blocks keep no cache per
-// microbatch (acts[l], their input, stays), and their backward first re-runs their forward into
-// the chunk's one shared cache, and runs the block's weight half at once, before the next block
-// reuses it: in every schedule, ZB-H1 too (holding a rebuilt cache per block until a later W would
-// keep more than no recomputation does). Under bf16 precision each other block's
+// One pipeline stage of a model of any family (framework/families/): [embedding] + blocks
+// [first_layer, first_layer + n_layers) + [final norm, head, loss]. With pp = 1 it is the whole
+// model. It owns its layers (their parameters live in the ParameterStore), `num_caches` forward
+// caches (one per microbatch in flight: the schedule decides how many) and `num_grad_sets` gradient
+// sets (what weight halves still read), and the scratch its layers share. Activations: acts[l] is
+// the input of local block l, acts[n_layers] the stage output; each is (Nl, C): all N = B*T rows,
+// or this rank's N/tp rows with sequence parallelism. A gradient set holds their gradients d_acts
+// alike. Recomputation (ChunkRecompute, parallel/memory_model.h): with kSelective the attention
+// rebuilds its dropped cache in each backward; with kFull the first `full_blocks` blocks keep no
+// cache per microbatch (acts[l], their input, stays), and their backward first re-runs their
+// forward into the chunk's one shared cache, and runs the block's weight half at once, before the
+// next block reuses it: in every schedule, ZB-H1 too (holding a rebuilt cache per block until a
+// later W would keep more than no recomputation does). Under bf16 precision each other block's
 // cache is kept per microbatch as a StoredBlockCache (16-bit activations): the block runs on the
 // chunk's shared float32 cache, which is stored after its forward and loaded back before its
 // backward; a split W loads it again. A whole B (every schedule but ZB-H1) runs a block's weight
@@ -57,15 +57,15 @@ struct StageDecodeState {
   int64_t rows = 0, logit_rows = 0;  // of the last step
 };
 
-// Several GptStages (the model chunks of interleaved schedules) can share one ParameterStore:
+// Several ModelStages (the model chunks of interleaved schedules) can share one ParameterStore:
 // construct them all, then call store.allocate() before running any.
-class GptStage {
+class ModelStage {
  public:
-  GptStage(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg, const StageSpec& spec,
-           int64_t micro_batch, int num_caches, int num_grad_sets,
-           const ChunkRecompute& recompute = {});
-  GptStage(const GptStage&) = delete;  // its layers keep references to its scratch
-  GptStage& operator=(const GptStage&) = delete;
+  ModelStage(ParameterStore& store, TensorParallel& tp, const ModelConfig& cfg,
+             const StageSpec& spec, int64_t micro_batch, int num_caches, int num_grad_sets,
+             const ChunkRecompute& recompute = {});
+  ModelStage(const ModelStage&) = delete;  // its layers keep references to its scratch
+  ModelStage& operator=(const ModelStage&) = delete;
 
   const StageSpec& spec() const { return spec_; }
   const ModelConfig& model() const { return cfg_; }
