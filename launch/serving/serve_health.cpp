@@ -1,23 +1,16 @@
 // serve's health (see serve_health.h).
 #include "launch/serving/serve_health.h"
 
-#include <chrono>
 #include <cstdio>
+
+#include "framework/timer.h"
 
 namespace gpt {
 
-namespace {
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
-ServeHealth::ServeHealth() : last_beat_ns_(now_ns()) {}
+ServeHealth::ServeHealth() : last_beat_s_(now_seconds()) {}
 
 void ServeHealth::beat() {
-  last_beat_ns_ = now_ns();
+  last_beat_s_ = now_seconds();
 }
 
 void ServeHealth::fail(const std::string& cause) {
@@ -30,7 +23,7 @@ std::string ServeHealth::problem(double stall_timeout_s) const {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failure_.empty()) return failure_;
   }
-  const double quiet = static_cast<double>(now_ns() - last_beat_ns_.load()) * 1e-9;
+  const double quiet = now_seconds() - last_beat_s_.load();
   if (quiet <= stall_timeout_s) return "";
   char text[160];
   std::snprintf(text, sizeof text,

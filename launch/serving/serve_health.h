@@ -6,7 +6,6 @@
 #pragma once
 
 #include <atomic>
-#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -22,7 +21,7 @@ class ServeHealth {
   std::string problem(double stall_timeout_s) const;
 
  private:
-  std::atomic<int64_t> last_beat_ns_;
+  std::atomic<double> last_beat_s_;  // framework/timer.h's now_seconds()
   mutable std::mutex mutex_;
   std::string failure_;
 };
