@@ -273,11 +273,12 @@ int64_t update_table_blocks(const std::vector<BucketParameter>& params, const Bu
 // The products of one block on a tp rank: (IC, OC) of each linear as its shard holds it.
 std::vector<std::pair<int64_t, int64_t>> block_linears(const BlockParameters& p, int tp) {
   std::vector<std::pair<int64_t, int64_t>> out;
-  const auto add = [&](const LocalLinear& local) { out.push_back({local.in, local.out}); };
-  for (const LinearSpec& spec : p.qkv) add(column_local(spec, tp));
-  add(row_local(p.attn_out, tp));
-  for (const LinearSpec& spec : p.mlp_in) add(column_local(spec, tp));
-  add(row_local(p.mlp_out, tp));
+  for_each_block_parameter(
+      p, [](const NormSpec&) {},
+      [&](const LinearSpec& spec, LinearPlace place) {
+        const LocalLinear local = local_linear(spec, place, tp);
+        out.push_back({local.in, local.out});
+      });
   return out;
 }
 
@@ -289,16 +290,13 @@ int64_t cuda_norm_scratch_bytes(const NormSpec& spec) {
 
 // What a block's norms and bias gradients need of the CUDA scratch.
 int64_t cuda_block_scratch_bytes(const BlockParameters& p, int tp) {
-  int64_t bytes =
-      std::max(cuda_norm_scratch_bytes(p.attn_norm), cuda_norm_scratch_bytes(p.mlp_norm));
-  for (const NormSpec& spec : p.qk_norms) bytes = std::max(bytes, cuda_norm_scratch_bytes(spec));
-  const auto bias = [&](const LinearSpec& spec, const LocalLinear& local) {
-    if (spec.bias) bytes = std::max(bytes, cuda_column_sum_scratch_bytes(local.out));
-  };
-  for (const LinearSpec& spec : p.qkv) bias(spec, column_local(spec, tp));
-  bias(p.attn_out, row_local(p.attn_out, tp));
-  for (const LinearSpec& spec : p.mlp_in) bias(spec, column_local(spec, tp));
-  bias(p.mlp_out, row_local(p.mlp_out, tp));
+  int64_t bytes = 0;
+  for_each_block_parameter(
+      p, [&](const NormSpec& spec) { bytes = std::max(bytes, cuda_norm_scratch_bytes(spec)); },
+      [&](const LinearSpec& spec, LinearPlace place) {
+        if (spec.bias)
+          bytes = std::max(bytes, cuda_column_sum_scratch_bytes(local_linear(spec, place, tp).out));
+      });
   return bytes;
 }
 

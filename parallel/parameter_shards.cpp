@@ -22,11 +22,9 @@ ShardRange column_rows(const LinearSpec& spec, int tp_rank, int tp_size) {
 
 }  // namespace
 
-LocalLinear column_local(const LinearSpec& spec, int tp_size) {
-  return {spec.in_features, column_rows(spec, 0, tp_size).count * spec.groups};
-}
-
-LocalLinear row_local(const LinearSpec& spec, int tp_size) {
+LocalLinear local_linear(const LinearSpec& spec, LinearPlace place, int tp_size) {
+  if (column_parallel(place))
+    return {spec.in_features, column_rows(spec, 0, tp_size).count * spec.groups};
   return {shard_range(spec.in_features, 0, tp_size).count, spec.out_features};
 }
 
@@ -59,15 +57,6 @@ VocabShard vocab_shard(const ModelConfig& cfg, int tp_rank, int tp_size) {
   return {rows.start, rows.count, valid};
 }
 
-namespace {
-
-void add_linear(std::vector<LocalParameter>& out, const LinearSpec& spec, const LocalLinear& s) {
-  out.push_back({spec.name + ".weight", s.out * s.in, true});
-  if (spec.bias) out.push_back({spec.name + ".bias", s.out, false});
-}
-
-}  // namespace
-
 std::vector<LocalParameter> norm_local_parameters(const NormSpec& spec) {
   std::vector<LocalParameter> out{{spec.name + ".weight", spec.C, false}};
   if (!spec.rms) out.push_back({spec.name + ".bias", spec.C, false});
@@ -76,16 +65,16 @@ std::vector<LocalParameter> norm_local_parameters(const NormSpec& spec) {
 
 std::vector<LocalParameter> block_local_parameters(const BlockParameters& p, int tp_size) {
   std::vector<LocalParameter> out;
-  const auto norm = [&](const NormSpec& spec) {
-    for (LocalParameter& q : norm_local_parameters(spec)) out.push_back(std::move(q));
-  };
-  norm(p.attn_norm);
-  for (const LinearSpec& spec : p.qkv) add_linear(out, spec, column_local(spec, tp_size));
-  add_linear(out, p.attn_out, row_local(p.attn_out, tp_size));
-  for (const NormSpec& spec : p.qk_norms) norm(spec);
-  norm(p.mlp_norm);
-  for (const LinearSpec& spec : p.mlp_in) add_linear(out, spec, column_local(spec, tp_size));
-  add_linear(out, p.mlp_out, row_local(p.mlp_out, tp_size));
+  for_each_block_parameter(
+      p,
+      [&](const NormSpec& spec) {
+        for (LocalParameter& q : norm_local_parameters(spec)) out.push_back(std::move(q));
+      },
+      [&](const LinearSpec& spec, LinearPlace place) {
+        const LocalLinear local = local_linear(spec, place, tp_size);
+        out.push_back({spec.name + ".weight", local.out * local.in, true});
+        if (spec.bias) out.push_back({spec.name + ".bias", local.out, false});
+      });
   return out;
 }
 

@@ -25,12 +25,13 @@ struct LinearShard {
 };
 LinearShard column_shard(const LinearSpec& spec, int tp_rank, int tp_size);
 LinearShard row_shard(const LinearSpec& spec, int tp_rank, int tp_size);
-// Their local (IC, OC) alone, without the slabs (the memory and cost models' counts).
+// A linear's local (IC, OC) alone, without the slabs (the memory and cost models' counts): a
+// column-parallel one's where its place in the block is an input, a row-parallel one's where it
+// is an output.
 struct LocalLinear {
   int64_t in, out;
 };
-LocalLinear column_local(const LinearSpec& spec, int tp_size);
-LocalLinear row_local(const LinearSpec& spec, int tp_size);
+LocalLinear local_linear(const LinearSpec& spec, LinearPlace place, int tp_size);
 
 // The vocabulary rows a rank stores: [start, start + count), count = Vp/tp.
 struct VocabShard {

@@ -35,22 +35,14 @@ std::vector<LogicalParameter> logical_parameters(const ModelConfig& m) {
     out.push_back({spec.name + ".weight", {spec.C}});
     if (!spec.rms) out.push_back({spec.name + ".bias", {spec.C}});
   };
-  const auto linear = [&](const LinearSpec& spec) {
+  const auto linear = [&](const LinearSpec& spec, LinearPlace) {
     out.push_back({spec.name + ".weight", {spec.out_features, spec.in_features}});
     if (spec.bias) out.push_back({spec.name + ".bias", {spec.out_features}});
   };
   out.push_back({edge.token_embedding, {m.vocab_size, m.d_model}});
   if (!edge.positions.empty()) out.push_back({edge.positions, {m.seq_len, m.d_model}});
-  for (int64_t l = 0; l < m.n_layer; ++l) {
-    const BlockParameters p = family.block_parameters(m, l, 1);
-    norm(p.attn_norm);
-    for (const LinearSpec& spec : p.qkv) linear(spec);
-    linear(p.attn_out);
-    for (const NormSpec& spec : p.qk_norms) norm(spec);
-    norm(p.mlp_norm);
-    for (const LinearSpec& spec : p.mlp_in) linear(spec);
-    linear(p.mlp_out);
-  }
+  for (int64_t l = 0; l < m.n_layer; ++l)
+    for_each_block_parameter(family.block_parameters(m, l, 1), norm, linear);
   if (!edge.untied_head.empty()) out.push_back({edge.untied_head, {m.vocab_size, m.d_model}});
   norm(edge.final_norm);
   return out;

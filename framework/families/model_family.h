@@ -89,6 +89,27 @@ struct BlockParameters {
   LinearSpec mlp_out;              // row-parallel
 };
 
+// Where a linear sits in its block: the inputs split over tp by rows (column-parallel), the
+// outputs by columns (row-parallel).
+enum class LinearPlace { kAttentionIn, kAttentionOut, kMlpIn, kMlpOut };
+inline bool column_parallel(LinearPlace place) {
+  return place == LinearPlace::kAttentionIn || place == LinearPlace::kMlpIn;
+}
+
+// Visits a block's norms, on_norm(const NormSpec&), and linears, on_linear(const LinearSpec&,
+// LinearPlace), in BlockParameters' order: the one walk of a block's parameters that the
+// registration counts, the memory and cost models and the checkpoint's names follow.
+template <typename OnNorm, typename OnLinear>
+void for_each_block_parameter(const BlockParameters& p, OnNorm&& on_norm, OnLinear&& on_linear) {
+  on_norm(p.attn_norm);
+  for (const LinearSpec& spec : p.qkv) on_linear(spec, LinearPlace::kAttentionIn);
+  on_linear(p.attn_out, LinearPlace::kAttentionOut);
+  for (const NormSpec& spec : p.qk_norms) on_norm(spec);
+  on_norm(p.mlp_norm);
+  for (const LinearSpec& spec : p.mlp_in) on_linear(spec, LinearPlace::kMlpIn);
+  on_linear(p.mlp_out, LinearPlace::kMlpOut);
+}
+
 // The parameters outside the blocks: the vocabulary matrices (V rows of C, split by rows over
 // tp and padded) and, for learned positions, the position table (seq_len rows, replicated).
 struct EdgeParameters {

@@ -61,14 +61,17 @@ struct BlockLinears {
   std::vector<Linear> attention_in, mlp_in, out;
 };
 BlockLinears block_linears(const BlockParameters& block, int tp) {
-  const auto linear = [](const LocalLinear& local) {
-    return Linear{static_cast<double>(local.out), static_cast<double>(local.in)};
-  };
   BlockLinears out;
-  for (const LinearSpec& spec : block.qkv)
-    out.attention_in.push_back(linear(column_local(spec, tp)));
-  for (const LinearSpec& spec : block.mlp_in) out.mlp_in.push_back(linear(column_local(spec, tp)));
-  out.out = {linear(row_local(block.attn_out, tp)), linear(row_local(block.mlp_out, tp))};
+  for_each_block_parameter(
+      block, [](const NormSpec&) {},
+      [&](const LinearSpec& spec, LinearPlace place) {
+        const LocalLinear local = local_linear(spec, place, tp);
+        const Linear linear{static_cast<double>(local.out), static_cast<double>(local.in)};
+        (place == LinearPlace::kAttentionIn ? out.attention_in
+         : place == LinearPlace::kMlpIn     ? out.mlp_in
+                                            : out.out)
+            .push_back(linear);
+      });
   return out;
 }
 
