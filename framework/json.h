@@ -116,6 +116,13 @@ std::optional<T> json_value(const J& value) {
   }
 }
 
+// Whether object has the key with a value other than null: Hugging Face's files and OpenAI's API
+// write null for "the default" or "not given".
+inline bool json_has_value(const Json& object, const std::string& key) {
+  const auto it = object.find(key);
+  return it != object.end() && !it->is_null();
+}
+
 // object[key] as T (json_value's rules); throws a one-line input error naming `what`, the key
 // and the expected type when the key is missing or holds anything else.
 template <typename T>

@@ -1,13 +1,15 @@
 // GPT-2 (Radford et al. 2019), exactly: pre-LayerNorm blocks, learned positions, a GELU (tanh)
 // MLP of width 4C, biases on every linear and norm, one fused c_attn, the head tied to wte.
-// Names are GPT-2's checkpoint names (h.L.attn.c_attn, ...). Its Hugging Face and llm.c files
-// are framework/io/gpt2_weights.h's.
+// Names are GPT-2's checkpoint names (h.L.attn.c_attn, ...). Its Hugging Face format is
+// gpt2_hf.cpp's, its llm.c file framework/io/llmc_weights.h's.
 #include <string>
 
 #include "framework/check.h"
 #include "framework/families/model_family.h"
 
 namespace gpt {
+
+const HfFormat& gpt2_hf_format();  // gpt2_hf.cpp
 
 namespace {
 
@@ -120,6 +122,8 @@ struct Gpt2 {
   }
 
   // GPT-2's published sizes, and two small ones for CPUs; the vocabulary is the data set's.
+  static const HfFormat& hf_format() { return gpt2_hf_format(); }
+
   static std::span<const ModelPreset> presets() {
     static const ModelPreset kPresets[] = {{"tiny", shape(2, 4, 32, 16), false},
                                            {"small", shape(4, 8, 512, 256), false},

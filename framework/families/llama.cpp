@@ -2,7 +2,7 @@
 // kin): pre-RMSNorm blocks, rotary positions (optionally Llama 3.1's scaling), grouped-query
 // attention, a SwiGLU MLP, no biases but Qwen2's on q, k and v, Qwen3's RMSNorm over each head's
 // q and k, and an untied head unless tie_embeddings. Names are Hugging Face's without "model."
-// (layers.L.self_attn.q_proj, ...). Its Hugging Face files are framework/io/llama_weights.h's.
+// (layers.L.self_attn.q_proj, ...). Its Hugging Face format is llama_hf.cpp's.
 #include <cmath>
 #include <string>
 
@@ -11,6 +11,8 @@
 #include "framework/json.h"
 
 namespace gpt {
+
+const HfFormat& llama_hf_format();  // llama_hf.cpp
 
 namespace {
 
@@ -233,6 +235,8 @@ struct Llama {
     m.qkv_bias = json_field<bool>(json, "qkv_bias", what);
     m.qk_norm = json_field<bool>(json, "qk_norm", what);
   }
+
+  static const HfFormat& hf_format() { return llama_hf_format(); }
 
   static std::span<const ModelPreset> presets() {
     static const ModelPreset kPresets[] = {

@@ -3,9 +3,11 @@
 // description (norm, positions, MLP, biases, q/k norms, head) and the parameter specs (names,
 // shapes, init, which linears split by rows or by columns over tp) are what the layers build,
 // the memory model and the cost model sum and price, the checkpoint's config writes and the
-// presets fill; none of them asks which family a model is. Each family is one file beside this
-// one (gpt2.cpp, llama.cpp: the Llama family with its Mistral and Qwen variants); adding one means
-// a new file, its entry in model_family.cpp and the kernels it needs.
+// presets fill, and its Hugging Face format says how convert reads and writes it; none of them
+// asks which family a model is. Each family is a file beside this one (gpt2.cpp, llama.cpp: the
+// Llama family with its Mistral and Qwen variants) and its Hugging Face format (gpt2_hf.cpp,
+// llama_hf.cpp); adding one means those two files, its entry in model_family.cpp and the kernels
+// it needs.
 #pragma once
 
 #include <cstdint>
@@ -138,6 +140,45 @@ struct FieldNames {
   }
 };
 
+// An architecture a family reads from Hugging Face's config.json: its `architectures` entry and
+// its `model_type`.
+struct HfArchitecture {
+  const char* architecture;
+  const char* model_type;
+};
+
+// How a family's models are written in a Hugging Face directory (docs/CONVERT.md): config.json's
+// keys both ways and the weights' names and layouts. framework/io/hf_model.h reads and writes
+// the directory with it, for every family alike.
+struct HfFormat {
+  std::span<const HfArchitecture> architectures;
+  // A config whose model_type is one of this family's is read whatever its architectures say
+  // (GPT2Model, say), and a config with neither key is this family's: GPT-2's, as configs
+  // written before either key was usual were read.
+  bool model_type_decides = false;
+  // The model a config.json of `model_type` describes, at `seq_len` positions (0: the family's
+  // default); what this project does not run, and values out of range, are one error naming
+  // `what` and the key.
+  ModelConfig (*read_config)(const nlohmann::ordered_json& config, const std::string& model_type,
+                             const std::string& what, int64_t seq_len);
+  // The config.json of a model, with `torch_dtype` ("float32", "bfloat16"); a model no
+  // architecture of Hugging Face describes is an input error.
+  nlohmann::ordered_json (*write_config)(const ModelConfig& m, const std::string& torch_dtype);
+  // Hugging Face's name of a tensor this project names `ours`, and this project's name of a
+  // tensor a file stores (which may take forms the writer never uses: GPT-2's "transformer.").
+  std::string (*hf_name)(const std::string& ours);
+  std::string (*our_name)(const std::string& hf);
+  // Tensors the files may hold that are no weights (causal masks, rotary frequencies): skipped.
+  bool (*is_buffer)(const std::string& hf);
+  // Weights stored [in, out] (GPT-2's Conv1D) rather than nn.Linear's [out, in]: transposed both
+  // ways.
+  bool (*transposed)(const std::string& ours);
+  // The tokenizer an import records when the files name none: the directory's tokenizer.json
+  // where reads_tokenizer_json and there is one, else default_tokenizer(model_type).
+  bool reads_tokenizer_json = false;
+  std::string (*default_tokenizer)(const std::string& model_type);
+};
+
 struct ModelFamily {
   Arch arch;
   BlockDescription (*describe)(const ModelConfig& m);
@@ -160,6 +201,7 @@ struct ModelFamily {
   bool writes_arch;          // the config names the family ("arch"); GPT-2's files never did
   bool takes_shape_options;  // train needs kArchFields' options beside the plain shape ones
   std::span<const ModelPreset> presets;
+  const HfFormat* hf;  // Hugging Face's config.json and weights
 };
 
 // The project's initialisation, GPT-2's, which the Llama family keeps too: matrices N(0, 0.02),
@@ -168,8 +210,8 @@ inline constexpr float kLinearInitStd = 0.02f;
 float residual_projection_init_std(int64_t n_layer);
 
 // The ModelFamily of a family's file: a struct F of the static functions ModelFamily points to
-// (describe, block_parameters, ..., presets()) and the constants kArch, kWritesArch and
-// kTakesShapeOptions.
+// (describe, block_parameters, ..., presets(), hf_format()) and the constants kArch, kWritesArch
+// and kTakesShapeOptions.
 template <typename F>
 const ModelFamily& family_from() {
   static const ModelFamily family{.arch = F::kArch,
@@ -185,8 +227,27 @@ const ModelFamily& family_from() {
                                   .read_fields = F::read_fields,
                                   .writes_arch = F::kWritesArch,
                                   .takes_shape_options = F::kTakesShapeOptions,
-                                  .presets = F::presets()};
+                                  .presets = F::presets(),
+                                  .hf = &F::hf_format()};
   return family;
+}
+
+// The HfFormat of a family's Hugging Face file: a struct H of the static functions HfFormat
+// points to (read_config, write_config, hf_name, ...) and the constants kArchitectures,
+// kModelTypeDecides and kReadsTokenizerJson.
+template <typename H>
+const HfFormat& hf_format_from() {
+  static const HfFormat format{.architectures = H::kArchitectures,
+                               .model_type_decides = H::kModelTypeDecides,
+                               .read_config = H::read_config,
+                               .write_config = H::write_config,
+                               .hf_name = H::hf_name,
+                               .our_name = H::our_name,
+                               .is_buffer = H::is_buffer,
+                               .transposed = H::transposed,
+                               .reads_tokenizer_json = H::kReadsTokenizerJson,
+                               .default_tokenizer = H::default_tokenizer};
+  return format;
 }
 
 const ModelFamily& family_of(Arch arch);

@@ -14,7 +14,6 @@
 #include "framework/checked_size.h"
 #include "framework/io/checkpoint_metadata.h"
 #include "framework/io/crc32.h"
-#include "framework/io/gpt2_weights.h"
 #include "framework/json.h"
 
 namespace gpt {
@@ -245,6 +244,14 @@ void CheckpointReader::read_slab(const std::string& dataset, const Slab& slab,
                   "checkpoint " << path_ << ": dataset " << dataset
                                 << " cannot be read, the file is damaged ("
                                 << h5::last_error_message() << ")");
+}
+
+std::vector<float> CheckpointReader::read_dataset(const std::string& dataset) const {
+  const std::vector<int64_t> dims = shape(dataset);
+  const Slab whole{std::vector<int64_t>(dims.size(), 0), dims, 0};
+  std::vector<float> values(static_cast<size_t>(whole.numel()));
+  read_slab(dataset, whole, values.data());
+  return values;
 }
 
 void CheckpointReader::verify(MPI_Comm comm) {

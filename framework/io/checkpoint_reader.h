@@ -48,6 +48,8 @@ class CheckpointReader {
   // Reads the logical block slab.start/count of a dataset into host_out (row-major, slab.numel()
   // floats; slab.local_offset is ignored).
   void read_slab(const std::string& dataset, const Slab& slab, float* host_out) const;
+  // A dataset whole, row-major.
+  std::vector<float> read_dataset(const std::string& dataset) const;
 
  private:
   std::string path_;

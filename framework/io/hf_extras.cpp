@@ -20,9 +20,7 @@ constexpr size_t kMaxGenerationConfigBytes = 64u << 10;
 // is absent or null is left out.
 Json kept_fields(const Json& source, const std::string& what) {
   Json out = Json::object();
-  const auto present = [&](const char* key) {
-    return source.contains(key) && !source.at(key).is_null();
-  };
+  const auto present = [&](const char* key) { return json_has_value(source, key); };
   if (present("max_position_embeddings")) {
     const auto positions = json_field<int64_t>(source, "max_position_embeddings", what);
     GPT_INPUT_CHECK(positions >= 1, what << ": max_position_embeddings must be at least 1");

@@ -14,10 +14,10 @@
 #include "framework/io/checkpoint_directory.h"
 #include "framework/io/checkpoint_reader.h"
 #include "framework/io/checkpoint_writer.h"
-#include "framework/io/gpt2_weights.h"
 #include "framework/io/hf_extras.h"
+#include "framework/io/hf_model.h"
 #include "framework/io/hf_weight_files.h"
-#include "framework/io/llama_weights.h"
+#include "framework/io/llmc_weights.h"
 #include "framework/io/whole_file.h"
 #include "framework/logging.h"
 #include "framework/text/text_tokenizer.h"
@@ -120,9 +120,6 @@ void write_weights_checkpoint(Runtime& rt, const ModelConfig& model, const std::
   fs::remove_all(folder, ec);
 }
 
-// This project's tensor names and shapes, for the importers' checks.
-using ExpectedTensors = std::map<std::string, std::vector<int64_t>>;
-
 // p's local storage from its full logical tensor t: the slabs' elements (one rank holds whole
 // tensors, so each slab is a contiguous run of t, copied as one), zeros elsewhere (padding).
 std::vector<float> local_storage(const Parameter& p, const HostTensor& t) {
@@ -186,41 +183,22 @@ void write_imported(const ModelConfig& model, const std::string& source, const s
                     << " positions) from " << source);
 }
 
-void from_hf_gpt2(const ConvertOptions& o, const Json& config) {
+// Any family's directory, streamed from the (possibly sharded) safetensors tensor by tensor.
+void from_hf(const ConvertOptions& o) {
   const fs::path dir(o.from_hf);
   const std::string config_path = (dir / "config.json").string();
-  GPT_INPUT_CHECK(o.seq_len == 0, "--seq-len is for the Llama family: "
-                                      << config_path
-                                      << " is a GPT-2, whose positions are learned (train "
-                                         "--init-from --seq-len takes fewer)");
-  const ModelConfig model = model_from_hf_config(config, config_path);
-  require_regular_file((dir / "model.safetensors").string(), "--from-hf");
-  const SafetensorsFile file((dir / "model.safetensors").string());
-  check_hf_model_size(file, model, config_path);
-  // A directory --to-hf wrote names its tokenizer; any other holds OpenAI's GPT-2 vocabulary.
-  const std::string tokenizer = file.metadata(kTokenizerKey);
-  NamedTensors tensors;
-  write_imported(
-      model, dir.string(), o.output, tokenizer.empty() ? "gpt2" : tokenizer,
-      [&](const ExpectedTensors& expected) { tensors = read_hf_tensors(file, expected); },
-      [&](const std::string& name) { return tensors.at(name); },
-      read_hf_extras(config, config_path, dir.string()));
-}
-
-// The Llama family, streamed from the (possibly sharded) safetensors tensor by tensor.
-void from_hf_llama(const ConvertOptions& o, const Json& config, const std::string& model_type) {
-  const fs::path dir(o.from_hf);
-  const std::string config_path = (dir / "config.json").string();
-  const ModelConfig model = llama_model_from_hf_config(config, model_type, config_path, o.seq_len);
-  const HfWeightFiles files(dir.string());
-  check_llama_model_size(files, model, config_path);
-  // The directory's tokenizer.json names the checkpoint's tokenizer and is copied beside it
-  // (text_tokenizer.h); a directory without one records where its ids come from ("hf:<type>",
-  // its data sets made elsewhere), unless --to-hf wrote it.
-  std::string tokenizer = files.metadata(kTokenizerKey);
+  const Json config = read_hf_json(config_path, "--from-hf");
+  const HfModel hf = read_hf_config(config, config_path, o.seq_len);
+  const ModelConfig& model = hf.model;
+  const HfModelWeights weights(dir.string(), hf, config_path);
+  // The checkpoint's tokenizer: the one --to-hf recorded in the files; for a family whose
+  // directories carry their own, the directory's tokenizer.json, copied beside the checkpoint
+  // (text_tokenizer.h); else the family's (GPT-2's vocabulary, or "hf:<type>" for ids made
+  // elsewhere).
+  std::string tokenizer = weights.metadata(kTokenizerKey);
   std::unique_ptr<HfTokenizer> hf_tokenizer;
   std::error_code ec;
-  if (fs::exists(dir / "tokenizer.json", ec)) {
+  if (hf.family->hf->reads_tokenizer_json && fs::exists(dir / "tokenizer.json", ec)) {
     hf_tokenizer = std::make_unique<HfTokenizer>(dir.string());
     GPT_INPUT_CHECK(hf_tokenizer->vocab_size() <= model.vocab_size,
                     hf_tokenizer->json_path()
@@ -231,26 +209,14 @@ void from_hf_llama(const ConvertOptions& o, const Json& config, const std::strin
                            fs::path(o.output).parent_path().string(), "--output " + o.output);
   }
   write_imported(
-      model, dir.string(), o.output, tokenizer.empty() ? "hf:" + model_type : tokenizer,
-      [&](const ExpectedTensors& expected) {
-        check_llama_tensors(files, expected, model, config_path);
-      },
-      [&](const std::string& name) { return files.read(hf_llama_name(name)); },
+      model, dir.string(), o.output,
+      tokenizer.empty() ? hf.family->hf->default_tokenizer(hf.model_type) : tokenizer,
+      [&](const ExpectedTensors& expected) { weights.check(expected); },
+      [&](const std::string& name) { return weights.read(name); },
       read_hf_extras(config, config_path, dir.string()));
   if (hf_tokenizer)
     place_tokenizer_copy(hf_tokenizer->json_path(), hf_tokenizer->identity(),
                          fs::path(o.output).parent_path().string());
-}
-
-void from_hf(const ConvertOptions& o) {
-  const std::string config_path = (fs::path(o.from_hf) / "config.json").string();
-  const Json config = read_hf_json(config_path, "--from-hf");
-  const std::string model_type = hf_model_type(config, config_path);
-  if (is_llama_family(model_type)) {
-    from_hf_llama(o, config, model_type);
-  } else {
-    from_hf_gpt2(o, config);
-  }
 }
 
 // llm.c's files hold GPT-2's vocabulary (its tokenizer is OpenAI's).
@@ -262,16 +228,6 @@ void from_llmc(const ConvertOptions& o) {
       [&](const std::string& name) { return w.tensors.at(name); });
 }
 
-// A checkpoint's dataset, whole.
-HostTensor read_checkpoint_tensor(const CheckpointReader& reader, const std::string& dataset) {
-  HostTensor t;
-  t.shape = reader.shape(dataset);
-  Slab whole{std::vector<int64_t>(t.shape.size(), 0), t.shape, 0};
-  t.values.resize(static_cast<size_t>(whole.numel()));
-  reader.read_slab(dataset, whole, t.values.data());
-  return t;
-}
-
 constexpr const char* kModelGroup = "/model/";
 
 // Every /model tensor of a checkpoint, whole.
@@ -279,8 +235,8 @@ NamedTensors read_checkpoint_tensors(const CheckpointReader& reader) {
   NamedTensors out;
   for (const std::string& dataset : reader.datasets())
     if (dataset.starts_with(kModelGroup))
-      out[dataset.substr(std::string(kModelGroup).size())] =
-          read_checkpoint_tensor(reader, dataset);
+      out[dataset.substr(std::string(kModelGroup).size())] = {reader.shape(dataset),
+                                                              reader.read_dataset(dataset)};
   return out;
 }
 
@@ -324,44 +280,6 @@ void publish_hf_directory(const ConvertOptions& o, const fs::path& work) {
   fs::remove_all(old, ec);
 }
 
-// The Llama family's weights under Hugging Face's names, read from the checkpoint one tensor at a
-// time as the files are written.
-std::vector<std::string> write_llama_hf_weights(const ConvertOptions& o,
-                                                const CheckpointReader& reader, const fs::path& dir,
-                                                const std::map<std::string, std::string>& metadata,
-                                                StoredDtype dtype) {
-  std::vector<TensorToWrite> tensors;
-  std::map<std::string, std::string> dataset_of;  // Hugging Face's name -> the dataset
-  for (const std::string& dataset : reader.datasets()) {
-    if (!dataset.starts_with(kModelGroup)) continue;
-    const std::string name = hf_llama_name(dataset.substr(std::string(kModelGroup).size()));
-    tensors.push_back({name, reader.shape(dataset)});
-    dataset_of[name] = dataset;
-  }
-  return write_hf_weights(
-      dir.string(), tensors,
-      [&](const TensorToWrite& t) {
-        return read_checkpoint_tensor(reader, dataset_of.at(t.name)).values;
-      },
-      metadata, dtype, o.max_shard_bytes);
-}
-
-// GPT-2's weights, transposed to Conv1D's layout in memory first.
-std::vector<std::string> write_gpt2_hf_weights(const ConvertOptions& o,
-                                               const CheckpointReader& reader, const fs::path& dir,
-                                               const std::map<std::string, std::string>& metadata,
-                                               StoredDtype dtype) {
-  std::map<std::string, HostTensor> by_name;
-  std::vector<TensorToWrite> tensors;
-  for (auto& [name, t] : to_hf_tensors(read_checkpoint_tensors(reader))) {
-    tensors.push_back({name, t.shape});
-    by_name[name] = std::move(t);
-  }
-  return write_hf_weights(
-      dir.string(), tensors, [&](const TensorToWrite& t) { return by_name.at(t.name).values; },
-      metadata, dtype, o.max_shard_bytes);
-}
-
 // --to-hf's files, into `dir`.
 void export_hf_files(const ConvertOptions& o, const CheckpointReader& reader,
                      const ModelConfig& model, Json& config, const Json& hf_extras,
@@ -370,8 +288,7 @@ void export_hf_files(const ConvertOptions& o, const CheckpointReader& reader,
   const std::map<std::string, std::string> metadata = {{"format", "pt"},
                                                        {kTokenizerKey, tokenizer}};
   const std::vector<std::string> written =
-      model.arch == Arch::kLlama ? write_llama_hf_weights(o, reader, dir, metadata, dtype)
-                                 : write_gpt2_hf_weights(o, reader, dir, metadata, dtype);
+      write_hf_model_weights(dir.string(), reader, model, metadata, dtype, o.max_shard_bytes);
   if (tokenizer == "gpt2" && kGpt2EndOfText < model.vocab_size) {
     config["bos_token_id"] = kGpt2EndOfText;
     config["eos_token_id"] = kGpt2EndOfText;
@@ -413,9 +330,7 @@ void from_checkpoint(const ConvertOptions& o) {
   const StoredDtype dtype = parse_stored_dtype(o.dtype, "--dtype");
   const std::string torch_dtype = dtype == StoredDtype::kBF16 ? "bfloat16" : "float32";
   // The config first: a model with no Hugging Face architecture is refused before any file.
-  Json config =
-      model.arch == Arch::kLlama ? hf_llama_config(model, torch_dtype) : hf_gpt2_config(model);
-  config["torch_dtype"] = torch_dtype;
+  Json config = family_of(model).hf->write_config(model, torch_dtype);
   const fs::path dir = prepare_hf_directory(o);  // the work folder, published at the end
   try {
     export_hf_files(o, *reader, model, config, hf_extras_from_checkpoint(stored, what), dtype, dir);

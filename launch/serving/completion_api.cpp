@@ -34,12 +34,6 @@ double number_field(const Json& body, const std::string& key) {
   return v.get<double>();
 }
 
-// Whether an optional field is there: OpenAI's API takes null as "not given".
-bool given(const Json& body, const char* key) {
-  const auto it = body.find(key);
-  return it != body.end() && !it->is_null();
-}
-
 // A field of OpenAI's API that serve does not implement: only its neutral value passes.
 void neutral_only(const Json& body, const std::string& key) {
   const Json& v = body.at(key);
@@ -80,7 +74,7 @@ CompletionRequest parse_completion_request(
                 shown_excerpt(key, 40));
     }
   }
-  if (given(body, "model")) {
+  if (json_has_value(body, "model")) {
     const std::string name = field<std::string>(body, "model");
     if (name != model.name)
       throw ApiError(404, "not_found_error",
@@ -121,7 +115,7 @@ CompletionRequest parse_completion_request(
         "prompt");
   }
   if (r.prompt.empty()) throw bad("'prompt' has no tokens", "prompt");
-  if (given(body, "max_tokens")) {
+  if (json_has_value(body, "max_tokens")) {
     r.max_tokens = field<int64_t>(body, "max_tokens");
     if (r.max_tokens < 1) throw bad("'max_tokens' must be at least 1", "max_tokens");
   }
@@ -132,24 +126,24 @@ CompletionRequest parse_completion_request(
                   std::to_string(r.max_tokens) + " exceed the model's context of " +
                   std::to_string(model.seq_len) + " tokens",
               prompt_tokens > model.seq_len ? "prompt" : "max_tokens");
-  if (given(body, "temperature")) {
+  if (json_has_value(body, "temperature")) {
     r.sampling.temperature = number_field(body, "temperature");
     if (!(r.sampling.temperature >= 0.0 && r.sampling.temperature <= 2.0))
       throw bad("'temperature' must be in [0, 2]", "temperature");
   }
-  if (given(body, "top_p")) {
+  if (json_has_value(body, "top_p")) {
     r.sampling.top_p = number_field(body, "top_p");
     if (!(r.sampling.top_p > 0.0 && r.sampling.top_p <= 1.0))
       throw bad("'top_p' must be in (0, 1]", "top_p");
   }
-  if (given(body, "top_k")) {
+  if (json_has_value(body, "top_k")) {
     r.sampling.top_k = field<int64_t>(body, "top_k");
     if (r.sampling.top_k == -1) r.sampling.top_k = 0;  // vLLM's "all"
     if (r.sampling.top_k < 0) throw bad("'top_k' must be at least 0 (0 or -1: all)", "top_k");
   }
   r.seed = default_seed;
-  if (given(body, "seed")) r.seed = field<uint64_t>(body, "seed");
-  if (given(body, "stop")) {
+  if (json_has_value(body, "seed")) r.seed = field<uint64_t>(body, "seed");
+  if (json_has_value(body, "stop")) {
     const Json& stop = body.at("stop");
     if (stop.is_string()) {
       r.stop = {stop.get<std::string>()};
@@ -164,8 +158,8 @@ CompletionRequest parse_completion_request(
       if (s.empty() || s.size() > kMaxStopBytes)
         throw bad("each 'stop' string must have 1 to 256 bytes", "stop");
   }
-  if (given(body, "stream")) r.stream = field<bool>(body, "stream");
-  if (given(body, "stream_options")) {
+  if (json_has_value(body, "stream")) r.stream = field<bool>(body, "stream");
+  if (json_has_value(body, "stream_options")) {
     const Json& options = body.at("stream_options");
     if (!options.is_object()) throw bad("'stream_options' must be an object", "stream_options");
     for (const auto& item : options.items()) {

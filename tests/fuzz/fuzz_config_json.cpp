@@ -1,10 +1,9 @@
 // Fuzzes the model configs read from JSON (framework/config.h, framework/json.h,
-// framework/io/gpt2_weights.h, framework/io/llama_weights.h): parse_json_object's depth bound,
-// a checkpoint's config attribute (model_config_from_json) and a Hugging Face config.json
-// (hf_model_type, model_from_hf_config, llama_model_from_hf_config), each from the same text.
+// framework/io/hf_model.h): parse_json_object's depth bound, a checkpoint's config attribute
+// (model_config_from_json) and a Hugging Face config.json (read_hf_config, through each
+// family's reader), each from the same text.
 #include "framework/config.h"
-#include "framework/io/gpt2_weights.h"
-#include "framework/io/llama_weights.h"
+#include "framework/io/hf_model.h"
 #include "framework/json.h"
 #include "tests/fuzz/fuzz_common.h"
 
@@ -23,11 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)model.flops_per_token();
   });
   gpt::fuzz::expect_success_or_input_error([&] {
-    const std::string type = gpt::hf_model_type(config, "dir/config.json");
-    const gpt::ModelConfig model =
-        gpt::is_llama_family(type)
-            ? gpt::llama_model_from_hf_config(config, type, "dir/config.json", 0)
-            : gpt::model_from_hf_config(config, "dir/config.json");
+    const gpt::ModelConfig model = gpt::read_hf_config(config, "dir/config.json", 0).model;
     (void)model.num_parameters(true);
   });
   return 0;

@@ -1,6 +1,6 @@
-// Fuzzes read_llmc (framework/io/gpt2_weights.h): an llm.c gpt2_124M.bin, its header of 256 int32
+// Fuzzes read_llmc (framework/io/llmc_weights.h): an llm.c gpt2_124M.bin, its header of 256 int32
 // (magic, version, the model's sizes) and the float32 tensors it must then hold.
-#include "framework/io/gpt2_weights.h"
+#include "framework/io/llmc_weights.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -138,6 +138,14 @@ class ConvertTest(h.TempDirTest):
         with h5py.File(self.path("back.h5"), "r") as f:
             self.assertEqual(f.attrs["tokenizer"], "bytes")  # carried in the metadata
             self.assertEqual(int(f.attrs["complete"]), 1)
+        # Shards and their index come back the same way (Conv1D's transposes included).
+        self.convert(["--checkpoint", original, "--to-hf", self.path("shards"),
+                      "--max-shard-size", "20000"])
+        self.assertTrue(os.path.exists(self.path("shards", "model.safetensors.index.json")))
+        self.convert(["--from-hf", self.path("shards"), "--output", self.path("sharded.h5")])
+        c = model_datasets(self.path("sharded.h5"))
+        for name in a:
+            self.assertTrue(np.array_equal(a[name], c[name]), name)
         # The bytes tokenizer has no Hugging Face files; a directory that is not empty is kept
         # unless --force.
         self.assertFalse(os.path.exists(self.path("hf", "vocab.json")))

@@ -13,10 +13,12 @@
 #include <vector>
 
 #include "framework/config.h"
+#include "framework/families/model_family.h"
 #include "framework/io/checkpoint_format.h"
 #include "framework/io/checkpoint_reader.h"
-#include "framework/io/gpt2_weights.h"
 #include "framework/io/hdf5_util.h"
+#include "framework/io/hf_model.h"
+#include "framework/io/llmc_weights.h"
 #include "framework/io/safetensors.h"
 #include "framework/io/token_shards.h"
 #include "framework/json.h"
@@ -120,9 +122,9 @@ TEST_F(UntrustedInput, IntegerFieldsTakeOnlyIntegersInRange) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()).find("echoed"), std::string::npos) << e.what();
   }
-  Json hf = hf_gpt2_config(ModelConfig{});
+  Json hf = family_of(Arch::kGpt2).hf->write_config(ModelConfig{}, "float32");
   hf["n_layer"] = 2.7;
-  expect_error([&] { model_from_hf_config(hf, "dir/config.json"); },
+  expect_error([&] { read_hf_config(hf, "dir/config.json", 0); },
                {"dir/config.json: 'n_layer' must be a 64-bit integer (found 2.7)"});
 }
 
@@ -218,9 +220,9 @@ TEST_F(UntrustedInput, CheckpointDatasetsMustHoldWhatTheyDeclare) {
 // Found by tests/fuzz/fuzz_config_json.cpp: config.json's activation_function was echoed as it is,
 // a newline in it splitting the one-line error.
 TEST_F(UntrustedInput, HfConfigValuesAreQuoted) {
-  Json hf = hf_gpt2_config(ModelConfig{});
+  Json hf = family_of(Arch::kGpt2).hf->write_config(ModelConfig{}, "float32");
   hf["activation_function"] = "gelu\nrelu";
-  expect_error([&] { model_from_hf_config(hf, "dir/config.json"); },
+  expect_error([&] { read_hf_config(hf, "dir/config.json", 0); },
                {"dir/config.json: activation_function \"gelu\\nrelu\" (this model has GELU's tanh "
                 "form, gelu_new)"});
 }
