@@ -293,6 +293,48 @@ __device__ __forceinline__ Block block_tile(const Shape& s, bool last_first, boo
   return blk;
 }
 
+// This thread's place: thread group r (the row it owns), lane g in the group, and the group's
+// shuffle mask.
+struct Lane {
+  int tid, r, g;
+  unsigned mask;
+};
+template <int G>
+__device__ __forceinline__ Lane thread_lane() {
+  const int tid = static_cast<int>(threadIdx.x);
+  return {tid, tid / G, tid % G, group_mask<G>()};
+}
+
+// The two tiles a kernel streams through shared memory (k and v forward and for dq, q and dout
+// for dk/dv), kCols rows of kHsb floats each, one after the other at its start, with their float4
+// views; the staging buffer overlays them, used outside the streaming loops only.
+struct StreamedTiles {
+  float* a;
+  float* b;
+  const float4* a4;
+  const float4* b4;
+  float* stage;
+};
+template <int D, int G>
+__device__ __forceinline__ StreamedTiles streamed_tiles(float4* smem4) {
+  float* a = reinterpret_cast<float*>(smem4);
+  float* b = a + Tiles<D, G>::kCols * Tiles<D, G>::kHsb;
+  return {a, b, reinterpret_cast<const float4*>(a), reinterpret_cast<const float4*>(b), a};
+}
+
+// Rows i0.. of two sources (row strides a_stride, b_stride) into the two streamed tiles of
+// shared memory, kCols rows of kHsb floats each (k and v forward and for dq, q and dout for
+// dk/dv), rounded to bf16 where kRound; the whole block takes part.
+template <int D, int G, bool kRound>
+__device__ __forceinline__ void load_tile_pair(float* a_tile, const float* __restrict__ a,
+                                               int64_t a_stride, float* b_tile,
+                                               const float* __restrict__ b, int64_t b_stride,
+                                               int i0, const Shape& s) {
+  using L = Tiles<D, G>;
+  load_rows<L::kHsb, L::kCols, L::kHsb, L::kThreads, kRound>(a_tile, a, a_stride, i0, s.T, s.HS);
+  load_rows<L::kHsb, L::kCols, L::kHsb, L::kThreads, kRound>(b_tile, b, b_stride, i0, s.T, s.HS);
+}
+
 // out (B,T,NH*HS) and lse (B,NH,T). Thread group r owns query row t0 + r: q and the output
 // accumulator in registers, the running max m and sum l duplicated over its G lanes.
 template <int D, int G, bool kBf16>
@@ -302,19 +344,13 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
                              const float* __restrict__ q_all, const float* __restrict__ k_all,
                              const float* __restrict__ v_all, Shape s) {
   using L = Tiles<D, G>;
-  constexpr int kHsb = L::kHsb, kRows = L::kRows, kCols = L::kCols, NT = L::kThreads;
+  constexpr int kHsb = L::kHsb, kRows = L::kRows, kCols = L::kCols;
   constexpr int kRow4 = kHsb / 4, kChunk = kChunkForward;
   // The staging buffer overlays the streamed tiles.
   __shared__ float4 smem4[max_of(L::kStream, L::kStage) / 4];
-  float* smem = reinterpret_cast<float*>(smem4);
-  float* ks = smem;
-  float* vs = smem + kCols * kHsb;
-  float* stage = smem;  // outside the key loop only
-  const float4* k4 = reinterpret_cast<const float4*>(ks);
-  const float4* v4 = reinterpret_cast<const float4*>(vs);
+  const auto [ks, vs, k4, v4, stage] = streamed_tiles<D, G>(smem4);
 
-  const int tid = static_cast<int>(threadIdx.x), r = tid / G, g = tid % G;
-  const unsigned mask = group_mask<G>();
+  const auto [tid, r, g, mask] = thread_lane<G>();
   const Block blk = block_tile<kRows>(s, true, false);
   const float* k_src = k_all + blk.kv_off;
   const float* v_src = v_all + blk.kv_off;
@@ -330,8 +366,7 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
   const int n_key_tiles = (blk.t0 + blk.rows - 1) / kCols + 1;  // keys up to the tile's last row
   for (int kt = 0; kt < n_key_tiles; kt++) {
     const int j0 = kt * kCols;
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(ks, k_src, s.kv_stride, j0, s.T, s.HS);
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(vs, v_src, s.kv_stride, j0, s.T, s.HS);
+    load_tile_pair<D, G, kBf16>(ks, k_src, s.kv_stride, vs, v_src, s.kv_stride, j0, s);
     __syncthreads();
 #pragma unroll 1
     for (int c0 = 0; c0 < kCols; c0 += kChunk) {
@@ -386,15 +421,9 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   constexpr int kRow4 = kHsb / 4, kChunk = kChunkDq;
   // The staging buffer overlays the streamed tiles.
   __shared__ float4 smem4[max_of(L::kStream, L::kStage) / 4];
-  float* smem = reinterpret_cast<float*>(smem4);
-  float* ks = smem;
-  float* vs = smem + kCols * kHsb;
-  float* stage = smem;
-  const float4* k4 = reinterpret_cast<const float4*>(ks);
-  const float4* v4 = reinterpret_cast<const float4*>(vs);
+  const auto [ks, vs, k4, v4, stage] = streamed_tiles<D, G>(smem4);
 
-  const int tid = static_cast<int>(threadIdx.x), r = tid / G, g = tid % G;
-  const unsigned mask = group_mask<G>();
+  const auto [tid, r, g, mask] = thread_lane<G>();
   const Block blk = block_tile<kRows>(s, true, false);
   const float* k_src = k_all + blk.kv_off;
   const float* v_src = v_all + blk.kv_off;
@@ -421,8 +450,7 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
   const int n_key_tiles = (blk.t0 + blk.rows - 1) / kCols + 1;
   for (int kt = 0; kt < n_key_tiles; kt++) {
     const int j0 = kt * kCols;
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(ks, k_src, s.kv_stride, j0, s.T, s.HS);
-    load_rows<kHsb, kCols, kHsb, NT, kBf16>(vs, v_src, s.kv_stride, j0, s.T, s.HS);
+    load_tile_pair<D, G, kBf16>(ks, k_src, s.kv_stride, vs, v_src, s.kv_stride, j0, s);
     __syncthreads();
 #pragma unroll 1
     for (int c0 = 0; c0 < kCols; c0 += kChunk) {
@@ -459,21 +487,15 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
                          const float* __restrict__ k_all, const float* __restrict__ v_all,
                          const float* __restrict__ lse, const float* __restrict__ delta, Shape s) {
   using L = Tiles<D, G>;
-  constexpr int kHsb = L::kHsb, kRows = L::kRows, kCols = L::kCols, NT = L::kThreads;
+  constexpr int kHsb = L::kHsb, kRows = L::kRows, kCols = L::kCols;
   constexpr int kRow4 = kHsb / 4, kChunk = kChunkDkv;
   // The staging buffer overlays the streamed tiles and their lse and delta.
   __shared__ float4 smem4[max_of(L::kStream + 2 * kCols, L::kStage) / 4];
-  float* smem = reinterpret_cast<float*>(smem4);
-  float* qs = smem;
-  float* dos = smem + kCols * kHsb;
-  float* lse_s = smem + L::kStream;
+  const auto [qs, dos, q4, do4, stage] = streamed_tiles<D, G>(smem4);
+  float* lse_s = reinterpret_cast<float*>(smem4) + L::kStream;
   float* delta_s = lse_s + kCols;
-  float* stage = smem;
-  const float4* q4 = reinterpret_cast<const float4*>(qs);
-  const float4* do4 = reinterpret_cast<const float4*>(dos);
 
-  const int tid = static_cast<int>(threadIdx.x), r = tid / G, g = tid % G;
-  const unsigned mask = group_mask<G>();
+  const auto [tid, r, g, mask] = thread_lane<G>();
   const Block blk = block_tile<kRows>(s, false, true);
   // Queries i >= key_lim reach this key; a padding key past T is reached by none.
   const int key_lim = r < blk.rows ? blk.t0 + r : kNoKey;
@@ -492,8 +514,7 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
     const float* delta_src = delta + stats;
     // Queries before the tile's first key reach none of its keys.
     for (int i0 = blk.t0; i0 < s.T; i0 += kCols) {
-      load_rows<kHsb, kCols, kHsb, NT, kBf16>(qs, q_src, s.q_stride, i0, s.T, s.HS);
-      load_rows<kHsb, kCols, kHsb, NT, kBf16>(dos, do_src, s.C, i0, s.T, s.HS);
+      load_tile_pair<D, G, kBf16>(qs, q_src, s.q_stride, dos, do_src, s.C, i0, s);
       if (tid < kCols) {
         const bool in = i0 + tid < s.T;
         lse_s[tid] = in ? lse_src[i0 + tid] : 0.0f;
