@@ -5,6 +5,7 @@
 #include "framework/families/model_family.h"
 #include "framework/io/checkpoint_directory.h"
 #include "framework/io/checkpoint_reader.h"
+#include "framework/io/hf_extras.h"
 #include "framework/json.h"
 #include "framework/logging.h"
 #include "framework/user_files.h"
@@ -76,6 +77,8 @@ LoadedModel load_model_for_inference(MPI_Comm world, const std::string& checkpoi
     loaded.data = json_field<std::string>(cfg, "data", what);
     if (cfg.contains("val_data")) loaded.val_data = json_field<std::string>(cfg, "val_data", what);
     loaded.step = reader.meta().step;
+    loaded.path = checkpoint_path;
+    loaded.hf_extras = hf_extras_from_checkpoint(cfg, what);
   });
   return loaded;
 }

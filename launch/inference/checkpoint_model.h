@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "framework/json.h"
 #include "launch/runtime/runtime.h"
 
 namespace gpt {
@@ -18,6 +19,8 @@ struct LoadedModel {
   std::string data;      // the training data set the run used ("" = the built-in corpus)
   std::string val_data;  // its validation set ("" = none, or the built-in split)
   int64_t step = 0;
+  std::string path;  // the checkpoint file read
+  Json hf_extras;    // what an import kept of its Hugging Face files (framework/io/hf_extras.h)
 };
 
 // Collective over world; errors are agreed across ranks (AgreedError).

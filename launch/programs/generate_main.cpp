@@ -20,6 +20,7 @@
 #include "launch/inference/next_token.h"
 #include "launch/inference/prompt_text.h"
 #include "launch/inference/sampling.h"
+#include "launch/inference/stop_tokens.h"
 #include "launch/programs/program.h"
 #include "launch/runtime/run_options.h"
 
@@ -39,6 +40,7 @@ struct GenerateOptions {
   Layout layout;  // --pp (and --precision); every rank is a tp rank of one of the stages
   std::string pipeline_layers = "even";
   bool stop_at_newline = false;
+  bool ignore_eos = false;
   bool allow_special_tokens = false;
   bool no_kv_cache = false;
   ExecutionOptions execution;
@@ -69,6 +71,10 @@ po::options_description generate_options(GenerateOptions& o) {
       "sample among the likeliest tokens whose probabilities add up to p (1 = all)");
   add("seed", po::value(&o.seed)->default_value(o.seed), "sampling seed");
   add("stop-at-newline", po::bool_switch(&o.stop_at_newline), "stop after a newline token");
+  add("ignore-eos", po::bool_switch(&o.ignore_eos),
+      "go on past the end-of-sequence and end-of-turn tokens (the tokenizer's eos_token, "
+      "<|endoftext|>, the imported generation_config's eos_token_id), which otherwise end the "
+      "continuation");
   add("vocab", po::value(&o.vocab)->default_value(o.vocab), "gpt2 checkpoints: the vocabulary");
   add("merges", po::value(&o.merges)->default_value(o.merges), "gpt2 checkpoints: the merges");
   add("allow-special-tokens", po::bool_switch(&o.allow_special_tokens),
@@ -136,7 +142,8 @@ std::vector<int32_t> parse_token_ids(const std::string& list, int64_t vocab_size
 // number (s << 32) + i, so sample 0 is what a single sample is.
 std::vector<int32_t> generate_tokens(Runtime& rt, NextTokenLogits& model,
                                      std::vector<int32_t> sequence, const GenerateOptions& o,
-                                     int32_t newline, int64_t sample) {
+                                     int32_t newline, const std::vector<int32_t>& stop_ids,
+                                     int64_t sample) {
   ProcessGrid& grid = rt.grid();
   const int sampler = grid.rank_of(0, 0, grid.shape().pp - 1);
   const CounterRng rng(o.seed, "generate");
@@ -150,6 +157,7 @@ std::vector<int32_t> generate_tokens(Runtime& rt, NextTokenLogits& model,
       next = static_cast<int32_t>(sample_token(logits, o.sampling, uniform));
     }
     grid.world().broadcast_bytes(&next, sizeof(next), sampler);
+    if (is_stop_token(stop_ids, next)) break;  // it adds no text
     sequence.push_back(next);
     generated.push_back(next);
     if (o.stop_at_newline && next == newline) break;
@@ -202,6 +210,12 @@ int generate_main(int argc, char** argv) {
   // error of the decode, named there; generated ones add no text (continuation_text).
   const std::string shown_prompt =
       o.prompt_tokens.empty() ? prompt_text : tokenizer->decode(prompt);
+  std::vector<int32_t> stop_ids;
+  agree_on_failure(world, [&] {
+    if (!o.ignore_eos)
+      stop_ids = stop_token_ids(*tokenizer, model.hf_extras, model.runtime->model().vocab_size,
+                                model.path);
+  });
   std::unique_ptr<NextTokenLogits> logits;
   if (o.no_kv_cache)
     logits = std::make_unique<WindowForward>(*model.runtime);
@@ -209,7 +223,7 @@ int generate_main(int argc, char** argv) {
     logits = std::make_unique<KvCacheDecoder>(*model.runtime);
   for (int64_t sample = 0; sample < o.num_samples; ++sample) {
     const std::vector<int32_t> generated =
-        generate_tokens(*model.runtime, *logits, prompt, o, newline, sample);
+        generate_tokens(*model.runtime, *logits, prompt, o, newline, stop_ids, sample);
     if (comm_rank(world) != 0) continue;
     const std::string text = continuation_text(*tokenizer, prompt, generated);
     if (o.num_samples > 1) std::cout << "--- sample " << sample + 1 << " ---\n";

@@ -13,6 +13,7 @@
 #include "launch/inference/decode_engine.h"
 #include "launch/inference/kv_block_pool.h"
 #include "launch/inference/prompt_text.h"
+#include "launch/inference/stop_tokens.h"
 #include "launch/programs/program.h"
 #include "launch/runtime/run_options.h"
 #include "launch/runtime/signals.h"
@@ -169,10 +170,12 @@ int serve_main(int argc, char** argv) {
   GPT_INPUT_CHECK(rt.chunks().size() == 1, "serve runs one model chunk per stage");
   const bool is_rank0 = comm_rank(world) == 0;
   std::unique_ptr<TextTokenizer> tokenizer;
+  std::vector<int32_t> stop_ids;
   agree_on_failure(world, [&] {
-    if (is_rank0)
-      tokenizer = open_checkpoint_tokenizer(model.tokenizer, o.checkpoint, o.tokenizer,
-                                            Gpt2Files{o.vocab, o.merges}, rt.model().vocab_size);
+    if (!is_rank0) return;
+    tokenizer = open_checkpoint_tokenizer(model.tokenizer, o.checkpoint, o.tokenizer,
+                                          Gpt2Files{o.vocab, o.merges}, rt.model().vocab_size);
+    stop_ids = stop_token_ids(*tokenizer, model.hf_extras, rt.model().vocab_size, model.path);
   });
   DecodeCapacity capacity;
   capacity.rows = o.max_batch_tokens;
@@ -225,6 +228,7 @@ int serve_main(int argc, char** argv) {
                    .scheduler = *scheduler,
                    .tokenizer = *tokenizer,
                    .tokenizer_mutex = tokenizer_mutex,
+                   .stop_ids = stop_ids,
                    .health = health,
                    .shutdown_timeout_s = o.shutdown_timeout};
   try {

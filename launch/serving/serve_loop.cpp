@@ -13,6 +13,7 @@
 #include "framework/rng.h"
 #include "launch/inference/prompt_text.h"
 #include "launch/inference/sampling.h"
+#include "launch/inference/stop_tokens.h"
 #include "launch/runtime/signals.h"
 #include "launch/serving/completion_api.h"
 #include "launch/serving/step_plan.h"
@@ -115,8 +116,7 @@ std::string Rank0::apply_token(ScheduledSequence& s, int32_t token) {
   failpoint("serve.request", r.id);  // tests of a failure in one request's handling
   const CompletionRequest& q = r.request;
   const auto now = ServeClock::now();
-  const int64_t eos = f_.tokenizer.document_token();
-  const bool end_of_text = eos >= 0 && token == eos;
+  const bool end_of_text = is_stop_token(f_.stop_ids, token);
   s.tokens.push_back(token);
   const int64_t generated = s.generated();
   if (generated == 1) {

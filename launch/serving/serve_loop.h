@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <mutex>
+#include <vector>
 
 #include "framework/text/text_tokenizer.h"
 #include "launch/inference/decode_engine.h"
@@ -29,7 +30,8 @@ struct ServeFront {
   ServingMetrics& metrics;
   BatchScheduler& scheduler;
   TextTokenizer& tokenizer;
-  std::mutex& tokenizer_mutex;  // the HTTP threads tokenize prompts
+  std::mutex& tokenizer_mutex;    // the HTTP threads tokenize prompts
+  std::vector<int32_t> stop_ids;  // tokens that end a completion (launch/inference/stop_tokens.h)
   ServeHealth& health;
   double shutdown_timeout_s = 30.0;
 };

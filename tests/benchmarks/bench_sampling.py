@@ -42,6 +42,7 @@ def ms_per_token(generate, checkpoint, mode_args, reps):
     for n in (N1, N2):
         runs = [timed([generate, "--device", "cpu", "--threads", "1", "--checkpoint", checkpoint,
                        "--prompt-tokens", "1,2,3", "--seed", "5", "--max-new-tokens", str(n),
+                       "--ignore-eos",
                        *mode_args]) for _ in range(reps)]
         cpu[n] = min(r[1] for r in runs)
     return (cpu[N2] - cpu[N1]) / (N2 - N1) * 1000.0

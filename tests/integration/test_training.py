@@ -220,6 +220,27 @@ class TrainingTest(unittest.TestCase):
         ids = ",".join(str(b) for b in b"12+34=")
         self.assertEqual(self.generate(args + ["--prompt-tokens", ids]), want)
 
+    def test_generate_stops_at_end_of_text(self):
+        """generate ends a continuation at the tokenizer's end of text (GPT-2's <|endoftext|>,
+        which prepare-data puts between the documents of a .jsonl), adding no text for it, unless
+        --ignore-eos: a tiny model trained on documents "hello world" learns that <|endoftext|>
+        follows them."""
+        work = tempfile.mkdtemp(dir=self.dir)
+        docs = os.path.join(work, "docs.jsonl")
+        with open(docs, "w") as f:
+            f.write('{"text": "hello world"}\n' * 3000)
+        h.run("prepare-data", ["--input", docs, "--output", os.path.join(work, "d"),
+                               "--tokenizer", "gpt2"], check=True)
+        ck = os.path.join(work, "ck")
+        h.train(["--data", os.path.join(work, "d.train.h5"), "--steps", 200, "--lr", 1e-2,
+                 "--warmup-steps", 2, "--checkpoint-dir", ck])
+        args = ["--checkpoint", ck, "--prompt", "hello world", "--temperature", 0,
+                "--max-new-tokens", 6, "--threads", 1]
+        stopped = h.run("generate", args, check=True).stdout.splitlines()[-1]
+        self.assertEqual(stopped, "hello world")
+        more = h.run("generate", args + ["--ignore-eos"], check=True).stdout.splitlines()[-1]
+        self.assertTrue(more.startswith("hello world") and "hello world" in more[11:], repr(more))
+
     def test_generate_kv_cache_gives_the_full_window_tokens(self):
         """Decoding over cached keys and values gives the tokens of re-running the window, also
         past seq_len (64), where each token re-prefills the last window."""

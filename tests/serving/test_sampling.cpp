@@ -1,7 +1,8 @@
 // sample_token (launch/inference/sampling.h) against the sampler it replaced, which sorted the
 // candidates and walked them summing double weights: the same token for the same logits,
 // options and uniform number, over rows of several sizes and spreads (ties included), every
-// temperature, top-k and top-p kind, and uniform numbers near both ends of [0, 1).
+// temperature, top-k and top-p kind, and uniform numbers near both ends of [0, 1). And the ids that
+// end a generation (launch/inference/stop_tokens.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +12,10 @@
 #include <random>
 #include <vector>
 
+#include "framework/check.h"
+#include "framework/text/text_tokenizer.h"
 #include "launch/inference/sampling.h"
+#include "launch/inference/stop_tokens.h"
 
 namespace gpt {
 namespace {
@@ -103,6 +107,34 @@ TEST(Sampling, KeepsToTheTopKAndTheNucleus) {
   }
   EXPECT_EQ(sample_token(logits, {0.0, 0, 1.0}, 0.5), 1);
   EXPECT_EQ(sample_token({2.0f, 2.0f, 1.0f}, {0.0, 0, 1.0}, 0.5), 0);  // a tie: the lower id
+}
+
+// Llama 3's tokenizer ends with <|end_of_text|> (128001, tokenizer_config.json's eos_token); an
+// instruct model's imported config.json and generation_config.json add the end of turn
+// <|eot_id|> (128009) and <|eom_id|> (128008), an id past the model's embedding is dropped, and a
+// malformed list is one error naming the checkpoint. GPT-2's <|endoftext|> ends GPT-2's.
+TEST(StopTokens, FromTheTokenizerAndTheImportedConfigs) {
+  const Gpt2Files gpt2{std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/encoder.json",
+                       std::string(GPT_SOURCE_DIR) + "/third_party/gpt2/vocab.bpe"};
+  const TextTokenizer llama3(std::string(GPT_SOURCE_DIR) + "/third_party/hf/llama3", gpt2);
+  EXPECT_EQ(stop_token_ids(llama3, Json::object(), 128256, "ck.h5"),
+            (std::vector<int32_t>{128001}));
+  const Json extras = {{"eos_token_id", 128009},
+                       {"generation_config", {{"eos_token_id", {128001, 128008, 128009, 200000}}}}};
+  EXPECT_EQ(stop_token_ids(llama3, extras, 128256, "ck.h5"),
+            (std::vector<int32_t>{128001, 128008, 128009}));
+  const Json bad = {{"generation_config", {{"eos_token_id", "<|eot_id|>"}}}};
+  try {
+    stop_token_ids(llama3, bad, 128256, "ck.h5");
+    FAIL() << "a text eos_token_id was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ck.h5: hf: generation_config: eos_token_id must be"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(stop_token_ids(TextTokenizer("gpt2", gpt2), Json::object(), 50257, "ck.h5"),
+            (std::vector<int32_t>{50256}));
+  EXPECT_TRUE(stop_token_ids(TextTokenizer("bytes", gpt2), Json::object(), 256, "ck.h5").empty());
 }
 
 }  // namespace
