@@ -7,12 +7,15 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace gpt {
 
 inline constexpr const char* kCheckpointFormat = "gpt-train-checkpoint";
+// Parameter <name>'s dataset is kModelDatasetPrefix + name.
+inline constexpr std::string_view kModelDatasetPrefix = "/model/";
 inline constexpr int64_t kCheckpointFormatVersion = 2;  // 2: with metadata_crc32
 
 struct CheckpointMeta {

@@ -246,6 +246,14 @@ void CheckpointReader::read_slab(const std::string& dataset, const Slab& slab,
                                 << h5::last_error_message() << ")");
 }
 
+std::vector<std::string> CheckpointReader::parameter_names() const {
+  std::vector<std::string> names;
+  for (const std::string& dataset : datasets())
+    if (dataset.starts_with(kModelDatasetPrefix))
+      names.push_back(dataset.substr(kModelDatasetPrefix.size()));
+  return names;
+}
+
 std::vector<float> CheckpointReader::read_dataset(const std::string& dataset) const {
   const std::vector<int64_t> dims = shape(dataset);
   const Slab whole{std::vector<int64_t>(dims.size(), 0), dims, 0};

@@ -45,6 +45,8 @@ class CheckpointReader {
   std::vector<int64_t> shape(const std::string& dataset) const;  // e.g. "/model/wte"
   // Every dataset path in the file, in name order.
   std::vector<std::string> datasets() const;
+  // The parameters' names: the datasets under /model without the prefix, in name order.
+  std::vector<std::string> parameter_names() const;
   // Reads the logical block slab.start/count of a dataset into host_out (row-major, slab.numel()
   // floats; slab.local_offset is ignored).
   void read_slab(const std::string& dataset, const Slab& slab, float* host_out) const;

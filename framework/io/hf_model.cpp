@@ -3,7 +3,6 @@
 #include "framework/io/hf_model.h"
 
 #include <algorithm>
-#include <set>
 
 #include "framework/check.h"
 #include "framework/io/checkpoint_reader.h"
@@ -151,16 +150,14 @@ std::vector<std::string> write_hf_model_weights(const std::string& dir,
                                                 const std::map<std::string, std::string>& metadata,
                                                 StoredDtype dtype, int64_t max_shard_bytes) {
   const HfFormat& format = *family_of(model).hf;
-  constexpr std::string_view kModelGroup = "/model/";
   std::vector<TensorToWrite> tensors;
   struct Source {
     std::string dataset;
     bool transpose;
   };
   std::map<std::string, Source> source_of;  // by Hugging Face's name
-  for (const std::string& dataset : reader.datasets()) {
-    if (!dataset.starts_with(kModelGroup)) continue;
-    const std::string ours = dataset.substr(kModelGroup.size());
+  for (const std::string& ours : reader.parameter_names()) {
+    const std::string dataset = std::string(kModelDatasetPrefix) + ours;
     const std::vector<int64_t> shape = reader.shape(dataset);
     const bool transpose = format.transposed(ours) && shape.size() == 2;
     tensors.push_back({format.hf_name(ours), transpose ? reversed(shape) : shape});

@@ -1,9 +1,8 @@
 // Temperature, top-k and top-p sampling by selection over exact fixed-point sums (see
-// sampling.h). The candidates are grouped by their weight's exponent, in buckets of a quarter of
-// a unit, likeliest first; each bucket's weights are summed in one pass, so the running sum
-// crosses a target in one bucket, and only that bucket's tokens are selected among. A row whose
-// mass sits in a few likely tokens (a trained model's) selects among those few; a flat one
-// (random weights) among one or two large buckets, still in linear time.
+// sampling.h). The candidates are grouped in 4096 buckets of equal width over the logits that
+// have a weight, likeliest first; each bucket's weights are summed in one pass, so the running
+// sum crosses a target in one bucket, and only that bucket's tokens are selected among: a few
+// dozen of a 128k vocabulary spread evenly, all of them only where the logits are all equal.
 #include "launch/inference/sampling.h"
 
 #include <algorithm>
@@ -164,19 +163,21 @@ int64_t sample_token(const std::vector<float>& logits, const SamplingOptions& op
   // it ends in bucket `cut`, of which `edge` holds the nucleus's members.
   int cut = kBuckets;
   std::vector<Candidate> edge;
+  WeightSum edge_sum = 0;
   if (options.top_p < 1.0) {
     const WeightSum target = std::max<WeightSum>(scaled(total, options.top_p), 1) - 1;
     WeightSum before = 0;
     for (cut = 0; before + sums[cut] <= target; ++cut) before += sums[cut];
     edge = gather(cut);
     edge.resize(select_by_running_sum(edge, 0, edge.size(), before, target) + 1);
-    total = before + sum_of(edge, 0, edge.size());
+    edge_sum = sum_of(edge, 0, edge.size());
+    total = before + edge_sum;
   }
   // The draw: the bucket in which the running sum exceeds uniform * total, then its member.
   const WeightSum target = scaled(total, uniform);
   WeightSum before = 0;
   for (int b = 0;; ++b) {
-    const WeightSum in_bucket = b == cut ? sum_of(edge, 0, edge.size()) : sums[b];
+    const WeightSum in_bucket = b == cut ? edge_sum : sums[b];
     if (before + in_bucket > target) {
       std::vector<Candidate> members = b == cut ? std::move(edge) : gather(b);
       return members[select_by_running_sum(members, 0, members.size(), before, target)].id;

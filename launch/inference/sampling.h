@@ -8,8 +8,8 @@
 // which the running sum of weights exceeds uniform * their total (a double product). The weights
 // are exp((logit - max) / temperature) in fixed point (2^-62 of the likeliest token's weight; a
 // token below that is never drawn), so every sum is exact whatever order it is taken in: the
-// walk's token and the nucleus are found by selection (std::nth_element over halves), in time
-// linear in the vocabulary, instead of by sorting it.
+// walk's token and the nucleus are found by selection within buckets of equal logit width, in
+// time linear in the vocabulary, instead of by sorting it.
 #pragma once
 
 #include <cstdint>

@@ -228,15 +228,13 @@ void from_llmc(const ConvertOptions& o) {
       [&](const std::string& name) { return w.tensors.at(name); });
 }
 
-constexpr const char* kModelGroup = "/model/";
-
 // Every /model tensor of a checkpoint, whole.
 NamedTensors read_checkpoint_tensors(const CheckpointReader& reader) {
   NamedTensors out;
-  for (const std::string& dataset : reader.datasets())
-    if (dataset.starts_with(kModelGroup))
-      out[dataset.substr(std::string(kModelGroup).size())] = {reader.shape(dataset),
-                                                              reader.read_dataset(dataset)};
+  for (const std::string& name : reader.parameter_names()) {
+    const std::string dataset = std::string(kModelDatasetPrefix) + name;
+    out[name] = {reader.shape(dataset), reader.read_dataset(dataset)};
+  }
   return out;
 }
 
