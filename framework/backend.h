@@ -97,61 +97,25 @@ class Backend {
   // that no buffer grows mid-run; the CPU backend's scratch is the layers' own.
   virtual void reserve_scratch(const DeviceScratch& /*scratch*/) {}
 
-  // ---- matrix products, weights in nn.Linear layout (OC, IC); under bf16 precision the weight
-  // is read from its compute copy when it has one (WeightOperand)
-  // out (N,OC) = inp (N,IC) . weight^T (+ bias (OC) when bias is not null)
-  virtual void matmul_forward(float* out, const float* inp, WeightOperand weight, const float* bias,
-                              int64_t N, int64_t IC, int64_t OC) = 0;
-  // dinp (N,IC) = dout (N,OC) . weight (OC,IC); adds to dinp instead when accumulate is true
-  virtual void matmul_backward_input(float* dinp, const float* dout, WeightOperand weight,
-                                     int64_t N, int64_t IC, int64_t OC, bool accumulate) = 0;
-  // dweight (OC,IC) += dout^T . inp;  dbias (OC) += column sums of dout (skipped when null)
-  virtual void matmul_backward_weight(float* dweight, float* dbias, const float* dout,
-                                      const float* inp, int64_t N, int64_t IC, int64_t OC) = 0;
+  // ---- the kernels: framework/backend_kernels.inc lists them, each with what it computes.
+#define GPT_BACKEND_KERNEL(...) virtual __VA_ARGS__ = 0;
+#include "framework/backend_kernels.inc"
+#undef GPT_BACKEND_KERNEL
 
-  // ---- LayerNorm over the last dimension C, eps kLayerNormEps, biased variance
-  // out = (inp - mean) * rstd * weight + bias; mean, rstd (N) are kept for the backward
-  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                                 const float* weight, const float* bias, int64_t N, int64_t C) = 0;
-  // dinp (N,C) += the input gradient (accumulates: LayerNorm inputs are residual streams)
-  virtual void layernorm_backward_input(float* dinp, const float* dout, const float* inp,
-                                        const float* weight, const float* mean, const float* rstd,
-                                        int64_t N, int64_t C) = 0;
-  // dweight (C) += sum_n dout * xhat;  dbias (C) += sum_n dout
-  virtual void layernorm_backward_weight(float* dweight, float* dbias, const float* dout,
-                                         const float* inp, const float* mean, const float* rstd,
-                                         int64_t N, int64_t C) = 0;
-
-  // ---- GELU, tanh approximation (elementwise.h)
-  virtual void gelu_forward(float* out, const float* inp, int64_t n) = 0;
-  virtual void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n) = 0;
-
-  // ---- causal self-attention, scaled by 1/sqrt(HS), grouped-query (AttentionShape). q (B,T,
-  // q_stride) holds per token the NH query heads, k and v (B,T,kv_stride) the NKV key and value
-  // heads, each head HS contiguous floats; out (B,T,NH*HS). att is the backend's attention cache
-  // of attention_cache_floats() floats: the softmax probabilities (B,NH,T,T) on the CPU, the rows'
-  // log-sum-exp (B,NH,T) in CUDA's fused kernel, which never forms the T x T matrix. GPT-2's
-  // fused c_attn output (B,T,3*NH*HS) = [q | k | v] is the case NKV = NH, q_stride = kv_stride =
-  // 3*NH*HS, with k and v at offsets NH*HS and 2*NH*HS: the qkv overloads below.
+  // The attention cache and scratch a call takes (attention_forward and _backward), in floats.
   int64_t attention_cache_floats(int64_t B, int64_t NH, int64_t T) const {
     return gpt::attention_cache_floats(kind(), B, NH, T);
   }
-  virtual void attention_forward(float* out, float* att, const float* q, const float* k,
-                                 const float* v, const AttentionShape& s) = 0;
+  int64_t attention_scratch_floats(int64_t B, int64_t NH, int64_t T) const {
+    return gpt::attention_scratch_floats(kind(), B, NH, T);
+  }
+  // GPT-2's fused c_attn output (B,T,3*NH*HS) = [q | k | v]: the attention kernels with NKV = NH,
+  // q_stride = kv_stride = 3*NH*HS, k and v at offsets NH*HS and 2*NH*HS.
   void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t NH,
                          int64_t HS) {
     const int64_t C = NH * HS;
     attention_forward(out, att, qkv, qkv + C, qkv + 2 * C, fused_qkv_shape(B, T, NH, HS));
   }
-  // dq, dk, dv (strided as q, k and v) = the gradient, written over the columns the heads use
-  // (dk and dv sum over the NH/NKV query heads of a group); out is the forward's output; datt is
-  // scratch of attention_scratch_floats() floats.
-  int64_t attention_scratch_floats(int64_t B, int64_t NH, int64_t T) const {
-    return gpt::attention_scratch_floats(kind(), B, NH, T);
-  }
-  virtual void attention_backward(float* dq, float* dk, float* dv, float* datt, const float* dout,
-                                  const float* out, const float* q, const float* k, const float* v,
-                                  const float* att, const AttentionShape& s) = 0;
   void attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
                           const float* qkv, const float* att, int64_t B, int64_t T, int64_t NH,
                           int64_t HS) {
@@ -159,119 +123,10 @@ class Backend {
     attention_backward(dqkv, dqkv + C, dqkv + 2 * C, datt, dout, out, qkv, qkv + C, qkv + 2 * C,
                        att, fused_qkv_shape(B, T, NH, HS));
   }
-
-  // ---- generation and serving: token rows of any sequences at any positions, each computed
-  // alone, so that a row's result never depends on which other rows share the call (batch
-  // invariance: a request's tokens are the same however the server batches it).
-  // out (R,OC) = inp (R,IC) . weight^T (+ bias when not null), each output element summed in one
-  // fixed order whatever R is (matmul_forward's library products choose their blocking by shape).
-  virtual void matmul_forward_rows(float* out, const float* inp, const float* weight,
-                                   const float* bias, int64_t R, int64_t IC, int64_t OC) = 0;
-  // The paged key/value cache: pools k_pool and v_pool (num_blocks, NKV, block_tokens, HS), each
-  // block holding block_tokens positions of every kv head of this rank; a sequence's position p
-  // lives in block block_table[p / block_tokens] at offset p % block_tokens. The shape's B is the
-  // number of rows R, its T is block_tokens. slots, block_tables and lengths are in backend memory.
-  // Row r's key and value (k and v: R rows of kv_stride) go to pool position slots[r] (block *
-  // block_tokens + offset).
-  virtual void paged_kv_store(float* k_pool, float* v_pool, const float* k, const float* v,
-                              const AttentionShape& s, const int32_t* slots) = 0;
-  // out (R,NH*HS) = causal attention of row r's query (q: R rows of q_stride) over positions
-  // 0..lengths[r]-1 of its sequence (its own among them), whose blocks are block_tables[r *
-  // max_blocks ...], scaled by 1/sqrt(HS): what attention_forward gives for that row. scores is
-  // scratch of paged_attention_floats() floats.
+  // The scratch of paged_attention_decode, in floats.
   int64_t paged_attention_floats(int64_t R, int64_t NH, int64_t max_positions) const {
     return R * NH * max_positions;
   }
-  virtual void paged_attention_decode(float* out, float* scores, const float* q,
-                                      const float* k_pool, const float* v_pool,
-                                      const AttentionShape& s, const int32_t* block_tables,
-                                      int64_t max_blocks, const int32_t* lengths) = 0;
-
-  // ---- the Llama family's elementwise layers (elementwise.h holds the per-element formulas)
-  // RMSNorm over the last dimension C: out = inp * rstd * weight, rstd (N) = 1/sqrt(mean(inp^2)
-  // + eps), kept for the backward.
-  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight,
-                               int64_t N, int64_t C, float eps) = 0;
-  // dinp (N,C) += the input gradient (accumulates, as LayerNorm's)
-  virtual void rmsnorm_backward_input(float* dinp, const float* dout, const float* inp,
-                                      const float* weight, const float* rstd, int64_t N,
-                                      int64_t C) = 0;
-  // dweight (C) += sum_n dout * inp * rstd
-  virtual void rmsnorm_backward_weight(float* dweight, const float* dout, const float* inp,
-                                       const float* rstd, int64_t N, int64_t C) = 0;
-  // Rotary positions, in place on x (B,T,heads*HS): the row of (b, t) is at position start + t,
-  // and each head's pairs (i, i + HS/2) turn by that position's angles. table (positions, HS)
-  // holds per position [cos of the HS/2 angles | sin of them] (rotary_table in layers/). The
-  // backward turns a gradient back (by the negative angles), in place too.
-  virtual void rotary_forward(float* x, const float* table, int64_t B, int64_t T, int64_t heads,
-                              int64_t HS, int64_t start) = 0;
-  virtual void rotary_backward(float* dx, const float* table, int64_t B, int64_t T, int64_t heads,
-                               int64_t HS, int64_t start) = 0;
-  // SwiGLU: out (n) = silu(gate) * up; the backward writes dgate and dup (n) from dout.
-  virtual void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) = 0;
-  virtual void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
-                               const float* up, int64_t n) = 0;
-
-  // ---- bf16 storage (Precision::kBf16): the residual stream and its gradient hold bf16 values,
-  // so a pipeline message carries them as their 16-bit bits (framework/bf16.h's rounding, to
-  // nearest even). round_to_bf16: x becomes the bf16 value nearest it, in place.
-  virtual void round_to_bf16(float* x, int64_t n) = 0;
-  virtual void pack_bf16(uint16_t* out, const float* inp, int64_t n) = 0;    // float -> bf16 bits
-  virtual void unpack_bf16(float* out, const uint16_t* inp, int64_t n) = 0;  // bits -> float
-
-  // ---- residual stream and biases
-  virtual void accumulate(float* y, const float* x, int64_t n) = 0;  // y += x
-  virtual void scale(float* x, float factor, int64_t n) = 0;         // x *= factor
-  // out (N,C) += bias (C) on every row; bias_backward: dbias (C) += column sums of dout (N,C)
-  virtual void add_bias(float* out, const float* bias, int64_t N, int64_t C) = 0;
-  virtual void bias_backward(float* dbias, const float* dout, int64_t N, int64_t C) = 0;
-
-  // ---- embeddings. This rank holds vocabulary rows [vocab_start, vocab_start + V_local).
-  // out (N,C) = wte[token - vocab_start] for tokens in that range, 0 for the others
-  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N,
-                                 int64_t C, int64_t vocab_start, int64_t V_local) = 0;
-  // dwte (V_local,C) += dout rows of the tokens in range
-  virtual void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t N,
-                                  int64_t C, int64_t vocab_start, int64_t V_local) = 0;
-  // out (B,T,C) += wpe (T,C) at each position;  dwpe (T,C) += sum over b of dout (B,T,C)
-  virtual void position_embedding_forward(float* out, const float* wpe, int64_t B, int64_t T,
-                                          int64_t C) = 0;
-  virtual void position_embedding_backward(float* dwpe, const float* dout, int64_t B, int64_t T,
-                                           int64_t C) = 0;
-
-  // ---- vocabulary-parallel softmax cross-entropy. logits (N, V_local) hold this rank's columns
-  // [vocab_start, vocab_start + V_local); only the first V_valid of them are real vocabulary (the
-  // rest are padding and count as -inf). Across tp ranks the caller max-reduces row_max and
-  // sum-reduces row_sumexp and target_logit between the calls.
-  virtual void xent_row_max(float* row_max, const float* logits, int64_t N, int64_t V_local,
-                            int64_t V_valid) = 0;
-  // row_sumexp (N) = sum over valid columns of exp(logit - row_max)
-  virtual void xent_row_sumexp(float* row_sumexp, const float* logits, const float* row_max,
-                               int64_t N, int64_t V_local, int64_t V_valid) = 0;
-  // target_logit (N) = logits[n, target - vocab_start] when the target is local, else 0
-  virtual void xent_target_logit(float* target_logit, const float* logits, const int32_t* targets,
-                                 int64_t N, int64_t V_local, int64_t vocab_start) = 0;
-  // losses (N) = log(row_sumexp) + row_max - target_logit
-  virtual void xent_loss(float* losses, const float* row_max, const float* row_sumexp,
-                         const float* target_logit, int64_t N) = 0;
-  // In place: logits become dlogits = loss_scale * (softmax - onehot(target)); padding columns 0.
-  virtual void xent_backward(float* logits, const float* row_max, const float* row_sumexp,
-                             const int32_t* targets, int64_t N, int64_t V_local, int64_t V_valid,
-                             int64_t vocab_start, float loss_scale) = 0;
-
-  // ---- reductions, accumulated in double
-  virtual double sum(const float* x, int64_t n) = 0;
-  virtual double sum_squares(const float* x, int64_t n) = 0;
-
-  // ---- optimizer updates of the elements in `runs` of the flat buffers (elementwise.h holds the
-  // formulas): runs with weight_decay use `decayed`, the others `undecayed`. One call per step.
-  virtual void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
-                            std::span<const ParameterRun> runs, const AdamWStep& decayed,
-                            const AdamWStep& undecayed) = 0;
-  // momentum_buffer may be null when momentum is 0.
-  virtual void sgd_update(float* param, const float* grad, float* momentum_buffer,
-                          std::span<const ParameterRun> runs, const SgdStep& decayed,
-                          const SgdStep& undecayed) = 0;
 
  protected:
   // The backend's own allocator, behind allocate/deallocate (bytes > 0, pointers non-null).
