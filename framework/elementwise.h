@@ -102,6 +102,22 @@ GPT_HOST_DEVICE inline float rmsnorm_dinp(float dxhat, float xhat, float rstd,
   return rstd * (dxhat - xhat * mean_dxhat_xhat);
 }
 
+// Either norm, for the row loops that serve both: LayerNorm when kCentered, else RMSNorm, whose
+// xhat is layernorm_xhat's with mean 0 and which has no bias (nor mean(dxhat) in its gradient).
+template <bool kCentered>
+GPT_HOST_DEVICE inline float norm_output(float x, float mean, float rstd, float weight,
+                                         float bias) {
+  if constexpr (kCentered) return layernorm_output(x, mean, rstd, weight, bias);
+  return rmsnorm_output(x, rstd, weight);
+}
+
+template <bool kCentered>
+GPT_HOST_DEVICE inline float norm_dinp(float dxhat, float xhat, float rstd, float mean_dxhat,
+                                       float mean_dxhat_xhat) {
+  if constexpr (kCentered) return layernorm_dinp(dxhat, xhat, rstd, mean_dxhat, mean_dxhat_xhat);
+  return rmsnorm_dinp(dxhat, xhat, rstd, mean_dxhat_xhat);
+}
+
 // SiLU(g) = g * sigmoid(g); SwiGLU's output silu(gate) * up and its two gradients.
 GPT_HOST_DEVICE inline float sigmoid_of(float x) {
   return 1.0f / (1.0f + fast_expf(-x));

@@ -49,7 +49,7 @@ size_t full_sum_scratch_bytes();
 void sum(cudaStream_t stream, double* result, const float* x, int64_t n, void* scratch);
 void sum_squares(cudaStream_t stream, double* result, const float* x, int64_t n, void* scratch);
 
-// ---- LayerNorm (layernorm.cu)
+// ---- LayerNorm (norms.cu)
 void layernorm_forward(cudaStream_t stream, float* out, float* mean, float* rstd, const float* inp,
                        const float* weight, const float* bias, int64_t N, int64_t C);
 void layernorm_backward_input(cudaStream_t stream, float* dinp, const float* dout, const float* inp,
@@ -61,7 +61,7 @@ void layernorm_backward_weight(cudaStream_t stream, float* dweight, float* dbias
                                const float* inp, const float* mean, const float* rstd, int64_t N,
                                int64_t C, void* scratch);
 
-// ---- RMSNorm (rmsnorm.cu); eps is the model's (Backend::rmsnorm_forward)
+// ---- RMSNorm (norms.cu); eps is the model's (Backend::rmsnorm_forward)
 void rmsnorm_forward(cudaStream_t stream, float* out, float* rstd, const float* inp,
                      const float* weight, int64_t N, int64_t C, float eps);
 void rmsnorm_backward_input(cudaStream_t stream, float* dinp, const float* dout, const float* inp,
