@@ -335,6 +335,47 @@ __device__ __forceinline__ void load_tile_pair(float* a_tile, const float* __res
   load_rows<L::kHsb, L::kCols, L::kHsb, L::kThreads, kRound>(b_tile, b, b_stride, i0, s.T, s.HS);
 }
 
+// A query-row kernel's tile (forward, dq): its block, where the kv head of its query head starts
+// in k and v, and the last key row r attends to; -1 makes a padding row past T skip every key.
+struct QueryTile {
+  Block blk;
+  const float* k_src;
+  const float* v_src;
+  int row_lim;
+};
+template <int kRows>
+__device__ __forceinline__ QueryTile query_tile(const Shape& s, const float* k_all,
+                                                const float* v_all, int r) {
+  const Block blk = block_tile<kRows>(s, true, false);
+  return {blk, k_all + blk.kv_off, v_all + blk.kv_off, r < blk.rows ? blk.t0 + r : -1};
+}
+
+// Streams the keys and values a query tile attends to through the two streamed tiles (k into
+// k_tile, v into v_tile), kCols rows at a time, and calls chunk(c0, jc) for each chunk of kChunk
+// keys (jc = the chunk's first key, at row c0 of the tiles) whose first key row r attends to;
+// the whole block takes part.
+template <int D, int G, bool kBf16, int kChunk, class Chunk>
+__device__ __forceinline__ void for_each_key_chunk(float* k_tile, float* v_tile,
+                                                   const QueryTile& tile, const Shape& s,
+                                                   Chunk chunk) {
+  constexpr int kCols = Tiles<D, G>::kCols;
+  // Keys up to the tile's last row.
+  const int n_key_tiles = (tile.blk.t0 + tile.blk.rows - 1) / kCols + 1;
+  for (int kt = 0; kt < n_key_tiles; kt++) {
+    const int j0 = kt * kCols;
+    load_tile_pair<D, G, kBf16>(k_tile, tile.k_src, s.kv_stride, v_tile, tile.v_src, s.kv_stride,
+                                j0, s);
+    __syncthreads();
+#pragma unroll 1
+    for (int c0 = 0; c0 < kCols; c0 += kChunk) {
+      const int jc = j0 + c0;
+      if (jc > tile.row_lim) break;  // causal: this and the later chunks are all masked
+      chunk(c0, jc);
+    }
+    __syncthreads();
+  }
+}
+
 // out (B,T,NH*HS) and lse (B,NH,T). Thread group r owns query row t0 + r: q and the output
 // accumulator in registers, the running max m and sum l duplicated over its G lanes.
 template <int D, int G, bool kBf16>
@@ -344,18 +385,16 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
                              const float* __restrict__ q_all, const float* __restrict__ k_all,
                              const float* __restrict__ v_all, Shape s) {
   using L = Tiles<D, G>;
-  constexpr int kHsb = L::kHsb, kRows = L::kRows, kCols = L::kCols;
+  constexpr int kHsb = L::kHsb, kRows = L::kRows;
   constexpr int kRow4 = kHsb / 4, kChunk = kChunkForward;
   // The staging buffer overlays the streamed tiles.
   __shared__ float4 smem4[max_of(L::kStream, L::kStage) / 4];
   const auto [ks, vs, k4, v4, stage] = streamed_tiles<D, G>(smem4);
 
   const auto [tid, r, g, mask] = thread_lane<G>();
-  const Block blk = block_tile<kRows>(s, true, false);
-  const float* k_src = k_all + blk.kv_off;
-  const float* v_src = v_all + blk.kv_off;
-  // The last key row r attends to; -1 makes a padding row past T skip every key.
-  const int row_lim = r < blk.rows ? blk.t0 + r : -1;
+  const QueryTile tile = query_tile<kRows>(s, k_all, v_all, r);
+  const Block& blk = tile.blk;
+  const int row_lim = tile.row_lim;
 
   float q[D];
   load_own_row<D, G, kBf16>(q, stage, q_all + q_offset(s, blk.b, blk.h), s.q_stride, blk, s, r, g);
@@ -363,43 +402,33 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads,
   float acc[D] = {};
   float m = -INFINITY, l = 0.0f;
 
-  const int n_key_tiles = (blk.t0 + blk.rows - 1) / kCols + 1;  // keys up to the tile's last row
-  for (int kt = 0; kt < n_key_tiles; kt++) {
-    const int j0 = kt * kCols;
-    load_tile_pair<D, G, kBf16>(ks, k_src, s.kv_stride, vs, v_src, s.kv_stride, j0, s);
-    __syncthreads();
-#pragma unroll 1
-    for (int c0 = 0; c0 < kCols; c0 += kChunk) {
-      const int jc = j0 + c0;
-      if (jc > row_lim) break;  // causal: this and the later chunks are all masked
-      float sc[kChunk];
-      dot_chunk<D, G>(sc, q, k4 + c0 * kRow4, g);
-      float chunk_max = -INFINITY;
+  for_each_key_chunk<D, G, kBf16, kChunk>(ks, vs, tile, s, [&](int c0, int jc) {
+    float sc[kChunk];
+    dot_chunk<D, G>(sc, q, k4 + c0 * kRow4, g);
+    float chunk_max = -INFINITY;
 #pragma unroll
-      for (int u = 0; u < kChunk; u++) {
-        float x = group_sum<G>(sc[u], mask) * s.scale;
-        if (jc + u > row_lim) x = -INFINITY;
-        sc[u] = x;
-        chunk_max = fmaxf(chunk_max, x);
-      }
-      // Key jc <= row_lim is unmasked, so chunk_max is finite and no inf - inf arises. Once the
-      // row's maximum is found, most chunks skip the rescale (uniform over the row's lanes).
-      if (chunk_max > m) {
-        const float alpha = fast_expf(m - chunk_max);  // 0 on the first chunk (m = -inf)
-        l *= alpha;
-#pragma unroll
-        for (int d = 0; d < D; d++) acc[d] *= alpha;
-        m = chunk_max;
-      }
-#pragma unroll
-      for (int u = 0; u < kChunk; u++) {
-        const float p = fast_expf(sc[u] - m);
-        l += p;  // the normaliser sums the unrounded probabilities
-        axpy_row<D, G, false>(acc, operand<kBf16>(p), v4 + (c0 + u) * kRow4, g);
-      }
+    for (int u = 0; u < kChunk; u++) {
+      float x = group_sum<G>(sc[u], mask) * s.scale;
+      if (jc + u > row_lim) x = -INFINITY;
+      sc[u] = x;
+      chunk_max = fmaxf(chunk_max, x);
     }
-    __syncthreads();
-  }
+    // Key jc <= row_lim is unmasked, so chunk_max is finite and no inf - inf arises. Once the
+    // row's maximum is found, most chunks skip the rescale (uniform over the row's lanes).
+    if (chunk_max > m) {
+      const float alpha = fast_expf(m - chunk_max);  // 0 on the first chunk (m = -inf)
+      l *= alpha;
+#pragma unroll
+      for (int d = 0; d < D; d++) acc[d] *= alpha;
+      m = chunk_max;
+    }
+#pragma unroll
+    for (int u = 0; u < kChunk; u++) {
+      const float p = fast_expf(sc[u] - m);
+      l += p;  // the normaliser sums the unrounded probabilities
+      axpy_row<D, G, false>(acc, operand<kBf16>(p), v4 + (c0 + u) * kRow4, g);
+    }
+  });
 
   // Padding rows have l = 0; their results are never stored.
   scale_row(acc, l > 0.0f ? 1.0f / l : 0.0f);
@@ -417,18 +446,16 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
                         const float* __restrict__ q_all, const float* __restrict__ k_all,
                         const float* __restrict__ v_all, const float* __restrict__ lse, Shape s) {
   using L = Tiles<D, G>;
-  constexpr int kHsb = L::kHsb, kRows = L::kRows, kCols = L::kCols, NT = L::kThreads;
+  constexpr int kHsb = L::kHsb, kRows = L::kRows, NT = L::kThreads;
   constexpr int kRow4 = kHsb / 4, kChunk = kChunkDq;
+  const auto [tid, r, g, mask] = thread_lane<G>();
   // The staging buffer overlays the streamed tiles.
   __shared__ float4 smem4[max_of(L::kStream, L::kStage) / 4];
   const auto [ks, vs, k4, v4, stage] = streamed_tiles<D, G>(smem4);
-
-  const auto [tid, r, g, mask] = thread_lane<G>();
-  const Block blk = block_tile<kRows>(s, true, false);
-  const float* k_src = k_all + blk.kv_off;
-  const float* v_src = v_all + blk.kv_off;
+  const QueryTile tile = query_tile<kRows>(s, k_all, v_all, r);
+  const Block& blk = tile.blk;
+  const int row_lim = tile.row_lim;
   const int64_t q_off = q_offset(s, blk.b, blk.h), o_off = o_offset(s, blk.b, blk.h);
-  const int row_lim = r < blk.rows ? blk.t0 + r : -1;
   const int64_t stat = static_cast<int64_t>(blk.bh) * s.T + row_lim;  // lse/delta index
 
   float q[D], dO[D];
@@ -447,29 +474,19 @@ __global__ void __launch_bounds__(Tiles<D, G>::kThreads, 65536 / (Tiles<D, G>::k
 
   float dq[D] = {};
 
-  const int n_key_tiles = (blk.t0 + blk.rows - 1) / kCols + 1;
-  for (int kt = 0; kt < n_key_tiles; kt++) {
-    const int j0 = kt * kCols;
-    load_tile_pair<D, G, kBf16>(ks, k_src, s.kv_stride, vs, v_src, s.kv_stride, j0, s);
-    __syncthreads();
-#pragma unroll 1
-    for (int c0 = 0; c0 < kCols; c0 += kChunk) {
-      const int jc = j0 + c0;
-      if (jc > row_lim) break;
-      float sc[kChunk], dp[kChunk];
-      dot_chunk<D, G>(sc, q, k4 + c0 * kRow4, g);
-      dot_chunk<D, G>(dp, dO, v4 + c0 * kRow4, g);
+  for_each_key_chunk<D, G, kBf16, kChunk>(ks, vs, tile, s, [&](int c0, int jc) {
+    float sc[kChunk], dp[kChunk];
+    dot_chunk<D, G>(sc, q, k4 + c0 * kRow4, g);
+    dot_chunk<D, G>(dp, dO, v4 + c0 * kRow4, g);
 #pragma unroll
-      for (int u = 0; u < kChunk; u++) {
-        const float x = group_sum<G>(sc[u], mask) * s.scale;
-        const float y = group_sum<G>(dp[u], mask);
-        const float p = jc + u <= row_lim ? fast_expf(x - lse_i) : 0.0f;
-        const float ds = p * (y - delta_i);
-        axpy_row<D, G, true>(dq, operand<kBf16>(ds), k4 + (c0 + u) * kRow4, g);
-      }
+    for (int u = 0; u < kChunk; u++) {
+      const float x = group_sum<G>(sc[u], mask) * s.scale;
+      const float y = group_sum<G>(dp[u], mask);
+      const float p = jc + u <= row_lim ? fast_expf(x - lse_i) : 0.0f;
+      const float ds = p * (y - delta_i);
+      axpy_row<D, G, true>(dq, operand<kBf16>(ds), k4 + (c0 + u) * kRow4, g);
     }
-    __syncthreads();
-  }
+  });
 
   scale_row(dq, s.scale);
   store_own_row<D, G>(dq_all + q_off, s.q_stride, stage, dq, blk, s, r, g);
