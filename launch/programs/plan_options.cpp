@@ -44,29 +44,12 @@ po::options_description plan_options_description(PlanOptions& o) {
       "docs/PLANNER.md)");
   po::options_description layout(
       "Layout (train's names: each one given is fixed, each one left out is enumerated)");
+  add_layout_options(layout, o.layout, o.pipeline_layers, LayoutOptionStyle::kEnumerated);
   add = layout.add_options();
   Layout& l = o.layout;
-  add("tp", po::value(&l.tp), "tensor-parallel size");
-  add("pp", po::value(&l.pp), "pipeline-parallel size");
-  add("dp", po::value(&l.dp), "data-parallel size (checked against GPUs / (tp * pp))");
-  add("schedule", po::value(&l.schedule), "1f1b | gpipe | interleaved | zb-h1");
-  add("virtual-stages", po::value(&l.virtual_stages), "model chunks per stage (interleaved)");
-  add("pipeline-layers", po::value(&o.pipeline_layers),
-      "blocks per pipeline stage, as train takes them: even, auto, or counts to price (pp x "
-      "virtual-stages of them, which fixes those sizes' product); default: even and auto");
-  add("micro-batch-size", po::value(&l.micro_batch), "sequences per microbatch");
-  add("sequence-parallel", po::value(&l.sequence_parallel)->implicit_value(true),
-      "sequence parallelism (=false fixes it off)");
-  add("recompute", po::value(&l.recompute), "none | selective | full");
-  add("recompute-layers", po::value(&l.recompute_layers),
-      "with full: the first N blocks of each model chunk (0 = all)");
-  add("distributed-optimizer", po::value(&l.distributed_optimizer)->implicit_value(true),
-      "ZeRO-1 over dp (=false fixes it off)");
   add("precision", po::value(&l.precision),
       "fp32 | bf16 | megatron-mixed (16-bit weights and activations, fp32 master weights, as "
       "Megatron-LM runs; priced only when named)");
-  add("grad-reduce-dtype", choice(&l.grad_reduce_dtype),
-      "fp32 | bf16: what the dp gradient reduction moves, as train's option (not enumerated)");
   add("allow-tp-across-nodes", po::bool_switch(&o.allow_tp_across_nodes),
       "let a tp group span nodes");
   add("memory-headroom", po::value(&o.memory_headroom_gb)->default_value(o.memory_headroom_gb),

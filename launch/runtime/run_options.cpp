@@ -16,6 +16,52 @@ namespace po = boost::program_options;
 
 namespace gpt {
 
+void add_layout_options(po::options_description& desc, Layout& l, std::string& pipeline_layers,
+                        LayoutOptionStyle style) {
+  const bool enumerated = style == LayoutOptionStyle::kEnumerated;
+  // A value option: with the field's value as its default, or with none to enumerate.
+  const auto sized = [enumerated](auto* field) {
+    auto* value = po::value(field);
+    return enumerated ? value : value->default_value(*field);
+  };
+  const auto named = [enumerated](auto* field) {
+    return enumerated ? po::value(field) : choice(field);
+  };
+  const auto flag = [enumerated](bool* field) {
+    return enumerated ? po::value(field)->implicit_value(true) : po::bool_switch(field);
+  };
+  auto add = desc.add_options();
+  add("tp", sized(&l.tp), "tensor-parallel size (ranks of one node)");
+  add("pp", sized(&l.pp), "pipeline-parallel size (stages)");
+  add("dp", sized(&l.dp), "data-parallel size; 0 = world / (tp * pp)");
+  add("schedule", named(&l.schedule),
+      ("pipeline schedule: " + choice_list<ScheduleKind>(false)).c_str());
+  add("virtual-stages", sized(&l.virtual_stages), "model chunks per stage (interleaved 1F1B)");
+  add("pipeline-layers", sized(&pipeline_layers),
+      enumerated ? "blocks per pipeline stage, as train takes them: even, auto, or counts to price "
+                   "(pp x virtual-stages of them, which fixes those sizes' product); default: "
+                   "even and auto"
+                 : kPipelineLayersHelp);
+  add("micro-batch-size", sized(&l.micro_batch), "sequences per microbatch");
+  add("sequence-parallel", flag(&l.sequence_parallel),
+      "split LayerNorm and residual regions along the sequence over the tp ranks (the sequence "
+      "length must be a multiple of tp)");
+  add("recompute", named(&l.recompute),
+      ("activation recomputation: " + choice_list<Recompute>(false) +
+       " (selective: the attention's T x T probabilities are rebuilt in the backward; full: each "
+       "block keeps only its input and re-runs its forward; docs/MEMORY.md)")
+          .c_str());
+  add("recompute-layers", sized(&l.recompute_layers),
+      "with --recompute full: recompute only the first N blocks of each stage (0 = all)");
+  add("distributed-optimizer", flag(&l.distributed_optimizer),
+      "ZeRO-1: shard the optimizer state over dp (gradients reduce-scattered per bucket, each dp "
+      "rank updates its shard, the weights all-gathered); no effect at dp 1");
+  add("grad-reduce-dtype", choice(&l.grad_reduce_dtype),
+      "fp32 | bf16: the dp gradient reduction moves float32 (default) or bf16, half the bytes "
+      "(each rank's gradients rounded to bf16, summed in float32 and rounded again); the "
+      "gradients accumulate in float32 either way");
+}
+
 void add_execution_options(po::options_description& desc, ExecutionOptions& o,
                            std::optional<PrecisionRegime>& precision) {
   auto add = desc.add_options();

@@ -28,6 +28,16 @@ inline constexpr const char* kPipelineLayersHelp =
     "second chunk; 0 allowed beside the embedding and the head)";
 void set_pipeline_layers(Layout& layout, const std::string& text);
 
+// The layout options train and plan share, bound to `layout` (and --pipeline-layers to
+// `pipeline_layers`): --tp, --pp, --dp, --schedule, --virtual-stages, --pipeline-layers,
+// --micro-batch-size, --sequence-parallel, --recompute, --recompute-layers,
+// --distributed-optimizer and --grad-reduce-dtype. kDefaults (train): each shows the layout's
+// value as its default and the switches are flags. kEnumerated (plan): none has a default, since
+// one left out is enumerated, and a switch given =false is fixed off.
+enum class LayoutOptionStyle { kDefaults, kEnumerated };
+void add_layout_options(boost::program_options::options_description& desc, Layout& layout,
+                        std::string& pipeline_layers, LayoutOptionStyle style);
+
 // --device, --precision (bound to `precision`, a layout's), --deterministic, --gpu-comm,
 // --memory-limit-gb, --threads: shared by train, eval and generate; validated by
 // validate_execution_options.

@@ -28,16 +28,8 @@ std::string short_text(double value) {
 
 po::options_description layout_options(TrainOptions& o) {
   po::options_description layout("Layout");
+  add_layout_options(layout, o.layout, o.pipeline_layers, LayoutOptionStyle::kDefaults);
   auto add = layout.add_options();
-  Layout& l = o.layout;
-  add("tp", po::value(&l.tp)->default_value(l.tp), "tensor-parallel size (ranks of one node)");
-  add("pp", po::value(&l.pp)->default_value(l.pp), "pipeline-parallel size (stages)");
-  add("dp", po::value(&l.dp)->default_value(l.dp), "data-parallel size; 0 = world / (tp * pp)");
-  add("schedule", choice(&l.schedule),
-      ("pipeline schedule: " + choice_list<ScheduleKind>(false)).c_str());
-  add("virtual-stages", po::value(&l.virtual_stages)->default_value(l.virtual_stages),
-      "model chunks per stage (interleaved 1F1B)");
-  add("pipeline-layers", po::value(&o.pipeline_layers)->default_value("even"), kPipelineLayersHelp);
   add("cluster", po::value(&o.cluster),
       "FILE|PRESET: the hardware --pipeline-layers auto prices the splits on, as plan's --cluster "
       "(default on cuda: dgx-h100; on the CPU a file from plan --calibrate is needed)");
@@ -47,9 +39,6 @@ po::options_description layout_options(TrainOptions& o) {
       "allow a tp group to span nodes");
   add("dp-bucket-size", po::value(&o.dp_bucket_elements)->default_value(o.dp_bucket_elements),
       "gradient elements per dp all-reduce bucket");
-  add("distributed-optimizer", po::bool_switch(&l.distributed_optimizer),
-      "ZeRO-1: shard the optimizer state over dp (gradients reduce-scattered per bucket, each dp "
-      "rank updates its shard, the weights all-gathered); no effect at dp 1");
   add("no-overlap-param-gather",
       po::bool_switch()->notifier([&o](bool off) { o.overlap_param_gather = !off; }),
       "with --distributed-optimizer: wait for the updated weights' all-gather right after the "
@@ -58,22 +47,6 @@ po::options_description layout_options(TrainOptions& o) {
       po::bool_switch()->notifier([&o](bool off) { o.overlap_tp_comm = !off; }),
       "wait for each column-parallel linear's input-gradient tp reduction before computing its "
       "weight gradient, instead of computing it while the reduction is in flight (same results)");
-  add("grad-reduce-dtype", choice(&l.grad_reduce_dtype),
-      "fp32 | bf16: the dp gradient reduction moves float32 (default) or bf16, half the bytes "
-      "(each rank's gradients rounded to bf16, summed in float32 and rounded again); the "
-      "gradients accumulate in float32 either way");
-  add("sequence-parallel", po::bool_switch(&l.sequence_parallel),
-      "split LayerNorm and residual regions along the sequence over the tp ranks (the sequence "
-      "length must be a multiple of tp)");
-  add("micro-batch-size", po::value(&l.micro_batch)->default_value(l.micro_batch),
-      "sequences per microbatch");
-  add("recompute", choice(&l.recompute),
-      ("activation recomputation: " + choice_list<Recompute>(false) +
-       " (selective: the attention's T x T probabilities are rebuilt in the backward; full: each "
-       "block keeps only its input and re-runs its forward; docs/MEMORY.md)")
-          .c_str());
-  add("recompute-layers", po::value(&l.recompute_layers)->default_value(l.recompute_layers),
-      "with --recompute full: recompute only the first N blocks of each stage (0 = all)");
   add("memory-report", po::bool_switch(&o.memory_report),
       "print every rank's predicted memory per category and exit without training");
   add("global-batch-size", po::value(&o.global_batch_size)->default_value(o.global_batch_size),

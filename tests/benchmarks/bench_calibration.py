@@ -15,7 +15,7 @@ import json
 import statistics
 import sys
 
-from bench_metrics import median, timed_steps
+from bench_metrics import median, print_head, timed_steps
 
 
 def measured_memory(path):
@@ -66,8 +66,7 @@ def main():
           "each round priced by its own calibration, the error the median of the rounds'; "
           f"{a.cores} cores; memory: the heaviest rank; "
           "bytes per step handed to MPI by rank 0 (metrics' tp_bytes, pp_bytes, dp_bytes)")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     failures = 0
     for r in rows:
         err = r["err"]

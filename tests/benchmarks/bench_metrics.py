@@ -1,5 +1,6 @@
 """Reading a run's --metrics file for the benchmark reports (bench_parallel.py,
-bench_pipeline.py): the step lines past the warm-up, and their medians."""
+bench_pipeline.py, ...): the step lines past the warm-up, and their medians; and the reports'
+table heads."""
 
 import json
 import statistics
@@ -23,3 +24,9 @@ def median(steps, key):
 def median_share(steps, key):
     """Median over steps of key's share of the step time."""
     return statistics.median(m[key] / m["step_time_s"] for m in steps)
+
+
+def print_head(head):
+    """A report table's column names, underlined."""
+    print(head)
+    print("-" * len(head))

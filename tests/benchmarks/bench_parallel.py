@@ -18,7 +18,7 @@ import argparse
 import re
 import sys
 
-from bench_metrics import median, median_share, timed_steps
+from bench_metrics import median, median_share, print_head, timed_steps
 
 VOCAB = 256  # the built-in corpus and every byte-level data set
 
@@ -83,8 +83,7 @@ def main():
     head = (f"{'run':<5} {'steps':>5} {'step s':>7} {'tok/s':>8} {'vs ' + rows[0]['name']:>7} "
             f"{'tp comm':>8} {'dp comm':>8} {'tp MB':>9} {'formula':>9} {'dp MB':>8} "
             f"{'formula':>8} {'last loss':>9}")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     for r in rows:
         print(f"{r['name']:<5} {r['steps']:>5} {r['step']:>7.3f} {r['tok']:>8.0f} "
               f"{r['tok'] / base:>7.3f} {100 * r['tp_share']:>7.1f}% {100 * r['dp_share']:>7.1f}% "

@@ -34,7 +34,7 @@ import os
 import statistics
 import sys
 
-from bench_metrics import median, median_share, timed_steps
+from bench_metrics import median, median_share, print_head, timed_steps
 
 
 def theoretical_bubble(name, p, m, v):
@@ -197,8 +197,7 @@ def main():
     if any(r["tr"] for r in rows):
         head += " " + " ".join(f"{'tr w' + str(s):>6}" for s in range(a.pp))
         head += f" {'tr idle':>7} {'sim':>6} {'sim*':>6}"
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     for r in rows:
         ref = base.get((r["m"], r["policy"]))
         rel = f"{r['tok'] / ref:.3f}" if ref else "-"

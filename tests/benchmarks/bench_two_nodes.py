@@ -44,7 +44,7 @@ import statistics
 import subprocess
 import sys
 
-from bench_metrics import median, median_share, timed_steps
+from bench_metrics import median, median_share, print_head, timed_steps
 
 VOCAB = 256  # the built-in corpus
 LAYOUTS = {  # name: (tp, dp, pp)
@@ -150,8 +150,7 @@ def main():
     head = (f"{'rate':<8} {'layout':<11} {'tok/s':>7} {'vs pp':>6} {'step s':>7} {'tp':>6} "
             f"{'pp wait':>7} {'dp':>6} {'metrics MB':>10} {'veth MB':>8} {'ratio':>6} "
             f"{'B->A MB':>8} {'drops':>6} {'tok/s per round':>18} {'load 1m':>10}")
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     for r in rows:
         vs = r["tok"] / ref[r["rate"]] if r["rate"] in ref else float("nan")
         ratio = r["a_to_b"] / r["metric_bytes"] if r["metric_bytes"] else float("nan")
