@@ -136,10 +136,21 @@ TextPattern read_pattern(const Reader& r, const LargeJson& object, const std::st
 // step, so their number is bounded before any is read.
 constexpr size_t kMaxSteps = 64;
 
+// A "Sequence" step: its list `key` read step by step through read_step (which recurses into a
+// nested sequence), every step counted against kMaxSteps before it is read.
 template <typename Step>
-void check_step_count(const Reader& r, const std::vector<Step>& steps, const std::string& path) {
-  if (steps.size() >= kMaxSteps)
-    r.fail(path, "more than " + std::to_string(kMaxSteps) + " steps in all");
+void read_sequence(const Reader& r, const LargeJson& n, const std::string& key,
+                   const std::string& path, std::vector<Step>& steps,
+                   void (*read_step)(const Reader&, const LargeJson&, const std::string&,
+                                     std::vector<Step>&)) {
+  const std::string list_path = path + "." + key;
+  const LargeJson& list = r.member(n, key, path);
+  if (!list.is_array()) r.fail(list_path, "expected an array");
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (steps.size() >= kMaxSteps)
+      r.fail(list_path, "more than " + std::to_string(kMaxSteps) + " steps in all");
+    read_step(r, list[i], list_path + "[" + std::to_string(i) + "]", steps);
+  }
 }
 
 void read_normalizer(const Reader& r, const LargeJson& n, const std::string& path,
@@ -148,12 +159,7 @@ void read_normalizer(const Reader& r, const LargeJson& n, const std::string& pat
   const std::string type = r.type(n, path);
   NormalizerStep s;
   if (type == "Sequence") {
-    const LargeJson& list = r.member(n, "normalizers", path);
-    if (!list.is_array()) r.fail(path + ".normalizers", "expected an array");
-    for (size_t i = 0; i < list.size(); ++i) {
-      check_step_count(r, steps, path + ".normalizers");
-      read_normalizer(r, list[i], path + ".normalizers[" + std::to_string(i) + "]", steps);
-    }
+    read_sequence(r, n, "normalizers", path, steps, read_normalizer);
     return;
   } else if (is_normalization_form(type)) {
     s.kind = NormalizerStep::kUnicodeForm;
@@ -195,12 +201,7 @@ void read_pre_tokenizer(const Reader& r, const LargeJson& n, const std::string& 
   const std::string type = r.type(n, path);
   PreTokenizerStep s;
   if (type == "Sequence") {
-    const LargeJson& list = r.member(n, "pretokenizers", path);
-    if (!list.is_array()) r.fail(path + ".pretokenizers", "expected an array");
-    for (size_t i = 0; i < list.size(); ++i) {
-      check_step_count(r, steps, path + ".pretokenizers");
-      read_pre_tokenizer(r, list[i], path + ".pretokenizers[" + std::to_string(i) + "]", steps);
-    }
+    read_sequence(r, n, "pretokenizers", path, steps, read_pre_tokenizer);
     return;
   }
   if (!steps.empty() && steps.back().kind == PreTokenizerStep::kByteLevel)
@@ -259,12 +260,7 @@ void read_decoder(const Reader& r, const LargeJson& n, const std::string& path,
   const std::string type = r.type(n, path);
   DecoderStep s;
   if (type == "Sequence") {
-    const LargeJson& list = r.member(n, "decoders", path);
-    if (!list.is_array()) r.fail(path + ".decoders", "expected an array");
-    for (size_t i = 0; i < list.size(); ++i) {
-      check_step_count(r, steps, path + ".decoders");
-      read_decoder(r, list[i], path + ".decoders[" + std::to_string(i) + "]", steps);
-    }
+    read_sequence(r, n, "decoders", path, steps, read_decoder);
     return;
   } else if (type == "ByteLevel") {
     s.kind = DecoderStep::kByteLevel;

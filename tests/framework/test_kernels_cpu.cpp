@@ -20,6 +20,7 @@
 #include "framework/bf16.h"
 #include "framework/cpu/cpu_backend.h"
 #include "framework/device_array.h"
+#include "tests/shuffled_rows.h"
 
 namespace {
 
@@ -477,12 +478,8 @@ TEST(CpuMatmulRows, MatchesMatmulForwardAndIsBatchInvariant) {
       const DVec ref =
           ref_matmul(to_double(inp), to_double(w), with_bias ? &db : nullptr, N, IC, OC);
       // Seven of the rows, shuffled, so each sits at another index than among the 64.
-      std::vector<int64_t> picked(N);
-      for (int64_t i = 0; i < N; i++) picked[i] = i;
-      std::shuffle(picked.begin(), picked.end(), rng);
-      picked.resize(7);
-      Vec seven(7 * IC);
-      for (int64_t i = 0; i < 7; i++) std::copy_n(&inp[picked[i] * IC], IC, &seven[i * IC]);
+      const std::vector<int64_t> picked = gpt::shuffled_rows(N, 7, rng);
+      const Vec seven = gpt::gather_rows(inp, picked, IC);
 
       Vec first_all;
       for (int threads : {1, 2}) {

@@ -19,6 +19,7 @@
 
 #include "framework/backend.h"
 #include "framework/device_array.h"
+#include "tests/shuffled_rows.h"
 
 namespace gpt {
 namespace {
@@ -374,12 +375,8 @@ TEST(CudaMatmulRows, BatchInvariant) {
     be.matmul_forward_rows(all.data(), d_inp.data(), w.data(), bias.data(), N, IC, OC);
     const Vec want = all.download();
     auto row = [&](int64_t r) { return Vec(want.begin() + r * OC, want.begin() + (r + 1) * OC); };
-    std::vector<int64_t> picked(N);
-    for (int64_t i = 0; i < N; i++) picked[i] = i;
-    std::shuffle(picked.begin(), picked.end(), rng);
-    picked.resize(7);
-    Vec seven(7 * IC);
-    for (int64_t i = 0; i < 7; i++) std::copy_n(&inp[picked[i] * IC], IC, &seven[i * IC]);
+    const std::vector<int64_t> picked = shuffled_rows(N, 7, rng);
+    const Vec seven = gather_rows(inp, picked, IC);
     auto d_seven = put(be, seven), out7 = filled(be, 7 * OC, kNaN);
     be.matmul_forward_rows(out7.data(), d_seven.data(), w.data(), bias.data(), 7, IC, OC);
     const Vec got7 = out7.download();

@@ -14,6 +14,7 @@
 
 #include "framework/json.h"
 #include "framework/text/hf_tokenizer.h"
+#include "tests/text/tokenize_each_line.h"
 
 int main(int argc, char** argv) {
   if (argc < 4) {
@@ -45,22 +46,18 @@ int main(int argc, char** argv) {
       throw std::runtime_error("cannot open the input or an output");
     // Byte-level files decode to exactly their input; others only as the reference decodes.
     const bool exact = tokenizer.decodes_exactly();
-    std::string line;
-    std::vector<int32_t> ids;
-    int failures = 0;
-    for (long number = 1; std::getline(in, line); ++number) {
-      if (!in.eof()) line += '\n';
-      ids.clear();
-      encoder.encode(line, ids, allow_special);
-      for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
-      out << '\n';
-      const std::string text = tokenizer.decode(ids);
-      if (decoded)
-        decoded << gpt::Json(text).dump(-1, ' ', false, gpt::Json::error_handler_t::replace)
-                << '\n';
-      if (exact && !allow_special && text != line && ++failures <= 10)
-        std::fprintf(stderr, "line %ld: decode(encode(line)) != line\n", number);
-    }
+    const int failures = gpt::tokenize_each_line(
+        in, out,
+        [&](const std::string& line, std::vector<int32_t>& ids) {
+          encoder.encode(line, ids, allow_special);
+        },
+        [&](const std::string& line, const std::vector<int32_t>& ids) {
+          const std::string text = tokenizer.decode(ids);
+          if (decoded)
+            decoded << gpt::Json(text).dump(-1, ' ', false, gpt::Json::error_handler_t::replace)
+                    << '\n';
+          return !exact || allow_special || text == line;
+        });
     return failures == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "framework/text/gpt2_tokenizer.h"
+#include "tests/text/tokenize_each_line.h"
 
 int main(int argc, char** argv) {
   if (argc != 5) {
@@ -21,18 +22,12 @@ int main(int argc, char** argv) {
     std::ifstream in(argv[3], std::ios::binary);
     std::ofstream out(argv[4], std::ios::binary);
     if (!in || !out) throw std::runtime_error("cannot open the input or the output");
-    std::string line;
-    std::vector<int32_t> ids;
-    int failures = 0;
-    for (long number = 1; std::getline(in, line); ++number) {
-      if (!in.eof()) line += '\n';
-      ids.clear();
-      tokenizer.encode(line, ids);
-      for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
-      out << '\n';
-      if (tokenizer.decode(ids) != line && ++failures <= 10)
-        std::fprintf(stderr, "line %ld: decode(encode(line)) != line\n", number);
-    }
+    const int failures = gpt::tokenize_each_line(
+        in, out,
+        [&](const std::string& line, std::vector<int32_t>& ids) { tokenizer.encode(line, ids); },
+        [&](const std::string& line, const std::vector<int32_t>& ids) {
+          return tokenizer.decode(ids) == line;
+        });
     return failures == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
