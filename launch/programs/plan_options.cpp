@@ -43,7 +43,8 @@ po::options_description plan_options_description(PlanOptions& o) {
       "(run under mpiexec with as many ranks as the layouts to be priced, at least 2 a core; "
       "docs/PLANNER.md)");
   po::options_description layout(
-      "Layout (train's names: each one given is fixed, each one left out is enumerated)");
+      "Layout (train's names: each one given is fixed, each one left out is enumerated; a switch "
+      "given =false is fixed off)");
   add_layout_options(layout, o.layout, o.pipeline_layers, LayoutOptionStyle::kEnumerated);
   add = layout.add_options();
   Layout& l = o.layout;
