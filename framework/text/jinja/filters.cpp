@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "framework/json.h"
 #include "framework/text/jinja/interpreter.h"
 #include "framework/text/jinja/limits.h"
 #include "framework/text/jinja/py_text.h"
@@ -283,7 +284,7 @@ Value Renderer::filter(const std::string& name, const Value& v, const Args& args
     return text(head + end);
   }
   if (kUnsupportedFilters.count(name)) unsupported("filter '" + name + "'");
-  fail("no filter named " + py_repr(name));
+  fail("no filter named " + quoted_excerpt(name));
 }
 
 }  // namespace gpt::jinja

@@ -50,26 +50,16 @@ void Parser::fail(int line, const std::string& what) const {
 std::string Parser::describe(const Token& t) {
   switch (t.type) {
     case Tok::kName:
-    case Tok::kOperator:
-      return quoted_excerpt(t.value);
-    case Tok::kString:
-      return "a string";
-    case Tok::kInteger:
-      return "an integer";
-    case Tok::kFloat:
-      return "a float";
-    case Tok::kBlockEnd:
-      return "the end of the statement block";
-    case Tok::kVarEnd:
-      return "the end of the print statement";
-    case Tok::kBlockBegin:
-      return "the begin of a statement block";
-    case Tok::kVarBegin:
-      return "the begin of a print statement";
-    case Tok::kData:
-      return "template text";
-    default:
-      return "the end of the template";
+    case Tok::kOperator: return quoted_excerpt(t.value);
+    case Tok::kString: return "a string";
+    case Tok::kInteger: return "an integer";
+    case Tok::kFloat: return "a float";
+    case Tok::kBlockEnd: return "'%}'";
+    case Tok::kVarEnd: return "'}}'";
+    case Tok::kBlockBegin: return "'{%'";
+    case Tok::kVarBegin: return "'{{'";
+    case Tok::kData: return "template text";
+    default: return "the end of the template";
   }
 }
 
@@ -122,14 +112,14 @@ Body Parser::subparse(std::initializer_list<const char*> end_names) {
     } else if (t.type == Tok::kVarBegin) {
       StmtPtr s = make_stmt(StmtKind::kPrint, next().line);
       s->exprs.push_back(parse_tuple());
-      expect(Tok::kVarEnd, "the end of the print statement '}}'");
+      expect(Tok::kVarEnd, "'}}'");
       body.push_back(std::move(s));
     } else {
       next();  // the block begins
       for (const char* name : end_names)
         if (at_name(name)) return body;
       body.push_back(parse_statement());
-      expect(Tok::kBlockEnd, "the end of the statement block '%}'");
+      expect(Tok::kBlockEnd, "'%}'");
     }
   }
   return body;
@@ -137,7 +127,7 @@ Body Parser::subparse(std::initializer_list<const char*> end_names) {
 
 Body Parser::parse_statements(std::initializer_list<const char*> end_names, bool drop_needle) {
   skip_op(":");
-  expect(Tok::kBlockEnd, "the end of the statement block '%}'");
+  expect(Tok::kBlockEnd, "'%}'");
   Body body = subparse(end_names);
   if (at(Tok::kEof)) {
     std::string expected;

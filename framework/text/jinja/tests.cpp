@@ -2,6 +2,7 @@
 // jinja2/tests.py defines it on Python's types: a bool is a number but not an integer, a dict is
 // a sequence (it has len() and []), an undefined value is iterable and a sequence.
 // Hand-written, like the rest of framework/text/jinja/ (see interpreter.h).
+#include "framework/json.h"
 #include "framework/text/jinja/interpreter.h"
 #include "framework/text/jinja/py_text.h"
 
@@ -86,7 +87,7 @@ bool Renderer::test(const std::string& name, const Value& v, const Args& args) {
       {"lessthan", CompareOp::kLt}, {"<=", CompareOp::kLe},          {"le", CompareOp::kLe}};
   for (const auto& [n, op] : kComparisons)
     if (name == n) return compare(op, v, one("b"));
-  fail("no test named " + py_repr(name));
+  fail("no test named " + quoted_excerpt(name));
 }
 
 }  // namespace gpt::jinja
