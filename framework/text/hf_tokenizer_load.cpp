@@ -70,18 +70,6 @@ struct Reader {
   }
 };
 
-std::string read_bounded(const std::string& path, const char* what) {
-  std::error_code ec;
-  GPT_INPUT_CHECK(fs::is_regular_file(path, ec), what << " " << path << ": no such file");
-  const uintmax_t size = fs::file_size(path, ec);
-  GPT_INPUT_CHECK(!ec && size <= kMaxFileBytes,
-                  what << " " << path << ": " << size << " bytes, more than a tokenizer file has");
-  std::ifstream in(path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  GPT_INPUT_CHECK(in.good() || in.eof(), what << " " << path << ": cannot be read");
-  return text;
-}
-
 std::string sha256_hex(const std::string& bytes) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;
@@ -508,6 +496,18 @@ bool newline_cut_is_safe(const HfTokenizer::Model& m) {
 
 }  // namespace
 
+std::string read_tokenizer_file(const std::string& path, const char* what) {
+  std::error_code ec;
+  GPT_INPUT_CHECK(fs::is_regular_file(path, ec), what << " " << path << ": no such file");
+  const uintmax_t size = fs::file_size(path, ec);
+  GPT_INPUT_CHECK(!ec && size <= kMaxFileBytes,
+                  what << " " << path << ": " << size << " bytes, more than a tokenizer file has");
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  GPT_INPUT_CHECK(in.good() || in.eof(), what << " " << path << ": cannot be read");
+  return text;
+}
+
 HfTokenizer::HfTokenizer(const std::string& path) : m_(std::make_unique<Model>()) {
   Model& m = *m_;
   std::error_code ec;
@@ -515,7 +515,7 @@ HfTokenizer::HfTokenizer(const std::string& path) : m_(std::make_unique<Model>()
   GPT_INPUT_CHECK(fs::exists(m.json_path, ec),
                   "tokenizer " << path << ": no tokenizer.json "
                                << (m.json_path == path ? "file" : "in the directory"));
-  const std::string text = read_bounded(m.json_path, "tokenizer");
+  const std::string text = read_tokenizer_file(m.json_path, "tokenizer");
   m.identity = "hf-sha256:" + sha256_hex(text);
   const Reader r{"tokenizer " + m.json_path};
   const LargeJson json = parse_large_json_object(text, "tokenizer " + m.json_path);
@@ -548,8 +548,9 @@ HfTokenizer::HfTokenizer(const std::string& path) : m_(std::make_unique<Model>()
   if (fs::is_regular_file(config, ec)) {
     m.config_path = config.string();
     const Reader c{"tokenizer config " + m.config_path};
-    const LargeJson cj = parse_large_json_object(read_bounded(m.config_path, "tokenizer config"),
-                                                 "tokenizer config " + m.config_path);
+    const LargeJson cj =
+        parse_large_json_object(read_tokenizer_file(m.config_path, "tokenizer config"),
+                                "tokenizer config " + m.config_path);
     bos_text = config_token(c, cj, "bos_token");
     eos_text = config_token(c, cj, "eos_token");
     add_bos = c.value<bool>(cj, "add_bos_token", "tokenizer_config", false);
@@ -574,7 +575,7 @@ HfTokenizer::HfTokenizer(const std::string& path) : m_(std::make_unique<Model>()
 HfTokenizer::~HfTokenizer() = default;
 
 std::string hf_tokenizer_identity(const std::string& json_path) {
-  return "hf-sha256:" + sha256_hex(read_bounded(json_path, "tokenizer"));
+  return "hf-sha256:" + sha256_hex(read_tokenizer_file(json_path, "tokenizer"));
 }
 
 const std::string& HfTokenizer::identity() const {

@@ -17,6 +17,11 @@
 
 namespace gpt {
 
+// The bytes of a tokenizer directory's file (tokenizer.json, tokenizer_config.json, a chat
+// template), bounded in size; a one-line input error "<what> <path>: ..." when it is missing,
+// not a regular file, too large or unreadable.
+std::string read_tokenizer_file(const std::string& path, const char* what);
+
 // Heterogeneous lookup: find a std::string key by string_view without building a string.
 struct StringViewHash {
   using is_transparent = void;

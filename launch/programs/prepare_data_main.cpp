@@ -8,7 +8,10 @@
 // memory work, --threads workers encode pieces at once, and the tokens equal those of the whole
 // text at once. A plain serial program apart from its worker threads: it needs no mpirun and
 // never initialises MPI. Bad input ends with one "error: ..." line and exit code 1, and leaves no
-// output file.
+// output file. --render-only reads conversations instead (one {"messages": [...], "tools": [...]}
+// a line, framework/text/conversations.h) and prints each as its tokenizer directory's chat
+// template renders it, one {"text": ...} JSON line each (docs/DATA.md, "Conversations and chat
+// templates").
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
@@ -28,6 +31,8 @@
 #include "framework/io/dataset.h"
 #include "framework/json.h"
 #include "framework/logging.h"
+#include "framework/text/chat_template.h"
+#include "framework/text/conversations.h"
 #include "framework/text/text_tokenizer.h"
 #include "framework/user_files.h"
 
@@ -44,6 +49,7 @@ struct Options {
   int64_t read_mb = 16;
   int threads = 0;  // 0: every core
   bool allow_special_tokens = false;
+  bool render_only = false, add_generation_prompt = false;
 };
 
 // A piece of the input that is encoded on its own: whole lines of a .jsonl, or a stretch of the
@@ -362,6 +368,37 @@ void import_bins(const Options& o, bool tokenizer_given) {
       static_cast<long long>(vocab), total / 1e6 / std::max(seconds, 1e-9), o.output.c_str());
 }
 
+// --render-only: each conversation of --input through the chat template of --tokenizer (a
+// directory, or a file in one), printed as {"text": ...}; a bad line or a template error ends the
+// run naming the line.
+void render_conversations(const Options& o) {
+  std::error_code ec;
+  const std::string dir = fs::is_directory(o.tokenizer, ec)
+                              ? o.tokenizer
+                              : fs::path(o.tokenizer).parent_path().string();
+  GPT_INPUT_CHECK(!dir.empty() && fs::is_directory(dir, ec),
+                  "--render-only needs --tokenizer naming a Hugging Face tokenizer directory, not "
+                      << o.tokenizer);
+  const gpt::ChatTemplate chat_template(dir);
+  gpt::ConversationReader reader(o.input);
+  gpt::Conversation c;
+  while (true) {
+    std::string text;
+    try {
+      if (!reader.next(c)) break;
+      text = chat_template.render(c.messages, c.tools.is_null() ? nullptr : &c.tools,
+                                  o.add_generation_prompt);
+    } catch (const gpt::Error& e) {
+      const std::string what = e.what();
+      // A line's own problem already names it; a template's error gets the line here.
+      gpt::fail_input(what.starts_with(o.input) ? what : reader.where() + ": " + what);
+    }
+    const std::string line = gpt::Json{{"text", text}}.dump() + "\n";
+    std::fwrite(line.data(), 1, line.size(), stdout);
+  }
+  GPT_INPUT_CHECK(std::fflush(stdout) == 0, "writing to stdout failed");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -372,6 +409,8 @@ int main(int argc, char** argv) {
       "usage: prepare-data --input FILE.txt|FILE.jsonl --output PREFIX\n"
       "       [--tokenizer bytes|gpt2|TOKENIZER.json|HF_DIR] [--val-fraction F] [--threads N]\n"
       "       prepare-data --from-bin FILE.bin... --output DIR [--vocab-size N --tokenizer NAME]\n"
+      "       prepare-data --render-only --input CHATS.jsonl --tokenizer HF_DIR "
+      "[--add-generation-prompt]\n"
       "writes PREFIX.train.h5 and PREFIX.val.h5 (creating PREFIX's folder)\noptions");
   desc.add_options()("help,h", "show this help and exit")(
       "input", po::value<std::string>(&options.input), "text file to tokenize (required)")(
@@ -403,7 +442,13 @@ int main(int argc, char** argv) {
       "instead of --input: llm.c .bin shards or nanoGPT's headerless uint16 .bin files, each "
       "written as OUTPUT/<name>.h5 (--output is then a directory)")(
       "vocab-size", po::value<int64_t>(&options.vocab_size)->default_value(0),
-      "--from-bin: the tokens' vocabulary (0 = GPT-2's 50257)");
+      "--from-bin: the tokens' vocabulary (0 = GPT-2's 50257)")(
+      "render-only", po::bool_switch(&options.render_only),
+      "instead of writing data sets: read conversations ({\"messages\": [...], \"tools\": "
+      "[...]} a line of --input) and print each as the --tokenizer directory's chat template "
+      "renders it, one {\"text\": ...} line each")(
+      "add-generation-prompt", po::bool_switch(&options.add_generation_prompt),
+      "--render-only: end each text with the header of the assistant's next turn");
   try {
     po::variables_map vm;
     po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
@@ -412,6 +457,17 @@ int main(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
+    if (options.render_only) {
+      GPT_INPUT_CHECK(!vm.count("output") && options.from_bin.empty(),
+                      "--render-only prints to stdout: --output and --from-bin do not go with it");
+      GPT_INPUT_CHECK(vm.count("input"), "--input CHATS.jsonl is required (see --help)");
+      GPT_INPUT_CHECK(!vm["tokenizer"].defaulted(),
+                      "--render-only needs --tokenizer naming a Hugging Face tokenizer directory");
+      render_conversations(options);
+      return 0;
+    }
+    GPT_INPUT_CHECK(!options.add_generation_prompt,
+                    "--add-generation-prompt goes with --render-only");
     GPT_INPUT_CHECK(vm.count("output"), "--output PREFIX is required (see --help)");
     if (!options.from_bin.empty()) {
       GPT_INPUT_CHECK(!vm.count("input"), "--input and --from-bin exclude each other");
