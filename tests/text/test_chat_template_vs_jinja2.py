@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Chat templates rendered by `prepare-data --render-only` (the C++ interpreter of
 framework/text/jinja/) against Python's Jinja2 set up exactly as transformers' apply_chat_template
-sets it up (its _compile_jinja_template, restated below: ImmutableSandboxedEnvironment with
+sets it up (its _compile_jinja_template, restated in transformers_chat.py: ImmutableSandboxedEnvironment with
 trim_blocks, lstrip_blocks, the loopcontrols extension and the {% generation %} tag, its tojson
 filter, raise_exception and strftime_now globals; render(messages, tools, documents=None,
 add_generation_prompt, **special_tokens_map)):
@@ -21,7 +21,6 @@ it): a template printing the date is rendered by Jinja2 before and after the C++
 when both agree (the day did not change in between).
 Exits 77 (skipped) without Python's jinja2 or the fetched files.
 usage: test_chat_template_vs_jinja2.py SOURCE_DIR BIN_DIR"""
-import datetime
 import json
 import os
 import subprocess
@@ -30,9 +29,7 @@ import tempfile
 
 try:
     import jinja2
-    import jinja2.ext
-    import jinja2.nodes
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from transformers_chat import compile_template, special_tokens_map
 except ImportError:
     print("skipped: needs Python's jinja2 (Debian's python3-jinja2)")
     sys.exit(77)
@@ -44,61 +41,6 @@ real_dirs = {name: os.path.join(source, "third_party", "hf", name) for name in R
 if not all(os.path.exists(os.path.join(d, "tokenizer_config.json")) for d in real_dirs.values()):
     print("skipped: needs scripts/fetch_hf_tokenizers.sh's files")
     sys.exit(77)
-
-
-class AssistantTracker(jinja2.ext.Extension):
-    """transformers' {% generation %} tag, as it renders without return_assistant_tokens_mask."""
-    tags = {"generation"}
-
-    def parse(self, parser):
-        lineno = next(parser.stream).lineno
-        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
-        return jinja2.nodes.CallBlock(self.call_method("_generation_support"), [], [],
-                                      body).set_lineno(lineno)
-
-    @jinja2.pass_eval_context
-    def _generation_support(self, context, caller):
-        return caller()
-
-
-def compile_template(text):
-    """transformers' _compile_jinja_template."""
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                          sort_keys=sort_keys)
-
-    def strftime_now(format):
-        return datetime.datetime.now().strftime(format)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[AssistantTracker, jinja2.ext.loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    return env.from_string(text)
-
-
-def special_tokens_map(config):
-    """A tokenizer's special_tokens_map from its tokenizer_config.json, each token as its text
-    (str() of an AddedToken is its content): the standard tokens that are set, the additional
-    ones as a list, and the model's extra_special_tokens."""
-    def text(v):
-        return v["content"] if isinstance(v, dict) else v
-    out = {}
-    for key in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
-                "mask_token"):
-        if config.get(key) and text(config[key]):
-            out[key] = text(config[key])
-    additional = [text(t) for t in config.get("additional_special_tokens") or []]
-    if additional:
-        out["additional_special_tokens"] = additional
-    for key, value in (config.get("extra_special_tokens") or {}).items():
-        if text(value):
-            out[key] = text(value)
-    return out
 
 
 class Raised:
