@@ -8,7 +8,7 @@
 set -euo pipefail
 packages=(cmake g++ make pkg-config libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
           libdnnl-dev ocl-icd-opencl-dev libboost-program-options-dev libboost-dev libgtest-dev python3-torch
-          python3-h5py python3-matplotlib nlohmann-json3-dev libpcre2-dev libicu-dev libssl-dev slurm-wlm munge
+          python3-h5py python3-jinja2 python3-matplotlib nlohmann-json3-dev libpcre2-dev libicu-dev libssl-dev slurm-wlm munge
           clang-14 libclang-rt-14-dev llvm-14)
 # strace: a test stops a rank where it opens a file (tests/integration/test_watchdog.py).
 packages+=(strace)

@@ -75,6 +75,15 @@ struct ChatTemplate::Parsed {
   jinja::Body body;
 };
 
+bool has_chat_template(const std::string& directory) {
+  const fs::path dir(directory);
+  if (is_regular_file((dir / "chat_template.jinja").string())) return true;
+  const fs::path config_path = dir / "tokenizer_config.json";
+  if (!is_regular_file(config_path.string())) return false;
+  const Json config = read_json_file(config_path, "tokenizer config");
+  return config.contains("chat_template") && !config["chat_template"].is_null();
+}
+
 ChatTemplate::ChatTemplate(const std::string& directory, const std::string& name) : name_(name) {
   const fs::path dir(directory);
   std::error_code ec;

@@ -17,6 +17,10 @@
 
 namespace gpt {
 
+// Whether a tokenizer directory has a chat template: chat_template.jinja, or a non-null
+// "chat_template" in tokenizer_config.json (not whether it parses: ChatTemplate says that).
+bool has_chat_template(const std::string& directory);
+
 class ChatTemplate {
  public:
   // The chat template of a Hugging Face tokenizer directory: chat_template.jinja when the

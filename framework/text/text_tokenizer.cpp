@@ -121,9 +121,14 @@ void place_tokenizer_copy(const std::string& json_path, const std::string& name,
   const fs::path json = json_in(folder);
   std::error_code ec;
   if (fs::exists(json, ec)) return check_tokenizer_folder(json_path, name, folder, folder);
-  const fs::path config = fs::path(json_path).parent_path() / "tokenizer_config.json";
-  if (fs::is_regular_file(config, ec))
-    copy_file_atomically(config.string(), json.parent_path() / "tokenizer_config.json");
+  // The files beside it that say how the tokenizer is used: its special tokens and its chat
+  // template (chat_template.h reads them).
+  for (const char* beside : {"tokenizer_config.json", "special_tokens_map.json",
+                             "chat_template.jinja"}) {
+    const fs::path file = fs::path(json_path).parent_path() / beside;
+    if (fs::is_regular_file(file, ec))
+      copy_file_atomically(file.string(), json.parent_path() / beside);
+  }
   copy_file_atomically(json_path, json);  // last: its presence means complete
 }
 

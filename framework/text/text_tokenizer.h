@@ -76,7 +76,8 @@ void check_tokenizer_folder(const std::string& json_path, const std::string& nam
                             const std::string& folder, const std::string& what);
 
 // Places a copy of the tokenizer at `json_path` (named `name`) in `folder`: its tokenizer.json
-// and, where one lies beside it, tokenizer_config.json. Nothing is written when the folder holds
+// and, where they lie beside it, tokenizer_config.json, special_tokens_map.json and
+// chat_template.jinja. Nothing is written when the folder holds
 // the same tokenizer already; another one there is an input error naming both.
 void place_tokenizer_copy(const std::string& json_path, const std::string& name,
                           const std::string& folder);

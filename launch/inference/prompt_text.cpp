@@ -45,6 +45,12 @@ std::vector<int32_t> prompt_token_ids(TextTokenizer& tokenizer, const std::strin
   return prompt;
 }
 
+std::vector<int32_t> chat_prompt_ids(TextTokenizer& tokenizer, const std::string& rendered) {
+  std::vector<int32_t> ids;
+  tokenizer.encode(0, rendered, ids, 0, false, true);
+  return ids;
+}
+
 std::string continuation_text(const TextTokenizer& tokenizer, const std::vector<int32_t>& prompt,
                               const std::vector<int32_t>& generated) {
   std::vector<int32_t> known;

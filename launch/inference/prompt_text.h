@@ -25,6 +25,10 @@ std::unique_ptr<TextTokenizer> open_checkpoint_tokenizer(const std::string& spec
 std::vector<int32_t> prompt_token_ids(TextTokenizer& tokenizer, const std::string& text,
                                       bool allow_special_tokens);
 
+// The ids of a chat template's rendered text: special tokens matched and nothing added (the
+// template writes its own BOS), as transformers' apply_chat_template tokenizes it.
+std::vector<int32_t> chat_prompt_ids(TextTokenizer& tokenizer, const std::string& rendered);
+
 // What decoding prompt + generated adds to decoding the prompt (SentencePiece decoders drop a
 // leading space of the text they are given, so the new tokens alone could decode differently).
 // A generated id the tokenizer lacks (an embedding row past its vocabulary) adds no text, as

@@ -4,11 +4,13 @@
 // (launch/serving/serve_loop.h). A request's tokens are generate's for the same prompt, seed and
 // checkpoint, whatever else is batched with it (launch/inference/decode_engine.h).
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <mutex>
 
 #include "framework/logging.h"
+#include "framework/text/chat_template.h"
 #include "launch/inference/checkpoint_model.h"
 #include "launch/inference/decode_engine.h"
 #include "launch/inference/kv_block_pool.h"
@@ -22,6 +24,7 @@
 #include "launch/serving/serve_health.h"
 #include "launch/serving/serve_loop.h"
 
+namespace fs = std::filesystem;
 namespace po = boost::program_options;
 
 namespace gpt {
@@ -171,11 +174,17 @@ int serve_main(int argc, char** argv) {
   const bool is_rank0 = comm_rank(world) == 0;
   std::unique_ptr<TextTokenizer> tokenizer;
   std::vector<int32_t> stop_ids;
+  std::unique_ptr<ChatTemplate> chat_template;  // rank 0's, when the tokenizer has one
   agree_on_failure(world, [&] {
     if (!is_rank0) return;
     tokenizer = open_checkpoint_tokenizer(model.tokenizer, o.checkpoint, o.tokenizer,
                                           Gpt2Files{o.vocab, o.merges}, rt.model().vocab_size);
     stop_ids = stop_token_ids(*tokenizer, model.hf_extras, rt.model().vocab_size, model.path);
+    // The chat template beside the checkpoint's tokenizer copy; a broken one stops the start.
+    if (tokenizer->hf()) {
+      const std::string folder = fs::path(tokenizer->hf()->json_path()).parent_path().string();
+      if (has_chat_template(folder)) chat_template = std::make_unique<ChatTemplate>(folder);
+    }
   });
   DecodeCapacity capacity;
   capacity.rows = o.max_batch_tokens;
@@ -212,6 +221,12 @@ int serve_main(int argc, char** argv) {
           std::lock_guard<std::mutex> lock(tokenizer_mutex);
           return prompt_token_ids(*tokenizer, text, false);
         },
+        chat_template ? ChatPrompt([&](const Json& messages, const Json* tools) {
+          const std::string text = chat_template->render(messages, tools, true);
+          std::lock_guard<std::mutex> lock(tokenizer_mutex);
+          return chat_prompt_ids(*tokenizer, text);
+        })
+                      : ChatPrompt(),
         o.seed);
     port = http->start();
   });

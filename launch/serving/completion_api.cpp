@@ -37,34 +37,31 @@ double number_field(const Json& body, const std::string& key) {
 // A field of OpenAI's API that serve does not implement: only its neutral value passes.
 void neutral_only(const Json& body, const std::string& key) {
   const Json& v = body.at(key);
-  const bool neutral = v.is_null() || (key == "n" && v == 1) || (key == "best_of" && v == 1) ||
-                       (key == "echo" && v == false) ||
-                       ((key == "presence_penalty" || key == "frequency_penalty") &&
-                        v.is_number() && v.get<double>() == 0.0) ||
-                       (key == "logit_bias" && v.is_object() && v.empty()) ||
-                       (key == "suffix" && v.is_string() && v.get<std::string>().empty()) ||
-                       key == "user";
+  const bool neutral =
+      v.is_null() || (key == "n" && v == 1) || (key == "best_of" && v == 1) ||
+      (key == "echo" && v == false) || (key == "logprobs" && v == false) ||
+      (key == "top_logprobs" && v == 0) || (key == "tool_choice" && (v == "none" || v == "auto")) ||
+      (key == "parallel_tool_calls" && v.is_boolean()) ||
+      ((key == "presence_penalty" || key == "frequency_penalty") && v.is_number() &&
+       v.get<double>() == 0.0) ||
+      (key == "logit_bias" && v.is_object() && v.empty()) ||
+      (key == "suffix" && v.is_string() && v.get<std::string>().empty()) || key == "user";
   if (!neutral) throw bad("'" + key + "' is not supported by this server (leave it out)", key);
 }
 
 }  // namespace
 
-CompletionRequest parse_completion_request(
-    const std::string& body_text, const ApiModel& model,
-    const std::function<std::vector<int32_t>(const std::string&)>& tokenize,
-    uint64_t default_seed) {
-  Json body;
+Json request_body(const std::string& text) {
   try {
-    body = parse_json_object(body_text, "the request body");
+    return parse_json_object(text, "the request body");
   } catch (const Error& e) {
     throw bad(e.what());
   }
-  static const std::set<std::string> implemented = {
-      "model", "prompt", "max_tokens", "temperature", "top_p",
-      "top_k", "seed",   "stop",       "stream",      "stream_options"};
-  static const std::set<std::string> neutral = {
-      "n",          "best_of", "echo", "logprobs", "presence_penalty", "frequency_penalty",
-      "logit_bias", "suffix",  "user"};
+}
+
+void check_request_fields(const Json& body, const ApiModel& model,
+                          const std::set<std::string>& implemented,
+                          const std::set<std::string>& neutral) {
   for (const auto& item : body.items()) {
     const std::string& key = item.key();
     if (neutral.contains(key)) {
@@ -82,42 +79,15 @@ CompletionRequest parse_completion_request(
                          model.name + "')",
                      "model");
   }
-  CompletionRequest r;
-  if (!body.contains("prompt")) throw bad("'prompt' is required", "prompt");
-  const Json& prompt = body.at("prompt");
-  if (prompt.is_string()) {
-    try {
-      r.prompt = tokenize(prompt.get<std::string>());
-    } catch (const Error& e) {
-      throw bad(std::string("prompt: ") + e.what(), "prompt");
-    }
-  } else if (prompt.is_array() && !prompt.empty() && prompt.front().is_number()) {
-    const std::optional<std::vector<int32_t>> ids = json_value<std::vector<int32_t>>(prompt);
-    if (!ids) throw bad("'prompt' as token ids must be an array of integers", "prompt");
-    for (int32_t id : *ids) {
-      if (id < 0 || id >= model.vocab_size)
-        throw bad("prompt token " + std::to_string(id) + " is not in [0, " +
-                      std::to_string(model.vocab_size) + ")",
-                  "prompt");
-      if (model.has_token && !model.has_token(id))
-        throw bad("prompt token " + std::to_string(id) +
-                      " is not in the tokenizer's vocabulary (the model's embedding has a row "
-                      "for it, the tokenizer no text)",
-                  "prompt");
-    }
-    r.prompt = *ids;
-  } else if (prompt.is_array()) {
-    throw bad("'prompt' must be a string or an array of token ids (one prompt per request)",
-              "prompt");
-  } else {
-    throw bad(
-        "'prompt' must be a string or an array of token ids (found " + json_found(prompt) + ")",
-        "prompt");
-  }
-  if (r.prompt.empty()) throw bad("'prompt' has no tokens", "prompt");
-  if (json_has_value(body, "max_tokens")) {
-    r.max_tokens = field<int64_t>(body, "max_tokens");
-    if (r.max_tokens < 1) throw bad("'max_tokens' must be at least 1", "max_tokens");
+}
+
+void read_generation_fields(const Json& body, const ApiModel& model, uint64_t default_seed,
+                            CompletionRequest& r) {
+  // Chat's max_completion_tokens replaces max_tokens, which OpenAI keeps for older clients.
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!json_has_value(body, key)) continue;
+    r.max_tokens = field<int64_t>(body, key);
+    if (r.max_tokens < 1) throw bad("'" + std::string(key) + "' must be at least 1", key);
   }
   const int64_t prompt_tokens = static_cast<int64_t>(r.prompt.size());
   // Compared without a sum: max_tokens may be as large as 2^63 - 1.
@@ -170,6 +140,54 @@ CompletionRequest parse_completion_request(
       r.include_usage = item.value().get<bool>();
     }
   }
+}
+
+CompletionRequest parse_completion_request(
+    const std::string& body_text, const ApiModel& model,
+    const std::function<std::vector<int32_t>(const std::string&)>& tokenize,
+    uint64_t default_seed) {
+  const Json body = request_body(body_text);
+  static const std::set<std::string> implemented = {
+      "model", "prompt", "max_tokens", "temperature", "top_p",
+      "top_k", "seed",   "stop",       "stream",      "stream_options"};
+  static const std::set<std::string> neutral = {
+      "n",          "best_of", "echo", "logprobs", "presence_penalty", "frequency_penalty",
+      "logit_bias", "suffix",  "user"};
+  check_request_fields(body, model, implemented, neutral);
+  CompletionRequest r;
+  if (!body.contains("prompt")) throw bad("'prompt' is required", "prompt");
+  const Json& prompt = body.at("prompt");
+  if (prompt.is_string()) {
+    try {
+      r.prompt = tokenize(prompt.get<std::string>());
+    } catch (const Error& e) {
+      throw bad(std::string("prompt: ") + e.what(), "prompt");
+    }
+  } else if (prompt.is_array() && !prompt.empty() && prompt.front().is_number()) {
+    const std::optional<std::vector<int32_t>> ids = json_value<std::vector<int32_t>>(prompt);
+    if (!ids) throw bad("'prompt' as token ids must be an array of integers", "prompt");
+    for (int32_t id : *ids) {
+      if (id < 0 || id >= model.vocab_size)
+        throw bad("prompt token " + std::to_string(id) + " is not in [0, " +
+                      std::to_string(model.vocab_size) + ")",
+                  "prompt");
+      if (model.has_token && !model.has_token(id))
+        throw bad("prompt token " + std::to_string(id) +
+                      " is not in the tokenizer's vocabulary (the model's embedding has a row "
+                      "for it, the tokenizer no text)",
+                  "prompt");
+    }
+    r.prompt = *ids;
+  } else if (prompt.is_array()) {
+    throw bad("'prompt' must be a string or an array of token ids (one prompt per request)",
+              "prompt");
+  } else {
+    throw bad(
+        "'prompt' must be a string or an array of token ids (found " + json_found(prompt) + ")",
+        "prompt");
+  }
+  if (r.prompt.empty()) throw bad("'prompt' has no tokens", "prompt");
+  read_generation_fields(body, model, default_seed, r);
   return r;
 }
 
@@ -197,44 +215,70 @@ std::string error_json(const ApiError& error) {
   return dump(Json{{"error", e}});
 }
 
-std::string completion_json(const std::string& id, int64_t created, const ApiModel& model,
-                            const std::string& text, const std::string& finish_reason,
-                            int64_t prompt_tokens, int64_t completion_tokens) {
-  Json choice{
-      {"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
-  return dump(Json{{"id", id},
-                   {"object", "text_completion"},
-                   {"created", created},
-                   {"model", model.name},
-                   {"choices", Json::array({choice})},
-                   {"usage", usage(prompt_tokens, completion_tokens)}});
+namespace {
+
+// OpenAI's object names: text_completion for both the response and the chunks of completions,
+// chat.completion and chat.completion.chunk for chat.
+const char* object_name(bool chat, bool chunk) {
+  if (!chat) return "text_completion";
+  return chunk ? "chat.completion.chunk" : "chat.completion";
 }
 
-std::string chunk_event(const std::string& id, int64_t created, const ApiModel& model,
-                        const std::string& text, const std::string& finish_reason) {
-  Json choice{{"index", 0},
-              {"text", text},
-              {"logprobs", nullptr},
-              {"finish_reason", finish_reason.empty() ? Json(nullptr) : Json(finish_reason)}};
-  return "data: " +
-         dump(Json{{"id", id},
-                   {"object", "text_completion"},
-                   {"created", created},
-                   {"model", model.name},
-                   {"choices", Json::array({choice})}}) +
-         "\n\n";
+Json header(bool chat, bool chunk, const std::string& id, int64_t created, const ApiModel& model) {
+  return Json{{"id", id},
+              {"object", object_name(chat, chunk)},
+              {"created", created},
+              {"model", model.name}};
 }
 
-std::string usage_event(const std::string& id, int64_t created, const ApiModel& model,
+Json finish(const std::string& finish_reason) {
+  return finish_reason.empty() ? Json(nullptr) : Json(finish_reason);
+}
+
+}  // namespace
+
+std::string completion_json(bool chat, const std::string& id, int64_t created,
+                            const ApiModel& model, const std::string& text,
+                            const std::string& finish_reason, int64_t prompt_tokens,
+                            int64_t completion_tokens) {
+  Json choice{{"index", 0}};
+  if (chat)
+    choice["message"] = Json{{"role", "assistant"}, {"content", text}};
+  else
+    choice["text"] = text;
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish_reason;
+  Json j = header(chat, false, id, created, model);
+  j["choices"] = Json::array({choice});
+  j["usage"] = usage(prompt_tokens, completion_tokens);
+  return dump(j);
+}
+
+std::string chunk_event(bool chat, const std::string& id, int64_t created, const ApiModel& model,
+                        const std::string& text, const std::string& finish_reason, bool first) {
+  Json choice{{"index", 0}};
+  if (!chat) {
+    choice["text"] = text;
+  } else {
+    // A chat stream's first delta names the role; the last, with the finish reason, is empty.
+    Json delta = Json::object();
+    if (first) delta["role"] = "assistant";
+    if (first || !text.empty() || finish_reason.empty()) delta["content"] = text;
+    choice["delta"] = delta;
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish(finish_reason);
+  Json j = header(chat, true, id, created, model);
+  j["choices"] = Json::array({choice});
+  return "data: " + dump(j) + "\n\n";
+}
+
+std::string usage_event(bool chat, const std::string& id, int64_t created, const ApiModel& model,
                         int64_t prompt_tokens, int64_t completion_tokens) {
-  return "data: " +
-         dump(Json{{"id", id},
-                   {"object", "text_completion"},
-                   {"created", created},
-                   {"model", model.name},
-                   {"choices", Json::array()},
-                   {"usage", usage(prompt_tokens, completion_tokens)}}) +
-         "\n\n";
+  Json j = header(chat, true, id, created, model);
+  j["choices"] = Json::array();
+  j["usage"] = usage(prompt_tokens, completion_tokens);
+  return "data: " + dump(j) + "\n\n";
 }
 
 std::string models_json(const ApiModel& model, int64_t created) {

@@ -8,10 +8,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "framework/json.h"
 #include "launch/serving/served_request.h"
 
 namespace gpt {
@@ -44,16 +46,33 @@ CompletionRequest parse_completion_request(
     const std::string& body, const ApiModel& model,
     const std::function<std::vector<int32_t>(const std::string&)>& tokenize, uint64_t default_seed);
 
+// The pieces of a request both endpoints read (chat_api.cpp reads the rest of a chat request).
+// The body as a JSON object (400 when it is not one).
+Json request_body(const std::string& text);
+// Every field of `body` is in `implemented`, or in `neutral` at its neutral value, and `model`,
+// when given, names this server's model (404 otherwise); else a 400 naming the field.
+void check_request_fields(const Json& body, const ApiModel& model,
+                          const std::set<std::string>& implemented,
+                          const std::set<std::string>& neutral);
+// max_tokens (or chat's max_completion_tokens), checked against the context with r.prompt,
+// temperature, top_p, top_k, seed (default_seed when none), stop, stream and stream_options.
+void read_generation_fields(const Json& body, const ApiModel& model, uint64_t default_seed,
+                            CompletionRequest& r);
+
 std::string error_json(const ApiError& error);
-// The final response of a request that does not stream.
-std::string completion_json(const std::string& id, int64_t created, const ApiModel& model,
-                            const std::string& text, const std::string& finish_reason,
-                            int64_t prompt_tokens, int64_t completion_tokens);
-// One server-sent event of a stream: a text delta, and at the end its finish reason; a usage
-// chunk (no choices) when the client asked for one.
-std::string chunk_event(const std::string& id, int64_t created, const ApiModel& model,
-                        const std::string& text, const std::string& finish_reason);
-std::string usage_event(const std::string& id, int64_t created, const ApiModel& model,
+// The final response of a request that does not stream: a text_completion, or for chat a
+// chat.completion whose message is the assistant's.
+std::string completion_json(bool chat, const std::string& id, int64_t created,
+                            const ApiModel& model, const std::string& text,
+                            const std::string& finish_reason, int64_t prompt_tokens,
+                            int64_t completion_tokens);
+// One server-sent event of a stream: a text delta, and at the end its finish reason (for chat,
+// the first names the assistant's role); a usage chunk (no choices) when the client asked for
+// one.
+std::string chunk_event(bool chat, const std::string& id, int64_t created, const ApiModel& model,
+                        const std::string& text, const std::string& finish_reason,
+                        bool first = false);
+std::string usage_event(bool chat, const std::string& id, int64_t created, const ApiModel& model,
                         int64_t prompt_tokens, int64_t completion_tokens);
 std::string models_json(const ApiModel& model, int64_t created);
 

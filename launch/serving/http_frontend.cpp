@@ -84,21 +84,24 @@ struct HttpFrontend::Call : std::enable_shared_from_this<Call> {
     if (!q.stream) {
       if (!finished) return;
       exchange->respond(200, "application/json",
-                        completion_json(id, created, model, text, finish_reason, prompt_tokens,
-                                        completion_tokens));
+                        completion_json(q.chat, id, created, model, text, finish_reason,
+                                        prompt_tokens, completion_tokens));
       return finish();
     }
     // The head waits for the first text, so that a failure before it is a plain error status.
     if (!head_sent && (text.empty() && !done)) return;
+    bool first = false;
     if (!head_sent) {
       exchange->begin_stream("text/event-stream", {{"Cache-Control", "no-cache"}});
-      head_sent = true;
+      head_sent = first = true;
     }
-    if (!text.empty()) exchange->stream(chunk_event(id, created, model, text, ""));
+    // A chat stream names the role in its first chunk, text or not.
+    if (!text.empty() || (first && q.chat))
+      exchange->stream(chunk_event(q.chat, id, created, model, text, "", first));
     if (!done) return;
-    exchange->stream(chunk_event(id, created, model, "", finish_reason));
+    exchange->stream(chunk_event(q.chat, id, created, model, "", finish_reason));
     if (q.include_usage)
-      exchange->stream(usage_event(id, created, model, prompt_tokens, completion_tokens));
+      exchange->stream(usage_event(q.chat, id, created, model, prompt_tokens, completion_tokens));
     exchange->stream("data: [DONE]\n\n");
     exchange->end_stream();
     finish();
@@ -113,13 +116,14 @@ struct HttpFrontend::Call : std::enable_shared_from_this<Call> {
 HttpFrontend::HttpFrontend(const HttpLimits& limits, const ApiModel& model, RequestInbox& inbox,
                            ServingMetrics& metrics, ServeHealth& health, double stall_timeout_s,
                            std::function<std::vector<int32_t>(const std::string&)> tokenize,
-                           uint64_t seed_base)
+                           ChatPrompt chat_prompt, uint64_t seed_base)
     : model_(model),
       inbox_(inbox),
       metrics_(metrics),
       health_(health),
       stall_timeout_s_(stall_timeout_s),
       tokenize_(std::move(tokenize)),
+      chat_prompt_(std::move(chat_prompt)),
       seed_base_(seed_base),
       created_(unix_seconds()),
       server_(
@@ -148,7 +152,9 @@ void HttpFrontend::route(const HttpRequest& request,
   // The path without its query.
   const std::string path = request.target.substr(0, request.target.find('?'));
   if (request.method == "POST" && path == "/v1/completions")
-    return completion(request.body, exchange);
+    return completion(request.body, exchange, false);
+  if (request.method == "POST" && path == "/v1/chat/completions")
+    return completion(request.body, exchange, true);
   if (request.method == "GET" && path == "/v1/models")
     return exchange->respond(200, "application/json", models_json(model_, created_));
   if (request.method == "GET" && path == "/health") {
@@ -165,7 +171,7 @@ void HttpFrontend::route(const HttpRequest& request,
 }
 
 void HttpFrontend::completion(const std::string& body,
-                              const std::shared_ptr<HttpExchange>& exchange) {
+                              const std::shared_ptr<HttpExchange>& exchange, bool chat) {
   auto call = std::make_shared<Call>();
   call->frontend = this;
   call->exchange = exchange;
@@ -174,14 +180,15 @@ void HttpFrontend::completion(const std::string& body,
   served.id = next_id_.fetch_add(1);
   served.arrived = ServeClock::now();
   try {
-    served.request = parse_completion_request(body, model_, tokenize_,
-                                              seed_base_ + static_cast<uint64_t>(served.id));
+    const uint64_t seed = seed_base_ + static_cast<uint64_t>(served.id);
+    served.request = chat ? parse_chat_request(body, model_, chat_prompt_, seed)
+                          : parse_completion_request(body, model_, tokenize_, seed);
   } catch (const ApiError& error) {
     return reject(*exchange, error);
   }
   if (const std::string problem = health_.problem(stall_timeout_s_); !problem.empty())
     return reject(*exchange, ApiError(503, "server_error", problem));
-  call->id = "cmpl-" + std::to_string(served.id);
+  call->id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(served.id);
   call->created = unix_seconds();
   call->prompt_tokens = static_cast<int64_t>(served.request.prompt.size());
   served.on_change = [weak = std::weak_ptr<Call>(call)] {

@@ -29,6 +29,7 @@ struct CompletionRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool chat = false;           // from /v1/chat/completions: answered as chat objects
 };
 
 struct ServedRequest {

@@ -1,5 +1,6 @@
-// Fuzzes serve's reading of a completion request body (launch/serving/completion_api.h): the body
-// is JSON from any client, so parse_completion_request must accept it or throw ApiError (what
+// Fuzzes serve's reading of a completion request body (launch/serving/completion_api.h) and of a
+// chat completion request body (chat_api.h, the same bytes): the body is JSON from any client, so
+// parse_completion_request and parse_chat_request must accept it or throw ApiError (what
 // the HTTP side turns into a 400 or 404), never another exception; an ApiError's message follows
 // fuzz_common.h's rules and its param is one short line, and the error object written back is
 // JSON. An accepted request keeps every limit the scheduler relies on (a non-empty prompt of ids
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "framework/json.h"
+#include "launch/serving/chat_api.h"
 #include "launch/serving/completion_api.h"
 #include "tests/fuzz/fuzz_common.h"
 
@@ -35,6 +37,11 @@ std::vector<int32_t> tokenize(const std::string& text) {
   return ids;
 }
 
+// A stand-in chat template: the messages and tools as JSON text, tokenized as above.
+std::vector<int32_t> render_chat(const gpt::Json& messages, const gpt::Json* tools) {
+  return tokenize(messages.dump() + (tools ? tools->dump() : std::string()));
+}
+
 void check_json(const std::string& text, const std::string& what) {
   if (!gpt::Json::accept(text)) gpt::fuzz::finding(what + " is not JSON: " + text.substr(0, 300));
 }
@@ -50,7 +57,7 @@ void check_error(const gpt::ApiError& e) {
   check_json(gpt::error_json(e), "error_json");
 }
 
-void check_request(const gpt::CompletionRequest& r) {
+void check_request(const gpt::CompletionRequest& r, bool chat) {
   const auto prompt = static_cast<int64_t>(r.prompt.size());
   if (prompt < 1) gpt::fuzz::finding("an accepted request without prompt tokens");
   for (int32_t id : r.prompt)
@@ -68,8 +75,10 @@ void check_request(const gpt::CompletionRequest& r) {
       gpt::fuzz::finding("a stop string of " + std::to_string(s.size()) + " bytes");
   // What is sent back may carry any of the request's text (a stop string ends a completion).
   const std::string text = r.stop.empty() ? std::string() : r.stop.front();
-  check_json(gpt::completion_json("cmpl-0", 0, kModel, text, "stop", prompt, 1), "completion_json");
-  const std::string chunk = gpt::chunk_event("cmpl-0", 0, kModel, text, "");
+  if (r.chat != chat) gpt::fuzz::finding("a request answered as the other endpoint's");
+  check_json(gpt::completion_json(chat, "cmpl-0", 0, kModel, text, "stop", prompt, 1),
+             "completion_json");
+  const std::string chunk = gpt::chunk_event(chat, "cmpl-0", 0, kModel, text, "", true);
   check_json(chunk.substr(6, chunk.size() - 8), "chunk_event");
 }
 
@@ -98,17 +107,21 @@ void check_utf8_prefix(const std::string& bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data), size);
   check_utf8_prefix(body);
-  try {
-    check_request(gpt::parse_completion_request(body, kModel, tokenize, 7));
-    if (std::getenv("GPT_FUZZ_VERBOSE") != nullptr) std::fprintf(stderr, "accepted\n");
-  } catch (const gpt::ApiError& e) {
-    check_error(e);
-    if (std::getenv("GPT_FUZZ_VERBOSE") != nullptr)
-      std::fprintf(stderr, "%d: %s\n", e.status, e.what());
-  } catch (const std::exception& e) {
-    gpt::fuzz::finding(std::string("an exception other than ApiError: ") + e.what());
-  } catch (...) {
-    gpt::fuzz::finding("an exception of unknown type");
+  for (bool chat : {false, true}) {
+    try {
+      check_request(chat ? gpt::parse_chat_request(body, kModel, render_chat, 7)
+                         : gpt::parse_completion_request(body, kModel, tokenize, 7),
+                    chat);
+      if (std::getenv("GPT_FUZZ_VERBOSE") != nullptr) std::fprintf(stderr, "accepted\n");
+    } catch (const gpt::ApiError& e) {
+      check_error(e);
+      if (std::getenv("GPT_FUZZ_VERBOSE") != nullptr)
+        std::fprintf(stderr, "%d: %s\n", e.status, e.what());
+    } catch (const std::exception& e) {
+      gpt::fuzz::finding(std::string("an exception other than ApiError: ") + e.what());
+    } catch (...) {
+      gpt::fuzz::finding("an exception of unknown type");
+    }
   }
   return 0;
 }

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "launch/inference/kv_block_pool.h"
 #include "launch/inference/prompt_text.h"
 #include "launch/serving/batch_scheduler.h"
+#include "launch/serving/chat_api.h"
 #include "launch/serving/completion_api.h"
 #include "launch/serving/served_request.h"
 #include "launch/serving/serving_metrics.h"
@@ -762,7 +764,7 @@ TEST(CompletionResponse, Objects) {
                   .is_null());
 
   const Json done =
-      Json::parse(completion_json("cmpl-1", 1700000000, kModel, "hello", "length", 3, 2));
+      Json::parse(completion_json(false, "cmpl-1", 1700000000, kModel, "hello", "length", 3, 2));
   EXPECT_EQ(done["id"], "cmpl-1");
   EXPECT_EQ(done["object"], "text_completion");
   EXPECT_EQ(done["created"], 1700000000);
@@ -776,10 +778,10 @@ TEST(CompletionResponse, Objects) {
   EXPECT_EQ(done["usage"]["completion_tokens"], 2);
   EXPECT_EQ(done["usage"]["total_tokens"], 5);
   // Bytes that are not UTF-8 are replaced, never an exception.
-  const Json bytes = Json::parse(completion_json("c", 0, kModel, "a\xff", "stop", 1, 1));
+  const Json bytes = Json::parse(completion_json(false, "c", 0, kModel, "a\xff", "stop", 1, 1));
   EXPECT_EQ(bytes["choices"][0]["text"], "a\xef\xbf\xbd");
 
-  const std::string chunk = chunk_event("c", 5, kModel, "tok", "");
+  const std::string chunk = chunk_event(false, "c", 5, kModel, "tok", "");
   ASSERT_TRUE(chunk.starts_with("data: "));
   ASSERT_TRUE(chunk.ends_with("\n\n"));
   const Json c = Json::parse(chunk.substr(6));
@@ -787,9 +789,10 @@ TEST(CompletionResponse, Objects) {
   EXPECT_TRUE(c["choices"][0]["finish_reason"].is_null());
   EXPECT_FALSE(c.contains("usage"));
   EXPECT_EQ(
-      Json::parse(chunk_event("c", 5, kModel, "", "stop").substr(6))["choices"][0]["finish_reason"],
+      Json::parse(
+          chunk_event(false, "c", 5, kModel, "", "stop").substr(6))["choices"][0]["finish_reason"],
       "stop");
-  const std::string usage = usage_event("c", 5, kModel, 4, 6);
+  const std::string usage = usage_event(false, "c", 5, kModel, 4, 6);
   const Json u = Json::parse(usage.substr(6));
   EXPECT_TRUE(u["choices"].empty());
   EXPECT_EQ(u["usage"]["total_tokens"], 10);
@@ -803,6 +806,119 @@ TEST(CompletionResponse, Objects) {
 }
 
 // ---------------------------------------------------------------- complete_utf8_prefix
+
+// ------------------------------------------------------------------- parse_chat_request
+
+// A stand-in template: "role:content\n" per message (and "tools\n" when given), one token a byte;
+// a message "raise" is refused as a template's raise_exception would be.
+std::vector<int32_t> render_chat(const Json& messages, const Json* tools) {
+  std::string text = tools ? "tools\n" : "";
+  for (const Json& m : messages) {
+    const Json content = m.value("content", Json());
+    const std::string shown = content.is_string()  ? content.get<std::string>()
+                              : content.is_array() ? "[parts]"
+                                                   : "";
+    if (shown == "raise") throw Error("chat template line 1: roles must alternate");
+    text += m.at("role").get<std::string>() + ":" + shown + "\n";
+  }
+  return tokenize(text);
+}
+
+CompletionRequest parse_chat(const std::string& body) {
+  return parse_chat_request(body, kModel, render_chat, kDefaultSeed);
+}
+
+ApiError chat_error_of(const std::string& body, const ChatPrompt& prompt = render_chat) {
+  try {
+    parse_chat_request(body, kModel, prompt, kDefaultSeed);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "accepted: " << body;
+  return ApiError(0, "", "");
+}
+
+TEST(ChatRequest, MessagesThroughTheTemplate) {
+  const CompletionRequest r = parse_chat(R"({"messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_TRUE(r.chat);
+  EXPECT_EQ(r.prompt, tokenize("user:hi\n"));
+  // Without a bound the answer may run to the end of the context (32 positions).
+  EXPECT_EQ(r.max_tokens, 32 - 8);
+  EXPECT_EQ(r.seed, kDefaultSeed);
+  const CompletionRequest t = parse_chat(
+      R"({"messages": [{"role": "system", "content": null}, {"role": "user", "content":
+      [{"type": "text", "text": "x"}]}], "tools": [], "max_completion_tokens": 3,
+      "max_tokens": 9, "temperature": 0.5, "seed": 7, "stream": true,
+      "stream_options": {"include_usage": true}, "n": 1, "logprobs": false,
+      "top_logprobs": null, "tool_choice": "auto", "parallel_tool_calls": true, "user": "u"})");
+  EXPECT_EQ(t.prompt, tokenize("tools\nsystem:\nuser:[parts]\n"));
+  EXPECT_EQ(t.max_tokens, 3);  // max_completion_tokens over max_tokens
+  EXPECT_EQ(t.sampling.temperature, 0.5);
+  EXPECT_EQ(t.seed, 7u);
+  EXPECT_TRUE(t.stream && t.include_usage);
+}
+
+TEST(ChatRequest, RefusalsNameTheField) {
+  const std::vector<std::tuple<std::string, std::string, std::string>> refused = {
+      {R"({})", "'messages' is required", "messages"},
+      {R"({"messages": []})", "'messages' must be a non-empty array of message objects",
+       "messages"},
+      {R"({"messages": [1]})", "messages[0] must be an object", "messages"},
+      {R"({"messages": [{"content": "x"}]})", "messages[0].role must be a string", "messages"},
+      {R"({"messages": [{"role": "user", "content": 5}]})",
+       "messages[0].content must be a string, null or an array of at most 256 parts", "messages"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       "messages[0].content: only text parts ({\"type\": \"text\", \"text\": ...}) are supported",
+       "messages"},
+      {R"({"messages": [{"role": "user", "content": "raise"}]})",
+       "messages: chat template line 1: roles must alternate", "messages"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})",
+       "'tools' must be an array of tool schemas", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 2})",
+       "'n' is not supported by this server (leave it out)", "n"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})",
+       "'logprobs' is not supported by this server (leave it out)", "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+       "'tool_choice' is not supported by this server (leave it out)", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt": "x"})",
+       "unknown field \"prompt\" (see docs/SERVING.md for the fields)", "prompt"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})",
+       "'max_completion_tokens' must be at least 1", "max_completion_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 40})",
+       "the prompt's 7 tokens and max_tokens 40 exceed the model's context of 32 tokens",
+       "max_tokens"}};
+  for (const auto& [body, message, param] : refused) {
+    const ApiError e = chat_error_of(body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(std::string(e.what()), message) << body;
+    EXPECT_EQ(e.param, param) << body;
+  }
+  const ApiError none = chat_error_of(R"({"messages": [{"role": "user", "content": "x"}]})", {});
+  EXPECT_EQ(none.status, 400);
+  EXPECT_NE(std::string(none.what()).find("no chat template"), std::string::npos);
+  EXPECT_EQ(chat_error_of(R"({"model": "big", "messages": []})").status, 404);
+}
+
+TEST(ChatResponse, Objects) {
+  const Json done = Json::parse(completion_json(true, "chatcmpl-1", 9, kModel, "hi", "stop", 3, 2));
+  EXPECT_EQ(done["object"], "chat.completion");
+  EXPECT_EQ(done["choices"][0]["message"], Json({{"role", "assistant"}, {"content", "hi"}}));
+  EXPECT_FALSE(done["choices"][0].contains("text"));
+  EXPECT_EQ(done["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(done["usage"]["total_tokens"], 5);
+  const Json first = Json::parse(chunk_event(true, "c", 5, kModel, "", "", true).substr(6));
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"], Json({{"role", "assistant"}, {"content", ""}}));
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  const Json next = Json::parse(chunk_event(true, "c", 5, kModel, "lo", "").substr(6));
+  EXPECT_EQ(next["choices"][0]["delta"], Json({{"content", "lo"}}));
+  const Json last = Json::parse(chunk_event(true, "c", 5, kModel, "", "length").substr(6));
+  EXPECT_EQ(last["choices"][0]["delta"], Json::object());
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  const Json usage = Json::parse(usage_event(true, "c", 5, kModel, 4, 6).substr(6));
+  EXPECT_EQ(usage["object"], "chat.completion.chunk");
+  EXPECT_TRUE(usage["choices"].empty());
+}
 
 TEST(CompleteUtf8Prefix, WholeAndCutCharacters) {
   EXPECT_EQ(complete_utf8_prefix(""), 0u);
