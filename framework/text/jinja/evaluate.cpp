@@ -242,6 +242,8 @@ Value Renderer::getattr(const Value& obj, const std::string& name) {
 
 Value Renderer::getitem(const Value& obj, const Value& key) {
   if (obj.is_undefined()) fail(obj.why());
+  if (obj.is_string()) scan(obj.str().size());  // indexing counts code points
+  if (key.is_string()) scan(key.str().size());
   const bool int_key = key.is(Kind::kInt) || key.is(Kind::kBool);
   if (obj.is(Kind::kDict) && hashable(key)) {
     if (const Value* v = obj.dict().find(key)) return *v;
@@ -285,6 +287,7 @@ Value Renderer::eval_slice(const Value& obj, const Expr& s, Scope& scope) {
   const int64_t step = bounds[2].value_or(1);
   if (step == 0) fail("slice step cannot be zero");
   if (obj.is_string()) {
+    scan(obj.str().size());
     const std::u32string cs = to_code_points(obj.str());
     const SliceIndices ix = adjust(static_cast<int64_t>(cs.size()), bounds[0], bounds[1], step);
     std::u32string out;
@@ -306,6 +309,7 @@ Value Renderer::eval_slice(const Value& obj, const Expr& s, Scope& scope) {
 
 Value Renderer::attribute_path(const Value& item, const Value& path, const Value* fallback) {
   if (path.is(Kind::kNone)) return item;
+  if (path.is_string()) scan(path.str().size());
   Value v = item;
   auto substitute = [&] {
     if (fallback && v.is_undefined()) v = *fallback;

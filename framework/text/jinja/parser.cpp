@@ -50,16 +50,26 @@ void Parser::fail(int line, const std::string& what) const {
 std::string Parser::describe(const Token& t) {
   switch (t.type) {
     case Tok::kName:
-    case Tok::kOperator: return quoted_excerpt(t.value);
-    case Tok::kString: return "a string";
-    case Tok::kInteger: return "an integer";
-    case Tok::kFloat: return "a float";
-    case Tok::kBlockEnd: return "'%}'";
-    case Tok::kVarEnd: return "'}}'";
-    case Tok::kBlockBegin: return "'{%'";
-    case Tok::kVarBegin: return "'{{'";
-    case Tok::kData: return "template text";
-    default: return "the end of the template";
+    case Tok::kOperator:
+      return quoted_excerpt(t.value);
+    case Tok::kString:
+      return "a string";
+    case Tok::kInteger:
+      return "an integer";
+    case Tok::kFloat:
+      return "a float";
+    case Tok::kBlockEnd:
+      return "'%}'";
+    case Tok::kVarEnd:
+      return "'}}'";
+    case Tok::kBlockBegin:
+      return "'{%'";
+    case Tok::kVarBegin:
+      return "'{{'";
+    case Tok::kData:
+      return "template text";
+    default:
+      return "the end of the template";
   }
 }
 
