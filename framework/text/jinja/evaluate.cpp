@@ -2,6 +2,8 @@
 // sandboxed getattr and getitem), slices, calls, filters, tests, and the logic operators (see
 // interpreter.h).
 // Hand-written, like the rest of framework/text/jinja/ (see interpreter.h).
+#include <cmath>
+
 #include "framework/check.h"
 #include "framework/json.h"
 #include "framework/text/jinja/interpreter.h"
@@ -141,7 +143,13 @@ Value Renderer::eval_node(const Expr& e, Scope& scope) {
     }
     case ExprKind::kBinary: {
       const Value left = eval(*e.args[0], scope);
-      return binary(e.op, left, eval(*e.args[1], scope));
+      const Value right = eval(*e.args[1], scope);
+      const bool negative = left.is(Kind::kFloat)
+                                ? std::signbit(left.as_float()) && !std::isnan(left.as_float())
+                                : left.is_number() && left.as_int() < 0;
+      if (e.negative_base_quirk && negative)  // -(|left| ** right), as Jinja2's code computes it
+        return negate(binary(e.op, negate(left, true), right), true);
+      return binary(e.op, left, right);
     }
     case ExprKind::kConcat: {
       std::string s;
