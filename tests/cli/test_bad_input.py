@@ -8,6 +8,7 @@ MPI_Abort (checks every rank makes alike end the job cleanly).
 Run: /usr/bin/python3 test_bad_input.py --bin BUILD/bin [--mpiexec PATH --mpiexec-flags "..."]
 """
 
+import json
 import os
 import re
 import shutil
@@ -78,7 +79,30 @@ def write_tokens(path, tokens, dtype="uint16", vocab_size=256, tokenizer="bytes"
     return path
 
 
-class Fixtures(unittest.TestCase):
+class Checks(unittest.TestCase):
+    """The check every case makes of a program's bad-input run."""
+
+    def assert_clean_error(self, result, expected, np=1, check_code=True):
+        """Non-zero exit, one "error: " line naming each expected substring, no crash."""
+        why = "\n" + result.describe()
+        self.assertIsNotNone(result.returncode, why)
+        if check_code:
+            self.assertNotEqual(result.returncode, 0, "expected a non-zero exit code" + why)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+        self.assertEqual(len(errors), 1,
+                         f"expected exactly one 'error: ' line on stderr, got {len(errors)}" + why)
+        for text in expected:
+            self.assertIn(text, errors[0], f"the error line does not name {text!r}" + why)
+        everything = result.stdout + result.stderr
+        for pattern in CRASH_PATTERNS:
+            self.assertNotIn(pattern, everything, f"looks like a crash ({pattern!r})" + why)
+        self.assertIsNone(STACK_FRAME.search(everything), "stack trace in the output" + why)
+        self.assertLess(result.seconds, FAST_1RANK_S if np == 1 else FAST_MPI_S,
+                        "took too long for bad input" + why)
+        return errors[0]
+
+
+class Fixtures(Checks):
     """Fixtures (data files, a valid checkpoint and damaged copies) are made once per class,
     and the checks the cases share."""
 
@@ -156,25 +180,6 @@ class Fixtures(unittest.TestCase):
         cls._tmp.cleanup()
 
     # ---- checks
-
-    def assert_clean_error(self, result, expected, np=1, check_code=True):
-        """Non-zero exit, one "error: " line naming each expected substring, no crash."""
-        why = "\n" + result.describe()
-        self.assertIsNotNone(result.returncode, why)
-        if check_code:
-            self.assertNotEqual(result.returncode, 0, "expected a non-zero exit code" + why)
-        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-        self.assertEqual(len(errors), 1,
-                         f"expected exactly one 'error: ' line on stderr, got {len(errors)}" + why)
-        for text in expected:
-            self.assertIn(text, errors[0], f"the error line does not name {text!r}" + why)
-        everything = result.stdout + result.stderr
-        for pattern in CRASH_PATTERNS:
-            self.assertNotIn(pattern, everything, f"looks like a crash ({pattern!r})" + why)
-        self.assertIsNone(STACK_FRAME.search(everything), "stack trace in the output" + why)
-        self.assertLess(result.seconds, FAST_1RANK_S if np == 1 else FAST_MPI_S,
-                        "took too long for bad input" + why)
-        return errors[0]
 
     def assert_clean_error_at_ranks(self, program, args, expected, np, plain=True):
         # Wrapped ranks (mpiexec told to let every rank finish): each rank's own exit status,
@@ -670,6 +675,100 @@ class BadInputTest(Fixtures):
                                     self.path_in("p4"), "--val-fraction", "1.5"],
                    ["--val-fraction", "1.5"])
         self.assertFalse(os.path.exists(self.path_in("p4.train.h5")))
+
+
+class RenderOnlyTest(Checks):
+    """prepare-data --render-only (conversations through a tokenizer directory's chat template):
+    a bad conversation line, a template that raises or does not parse, a directory without a
+    template and misused options each end with one error line naming the file and line, the
+    texts of the lines before printed."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory(prefix="gpt-render-only-")
+        cls.dir = cls._tmp.name
+        cls.tokenizer = cls.template_dir("good", "{% for m in messages %}{{ m.role }}: "
+                                                 "{{ m.content }}\n{% endfor %}")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    @classmethod
+    def template_dir(cls, name, template):
+        d = os.path.join(cls.dir, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+            f.write(json.dumps({"chat_template": template, "eos_token": "</s>"}))
+        return d
+
+    def chats(self, name, lines):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write("".join(line + "\n" for line in lines))
+        return path
+
+    def render(self, chats, tokenizer=None, extra=()):
+        return h.run("prepare-data", ["--render-only", "--tokenizer", tokenizer or self.tokenizer,
+                                      "--input", chats] + list(extra))
+
+    def test_good_lines_are_rendered(self):
+        good = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+        r = self.render(self.chats("good.jsonl", [good, "", good]))
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertEqual([json.loads(l) for l in r.stdout.splitlines()],
+                         [{"text": "user: hi\n"}] * 2)
+
+    def test_line_not_json(self):
+        good = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+        path = self.chats("not-json.jsonl", [good, "{not json"])
+        r = self.render(path)
+        self.assert_clean_error(r, [path + " line 2", "not valid JSON"])
+        self.assertEqual(r.stdout, json.dumps({"text": "user: hi\n"}, separators=(",", ":")) + "\n")
+
+    def test_message_without_role(self):
+        path = self.chats("no-role.jsonl", [json.dumps({"messages": [{"content": "x"}]})])
+        self.assert_clean_error(self.render(path), [path + " line 1", "messages[0]", '"role"'])
+
+    def test_messages_not_a_list(self):
+        path = self.chats("no-list.jsonl", [json.dumps({"messages": "hi"})])
+        self.assert_clean_error(self.render(path), [path + " line 1", '"messages"'])
+
+    def test_template_raises(self):
+        d = self.template_dir("raises", "{% if messages|length > 1 %}"
+                                        "{{ raise_exception('one message only') }}{% endif %}")
+        path = self.chats("two.jsonl", [json.dumps({"messages": [{"role": "user", "content": "a"},
+                                                                 {"role": "user", "content": "b"}]})])
+        self.assert_clean_error(self.render(path, d),
+                                [path + " line 1", "chat template line 1", "one message only"])
+
+    def test_template_does_not_parse(self):
+        d = self.template_dir("syntax", "ok\n{% for m in messages %}")
+        path = self.chats("one.jsonl", [json.dumps({"messages": [{"role": "user"}]})])
+        self.assert_clean_error(self.render(path, d), [d, "chat template line 2", "endfor"])
+
+    def test_unsupported_filter(self):
+        d = self.template_dir("unsupported", "{{ messages|first|xmlattr }}")
+        path = self.chats("one-more.jsonl", [json.dumps({"messages": [{"role": "user"}]})])
+        self.assert_clean_error(self.render(path, d), ["unsupported filter 'xmlattr'"])
+
+    def test_directory_without_template(self):
+        d = os.path.join(self.dir, "no-template")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+            f.write("{}")
+        path = self.chats("any.jsonl", [json.dumps({"messages": [{"role": "user"}]})])
+        self.assert_clean_error(self.render(path, d), [d, "no chat template"])
+
+    def test_options(self):
+        path = self.chats("opts.jsonl", [json.dumps({"messages": [{"role": "user"}]})])
+        self.assert_clean_error(self.render(path, extra=["--output", "x"]), ["--output"])
+        self.assert_clean_error(h.run("prepare-data", ["--render-only", "--input", path]),
+                                ["--tokenizer"])
+        self.assert_clean_error(h.run("prepare-data", ["--render-only", "--tokenizer",
+                                                       self.tokenizer]), ["--input"])
+        self.assert_clean_error(self.render(os.path.join(self.dir, "missing.jsonl")),
+                                ["missing.jsonl"])
 
 
 class OpenBugsTest(Fixtures):

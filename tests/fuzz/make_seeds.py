@@ -335,3 +335,38 @@ put("fuzz_completion_request", "unknown-model", json.dumps({"model": "gpt-4", "p
                                                            ensure_ascii=False))
 put("fuzz_completion_request", "unknown-field", json.dumps({"prompt": "a", "max_token": 5,
                                                             "stream_options": {"x": 1}}))
+
+# ---- chat templates (fuzz_chat_template: the template's text, rendered over a fixed
+# conversation): a ChatML-like template with tool calls written here, and the hand-written
+# templates of tests/text/chat_template_cases.py, those that render and those that must fail
+put("fuzz_chat_template", "chatml-tools", """{%- if tools %}
+{{- '<|system|>\\n# Tools\\n' }}
+    {%- for tool in tools %}
+{{- tool | tojson }}
+    {%- endfor %}
+{%- endif %}
+{%- set ns = namespace(last_user=-1) %}
+{%- for m in messages %}{% if m.role == 'user' %}{% set ns.last_user = loop.index0 %}{% endif %}{% endfor %}
+{%- for message in messages %}
+    {%- if message.content is string %}
+        {%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}
+    {%- elif message.content is iterable %}
+        {%- set content = message.content | selectattr('type', 'equalto', 'text') | map(attribute='text') | join(' ') %}
+    {%- else %}
+        {%- set content = '' %}
+    {%- endif %}
+{{- '<|' + message.role + '|>\\n' + content | trim }}
+    {%- for call in message.tool_calls or [] %}
+{{- '\\n<call>' + call.function.name + ' ' + call.function.arguments | tojson + '</call>' }}
+    {%- endfor %}
+{{- '<|end|>\\n' }}
+{%- endfor %}
+{%- if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}""")
+import sys  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "text"))
+from chat_template_cases import CONSTRUCTS, ERRORS  # noqa: E402
+for name, text in CONSTRUCTS.items():
+    if name != "strftime":  # its text is the day's date
+        put("fuzz_chat_template", name.replace("_", "-"), text)
+for name, text in ERRORS.items():
+    put("fuzz_chat_template", "error-" + name.replace("_", "-"), text)

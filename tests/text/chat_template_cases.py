@@ -1,7 +1,10 @@
-"""Hand-written chat templates for test_chat_template_vs_jinja2.py: CONSTRUCTS use every construct
+"""Chat templates for test_chat_template_vs_jinja2.py: CONSTRUCTS, hand-written, use every construct
 the C++ interpreter supports (each must render as Jinja2 renders it), ERRORS are templates Jinja2
-refuses or fails on (each must fail in C++ too). They read `messages`, `tools`, the special
+refuses or fails on (each must fail in C++ too); random_templates() and whitespace_templates()
+make random ones from a seed (typed expressions and statements; text and tags with every kind of
+whitespace control), rendered alike or failing alike. They read `messages`, `tools`, the special
 tokens and literals."""
+import random
 
 CONSTRUCTS = {
     # --- whitespace: trim_blocks, lstrip_blocks, '-' and '+', raw, newlines
@@ -33,7 +36,10 @@ CONSTRUCTS = {
                   "{{ 3 * 'ab' }} {{ 'ab' * 0 }} {{ [1] * 3 }} {{ 'a' ~ 1 ~ none ~ 1.5 }} "
                   "{{ 1 + 2 * 3 - 4 }} {{ 10 / 4 * 2 }} {{ 1 + 1.5 }} {{ true + 1 }} "
                   "{{ -(3) }} {{ +4 }} {{ 2 ** 0.5 }} {{ 10 // 3.0 }} {{ [1] + [2] }} "
-                  "{{ (1,) + (2,) }} {{ 'a' + 'b' }}",
+                  "{{ (1,) + (2,) }} {{ 'a' + 'b' }} "
+                  # Jinja2 folds a constant base and writes it unparenthesised: -(2 ** n)
+                  "{% set n = 2 %}{{ -2 ** n }} {{ (-2.0) ** n }} {{ (1 - 3) ** n }} "
+                  "{{ (-2) ** ('aa'|length) }} {{ (-1) ** ('a'.ljust(2)|count) }}",
     "logic": "{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 1 == 1.0 }} {{ 1 != 2 }} {{ 'a' in 'abc' }} "
              "{{ 2 not in [1] }} {{ 'k' in {'k': 1} }} {{ none or 'x' }} {{ 0 and 1 }} "
              "{{ '' or [] }} {{ not 0 }} {{ not not 'x' }} {{ 'a' if false }}|"
@@ -259,3 +265,144 @@ ERRORS = {
     "format_arguments": "{{ '%s %s' % ('a',) }}",
     "test_takes_if_as_argument": "{{ x is defined if true else 1 }}",
 }
+
+
+# ---- random templates: typed expressions (str, number, bool, list) in statements
+
+S_LIT = ["'a'", "''", "' x '", "'Hello World'", "'a,b,,c'", "'ß'", "'日本 語'", "'\\n x\\t'", "'ΣΑΣ'",
+         "'<b>&'", "'İi'", "'ǅx'", "'-_-'", "'  '", "m.role", "m.content|string", "bos_token", "'42'",
+         "'4.5'", "'x\\u00a0y'"]
+S_FILTERS = ['trim', 'upper', 'lower', 'capitalize', 'title', 'string', 'reverse', 'e', 'safe', 'center', 'indent']
+S_METHODS = ['strip()', 'lstrip()', 'rstrip()', 'upper()', 'lower()', 'title()', 'capitalize()',
+             'replace("a", "b")', 'lstrip("a ")', 'zfill(6)', 'center(7, "*")', 'ljust(4)', 'removeprefix("a")']
+SLICES = ['0', '-1', '1:', '::-1', ':2', '1:3', '::2', '5']
+TOJSON = ['tojson', 'string', 'tojson(indent=2)', 'tojson(sort_keys=true)', 'tojson(ensure_ascii=true)']
+JOINS = ["", "', '", "'-'"]
+N_LIT = ["0", "1", "2", "-1", "3", "1.5", "0.1", "-2.5", "10", "1e3", "7", "true", "messages|length"]
+N_OPS = ['+', '-', '*', '/', '//', '%']  # no **: Python's complex and unbounded ints
+N_SFILT = ['length', 'count', 'int', 'float', 'wordcount']
+N_NFILT = ['abs', 'round', 'int', 'float', 'round(1)', 'round(1, "floor")']
+N_SMETH = ['find("a")', 'count("a")', 'rfind(" ")']
+N_AGG = ['sum', 'min', 'max', 'first', 'last']
+B_LIT = ["true", "false", "add_generation_prompt", "m.tool_calls is defined"]
+TESTS = ['defined', 'none', 'string', 'number', 'integer', 'float', 'mapping', 'iterable', 'sequence', 'boolean', 'lower', 'upper', 'true', 'false']
+L_LIT = ["[]", "[1, 2, 3]", "['b', 'a', 'B']", "messages", "tools or []", "[1, 'a']", "range(4)|list", "[3, 1, 2]", "[none, 0, '']"]
+L_SMETH = ['split()', 'split(",")', 'rsplit(" ", 1)', 'splitlines()']
+L_FILT = ['sort', 'reverse|list', 'unique|list', 'list', 'select|list', 'reject|list', 'batch(2)|list', 'slice(2)|list']
+L_MSG = ['map(attribute="role")|list', 'selectattr("role", "equalto", "user")|list', 'rejectattr("content")|list',
+         'map(attribute="content")|map("string")|list', 'sort(attribute="role")|list']
+L_SLICE = ['1:', '::-1', ':2', '-2:']
+PRE = ["", " ", "\n", "  \n  ", "x", "\t"]
+POST = ["", "\n", " ", "\n\n"]
+
+class Gen:
+    def __init__(self, rng): self.r = rng
+    def c(self, xs): return self.r.choice(xs)
+    def s(self, d=0):
+        r = self.r.random()
+        if d > 2 or r < 0.3: return self.c(S_LIT)
+        if r < 0.45: return "(" + self.s(d+1) + "|" + self.c(S_FILTERS) + ")"
+        if r < 0.55: return "(" + self.s(d+1) + ")." + self.c(S_METHODS)
+        if r < 0.63: return "(" + self.s(d+1) + " ~ " + self.any(d+1) + ")"
+        if r < 0.7: return "(" + self.s(d+1) + " + " + self.s(d+1) + ")"
+        if r < 0.77: return "(" + self.s(d+1) + ")[" + self.c(SLICES) + "]"
+        if r < 0.84: return "(" + self.any(d+1) + "|" + self.c(TOJSON) + ")"
+        if r < 0.9: return "(" + self.l(d+1) + "|join(" + self.c(JOINS) + "))"
+        if r < 0.95: return "(" + self.s(d+1) + " if " + self.b(d+1) + " else " + self.s(d+1) + ")"
+        return "'{}-{}'.format(" + self.any(d+1) + ", " + self.any(d+1) + ")"
+    def n(self, d=0):
+        r = self.r.random()
+        if d > 2 or r < 0.35: return self.c(N_LIT)
+        if r < 0.6: return "(" + self.n(d+1) + " " + self.c(N_OPS) + " " + self.n(d+1) + ")"
+        if r < 0.7: return "(" + self.s(d+1) + "|" + self.c(N_SFILT) + ")"
+        if r < 0.78: return "(" + self.l(d+1) + "|" + self.c(['length', 'count']) + ")"
+        if r < 0.86: return "(" + self.n(d+1) + "|" + self.c(N_NFILT) + ")"
+        if r < 0.93: return "(" + self.s(d+1) + ")." + self.c(N_SMETH)
+        return "([" + self.n(d+1) + ", " + self.n(d+1) + "]|" + self.c(N_AGG) + ")"
+    def b(self, d=0):
+        r = self.r.random()
+        if d > 2 or r < 0.25: return self.c(B_LIT)
+        if r < 0.45: return "(" + self.any(d+1) + " " + self.c(['==', '!=', 'in']) + " " + self.any(d+1) + ")"
+        if r < 0.6: return "(" + self.n(d+1) + " " + self.c(['<', '>', '<=', '>=']) + " " + self.n(d+1) + ")"
+        if r < 0.75: return "((" + self.any(d+1) + ") is " + self.c(['not ', '']) + self.c(TESTS) + ")"
+        if r < 0.82: return "((" + self.n(d+1) + ") is " + self.c(['odd', 'even', 'divisibleby 3']) + ")"
+        if r < 0.9: return "(" + self.b(d+1) + " " + self.c(['and', 'or']) + " " + self.b(d+1) + ")"
+        return "(not " + self.b(d+1) + ")"
+    def l(self, d=0):
+        r = self.r.random()
+        if d > 2 or r < 0.3: return self.c(L_LIT)
+        if r < 0.45: return "(" + self.s(d+1) + ")." + self.c(L_SMETH)
+        if r < 0.6: return "(" + self.l(d+1) + "|" + self.c(L_FILT) + ")"
+        if r < 0.7: return "(messages|" + self.c(L_MSG) + ")"
+        if r < 0.8: return "(" + self.l(d+1) + ")[" + self.c(L_SLICE) + "]"
+        if r < 0.9: return "(" + self.l(d+1) + " + " + self.l(d+1) + ")"
+        return "{'k': " + self.any(d+1) + ", 'a': 1}.items()|list"
+    def any(self, d=0):
+        return self.c([self.s, self.n, self.b, self.l])(d)
+    def stmt(self, d=0):
+        r = self.r.random()
+        ws = lambda: self.c(["", "", "-", "+"])
+        wsv = lambda: self.c(["", "-"])
+        pre = self.c(PRE)
+        if d > 2 or r < 0.4: return pre + "{{" + wsv() + " " + self.any() + " " + wsv() + "}}" + self.c(POST)
+        if r < 0.55: return (pre + "{%" + ws() + " if " + self.b() + " " + ws() + "%}\n" + self.body(d+1) + "{%" + ws() + " elif " + self.b() + " %}"
+                             + self.body(d+1) + "{% else " + ws() + "%}" + self.body(d+1) + "{%" + ws() + " endif %}\n")
+        if r < 0.68: return (pre + "{%" + ws() + " for m in " + self.c(['messages', 'tools or []', self.l()]) + " " + ws() + "%}\n" + self.body(d+1)
+                             + "{{ loop.index }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.revindex0 }}{% else %}E{% endfor %}\n")
+        if r < 0.74: return pre + "{% set x = " + self.any() + " %}{{ x }}"
+        if r < 0.8: return pre + "{% set ns = namespace(a=" + self.any() + ") %}{% for m in messages %}{% set ns.a = " + self.any() + " %}{% endfor %}{{ ns.a }}"
+        if r < 0.86: return pre + "{% macro mm(a, b=" + self.any() + ") %}" + self.body(d+1) + "[{{ a }}{{ b }}]{% endmacro %}{{ mm(" + self.any() + ") }}"
+        if r < 0.92: return pre + "{#- c -#}\n{% filter " + self.c(['upper', 'trim', 'lower', 'title']) + " %}" + self.body(d+1) + "{% endfilter %}"
+        return pre + "{% set x %}" + self.body(d+1) + "{% endset %}{{ x|length }}"
+    def body(self, d):
+        return "".join(self.stmt(d) for _ in range(self.r.randint(1, 3)))
+
+
+def random_templates(seed, n):
+    g = Gen(random.Random(seed))
+    return ["{% set m = messages[0] %}" + g.body(0) for _ in range(n)]
+
+
+# ---- random templates of text and tags: trim_blocks, lstrip_blocks, '-' and '+', raw, comments,
+# every newline and many Unicode spaces
+
+WS_TEXT = [" ", "  ", "\t", "\n", "\n\n", " \n", "\n  ", "a", "b c", "\u00a0", "\u3000", "\r\n",
+           "\r", "x\n ", "\u2028", "\x0b", "\x1c"]
+
+
+def whitespace_templates(seed, n):
+    rng = random.Random(seed)
+
+    def text():
+        return "".join(rng.choice(WS_TEXT) for _ in range(rng.randint(0, 3)))
+
+    def sign():
+        return rng.choice(["", "-", "+"])
+
+    def tag(words):
+        return "{%" + sign() + " " + words + " " + sign() + "%}"
+
+    def chunk(d):
+        c = rng.random()
+        if c < 0.25:
+            return text()
+        if c < 0.4:
+            return "{{" + rng.choice(["", "-"]) + " 'v' " + rng.choice(["", "-"]) + "}}"
+        if c < 0.5:
+            return "{#" + sign() + " c " + sign() + "#}"
+        if c < 0.55:
+            return ("{%" + sign() + " raw " + rng.choice(["", "-"]) + "%}" + text() + "{{ x }}" + text()
+                    + tag("endraw"))
+        if c < 0.62:
+            return tag("set q = 1")
+        if c < 0.8 and d < 3:
+            return (tag("if " + rng.choice(["true", "false"])) + body(d + 1) + tag("else")
+                    + body(d + 1) + tag("endif"))
+        if d < 3:
+            return tag("for i in [1, 2]") + body(d + 1) + tag("endfor")
+        return text()
+
+    def body(d):
+        return "".join(text() + chunk(d) + text() for _ in range(rng.randint(1, 3)))
+
+    return [body(0) for _ in range(n)]

@@ -13,7 +13,9 @@ add_generation_prompt, **special_tokens_map)):
 2. hand-written templates (CONSTRUCTS) that use each construct the interpreter supports
    (whitespace control, literals, operators, filters, tests, loops, macros, call blocks,
    namespaces, string methods, tojson's options, undefined values, Unicode case mapping) and
-   ones that must fail (ERRORS), over two conversations each.
+   ones that must fail (ERRORS), over two conversations each;
+3. random templates from fixed seeds (chat_template_cases.py): typed expressions and statements
+   over two conversations, and text and tags with every kind of whitespace control over one.
 Every text must equal Jinja2's byte for byte; where Jinja2 raises, prepare-data must fail with one
 "error: " line and a non-zero exit (each such conversation is run alone, since prepare-data stops
 at the first bad line). strftime_now reads each side's own clock (the product has no way to fix
@@ -26,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 
 try:
     import jinja2
@@ -34,6 +37,7 @@ except ImportError:
     print("skipped: needs Python's jinja2 (Debian's python3-jinja2)")
     sys.exit(77)
 
+warnings.filterwarnings("ignore", category=SyntaxWarning)  # Python's, about generated code
 source, bin_dir = sys.argv[1:3]
 prepare_data = os.path.join(bin_dir, "prepare-data")
 REAL = ("llama3", "qwen3", "llama3_1", "qwen2_5", "gemma3", "deepseek_v3")
@@ -133,6 +137,9 @@ CONSTRUCT_CONFIG = {"bos_token": "<s>", "eos_token": {"__type": "AddedToken", "c
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from chat_template_cases import CONSTRUCTS, ERRORS  # noqa: E402
+from chat_template_cases import random_templates, whitespace_templates  # noqa: E402
+
+RANDOM = 150  # random templates of each kind, from fixed seeds
 
 
 def run_cpp(tokenizer_dir, conversations, generation_prompt, work):
@@ -246,11 +253,29 @@ def main():
             cmp.check("error template " + name, d, template, tokens, few[:1])
             if cmp.failed_alike == before:
                 cmp.failures.append(f"error template {name}: Jinja2 rendered it")
+        before = (cmp.compared, cmp.failed_alike)
+        constructs = (cmp.compared - real[0], cmp.failed_alike - real[1])
+        for i, text in enumerate(random_templates(1, RANDOM) + whitespace_templates(1, RANDOM)):
+            random_cases = few if i < RANDOM else few[:1]
+            d = template_dir(work, "random", text)
+            try:
+                template = compile_template(text)
+            except Exception as e:
+                code, _, err = run_cpp(d, [random_cases[0][1]], False, work)
+                if code == 0 or len([l for l in err.splitlines() if l.startswith("error: ")]) != 1:
+                    cmp.failures.append(f"random template {i}: Jinja2 refused it ({e}), prepare-data "
+                                        f"gave exit {code}: {text!r}")
+                else:
+                    cmp.failed_alike += 1
+                continue
+            cmp.check(f"random template {i} {text!r}", d, template, tokens, random_cases)
+        randoms = (cmp.compared - before[0], cmp.failed_alike - before[1])
         print(f"{len(REAL)} real templates x {len(cases)} conversations x 2 (with and without "
               f"the generation prompt): {real[0]} texts identical, {real[1]} failing in both; "
               f"{len(CONSTRUCTS)} construct templates x {len(few)} conversations x 2: "
-              f"{cmp.compared - real[0]} texts identical; {len(ERRORS)} error templates: "
-              f"{cmp.failed_alike - real[1]} failures alike"
+              f"{constructs[0]} texts identical; {len(ERRORS)} error templates: "
+              f"{constructs[1]} failures alike; {2 * RANDOM} random "
+              f"templates: {randoms[0]} texts identical, {randoms[1]} failing in both"
               + (f"; {len(cmp.failures)} MISMATCHES" if cmp.failures else ""))
         for f in cmp.failures:
             print("MISMATCH", f)

@@ -57,6 +57,10 @@ struct Expr {
   std::vector<Keyword> kwargs;
   std::vector<CompareOp> compare_ops;
   ExprPtr star, star_star;  // kCall, kFilter, kTest: *args and **kwargs
+  // kBinary **: Jinja2's optimizer folds a constant left operand to its value and its compiler
+  // writes a negative one without parentheses, so Python reads `-2 ** x` as -(2 ** x) when the
+  // right operand is not constant too (then both fold first and the sign stays with the base).
+  bool negative_base_quirk = false;
 };
 
 // What a for loop or set assigns to: a name, a namespace's attribute (ns.attr), or a tuple.

@@ -2,6 +2,8 @@
 // sandboxed getattr and getitem), slices, calls, filters, tests, and the logic operators (see
 // interpreter.h).
 // Hand-written, like the rest of framework/text/jinja/ (see interpreter.h).
+#include <cmath>
+
 #include "framework/check.h"
 #include "framework/json.h"
 #include "framework/text/jinja/interpreter.h"
@@ -141,7 +143,13 @@ Value Renderer::eval_node(const Expr& e, Scope& scope) {
     }
     case ExprKind::kBinary: {
       const Value left = eval(*e.args[0], scope);
-      return binary(e.op, left, eval(*e.args[1], scope));
+      const Value right = eval(*e.args[1], scope);
+      const bool negative = left.is(Kind::kFloat)
+                                ? std::signbit(left.as_float()) && !std::isnan(left.as_float())
+                                : left.is_number() && left.as_int() < 0;
+      if (e.negative_base_quirk && negative)  // -(|left| ** right), as Jinja2's code computes it
+        return negate(binary(e.op, negate(left, true), right), true);
+      return binary(e.op, left, right);
     }
     case ExprKind::kConcat: {
       std::string s;
@@ -242,6 +250,8 @@ Value Renderer::getattr(const Value& obj, const std::string& name) {
 
 Value Renderer::getitem(const Value& obj, const Value& key) {
   if (obj.is_undefined()) fail(obj.why());
+  if (obj.is_string()) scan(obj.str().size());  // indexing counts code points
+  if (key.is_string()) scan(key.str().size());
   const bool int_key = key.is(Kind::kInt) || key.is(Kind::kBool);
   if (obj.is(Kind::kDict) && hashable(key)) {
     if (const Value* v = obj.dict().find(key)) return *v;
@@ -285,6 +295,7 @@ Value Renderer::eval_slice(const Value& obj, const Expr& s, Scope& scope) {
   const int64_t step = bounds[2].value_or(1);
   if (step == 0) fail("slice step cannot be zero");
   if (obj.is_string()) {
+    scan(obj.str().size());
     const std::u32string cs = to_code_points(obj.str());
     const SliceIndices ix = adjust(static_cast<int64_t>(cs.size()), bounds[0], bounds[1], step);
     std::u32string out;
@@ -306,6 +317,7 @@ Value Renderer::eval_slice(const Value& obj, const Expr& s, Scope& scope) {
 
 Value Renderer::attribute_path(const Value& item, const Value& path, const Value* fallback) {
   if (path.is(Kind::kNone)) return item;
+  if (path.is_string()) scan(path.str().size());
   Value v = item;
   auto substitute = [&] {
     if (fallback && v.is_undefined()) v = *fallback;

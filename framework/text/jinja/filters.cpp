@@ -54,6 +54,7 @@ std::optional<int64_t> float_to_int(double f) {
 Value Renderer::filter(const std::string& name, const Value& v, const Args& args) {
   const std::string what = "filter '" + name + "'";
   auto bind = [&](std::vector<const char*> names) { return Bound(args, std::move(names), what); };
+  scan_text(v, args);
   if (std::optional<Value> r = sequence_filter(name, v, args)) return *r;
   if (name == "trim") {
     const Bound b = bind({"chars"});

@@ -53,6 +53,18 @@ std::optional<std::string> set_key(const Value& v) {
   }
 }
 
+// The items of (key, item) pairs sorted by key as Python's sorted(..., reverse) does: stable,
+// and with reverse the equal keys still in their first order.
+std::vector<Value> sorted_by_key(std::vector<std::pair<Value, Value>> keyed, bool reverse) {
+  if (reverse) std::reverse(keyed.begin(), keyed.end());
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& c) { return less(a.first, c.first); });
+  if (reverse) std::reverse(keyed.begin(), keyed.end());
+  std::vector<Value> out;
+  for (auto& p : keyed) out.push_back(std::move(p.second));
+  return out;
+}
+
 const char* reversed_type(const Value& v) {
   switch (v.kind()) {
     case Kind::kList:
@@ -166,14 +178,7 @@ std::optional<Value> Renderer::sequence_filter(const std::string& name, const Va
     std::vector<std::pair<Value, Value>> keyed;  // (key, item)
     for (const auto& [k, x] : v.dict().entries)
       keyed.emplace_back(key_of(pos == 0 ? k : x), list({k, x}, Kind::kTuple));
-    const bool reverse = truthy(b.get_or(2, Value::boolean(false)));
-    if (reverse) std::reverse(keyed.begin(), keyed.end());
-    std::stable_sort(keyed.begin(), keyed.end(),
-                     [](const auto& a, const auto& c) { return less(a.first, c.first); });
-    if (reverse) std::reverse(keyed.begin(), keyed.end());
-    std::vector<Value> out;
-    for (auto& p : keyed) out.push_back(std::move(p.second));
-    return list(std::move(out));
+    return list(sorted_by_key(std::move(keyed), truthy(b.get_or(2, Value::boolean(false)))));
   }
   if (name == "sort") {
     const Bound b = bind({"reverse", "case_sensitive", "attribute"});
@@ -191,14 +196,7 @@ std::optional<Value> Renderer::sequence_filter(const std::string& name, const Va
       for (const Value& p : paths) key.push_back(key_of(attribute_path(item, p)));
       keyed.emplace_back(list(std::move(key)), item);
     }
-    const bool reverse = truthy(b.get_or(0, Value::boolean(false)));
-    if (reverse) std::reverse(keyed.begin(), keyed.end());
-    std::stable_sort(keyed.begin(), keyed.end(),
-                     [](const auto& a, const auto& c) { return less(a.first, c.first); });
-    if (reverse) std::reverse(keyed.begin(), keyed.end());
-    std::vector<Value> out;
-    for (auto& p : keyed) out.push_back(std::move(p.second));
-    return list(std::move(out));
+    return list(sorted_by_key(std::move(keyed), truthy(b.get_or(0, Value::boolean(false)))));
   }
   if (name == "unique") {
     const Bound b = bind({"case_sensitive", "attribute"});

@@ -69,6 +69,7 @@ void check_widths(const Spec& s) {
 // printf-style: "%[(key)][flags][width][.precision]conversion".
 Value Renderer::percent_format(const Value& format, const Value& values) {
   const std::string& f = format.str();
+  scan(f.size());
   const bool markup = format.markup();
   std::vector<Value> positional;
   const Value* mapping = nullptr;

@@ -83,6 +83,8 @@ class Renderer {
 
   // --- the budget (limits.h)
   void step();
+  void scan(size_t bytes);  // text about to be read through: kBytesPerStep bytes a step
+  void scan_text(const Value& v, const Args& args);  // v's and the str arguments' text
   void count_iteration();
   void charge(size_t bytes);
   Value text(std::string s, bool markup = false);  // a new string, its bytes charged

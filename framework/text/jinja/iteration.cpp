@@ -15,6 +15,7 @@ Cursor Renderer::iterate(const Value& v) {
     case Kind::kUndefined:
       return [](Value&) { return false; };
     case Kind::kString: {
+      scan(v.str().size());
       auto chars = std::make_shared<std::u32string>(to_code_points(v.str()));
       return [this, chars, i = size_t{0}](Value& out) mutable {
         if (i >= chars->size()) return false;

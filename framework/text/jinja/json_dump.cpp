@@ -27,6 +27,7 @@ class JsonWriter {
   }
 
   void value(const Value& v, int level) {
+    ++value_work();
     if (level > kMaxValueDepth) fail("a value nested too deep for tojson");
     switch (v.kind()) {
       case Kind::kNone:

@@ -26,10 +26,19 @@ constexpr int kMaxEvalDepth = 512;
 // Nesting of values (lists in lists, dicts in dicts, filters over filters): values are printed,
 // compared and freed recursively.
 constexpr int kMaxValueDepth = 128;
+#ifdef GPT_FUZZING
+// The fuzz build (tests/fuzz) runs each input with sanitizers under a 10-second limit: smaller
+// budgets, so that a template that merely runs long is not reported as a hang.
+constexpr int64_t kMaxLoopIterations = 100'000;
+constexpr int64_t kMaxSteps = 2'000'000;
+#else
 // Loop iterations of one rendering, all loops together.
 constexpr int64_t kMaxLoopIterations = 1'000'000;
-// Steps (statements and expressions evaluated, items produced) of one rendering.
+// Steps of one rendering: statements and expressions evaluated, items produced, elements
+// compared or printed (value_work), and every kBytesPerStep bytes of text scanned.
 constexpr int64_t kMaxSteps = 20'000'000;
+#endif
+constexpr size_t kBytesPerStep = 64;
 // One string or the rendered text, in bytes; one list, in items.
 constexpr size_t kMaxStringBytes = 16u << 20;
 constexpr size_t kMaxListItems = 1u << 20;

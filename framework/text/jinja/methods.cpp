@@ -89,6 +89,7 @@ std::optional<Value> Renderer::method(const Value& obj, const std::string& name)
 
 Value Renderer::call_method(const Value& obj, const std::string& name, const Args& args) {
   const std::string what = type_name(obj) + "." + name + "()";
+  scan_text(obj, args);
   const auto& p = args.positional;
   const bool keywords_allowed =
       name == "split" || name == "rsplit" || name == "splitlines" || name == "format";

@@ -218,6 +218,8 @@ bool Renderer::compare(CompareOp op, const Value& a, const Value& b) {
 }
 
 bool Renderer::contains(const Value& container, const Value& item) {
+  if (container.is_string()) scan(container.str().size());
+  if (item.is_string()) scan(item.str().size());
   switch (container.kind()) {
     case Kind::kUndefined:
       return false;  // iterating an undefined value finds nothing

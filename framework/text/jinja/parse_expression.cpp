@@ -34,6 +34,31 @@ void add_arg(Expr& parent, ExprPtr child) {
 
 namespace {
 
+// Whether Jinja2's optimizer may fold `e` to a constant when it compiles the template (its
+// nodes' as_const): literals and what is built of them, but not names, calls, or the filters
+// that read the context (map, select, reject, selectattr, rejectattr, random).
+bool foldable(const Expr* e) {
+  if (!e) return true;
+  switch (e->kind) {
+    case ExprKind::kName:
+    case ExprKind::kCall:
+      return false;
+    case ExprKind::kFilter:
+      if (e->name == "map" || e->name == "select" || e->name == "reject" ||
+          e->name == "selectattr" || e->name == "rejectattr" || e->name == "random" || !e->args[0])
+        return false;
+      break;
+    default:
+      break;
+  }
+  if (e->star || e->star_star) return false;
+  for (const ExprPtr& a : e->args)
+    if (!foldable(a.get())) return false;
+  for (const Keyword& k : e->kwargs)
+    if (!foldable(k.value.get())) return false;
+  return true;
+}
+
 ExprPtr binary(ExprKind kind, int line, ExprPtr left, ExprPtr right) {
   ExprPtr e = make_expr(kind, line);
   add_arg(*e, std::move(left));
@@ -63,24 +88,23 @@ ExprPtr Parser::parse_condexpr() {
   return expr1;
 }
 
-ExprPtr Parser::parse_or() {
+// `operand` (word operand)*, left-associative: or, and.
+ExprPtr Parser::parse_logic(ExprKind kind, const char* word, ExprPtr (Parser::*operand)()) {
   int line = current().line;
-  ExprPtr left = parse_and();
-  while (skip_name("or")) {
-    left = binary(ExprKind::kOr, line, std::move(left), parse_and());
+  ExprPtr left = (this->*operand)();
+  while (skip_name(word)) {
+    left = binary(kind, line, std::move(left), (this->*operand)());
     line = current().line;
   }
   return left;
 }
 
+ExprPtr Parser::parse_or() {
+  return parse_logic(ExprKind::kOr, "or", &Parser::parse_and);
+}
+
 ExprPtr Parser::parse_and() {
-  int line = current().line;
-  ExprPtr left = parse_not();
-  while (skip_name("and")) {
-    left = binary(ExprKind::kAnd, line, std::move(left), parse_not());
-    line = current().line;
-  }
-  return left;
+  return parse_logic(ExprKind::kAnd, "and", &Parser::parse_not);
 }
 
 ExprPtr Parser::parse_not() {
@@ -129,16 +153,26 @@ ExprPtr Parser::parse_compare() {
   return e ? std::move(e) : std::move(first);
 }
 
-ExprPtr Parser::parse_math1() {
+// `operand` (op operand)*, left-associative, for the operators of `ops`: + -, * / // %, **.
+ExprPtr Parser::parse_arithmetic(std::initializer_list<std::pair<const char*, BinaryOp>> ops,
+                                 ExprPtr (Parser::*operand)()) {
   int line = current().line;
-  ExprPtr left = parse_concat();
-  while (at_op("+") || at_op("-")) {
-    const BinaryOp op = next().value == "+" ? BinaryOp::kAdd : BinaryOp::kSub;
-    left = binary(ExprKind::kBinary, line, std::move(left), parse_concat());
-    left->op = op;
+  ExprPtr left = (this->*operand)();
+  while (true) {
+    const auto op =
+        std::find_if(ops.begin(), ops.end(), [&](const auto& o) { return at_op(o.first); });
+    if (op == ops.end()) return left;
+    next();
+    left = binary(ExprKind::kBinary, line, std::move(left), (this->*operand)());
+    left->op = op->second;
+    left->negative_base_quirk = left->op == BinaryOp::kPow && foldable(left->args[0].get()) &&
+                                !foldable(left->args[1].get());
     line = current().line;
   }
-  return left;
+}
+
+ExprPtr Parser::parse_math1() {
+  return parse_arithmetic({{"+", BinaryOp::kAdd}, {"-", BinaryOp::kSub}}, &Parser::parse_concat);
 }
 
 ExprPtr Parser::parse_concat() {
@@ -152,30 +186,19 @@ ExprPtr Parser::parse_concat() {
 }
 
 ExprPtr Parser::parse_math2() {
-  int line = current().line;
-  ExprPtr left = parse_pow();
-  while (at_op("*") || at_op("/") || at_op("//") || at_op("%")) {
-    const std::string v = next().value;
-    const BinaryOp op = v == "*"    ? BinaryOp::kMul
-                        : v == "/"  ? BinaryOp::kDiv
-                        : v == "//" ? BinaryOp::kFloorDiv
-                                    : BinaryOp::kMod;
-    left = binary(ExprKind::kBinary, line, std::move(left), parse_pow());
-    left->op = op;
-    line = current().line;
-  }
-  return left;
+  return parse_arithmetic({{"*", BinaryOp::kMul},
+                           {"/", BinaryOp::kDiv},
+                           {"//", BinaryOp::kFloorDiv},
+                           {"%", BinaryOp::kMod}},
+                          &Parser::parse_pow);
 }
 
 ExprPtr Parser::parse_pow() {
-  int line = current().line;
-  ExprPtr left = parse_unary();
-  while (skip_op("**")) {
-    left = binary(ExprKind::kBinary, line, std::move(left), parse_unary());
-    left->op = BinaryOp::kPow;
-    line = current().line;
-  }
-  return left;
+  return parse_arithmetic({{"**", BinaryOp::kPow}}, &Parser::parse_unary_filtered);
+}
+
+ExprPtr Parser::parse_unary_filtered() {
+  return parse_unary(true);
 }
 
 ExprPtr Parser::parse_unary(bool with_filter) {

@@ -17,15 +17,19 @@ ExprPtr getitem(int line, ExprPtr node, ExprPtr index) {
 
 }  // namespace
 
+ExprPtr Parser::parse_call(ExprPtr callee) {
+  ExprPtr call = make_expr(ExprKind::kCall, current().line);
+  add_arg(*call, std::move(callee));
+  parse_call_args(*call);
+  return call;
+}
+
 ExprPtr Parser::parse_postfix(ExprPtr node) {
   while (true) {
     if (at_op(".") || at_op("[")) {
       node = parse_subscript(std::move(node));
     } else if (at_op("(")) {
-      ExprPtr call = make_expr(ExprKind::kCall, current().line);
-      add_arg(*call, std::move(node));
-      parse_call_args(*call);
-      node = std::move(call);
+      node = parse_call(std::move(node));
     } else {
       return node;
     }
@@ -39,10 +43,7 @@ ExprPtr Parser::parse_filter_expr(ExprPtr node) {
     } else if (at_name("is")) {
       node = parse_test(std::move(node));
     } else if (at_op("(")) {
-      ExprPtr call = make_expr(ExprKind::kCall, current().line);
-      add_arg(*call, std::move(node));
-      parse_call_args(*call);
-      node = std::move(call);
+      node = parse_call(std::move(node));
     } else {
       return node;
     }

@@ -50,16 +50,26 @@ void Parser::fail(int line, const std::string& what) const {
 std::string Parser::describe(const Token& t) {
   switch (t.type) {
     case Tok::kName:
-    case Tok::kOperator: return quoted_excerpt(t.value);
-    case Tok::kString: return "a string";
-    case Tok::kInteger: return "an integer";
-    case Tok::kFloat: return "a float";
-    case Tok::kBlockEnd: return "'%}'";
-    case Tok::kVarEnd: return "'}}'";
-    case Tok::kBlockBegin: return "'{%'";
-    case Tok::kVarBegin: return "'{{'";
-    case Tok::kData: return "template text";
-    default: return "the end of the template";
+    case Tok::kOperator:
+      return quoted_excerpt(t.value);
+    case Tok::kString:
+      return "a string";
+    case Tok::kInteger:
+      return "an integer";
+    case Tok::kFloat:
+      return "a float";
+    case Tok::kBlockEnd:
+      return "'%}'";
+    case Tok::kVarEnd:
+      return "'}}'";
+    case Tok::kBlockBegin:
+      return "'{%'";
+    case Tok::kVarBegin:
+      return "'{{'";
+    case Tok::kData:
+      return "template text";
+    default:
+      return "the end of the template";
   }
 }
 
@@ -245,14 +255,18 @@ void Parser::parse_signature(MacroDef& def) {
   expect_op(")");
 }
 
+void Parser::parse_macro_body(MacroDef& def, const char* end_name) {
+  def.body = parse_statements({end_name}, true);
+  find_special_names(def.body, def);
+}
+
 StmtPtr Parser::parse_macro(int line) {
   next();
   StmtPtr s = make_stmt(StmtKind::kMacro, line);
   s->macro = std::make_unique<MacroDef>();
   s->macro->name = parse_assign_target(false, true, {}, false).name;
   parse_signature(*s->macro);
-  s->macro->body = parse_statements({"endmacro"}, true);
-  find_special_names(s->macro->body, *s->macro);
+  parse_macro_body(*s->macro, "endmacro");
   return s;
 }
 
@@ -265,8 +279,7 @@ StmtPtr Parser::parse_call_block(int line) {
   ExprPtr call = parse_expression();
   if (call->kind != ExprKind::kCall) fail(line, "expected a call after 'call'");
   s->exprs.push_back(std::move(call));
-  s->macro->body = parse_statements({"endcall"}, true);
-  find_special_names(s->macro->body, *s->macro);
+  parse_macro_body(*s->macro, "endcall");
   return s;
 }
 

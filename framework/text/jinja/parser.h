@@ -8,6 +8,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/text/jinja/ast.h"
@@ -45,12 +46,16 @@ class Parser {
   StmtPtr parse_call_block(int line);
   StmtPtr parse_print(int line);
   void parse_signature(MacroDef& def);
+  void parse_macro_body(MacroDef& def, const char* end_name);
   Target parse_assign_target(bool with_tuple, bool name_only,
                              std::initializer_list<const char*> extra_end_names,
                              bool with_namespace);
 
   // --- expressions (parse_expression.cpp)
   ExprPtr parse_condexpr();
+  ExprPtr parse_logic(ExprKind kind, const char* word, ExprPtr (Parser::*operand)());
+  ExprPtr parse_arithmetic(std::initializer_list<std::pair<const char*, BinaryOp>> ops,
+                           ExprPtr (Parser::*operand)());
   ExprPtr parse_or();
   ExprPtr parse_and();
   ExprPtr parse_not();
@@ -60,7 +65,9 @@ class Parser {
   ExprPtr parse_math2();
   ExprPtr parse_pow();
   ExprPtr parse_unary(bool with_filter = true);
+  ExprPtr parse_unary_filtered();
   ExprPtr parse_filter_expr(ExprPtr node);
+  ExprPtr parse_call(ExprPtr callee);
   ExprPtr parse_subscript(ExprPtr node);
   ExprPtr parse_subscribed();
   ExprPtr parse_list();

@@ -2,6 +2,7 @@
 // break and continue, and the budget every rendering is held to (see interpreter.h).
 // Hand-written, like the rest of framework/text/jinja/ (see interpreter.h).
 #include <algorithm>
+#include <utility>
 
 #include "framework/check.h"
 #include "framework/json.h"
@@ -44,7 +45,9 @@ Bound::Bound(const Args& args, std::vector<const char*> names, const std::string
     values_[i] = args.positional[i];
     given_[i] = true;
   }
-  for (const auto& [key, value] : args.keywords) {
+  for (const auto& keyword : args.keywords) {
+    const std::string& key = keyword.first;
+    const Value& value = keyword.second;
     const auto it =
         std::find_if(names.begin(), names.end(), [&](const char* n) { return key == n; });
     if (it == names.end())
@@ -71,8 +74,23 @@ Renderer::Level::~Level() {
 }
 
 void Renderer::step() {
-  if (++steps_ > kMaxSteps)
+  steps_ += 1 + std::exchange(value_work(), 0);
+  if (steps_ > kMaxSteps)
     fail("the template ran more than " + std::to_string(kMaxSteps) + " steps");
+}
+
+void Renderer::scan(size_t bytes) {
+  steps_ += static_cast<int64_t>(bytes / kBytesPerStep);
+  step();
+}
+
+void Renderer::scan_text(const Value& v, const Args& args) {
+  size_t bytes = v.is_string() ? v.str().size() : 0;
+  for (const Value& a : args.positional)
+    if (a.is_string()) bytes += a.str().size();
+  for (const auto& [_, a] : args.keywords)
+    if (a.is_string()) bytes += a.str().size();
+  scan(bytes);
 }
 
 void Renderer::count_iteration() {
@@ -124,6 +142,7 @@ void Renderer::append(std::string& out, std::string_view piece) {
 }
 
 std::string Renderer::render(const Body& body, std::vector<std::pair<std::string, Value>> vars) {
+  value_work() = 0;
   auto root = std::make_shared<Scope>();
   root->vars = std::move(vars);
   std::string out;

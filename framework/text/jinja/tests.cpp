@@ -39,6 +39,7 @@ bool same_object(const Value& a, const Value& b) {
 
 bool Renderer::test(const std::string& name, const Value& v, const Args& args) {
   const std::string what = "test '" + name + "'";
+  scan_text(v, args);
   auto one = [&](const char* param) {
     const Bound b(args, {param}, what);
     if (!b.get(0)) fail(what + " missing 1 required positional argument: '" + param + "'");

@@ -56,6 +56,11 @@ bool same_members(const std::vector<Value>& a, const std::vector<Value>& b) {
 
 }  // namespace
 
+int64_t& value_work() {
+  thread_local int64_t work = 0;
+  return work;
+}
+
 size_t Dict::index_of(const Value& key) const {
   if (key.is_string()) {
     const auto it = string_keys.find(key.str());
@@ -259,6 +264,9 @@ bool truthy(const Value& v) {
 }
 
 bool equal(const Value& a, const Value& b) {
+  ++value_work();
+  if (a.is_string() && b.is_string())
+    value_work() += static_cast<int64_t>(std::min(a.str().size(), b.str().size()) / kBytesPerStep);
   if (a.is_number() && b.is_number()) return compare_numbers(a, b) == 0;
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
@@ -289,6 +297,9 @@ bool equal(const Value& a, const Value& b) {
 }
 
 int order(const Value& a, const Value& b, const char* op) {
+  ++value_work();
+  if (a.is_string() && b.is_string())
+    value_work() += static_cast<int64_t>(std::min(a.str().size(), b.str().size()) / kBytesPerStep);
   if (a.is_undefined() || b.is_undefined()) fail((a.is_undefined() ? a : b).why());
   if (a.is_number() && b.is_number()) return compare_numbers(a, b);
   if (a.is_string() && b.is_string()) return a.str() < b.str() ? -1 : a.str() == b.str() ? 0 : 1;

@@ -49,7 +49,68 @@ struct Object {
   virtual ~Object() = default;
 };
 
-class Value;
+struct Seq;
+struct Dict;
+struct Iterator;
+struct Namespace;
+
+class Value {
+ public:
+  Value() = default;  // undefined, with no reason
+  static Value undefined(std::string why, bool unsafe = false);
+  static Value none();
+  static Value boolean(bool b);
+  static Value integer(int64_t i);
+  static Value real(double f);
+  static Value string(std::string s, bool markup = false);
+  // A sequence of `kind` (kList ... kDictItems); fails past kMaxValueDepth or kMaxListItems.
+  static Value sequence(Kind kind, std::vector<Value> items);
+  static Value range(int64_t start, int64_t stop, int64_t step);
+  static Value dict(std::shared_ptr<Dict> d);
+  static Value iterator(std::shared_ptr<Iterator> it);
+  static Value object(Kind kind, std::shared_ptr<Object> o);
+  // A namespace owned elsewhere (by the rendering).
+  static Value namespace_ref(Namespace* ns);
+
+  Kind kind() const { return kind_; }
+  bool is(Kind k) const { return kind_ == k; }
+  bool is_undefined() const { return kind_ == Kind::kUndefined; }
+  bool is_string() const { return kind_ == Kind::kString; }
+  bool is_number() const {
+    return kind_ == Kind::kBool || kind_ == Kind::kInt || kind_ == Kind::kFloat;
+  }
+  bool is_sequence() const { return kind_ >= Kind::kList && kind_ <= Kind::kDictItems; }
+
+  bool as_bool() const { return i_ != 0; }
+  int64_t as_int() const { return i_; }  // kBool and kInt
+  double as_float() const { return kind_ == Kind::kFloat ? f_ : static_cast<double>(i_); }
+  const std::string& str() const { return static_cast<const Text&>(*obj_).s; }
+  bool markup() const { return flag_; }
+  bool unsafe() const { return flag_; }  // kUndefined: an attribute the sandbox refuses
+  const std::string& why() const;        // kUndefined: what is undefined
+  Seq& seq() const;
+  const std::vector<Value>& items() const;
+  const Dict& dict() const;
+  Iterator& iter() const;
+  Namespace& ns() const;
+  template <typename T>
+  T& as() const {
+    return static_cast<T&>(*obj_);
+  }
+  const Object* identity() const { return obj_.get(); }
+
+ private:
+  struct Text : Object {
+    std::string s;
+  };
+  Kind kind_ = Kind::kUndefined;
+  bool flag_ = false;
+  union {
+    int64_t i_ = 0;
+    double f_;
+  };
+  std::shared_ptr<Object> obj_;
+};
 
 struct Seq : Object {
   std::vector<Value> items;
@@ -86,63 +147,27 @@ struct Opaque : Object {
   virtual std::optional<std::string> repr() const = 0;
 };
 
-class Value {
- public:
-  Value() = default;  // undefined, with no reason
-  static Value undefined(std::string why, bool unsafe = false);
-  static Value none();
-  static Value boolean(bool b);
-  static Value integer(int64_t i);
-  static Value real(double f);
-  static Value string(std::string s, bool markup = false);
-  // A sequence of `kind` (kList ... kDictItems); fails past kMaxValueDepth or kMaxListItems.
-  static Value sequence(Kind kind, std::vector<Value> items);
-  static Value range(int64_t start, int64_t stop, int64_t step);
-  static Value dict(std::shared_ptr<Dict> d);
-  static Value iterator(std::shared_ptr<Iterator> it);
-  static Value object(Kind kind, std::shared_ptr<Object> o);
-  // A namespace owned elsewhere (by the rendering).
-  static Value namespace_ref(Namespace* ns);
+inline Seq& Value::seq() const {
+  return static_cast<Seq&>(*obj_);
+}
+inline const std::vector<Value>& Value::items() const {
+  return seq().items;
+}
+inline const Dict& Value::dict() const {
+  return static_cast<const Dict&>(*obj_);
+}
+inline Iterator& Value::iter() const {
+  return static_cast<Iterator&>(*obj_);
+}
+inline Namespace& Value::ns() const {
+  return static_cast<Namespace&>(*obj_);
+}
 
-  Kind kind() const { return kind_; }
-  bool is(Kind k) const { return kind_ == k; }
-  bool is_undefined() const { return kind_ == Kind::kUndefined; }
-  bool is_string() const { return kind_ == Kind::kString; }
-  bool is_number() const {
-    return kind_ == Kind::kBool || kind_ == Kind::kInt || kind_ == Kind::kFloat;
-  }
-  bool is_sequence() const { return kind_ >= Kind::kList && kind_ <= Kind::kDictItems; }
-
-  bool as_bool() const { return i_ != 0; }
-  int64_t as_int() const { return i_; }  // kBool and kInt
-  double as_float() const { return kind_ == Kind::kFloat ? f_ : static_cast<double>(i_); }
-  const std::string& str() const { return static_cast<const Text&>(*obj_).s; }
-  bool markup() const { return flag_; }
-  bool unsafe() const { return flag_; }  // kUndefined: an attribute the sandbox refuses
-  const std::string& why() const;        // kUndefined: what is undefined
-  Seq& seq() const { return static_cast<Seq&>(*obj_); }
-  const std::vector<Value>& items() const { return seq().items; }
-  const Dict& dict() const { return static_cast<const Dict&>(*obj_); }
-  Iterator& iter() const { return static_cast<Iterator&>(*obj_); }
-  Namespace& ns() const { return static_cast<Namespace&>(*obj_); }
-  template <typename T>
-  T& as() const {
-    return static_cast<T&>(*obj_);
-  }
-  const Object* identity() const { return obj_.get(); }
-
- private:
-  struct Text : Object {
-    std::string s;
-  };
-  Kind kind_ = Kind::kUndefined;
-  bool flag_ = false;
-  union {
-    int64_t i_ = 0;
-    double f_;
-  };
-  std::shared_ptr<Object> obj_;
-};
+// Elements the functions below have visited (compared, ordered, printed, written as JSON) on this
+// thread: the renderer adds them to its step budget (Renderer::step), so that comparing or
+// printing a large value in a loop is bounded like any other work. One thread renders one
+// template at a time.
+int64_t& value_work();
 
 // Nesting depth: 1 + the deepest item's for containers and iterators, 0 for the rest.
 int depth_of(const Value& v);

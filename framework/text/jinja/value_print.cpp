@@ -42,6 +42,7 @@ void append_dict(std::string& out, const std::vector<std::pair<Value, Value>>& e
 thread_local std::vector<const Namespace*> namespaces_in_repr;
 
 void append_repr_at(std::string& out, const Value& v, size_t max_bytes, int depth) {
+  ++value_work();
   if (depth > kMaxValueDepth) fail("a value nested too deep to print");
   switch (v.kind()) {
     case Kind::kUndefined:
